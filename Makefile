@@ -1,0 +1,36 @@
+# Each target bootstraps what it needs, so `make demo` and `make test` work on a fresh
+# Debian machine. See README.md.
+SHELL := /bin/bash
+STAMP := node_modules/.zmesh-bootstrap
+
+.PHONY: all bootstrap build bpf lint test demo bench clean
+
+all: build
+
+$(STAMP): package.json pnpm-lock.yaml scripts/bootstrap.sh
+	@scripts/bootstrap.sh
+	@touch $(STAMP)
+
+bootstrap: $(STAMP)
+
+bpf: bootstrap
+	@$(MAKE) -s -C bpf
+
+build: bootstrap bpf
+	@pnpm exec tsc -b
+
+lint: bootstrap
+	@pnpm exec biome check .
+
+test: build lint
+	@scripts/test.sh
+
+demo: build
+	@bin/zmesh demo
+
+bench: build
+	@bin/zmesh bench
+
+clean:
+	@rm -rf packages/*/dist test/dist bpf/build
+	@find packages test -name '*.tsbuildinfo' -delete

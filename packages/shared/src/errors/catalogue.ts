@@ -1,0 +1,68 @@
+import type { ResponseFlag } from './zmesh-error.js';
+
+export interface CatalogueEntry {
+  /** Message template; `{name}` is filled from the error's context. */
+  readonly message: string;
+  /** HTTP status when the error ends a CONNECT or an HTTP request. */
+  readonly status: number;
+  readonly flag: ResponseFlag;
+}
+
+/**
+ * Every stable error code. Codes are `ZM_ERR_<AREA>_<PROBLEM>`; docs/errors.md lists the
+ * same set (errors.test.ts keeps them in step). Never renumber or reuse a code.
+ */
+export const CATALOGUE = {
+  ZM_ERR_SPIFFE_INVALID: { message: 'invalid SPIFFE ID {id}: {reason}', status: 400, flag: 'TLS' },
+  ZM_ERR_CERT_INVALID: { message: 'certificate rejected: {reason}', status: 401, flag: 'TLS' },
+  ZM_ERR_CERT_EXPIRED: {
+    message: 'certificate for {identity} expired at {notAfter}',
+    status: 503,
+    flag: 'TLS',
+  },
+  ZM_ERR_CERT_MISSING: { message: 'no certificate for {identity}', status: 503, flag: 'TLS' },
+  ZM_ERR_CA_REFUSED: { message: 'CA refused {identity}: {reason}', status: 403, flag: 'TLS' },
+  ZM_ERR_TLS_PEER_IDENTITY: {
+    message: 'peer identity {actual} is not one of the expected identities {expected}',
+    status: 503,
+    flag: 'TLS',
+  },
+  ZM_ERR_TLS_PEER_TRUST_DOMAIN: {
+    message: 'peer {actual} is outside trust domain {trustDomain}',
+    status: 401,
+    flag: 'TLS',
+  },
+  ZM_ERR_HBONE_BAD_METHOD: { message: 'method {method} is not CONNECT', status: 400, flag: 'DC' },
+  ZM_ERR_HBONE_BAD_AUTHORITY: {
+    message: 'malformed :authority {authority}: {reason}',
+    status: 400,
+    flag: 'DC',
+  },
+  ZM_ERR_HBONE_UNKNOWN_DESTINATION: {
+    message: 'no workload behind this listener has address {authority}',
+    status: 400,
+    flag: 'NR',
+  },
+  ZM_ERR_HBONE_UPSTREAM_CONNECT: { message: 'connect to {target} failed: {reason}', status: 503, flag: 'UF' },
+  ZM_ERR_HBONE_NOT_SERVING: { message: 'workload {workload} is not serving', status: 503, flag: 'UH' },
+  ZM_ERR_HBONE_TUNNEL_REFUSED: {
+    message: 'tunnel to {authority} refused with status {status}',
+    status: 503,
+    flag: 'UF',
+  },
+  ZM_ERR_HBONE_SESSION: { message: 'HBONE session to {address} failed: {reason}', status: 503, flag: 'UF' },
+  ZM_ERR_HBONE_RAPID_RESET: {
+    message: 'peer reset {count} streams within {windowMs} ms',
+    status: 400,
+    flag: 'DC',
+  },
+  ZM_ERR_AUTHZ_DENIED: { message: 'denied by policy {policy}', status: 401, flag: 'UAEX' },
+  ZM_ERR_CONFIG_INVALID: { message: 'invalid config {source}: {reason}', status: 500, flag: 'CFG' },
+  ZM_ERR_CONFIG_PENDING: { message: '{resource} waits for {missing}', status: 503, flag: 'CFG' },
+  ZM_ERR_ROUTE_NO_DESTINATION: { message: 'no workload or service at {address}', status: 503, flag: 'NR' },
+  ZM_ERR_ROUTE_NO_HEALTHY: { message: 'service {service} has no healthy endpoint', status: 503, flag: 'UH' },
+  ZM_ERR_TENANT_QUOTA: { message: 'tenant {tenant} over {quota} quota ({limit})', status: 503, flag: 'UO' },
+  ZM_ERR_INTERNAL_FAULT: { message: 'internal error: {reason}', status: 500, flag: 'INT' },
+} as const satisfies Record<string, CatalogueEntry>;
+
+export type ErrorCode = keyof typeof CATALOGUE;

@@ -1,0 +1,1 @@
+export { MeshMetrics, type TcpLabels } from './mesh-metrics.js';
