@@ -222,7 +222,7 @@ export class ByteFairness {
     const onData = (chunk: Buffer | string) => {
       const n = typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
       this.#copied(link, n);
-      if (!dst.write(chunk, () => this.#flushed(link, n))) {
+      if (!dst.write(chunk, () => this.#flushed(link, n)) && !link.destFull) {
         link.destFull = true;
         dst.once('drain', onDrain);
       }

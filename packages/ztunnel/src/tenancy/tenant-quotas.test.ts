@@ -1,10 +1,12 @@
-import { isZmeshError } from '@zmesh/shared';
+import { isZmeshError, logger } from '@zmesh/shared';
 import test from 'ava';
 import { Registry } from 'prom-client';
 import { MemoryGuard } from './memory-guard.js';
 import { RefusalLog } from './refusal-log.js';
 import { TenantQuotas } from './tenant-quotas.js';
 
+const log = logger('tenancy-test');
+log.level = 'silent';
 const tight = {
   maxConnections: 2,
   maxPendingConnects: 1,
@@ -20,7 +22,7 @@ function refusedQuota(t: import('ava').ExecutionContext, r: { ok: boolean; error
 }
 
 test('open connections are refused over the limit and a released lease frees capacity', (t) => {
-  const q = new TenantQuotas({ defaults: tight });
+  const q = new TenantQuotas({ log, defaults: tight });
   const a = q.acquireConnection('shop');
   const b = q.acquireConnection('shop');
   t.true(a.ok && b.ok);
@@ -31,7 +33,7 @@ test('open connections are refused over the limit and a released lease frees cap
 });
 
 test('releasing a lease twice gives back only one unit', (t) => {
-  const q = new TenantQuotas({ defaults: tight });
+  const q = new TenantQuotas({ log, defaults: tight });
   const a = q.acquireConnection('shop');
   t.true(q.acquireConnection('shop').ok);
   if (!a.ok) return t.fail();
@@ -44,7 +46,7 @@ test('releasing a lease twice gives back only one unit', (t) => {
 });
 
 test('pending connects are refused over the limit', (t) => {
-  const q = new TenantQuotas({ defaults: tight });
+  const q = new TenantQuotas({ log, defaults: tight });
   const p = q.acquirePending('shop');
   refusedQuota(t, q.acquirePending('shop'), 'pending_connects');
   if (p.ok) p.value.release();
@@ -53,7 +55,7 @@ test('pending connects are refused over the limit', (t) => {
 
 test('the connect token bucket allows a burst, then refills at the rate (injected clock)', (t) => {
   let now = 0;
-  const q = new TenantQuotas({ defaults: tight, now: () => now });
+  const q = new TenantQuotas({ log, defaults: tight, now: () => now });
   for (let i = 0; i < 3; i++) t.true(q.takeConnectToken('shop').ok, `burst token ${i}`);
   refusedQuota(t, q.takeConnectToken('shop'), 'connect_rate');
   now += 99; // 10/s: just under one token
@@ -65,7 +67,7 @@ test('the connect token bucket allows a burst, then refills at the rate (injecte
 });
 
 test('buffered bytes are refused over the limit and released bytes free capacity', (t) => {
-  const q = new TenantQuotas({ defaults: tight });
+  const q = new TenantQuotas({ log, defaults: tight });
   t.true(q.reserveBytes('shop', 60).ok);
   refusedQuota(t, q.reserveBytes('shop', 41), 'buffered_bytes');
   q.releaseBytes('shop', 30);
@@ -75,7 +77,7 @@ test('buffered bytes are refused over the limit and released bytes free capacity
 });
 
 test('per-tenant overrides replace the defaults for that tenant only', (t) => {
-  const q = new TenantQuotas({ defaults: tight, overrides: { big: { maxConnections: 5 } } });
+  const q = new TenantQuotas({ log, defaults: tight, overrides: { big: { maxConnections: 5 } } });
   for (let i = 0; i < 5; i++) t.true(q.acquireConnection('big').ok);
   refusedQuota(t, q.acquireConnection('big'), 'connections');
   t.is(q.limitsOf('small').maxConnections, 2);
@@ -86,7 +88,7 @@ test('per-tenant overrides replace the defaults for that tenant only', (t) => {
 
 test('buffered bytes also need the node memory guard, which sheds the largest tenant', (t) => {
   const memory = new MemoryGuard({ capBytes: 150, highWater: 0.5 });
-  const q = new TenantQuotas({ defaults: tight, memory });
+  const q = new TenantQuotas({ log, defaults: tight, memory });
   t.true(q.reserveBytes('big', 90).ok);
   const shed = q.reserveBytes('big', 5);
   t.false(shed.ok);
@@ -98,7 +100,7 @@ test('buffered bytes also need the node memory guard, which sheds the largest te
 
 test('refusals count per tenant and quota in the registry', async (t) => {
   const registry = new Registry();
-  const q = new TenantQuotas({ defaults: tight, registry });
+  const q = new TenantQuotas({ log, defaults: tight, registry });
   for (let i = 0; i < 5; i++) q.acquirePending('shop');
   t.regex(
     await registry.metrics(),

@@ -1,4 +1,4 @@
-import { err, ok, type Result, ZmeshError } from '@zmesh/shared';
+import { err, type Logger, ok, type Result, ZmeshError } from '@zmesh/shared';
 import { Registry } from 'prom-client';
 import type { MemoryGuard } from './memory-guard.js';
 import { RefusalLog } from './refusal-log.js';
@@ -48,6 +48,8 @@ export interface TenantQuotasOptions {
   /** Milliseconds, monotonic; drives the token buckets and log rate limit. */
   readonly now?: () => number;
   readonly logIntervalMs?: number;
+  /** Defaults to `logger('tenancy')`. */
+  readonly log?: Logger;
 }
 
 interface Usage {
@@ -78,7 +80,7 @@ export class TenantQuotas {
     this.#memory = options.memory;
     this.#metrics = new QuotaMetrics(options.registry ?? new Registry());
     this.#now = options.now ?? (() => performance.now());
-    this.#log = new RefusalLog(options.logIntervalMs, this.#now);
+    this.#log = new RefusalLog(options.logIntervalMs, this.#now, options.log);
   }
 
   /** Replaces a tenant's overrides (`undefined` returns it to the defaults); holdings are kept. */
