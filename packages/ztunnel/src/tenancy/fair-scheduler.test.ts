@@ -182,3 +182,14 @@ test('a failing work item rejects its caller and frees its slot', async (t) => {
   t.is(await after, 'after');
   t.is(s.stats().inFlight, 0);
 });
+
+test('a tenant whose work hangs holds at most its share of the slots', async (t) => {
+  const s = new FairScheduler({ maxInFlight: 4, maxInFlightPerTenant: 3 });
+  const g = gate();
+  const hanging = Array.from({ length: 10 }, () => s.schedule('blackhole', 1, g.wait));
+  t.is(s.stats().inFlight, 3);
+  t.is(await s.schedule('other', 1, async () => 'served'), 'served');
+  g.open();
+  await Promise.all(hanging);
+  t.deepEqual(s.stats(), { inFlight: 0, controlInFlight: 0, queued: {} });
+});

@@ -8,6 +8,11 @@ import { CONTROL_TENANT } from './tenant-of.js';
 export const DEFAULT_MAX_IN_FLIGHT = 64;
 /** Items one tenant may have waiting; the next one is refused with ZM_ERR_TENANT_QUEUE_FULL. */
 export const DEFAULT_MAX_QUEUED_PER_TENANT = 1024;
+/**
+ * Share of `maxInFlight` one tenant may hold at once: work that hangs (connects to a
+ * black-holed address wait for their timeout) must not take every slot from the others.
+ */
+export const DEFAULT_TENANT_SHARE_OF_SLOTS = 0.75;
 /** Cost credited to a tenant per round (times its weight); with cost 1 per item, round robin. */
 export const DEFAULT_QUANTUM = 1;
 /** Slots only the control lane may use, so xDS/CA/readiness work starts even when tenants saturate. */
@@ -22,6 +27,8 @@ export interface FairSchedulerOptions {
   readonly mode?: SchedulerMode;
   readonly maxInFlight?: number;
   readonly maxQueuedPerTenant?: number;
+  /** Default `ceil(maxInFlight × DEFAULT_TENANT_SHARE_OF_SLOTS)`; fair mode only. */
+  readonly maxInFlightPerTenant?: number;
   readonly quantum?: number;
   readonly controlSlots?: number;
   /** Relative shares; a tenant not listed has weight 1. */
@@ -69,6 +76,7 @@ export class FairScheduler {
   readonly mode: SchedulerMode;
   readonly #maxInFlight: number;
   readonly #maxQueued: number;
+  readonly #maxPerTenant: number;
   readonly #quantum: number;
   readonly #controlSlots: number;
   readonly #weights = new Map<string, number>();
@@ -81,6 +89,8 @@ export class FairScheduler {
   readonly #fifo = new LinkedQueue<Item>();
   readonly #control = new LinkedQueue<Item>();
   #inFlight = 0;
+  /** Running items per tenant; entries leave at zero. */
+  readonly #running = new Map<string, number>();
   #controlInFlight = 0;
   #pumping = false;
 
@@ -91,6 +101,10 @@ export class FairScheduler {
     this.#maxQueued = positive(
       'maxQueuedPerTenant',
       options.maxQueuedPerTenant ?? DEFAULT_MAX_QUEUED_PER_TENANT,
+    );
+    this.#maxPerTenant = positive(
+      'maxInFlightPerTenant',
+      options.maxInFlightPerTenant ?? Math.ceil(this.#maxInFlight * DEFAULT_TENANT_SHARE_OF_SLOTS),
     );
     this.#quantum = positive('quantum', options.quantum ?? DEFAULT_QUANTUM);
     this.#controlSlots = positive('controlSlots', options.controlSlots ?? DEFAULT_CONTROL_SLOTS);
@@ -240,26 +254,36 @@ export class FairScheduler {
     }
   }
 
+  /**
+   * DRR: the flow under the cursor spends its credit on head items; when the head costs
+   * more than is left, the turn passes on. A flow at its in-flight cap is passed over
+   * without credit, as if it were not backlogged.
+   */
   #nextFair(): Item | undefined {
-    let fruitless = 0;
+    let visited = 0;
+    let capped = 0;
     while (this.#ring.length > 0) {
+      if (visited >= this.#ring.length) {
+        if (capped === visited) return undefined;
+        this.#fastForward();
+        visited = capped = 0;
+      }
       const flow = this.#ring[this.#cursor]!;
-      if (!flow.granted) {
+      const atCap = (this.#running.get(flow.tenant) ?? 0) >= this.#maxPerTenant;
+      if (!atCap && !flow.granted) {
         flow.deficit += this.#quantum * this.#weight(flow.tenant);
         flow.granted = true;
       }
       const head = flow.items.peek()!;
-      if (head.cost <= flow.deficit) {
+      if (!atCap && head.cost <= flow.deficit) {
         flow.items.shift();
         flow.deficit -= head.cost;
         return head;
       }
       flow.granted = false;
       this.#cursor = (this.#cursor + 1) % this.#ring.length;
-      if (++fruitless >= this.#ring.length) {
-        this.#fastForward();
-        fruitless = 0;
-      }
+      visited++;
+      if (atCap) capped++;
     }
     return undefined;
   }
@@ -271,13 +295,14 @@ export class FairScheduler {
    */
   #fastForward(): void {
     let rounds = Number.POSITIVE_INFINITY;
-    for (const flow of this.#ring) {
+    const open = this.#ring.filter((flow) => (this.#running.get(flow.tenant) ?? 0) < this.#maxPerTenant);
+    for (const flow of open) {
       const perRound = this.#quantum * this.#weight(flow.tenant);
       const need = Math.ceil((flow.items.peek()!.cost - flow.deficit) / perRound);
       rounds = Math.min(rounds, need);
     }
     const skip = Math.max(0, rounds - 1);
-    for (const flow of this.#ring) flow.deficit += skip * this.#quantum * this.#weight(flow.tenant);
+    for (const flow of open) flow.deficit += skip * this.#quantum * this.#weight(flow.tenant);
   }
 
   #start(item: Item, control: boolean): void {
@@ -286,23 +311,31 @@ export class FairScheduler {
     this.#metrics.admitted.inc(labels);
     this.#metrics.delay.observe(labels, Math.max(0, this.#now() - item.enqueuedAt) / 1000);
     if (control) this.#controlInFlight++;
-    else this.#inFlight++;
+    else {
+      this.#inFlight++;
+      this.#running.set(item.tenant, (this.#running.get(item.tenant) ?? 0) + 1);
+    }
     // The slot is free before the caller resumes, so stats() never shows finished work.
     run(item.work).then(
       (value) => {
-        this.#finish(control);
+        this.#finish(item.tenant, control);
         item.resolve(value);
       },
       (error: unknown) => {
-        this.#finish(control);
+        this.#finish(item.tenant, control);
         item.reject(error);
       },
     );
   }
 
-  #finish(control: boolean): void {
+  #finish(tenant: string, control: boolean): void {
     if (control) this.#controlInFlight--;
-    else this.#inFlight--;
+    else {
+      this.#inFlight--;
+      const running = (this.#running.get(tenant) ?? 1) - 1;
+      if (running === 0) this.#running.delete(tenant);
+      else this.#running.set(tenant, running);
+    }
     this.#pump();
   }
 

@@ -14,6 +14,7 @@ export {
   DEFAULT_MAX_IN_FLIGHT,
   DEFAULT_MAX_QUEUED_PER_TENANT,
   DEFAULT_QUANTUM,
+  DEFAULT_TENANT_SHARE_OF_SLOTS,
   FairScheduler,
   type FairSchedulerOptions,
   type ScheduleOptions,
