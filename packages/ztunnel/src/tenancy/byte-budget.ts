@@ -70,6 +70,8 @@ interface TenantState {
   /** Reads paused until the tenant's buffered bytes fall to half the cap (hysteresis). */
   capped: boolean;
   penaltyUntil: number;
+  /** After a lag penalty the tenant reads freely for as long again: lag pauses it at most half the time. */
+  cooldownUntil: number;
   pauses: number;
 }
 
@@ -77,7 +79,9 @@ interface TenantState {
  * Copies bytes between the two sockets of each tenant's connections and keeps the copy
  * loop fair (DESIGN §7): a tenant's buffered bytes are capped (reads pause instead of
  * buffering without bound), and while the event loop lags the heaviest recent consumer's
- * reads are paused for a short bounded time, so light tenants' bytes get the loop first.
+ * reads are paused for a short bounded time (then left alone as long), so light tenants'
+ * bytes get the loop first. Under node memory pressure the guard's shed candidate is
+ * paused for as long as it stays the candidate.
  */
 export class ByteFairness {
   readonly #o: Required<Omit<ByteFairnessOptions, 'memory' | 'registry' | 'autoTick'>>;
@@ -168,10 +172,11 @@ export class ByteFairness {
       t.recent = 0;
       if (t.penaltyUntil !== 0 && now >= t.penaltyUntil) {
         t.penaltyUntil = 0;
+        t.cooldownUntil = now + this.#o.pauseMs;
         this.#flowAll(t);
       }
     }
-    if (lag > this.#o.lagThresholdMs) this.#penalize(this.#heaviest(), now, 'lag');
+    if (lag > this.#o.lagThresholdMs) this.#penalize(this.#heaviest(now), now, 'lag');
     const shed = this.#memory?.shedCandidate();
     if (shed !== undefined) this.#penalize(this.#tenants.get(shed), now, 'memory');
   }
@@ -193,6 +198,7 @@ export class ByteFairness {
         buffered: 0,
         capped: false,
         penaltyUntil: 0,
+        cooldownUntil: 0,
         pauses: 0,
       };
       this.#tenants.set(name, t);
@@ -275,17 +281,27 @@ export class ByteFairness {
     }
   }
 
-  #heaviest(): TenantState | undefined {
+  /**
+   * The tenant with the most bytes in the window, if it is above an equal share of the
+   * window (a light tenant gains nothing from being paused) and not cooling down.
+   */
+  #heaviest(now: number): TenantState | undefined {
     let top: TenantState | undefined;
+    let total = 0;
+    let active = 0;
     for (const t of this.#tenants.values()) {
-      if (t.penaltyUntil !== 0 || t.links.size === 0 || t.windowBytes <= 0) continue;
+      if (t.links.size === 0 || t.windowBytes <= 0) continue;
+      total += t.windowBytes;
+      active++;
+      if (t.penaltyUntil !== 0 || now < t.cooldownUntil) continue;
       if (!top || t.windowBytes > top.windowBytes) top = t;
     }
+    if (!top || (active > 1 && top.windowBytes <= total / active)) return undefined;
     return top;
   }
 
   #penalize(t: TenantState | undefined, now: number, reason: 'lag' | 'memory'): void {
-    if (t?.penaltyUntil !== 0) return;
+    if (t?.penaltyUntil !== 0 || t.links.size === 0) return;
     t.penaltyUntil = now + this.#o.pauseMs;
     this.#paused(t, reason);
     this.#flowAll(t);
