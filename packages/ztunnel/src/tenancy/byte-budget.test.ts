@@ -132,6 +132,9 @@ test("a tenant's buffered bytes are capped across its pairs; other tenants flow"
     'every heavy pair is paused',
   );
   t.is(heavy.paused, 1);
+  const late = { down: socket(), up: socket() };
+  fair.attach('heavy', late.down, late.up);
+  t.true(late.down.isPaused(), 'a pair attached while its tenant is capped starts paused');
   t.is(light.up.written, 4 * 1024, 'light was not held back');
   for (const p of pairs) p.up.flush();
   await turn();

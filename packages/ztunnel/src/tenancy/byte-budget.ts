@@ -238,6 +238,7 @@ export class ByteFairness {
     src.on('data', onData);
     src.once('end', onEnd);
     tenant.links.add(link);
+    this.#flow(link); // a new pair of a paused tenant starts paused
     return link;
   }
 
