@@ -1,1 +1,1 @@
-export {};
+export * from './tenancy/index.js';

@@ -62,6 +62,16 @@ export const CATALOGUE = {
   ZM_ERR_ROUTE_NO_DESTINATION: { message: 'no workload or service at {address}', status: 503, flag: 'NR' },
   ZM_ERR_ROUTE_NO_HEALTHY: { message: 'service {service} has no healthy endpoint', status: 503, flag: 'UH' },
   ZM_ERR_TENANT_QUOTA: { message: 'tenant {tenant} over {quota} quota ({limit})', status: 503, flag: 'UO' },
+  ZM_ERR_TENANT_QUEUE_FULL: {
+    message: 'tenant {tenant} has {limit} items queued for {scheduler}',
+    status: 503,
+    flag: 'UO',
+  },
+  ZM_ERR_TENANT_MEMORY_PRESSURE: {
+    message: 'node buffers at {used} of {limit} bytes: tenant {tenant} is shed first',
+    status: 503,
+    flag: 'UO',
+  },
   ZM_ERR_INTERNAL_FAULT: { message: 'internal error: {reason}', status: 500, flag: 'INT' },
 } as const satisfies Record<string, CatalogueEntry>;
 

@@ -1,0 +1,199 @@
+import { Duplex } from 'node:stream';
+import test from 'ava';
+import { ByteFairness } from './byte-budget.js';
+import { MemoryGuard } from './memory-guard.js';
+
+const turn = () => new Promise((r) => setImmediate(r));
+
+/** The proxy's end of a connection: the test pushes what the peer "sent"; writes are kept. */
+function socket(): Duplex & { written: number } {
+  const d = new Duplex({
+    read() {},
+    write(chunk: Buffer, _enc, cb) {
+      d.written += chunk.length;
+      cb();
+    },
+  }) as Duplex & { written: number };
+  d.written = 0;
+  return d;
+}
+
+/** A peer that reads nothing until `flush()`: each write's callback is held. */
+function stalledSocket(highWaterMark: number): Duplex & { flush(): void } {
+  const held: Array<() => void> = [];
+  const d = new Duplex({
+    read() {},
+    highWaterMark,
+    write(_chunk, _enc, cb) {
+      held.push(cb);
+    },
+  }) as Duplex & { flush(): void };
+  d.flush = () => {
+    while (held.length > 0) held.shift()!();
+  };
+  return d;
+}
+
+function manual(opts: { lag?: () => number; maxBufferedPerTenant?: number; memory?: MemoryGuard } = {}) {
+  const clock = { now: 0 };
+  const fair = new ByteFairness({
+    autoTick: false,
+    now: () => clock.now,
+    pauseMs: 50,
+    lagThresholdMs: 20,
+    ...opts,
+  });
+  return { fair, clock };
+}
+
+test('bytes are copied both ways and counted per tenant', async (t) => {
+  const { fair } = manual();
+  const down = socket();
+  const up = socket();
+  fair.attach('shop', down, up);
+  await turn();
+  down.push(Buffer.alloc(100));
+  up.push(Buffer.alloc(30));
+  await turn();
+  t.is(up.written, 100);
+  t.is(down.written, 30);
+  t.like(fair.stats().shop, { bytes: 130, paused: 0, buffered: 0 });
+});
+
+test('under event loop lag the heaviest tenant is paused, the light one keeps flowing', async (t) => {
+  let lag = 0;
+  const { fair, clock } = manual({ lag: () => lag });
+  const heavy = { down: socket(), up: socket() };
+  const light = { down: socket(), up: socket() };
+  fair.attach('heavy', heavy.down, heavy.up);
+  fair.attach('light', light.down, light.up);
+  await turn();
+  for (let round = 0; round < 10; round++) {
+    heavy.down.push(Buffer.alloc(64 * 1024));
+    light.down.push(Buffer.alloc(1024));
+    await turn();
+    lag = 100;
+    clock.now += 50;
+    fair.tick();
+    // A pause lasts 50 ms and is followed by 50 ms of free reading: every other round.
+    t.is(heavy.down.isPaused(), round % 2 === 0, `heavy in round ${round}`);
+    t.false(light.down.isPaused(), `light flowing in round ${round}`);
+  }
+  t.is(fair.stats().heavy!.paused, 5);
+  t.is(fair.stats().light!.paused, 0, 'a tenant below an equal share is never paused for lag');
+  lag = 0;
+  clock.now += 50;
+  fair.tick();
+  t.false(heavy.down.isPaused(), 'the pause is bounded: lifted once lag is gone');
+  await turn();
+  t.is(heavy.up.written, 10 * 64 * 1024, 'nothing was lost while paused');
+});
+
+test('a lag penalty lasts pauseMs and is followed by as long unpaused', async (t) => {
+  const { fair, clock } = manual({ lag: () => 100 });
+  const s = { down: socket(), up: socket() };
+  fair.attach('only', s.down, s.up);
+  await turn();
+  s.down.push(Buffer.alloc(1000));
+  await turn();
+  fair.tick();
+  t.true(s.down.isPaused());
+  clock.now += 49;
+  fair.tick();
+  t.true(s.down.isPaused());
+  clock.now += 1;
+  fair.tick();
+  t.false(s.down.isPaused(), 'expired; reads freely for pauseMs before the next penalty');
+  clock.now += 50;
+  s.down.push(Buffer.alloc(1000));
+  fair.tick();
+  t.true(s.down.isPaused());
+  t.is(fair.stats().only!.paused, 2);
+});
+
+test("a tenant's buffered bytes are capped across its pairs; other tenants flow", async (t) => {
+  const cap = 32 * 1024;
+  const { fair } = manual({ maxBufferedPerTenant: cap });
+  const pairs = Array.from({ length: 8 }, () => ({ down: socket(), up: stalledSocket(16 * 1024) }));
+  for (const p of pairs) fair.attach('heavy', p.down, p.up);
+  const light = { down: socket(), up: socket() };
+  fair.attach('light', light.down, light.up);
+  await turn();
+  for (let i = 0; i < 4; i++) {
+    for (const p of pairs) p.down.push(Buffer.alloc(16 * 1024));
+    light.down.push(Buffer.alloc(1024));
+    await turn();
+  }
+  const heavy = fair.stats().heavy!;
+  t.true(heavy.buffered <= cap + 16 * 1024, `heavy buffered ${heavy.buffered}`);
+  t.true(heavy.buffered >= cap);
+  t.true(
+    pairs.every((p) => p.down.isPaused()),
+    'every heavy pair is paused',
+  );
+  t.is(heavy.paused, 1);
+  const late = { down: socket(), up: socket() };
+  fair.attach('heavy', late.down, late.up);
+  t.true(late.down.isPaused(), 'a pair attached while its tenant is capped starts paused');
+  t.is(light.up.written, 4 * 1024, 'light was not held back');
+  for (const p of pairs) p.up.flush();
+  await turn();
+  const after = fair.stats().heavy!;
+  t.true(after.bytes > heavy.bytes, 'draining lifts the cap and copying resumes');
+  t.true(after.buffered <= cap + 16 * 1024, `and stays capped: ${after.buffered}`);
+});
+
+test('the memory guard shed candidate is paused on tick', async (t) => {
+  const memory = new MemoryGuard({ capBytes: 10_000, highWater: 0.1 });
+  const { fair } = manual({ memory, lag: () => 0 });
+  const big = { down: socket(), up: stalledSocket(64 * 1024) };
+  const small = { down: socket(), up: socket() };
+  fair.attach('big', big.down, big.up);
+  fair.attach('small', small.down, small.up);
+  await turn();
+  big.down.push(Buffer.alloc(2000));
+  small.down.push(Buffer.alloc(10));
+  await turn();
+  t.is(memory.usageOf('big'), 2000, 'unflushed bytes are reported to the guard');
+  fair.tick();
+  t.true(big.down.isPaused());
+  t.false(small.down.isPaused());
+  big.up.flush();
+  await turn();
+  t.is(memory.used(), 0);
+});
+
+test('one side closing destroys the other and detaches; detach returns buffered bytes', async (t) => {
+  const { fair } = manual();
+  const a = { down: socket(), up: socket() };
+  fair.attach('shop', a.down, a.up);
+  a.up.destroy();
+  await turn();
+  t.true(a.down.destroyed);
+  t.deepEqual(fair.stats(), {});
+  const memory = new MemoryGuard({ capBytes: 1e6 });
+  const m = manual({ memory });
+  const b = { down: socket(), up: stalledSocket(1024) };
+  const detach = m.fair.attach('shop', b.down, b.up);
+  await turn();
+  b.down.push(Buffer.alloc(5000));
+  await turn();
+  t.is(memory.used(), 5000);
+  detach();
+  t.is(memory.used(), 0);
+  t.true(b.down.isPaused(), 'left paused so no byte is dropped before the next owner reads');
+  b.up.flush(); // late callbacks must not count twice
+  t.is(memory.used(), 0);
+});
+
+test('with the default probe and timer it ticks by itself and close() stops it', async (t) => {
+  const fair = new ByteFairness({ tickMs: 5 });
+  const s = { down: socket(), up: socket() };
+  fair.attach('shop', s.down, s.up);
+  await turn();
+  s.down.push(Buffer.alloc(1000));
+  await new Promise((r) => setTimeout(r, 30));
+  fair.close();
+  const w = fair.stats().shop!.windowBytes;
+  t.true(w > 0 && w < 1000, `window decayed by the timer: ${w}`);
+});

@@ -1,0 +1,339 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import type { Duplex } from 'node:stream';
+import { Registry } from 'prom-client';
+import type { MemoryGuard } from './memory-guard.js';
+import { ByteFairnessMetrics } from './tenancy-metrics.js';
+
+/** Event loop lag above which the heaviest tenant's reads are paused. */
+export const DEFAULT_LAG_THRESHOLD_MS = 50;
+/** How long one lag penalty pauses a tenant's reads; bounded so no tenant is stalled for long. */
+export const DEFAULT_PAUSE_MS = 50;
+export const MAX_PAUSE_MS = 250;
+/** Period of the lag probe, window decay and penalty expiry. */
+export const DEFAULT_TICK_MS = 25;
+/** Time constant of the decaying per-tenant byte window that ranks consumers. */
+export const DEFAULT_WINDOW_MS = 1000;
+/** Bytes written for a tenant but not yet flushed, across all its pairs, before its reads pause. */
+export const DEFAULT_MAX_BUFFERED_PER_TENANT = 4 * 1024 * 1024;
+
+export interface ByteFairnessOptions {
+  readonly lagThresholdMs?: number;
+  readonly pauseMs?: number;
+  readonly tickMs?: number;
+  readonly windowMs?: number;
+  readonly maxBufferedPerTenant?: number;
+  /** Current event loop lag in ms; the default reads `monitorEventLoopDelay` since the last tick. */
+  readonly lag?: () => number;
+  /** Milliseconds, monotonic. */
+  readonly now?: () => number;
+  /** When false, nothing runs on its own: the caller (a test) calls `tick()`. */
+  readonly autoTick?: boolean;
+  /** Node-wide accounting: buffered bytes are reported to it and its shed candidate is paused too. */
+  readonly memory?: MemoryGuard;
+  readonly registry?: Registry;
+}
+
+export interface TenantByteStats {
+  /** Bytes copied in both directions since the tenant's first attach. */
+  bytes: number;
+  /** Times the tenant's reads were paused by fairness (lag, memory pressure or its buffer cap). */
+  paused: number;
+  /** Bytes written but not yet flushed. */
+  buffered: number;
+  /** Decaying byte count ranking the tenant against others. */
+  windowBytes: number;
+}
+
+/** One copy direction, src → dst. */
+interface Link {
+  readonly src: Duplex;
+  readonly dst: Duplex;
+  readonly tenant: TenantState;
+  /** dst.write returned false; waiting for 'drain' (ordinary stream back-pressure). */
+  destFull: boolean;
+  /** Whether we paused src; invariant: mirrors the last decision of `#flow`. */
+  paused: boolean;
+  /** Bytes of this link written to dst and not yet flushed; returned to the tenant on detach. */
+  buffered: number;
+  detached: boolean;
+  /** Removes this link's listeners. */
+  off: () => void;
+}
+
+interface TenantState {
+  readonly name: string;
+  readonly links: Set<Link>;
+  bytes: number;
+  recent: number;
+  windowBytes: number;
+  buffered: number;
+  /** Reads paused until the tenant's buffered bytes fall to half the cap (hysteresis). */
+  capped: boolean;
+  penaltyUntil: number;
+  /** After a lag penalty the tenant reads freely for as long again: lag pauses it at most half the time. */
+  cooldownUntil: number;
+  pauses: number;
+}
+
+/**
+ * Copies bytes between the two sockets of each tenant's connections and keeps the copy
+ * loop fair (DESIGN §7): a tenant's buffered bytes are capped (reads pause instead of
+ * buffering without bound), and while the event loop lags the heaviest recent consumer's
+ * reads are paused for a short bounded time (then left alone as long), so light tenants'
+ * bytes get the loop first. Under node memory pressure the guard's shed candidate is
+ * paused for as long as it stays the candidate.
+ */
+export class ByteFairness {
+  readonly #o: Required<Omit<ByteFairnessOptions, 'memory' | 'registry' | 'autoTick'>>;
+  readonly #memory: MemoryGuard | undefined;
+  readonly #metrics: ByteFairnessMetrics;
+  readonly #tenants = new Map<string, TenantState>();
+  readonly #stop: () => void;
+  #lastTick: number;
+
+  constructor(options: ByteFairnessOptions = {}) {
+    const probe = options.lag ? undefined : monitorEventLoopDelay({ resolution: 10 });
+    probe?.enable();
+    this.#o = {
+      lagThresholdMs: options.lagThresholdMs ?? DEFAULT_LAG_THRESHOLD_MS,
+      pauseMs: Math.min(MAX_PAUSE_MS, options.pauseMs ?? DEFAULT_PAUSE_MS),
+      tickMs: options.tickMs ?? DEFAULT_TICK_MS,
+      windowMs: options.windowMs ?? DEFAULT_WINDOW_MS,
+      maxBufferedPerTenant: options.maxBufferedPerTenant ?? DEFAULT_MAX_BUFFERED_PER_TENANT,
+      lag: options.lag ?? (() => probeLag(probe!)),
+      now: options.now ?? (() => performance.now()),
+    };
+    this.#memory = options.memory;
+    this.#metrics = new ByteFairnessMetrics(options.registry ?? new Registry());
+    this.#lastTick = this.#o.now();
+    const timer = options.autoTick === false ? undefined : setInterval(() => this.tick(), this.#o.tickMs);
+    timer?.unref();
+    this.#stop = () => {
+      if (timer) clearInterval(timer);
+      probe?.disable();
+    };
+  }
+
+  /**
+   * Copies a → b and b → a for `tenant` until either side closes (then the other is
+   * destroyed too) or the returned function is called. Detaching stops copying and returns
+   * the pair's buffered bytes to the accounting; it leaves both streams paused, neither
+   * ended nor destroyed. A tenant with no pair attached leaves `stats()`.
+   */
+  attach(tenant: string, a: Duplex, b: Duplex): () => void {
+    const state = this.#tenant(tenant);
+    const links = [this.#link(state, a, b), this.#link(state, b, a)];
+    const onError = () => {
+      a.destroy();
+      b.destroy();
+    };
+    const onClose = () => {
+      a.destroy();
+      b.destroy();
+      detach();
+    };
+    const detach = () => {
+      for (const s of [a, b]) {
+        s.off('error', onError);
+        s.off('close', onClose);
+      }
+      for (const link of links) this.#unlink(link);
+      if (state.links.size === 0 && state.buffered === 0) this.#tenants.delete(tenant);
+    };
+    for (const s of [a, b]) {
+      s.on('error', onError);
+      s.on('close', onClose);
+    }
+    return detach;
+  }
+
+  stats(): Record<string, TenantByteStats> {
+    const out: Record<string, TenantByteStats> = {};
+    for (const [name, t] of this.#tenants) {
+      out[name] = {
+        bytes: t.bytes,
+        paused: t.pauses,
+        buffered: t.buffered,
+        windowBytes: t.windowBytes + t.recent,
+      };
+    }
+    return out;
+  }
+
+  /** Ages the byte windows, ends expired penalties and, if the loop lags, pauses the heaviest tenant. */
+  tick(): void {
+    const now = this.#o.now();
+    const decay = Math.exp(-Math.max(0, now - this.#lastTick) / this.#o.windowMs);
+    this.#lastTick = now;
+    const lag = this.#o.lag();
+    this.#metrics.lag.set(lag / 1000);
+    for (const t of this.#tenants.values()) {
+      t.windowBytes = t.windowBytes * decay + t.recent;
+      t.recent = 0;
+      if (t.penaltyUntil !== 0 && now >= t.penaltyUntil) {
+        t.penaltyUntil = 0;
+        t.cooldownUntil = now + this.#o.pauseMs;
+        this.#flowAll(t);
+      }
+    }
+    if (lag > this.#o.lagThresholdMs) this.#penalize(this.#heaviest(now), now, 'lag');
+    const shed = this.#memory?.shedCandidate();
+    if (shed !== undefined) this.#penalize(this.#tenants.get(shed), now, 'memory');
+  }
+
+  /** Stops the timer and the lag probe; attached pairs keep copying without fairness. */
+  close(): void {
+    this.#stop();
+  }
+
+  #tenant(name: string): TenantState {
+    let t = this.#tenants.get(name);
+    if (!t) {
+      t = {
+        name,
+        links: new Set(),
+        bytes: 0,
+        recent: 0,
+        windowBytes: 0,
+        buffered: 0,
+        capped: false,
+        penaltyUntil: 0,
+        cooldownUntil: 0,
+        pauses: 0,
+      };
+      this.#tenants.set(name, t);
+    }
+    return t;
+  }
+
+  #link(tenant: TenantState, src: Duplex, dst: Duplex): Link {
+    const link: Link = {
+      src,
+      dst,
+      tenant,
+      destFull: false,
+      paused: false,
+      buffered: 0,
+      detached: false,
+      off: () => {
+        src.off('data', onData);
+        src.off('end', onEnd);
+        dst.off('drain', onDrain);
+      },
+    };
+    const onDrain = () => {
+      link.destFull = false;
+      this.#flow(link);
+    };
+    const onData = (chunk: Buffer | string) => {
+      const n = typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
+      this.#copied(link, n);
+      if (!dst.write(chunk, () => this.#flushed(link, n)) && !link.destFull) {
+        link.destFull = true;
+        dst.once('drain', onDrain);
+      }
+      this.#flow(link);
+    };
+    const onEnd = () => dst.end(); // half-close, as TCP FIN propagates
+    src.on('data', onData);
+    src.once('end', onEnd);
+    tenant.links.add(link);
+    this.#flow(link); // a new pair of a paused tenant starts paused
+    return link;
+  }
+
+  #unlink(link: Link): void {
+    if (link.detached) return;
+    link.detached = true;
+    link.off();
+    link.tenant.links.delete(link);
+    this.#release(link.tenant, link.buffered);
+    link.buffered = 0;
+    // Without our 'data' listener a flowing stream would drop bytes; the next owner resumes it.
+    link.src.pause();
+  }
+
+  #copied(link: Link, n: number): void {
+    const t = link.tenant;
+    t.bytes += n;
+    t.recent += n;
+    t.buffered += n;
+    link.buffered += n;
+    this.#memory?.add(t.name, n);
+    if (!t.capped && t.buffered >= this.#o.maxBufferedPerTenant) {
+      t.capped = true;
+      this.#paused(t, 'buffer');
+      this.#flowAll(t);
+    }
+  }
+
+  #flushed(link: Link, n: number): void {
+    if (link.detached) return;
+    link.buffered -= n;
+    this.#release(link.tenant, n);
+  }
+
+  #release(t: TenantState, n: number): void {
+    t.buffered -= n;
+    this.#memory?.remove(t.name, n);
+    if (t.capped && t.buffered <= this.#o.maxBufferedPerTenant / 2) {
+      t.capped = false;
+      this.#flowAll(t);
+    }
+  }
+
+  /**
+   * The tenant with the most bytes in the window, if it is above an equal share of the
+   * window (a light tenant gains nothing from being paused) and not cooling down.
+   */
+  #heaviest(now: number): TenantState | undefined {
+    let top: TenantState | undefined;
+    let total = 0;
+    let active = 0;
+    for (const t of this.#tenants.values()) {
+      if (t.links.size === 0 || t.windowBytes <= 0) continue;
+      total += t.windowBytes;
+      active++;
+      if (t.penaltyUntil !== 0 || now < t.cooldownUntil) continue;
+      if (!top || t.windowBytes > top.windowBytes) top = t;
+    }
+    if (!top || (active > 1 && top.windowBytes <= total / active)) return undefined;
+    return top;
+  }
+
+  #penalize(t: TenantState | undefined, now: number, reason: 'lag' | 'memory'): void {
+    if (t?.penaltyUntil !== 0 || t.links.size === 0) return;
+    t.penaltyUntil = now + this.#o.pauseMs;
+    this.#paused(t, reason);
+    this.#flowAll(t);
+  }
+
+  #paused(t: TenantState, reason: 'lag' | 'memory' | 'buffer'): void {
+    t.pauses++;
+    this.#metrics.pauses.inc({ tenant: t.name, reason });
+  }
+
+  #flowAll(t: TenantState): void {
+    for (const link of t.links) this.#flow(link);
+  }
+
+  /** Applies the one rule deciding whether src may be read: every reason to stop is checked together. */
+  #flow(link: Link): void {
+    const t = link.tenant;
+    const open = !link.destFull && !t.capped && t.penaltyUntil === 0;
+    if (open && link.paused) {
+      link.paused = false;
+      link.src.resume();
+    } else if (!open && !link.paused) {
+      link.paused = true;
+      link.src.pause();
+    }
+  }
+}
+
+/** Worst event loop delay since the last call, in ms. */
+function probeLag(h: ReturnType<typeof monitorEventLoopDelay>): number {
+  const worst = h.count > 0 ? h.max / 1e6 : 0;
+  h.reset();
+  return worst;
+}

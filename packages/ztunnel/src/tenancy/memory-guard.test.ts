@@ -1,0 +1,46 @@
+import { isZmeshError } from '@zmesh/shared';
+import test from 'ava';
+import { Registry } from 'prom-client';
+import { MemoryGuard } from './memory-guard.js';
+
+test('below the high-water mark nobody is named for shedding', (t) => {
+  const g = new MemoryGuard({ capBytes: 1000, highWater: 0.8 });
+  g.add('a', 500);
+  g.add('b', 300);
+  t.is(g.pressure(), 0.8);
+  t.is(g.shedCandidate(), undefined);
+});
+
+test('past the high-water mark the largest consumer is named first', (t) => {
+  const g = new MemoryGuard({ capBytes: 1000, highWater: 0.8 });
+  g.add('small', 100);
+  g.add('big', 600);
+  g.add('medium', 150);
+  t.is(g.shedCandidate(), 'big');
+  g.remove('big', 500);
+  t.is(g.shedCandidate(), undefined);
+  t.is(g.used(), 350);
+});
+
+test('above the mark only the largest consumer is refused; at the cap everyone is', (t) => {
+  const registry = new Registry();
+  const g = new MemoryGuard({ capBytes: 1000, highWater: 0.5, registry });
+  t.true(g.reserve('big', 500).ok);
+  t.true(g.reserve('small', 100).ok);
+  const shed = g.reserve('big', 10);
+  t.false(shed.ok);
+  if (!shed.ok) t.true(isZmeshError(shed.error, 'ZM_ERR_TENANT_MEMORY_PRESSURE'));
+  t.true(g.reserve('small', 390).ok, 'a small tenant still gets memory under pressure');
+  t.false(g.reserve('small', 11).ok, 'nobody passes the cap');
+  t.is(g.used(), 990);
+  t.is(g.pressure(), 0.99);
+});
+
+test('releasing more than held clamps at zero', (t) => {
+  const g = new MemoryGuard({ capBytes: 1000 });
+  g.add('a', 10);
+  g.remove('a', 50);
+  g.remove('nobody', 5);
+  t.is(g.used(), 0);
+  t.is(g.usageOf('a'), 0);
+});
