@@ -38,19 +38,35 @@ export interface ConnectHboneOptions {
  */
 export function connectHbone(opts: ConnectHboneOptions): Promise<HboneSession> {
   const address = `${isIPv6(opts.host) ? `[${opts.host}]` : opts.host}:${opts.port}`;
+  const cred = opts.credential;
+  // DESIGN §8: an expired certificate refuses new tunnels locally (the server would only
+  // drop the connection without saying why, see HboneServer#onHandshakeError).
+  if (cred.notAfter.getTime() <= Date.now()) {
+    return Promise.reject(
+      new ZmeshError('ZM_ERR_CERT_EXPIRED', {
+        identity: cred.identity,
+        notAfter: cred.notAfter.toISOString(),
+      }),
+    );
+  }
   return new Promise((resolve, reject) => {
+    let socketError: Error | undefined;
     const tlsOpts = clientTlsOptions(opts.credential, opts.bundle, opts.expectedIdentities);
     const session = http2.connect(`https://${address}`, {
       settings: localSettings(0),
       maxSessionMemory: MAX_SESSION_MEMORY_MB,
       peerMaxConcurrentStreams: opts.maxStreams ?? CLIENT_MAX_STREAMS_PER_CONNECTION,
       createConnection: () =>
-        tls.connect({
-          ...tlsOpts,
-          host: opts.host,
-          port: opts.port,
-          ...(opts.localAddress === undefined ? {} : { localAddress: opts.localAddress }),
-        }),
+        tls
+          .connect({
+            ...tlsOpts,
+            host: opts.host,
+            port: opts.port,
+            ...(opts.localAddress === undefined ? {} : { localAddress: opts.localAddress }),
+          })
+          .on('error', (e) => {
+            socketError = e;
+          }),
     });
     let settled = false;
     const fail = (reason: string, cause?: unknown) => {
@@ -65,7 +81,14 @@ export function connectHbone(opts: ConnectHboneOptions): Promise<HboneSession> {
     const onError = (e: Error) => fail((e as { code?: string }).code ?? e.message, e);
     const onGoaway = (code: number, _last: number, data?: Buffer) =>
       fail(`server sent GOAWAY ${code}${data?.length ? ` ${data.toString('latin1')}` : ''}`);
-    const onClose = () => fail('closed during handshake');
+    // With TLS 1.3 a server that refuses our certificate may just close: say so.
+    const onClose = () =>
+      fail(
+        socketError === undefined
+          ? 'server closed the connection during the handshake (our certificate refused?)'
+          : `${(socketError as { code?: string }).code ?? socketError.message} during the handshake`,
+        socketError,
+      );
     const onAbort = () => fail('aborted');
     const timer = setTimeout(() => fail('timeout'), opts.timeoutMs ?? HANDSHAKE_TIMEOUT_MS);
     const cleanup = () => {

@@ -57,9 +57,13 @@ export function handshakeFailureOf(error: unknown): HandshakeFailure {
   const text = `${e?.code ?? ''} ${e?.message ?? ''}`;
   if (/PEER_DID_NOT_RETURN_A_CERTIFICATE|CERTIFICATE_REQUIRED/i.test(text)) return 'no_certificate';
   if (/EXPIRED/i.test(text)) return 'expired';
-  if (/UNKNOWN_CA|VERIFY|SELF_SIGNED|UNABLE_TO_GET_ISSUER|BAD_CERTIFICATE/i.test(text)) return 'untrusted';
+  if (/UNKNOWN_CA|VERIFY|SELF_SIGNED|UNABLE_TO_GET_ISSUER|BAD_CERTIFICATE|NOT_YET_VALID|CERT_/i.test(text)) {
+    return 'untrusted';
+  }
   if (/TIMEOUT|ETIMEDOUT/i.test(text)) return 'timeout';
-  if (/WRONG_VERSION|UNSUPPORTED_PROTOCOL|HTTP_REQUEST|VERSION|NO_APPLICATION_PROTOCOL/i.test(text))
+  if (
+    /WRONG_VERSION|UNSUPPORTED_PROTOCOL|HTTPS?_(PROXY_)?REQUEST|VERSION|NO_APPLICATION_PROTOCOL/i.test(text)
+  )
     return 'protocol';
   return 'other';
 }

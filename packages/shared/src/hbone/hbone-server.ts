@@ -1,7 +1,7 @@
 import * as http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { TLSSocket } from 'node:tls';
+import type { TLSSocket, Server as TlsServer } from 'node:tls';
 import type { ZmeshError } from '../errors/index.js';
 import type { Credential } from '../identity/credential.js';
 import type { TrustBundle } from '../identity/trust-bundle.js';
@@ -71,7 +71,9 @@ export class HboneServer {
       allowHTTP1: false,
     });
     this.#server.on('session', (s) => this.#onSession(s));
-    this.#server.on('tlsClientError', (e) => this.#onHandshakeError(e));
+    (this.#server as unknown as TlsServer).on('tlsClientError', (e, socket) =>
+      this.#onHandshakeError(e, socket),
+    );
     // A TLS 1.3 client that negotiated no ALPN (or not h2) is not an HBONE client.
     this.#server.on('unknownProtocol', (socket: TLSSocket) => {
       this.#metrics?.handshakeFailures.inc({ reason: 'protocol' });
@@ -137,13 +139,16 @@ export class HboneServer {
     this.#server.setSecureContext(serverTlsOptions(this.#credential, this.#opts.bundle));
   }
 
-  #onHandshakeError(e: Error): void {
-    const reason = handshakeFailureOf(e);
+  /**
+   * Node verifies the client chain after OpenSSL's handshake and then destroys the socket
+   * without an alert, so the error is a bare ECONNRESET; the verdict is on the socket.
+   */
+  #onHandshakeError(e: Error, socket: TLSSocket): void {
+    const verdict = (socket.authorizationError as unknown as string | null) ?? undefined;
+    const reason = handshakeFailureOf(verdict === undefined ? e : { code: verdict });
     this.#metrics?.handshakeFailures.inc({ reason });
-    log.debug(
-      { name: this.#opts.name, reason, err: (e as { code?: string }).code ?? e.message },
-      'handshake refused',
-    );
+    const detail = verdict ?? (e as { code?: string }).code ?? e.message;
+    log.debug({ name: this.#opts.name, reason, err: detail }, 'handshake refused');
   }
 
   #onSession(session: http2.ServerHttp2Session): void {
