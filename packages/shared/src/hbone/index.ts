@@ -1,1 +1,19 @@
-export {};
+export {
+  buildConnectHeaders,
+  type ConnectAuthority,
+  type ConnectRejection,
+  type ConnectRequest,
+  parseConnectAuthority,
+  validateConnectHeaders,
+} from './connect-request.js';
+export { type ConnectHboneOptions, connectHbone } from './hbone-client.js';
+export { type HandshakeFailure, HboneMetrics } from './hbone-metrics.js';
+export {
+  HboneServer,
+  type HboneServerOptions,
+  type TunnelAccept,
+  type TunnelRequest,
+} from './hbone-server.js';
+export { HboneSession, type OpenTunnelRequest } from './hbone-session.js';
+export * as hboneSettings from './hbone-settings.js';
+export { type SpliceStats, spliceTunnel } from './tunnel-splice.js';

@@ -1,1 +1,12 @@
-export {};
+export { CertificateAuthority, DEFAULT_ROOT_TTL_SECONDS } from './ca.js';
+export { type Credential, generateCsr } from './credential.js';
+export {
+  formatSpiffeId,
+  MAX_SPIFFE_ID_BYTES,
+  MAX_TRUST_DOMAIN_BYTES,
+  parseSpiffeId,
+  type SpiffeId,
+  trustDomainReasons,
+} from './spiffe-id.js';
+export { parseCertificate, type SvidInfo, svidLeafReasons, validateSvid } from './svid.js';
+export { TrustBundle } from './trust-bundle.js';

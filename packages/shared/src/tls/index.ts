@@ -1,1 +1,7 @@
-export {};
+export {
+  clientTlsOptions,
+  peerIdentity,
+  type ServerTlsOptions,
+  serverTlsOptions,
+  verifyPeerIdentity,
+} from './mtls.js';

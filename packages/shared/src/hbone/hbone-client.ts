@@ -1,0 +1,116 @@
+import * as http2 from 'node:http2';
+import { isIPv6 } from 'node:net';
+import * as tls from 'node:tls';
+import { isZmeshError, ZmeshError } from '../errors/index.js';
+import type { Credential } from '../identity/credential.js';
+import type { TrustBundle } from '../identity/trust-bundle.js';
+import { clientTlsOptions, verifyPeerIdentity } from '../tls/mtls.js';
+import { HboneSession } from './hbone-session.js';
+import {
+  CLIENT_MAX_STREAMS_PER_CONNECTION,
+  DEFAULT_KEEPALIVE,
+  HANDSHAKE_TIMEOUT_MS,
+  type KeepaliveTiming,
+  localSettings,
+  MAX_SESSION_MEMORY_MB,
+} from './hbone-settings.js';
+
+export interface ConnectHboneOptions {
+  host: string;
+  port: number;
+  credential: Credential;
+  bundle: TrustBundle;
+  /** The server's SVID must name one of these (DESIGN §4). */
+  expectedIdentities: string[];
+  localAddress?: string;
+  signal?: AbortSignal;
+  /** TLS handshake + the server's first SETTINGS; default HANDSHAKE_TIMEOUT_MS. */
+  timeoutMs?: number;
+  keepalive?: KeepaliveTiming;
+  /** Streams this session carries at most; default CLIENT_MAX_STREAMS_PER_CONNECTION. */
+  maxStreams?: number;
+}
+
+/**
+ * Opens an HBONE session and resolves once the server has accepted us: TLS done, our
+ * certificate taken (with TLS 1.3 the client finishes its handshake before the server has
+ * judged its certificate, RFC 8446 §4.4.2), shown by the server's SETTINGS arriving.
+ */
+export function connectHbone(opts: ConnectHboneOptions): Promise<HboneSession> {
+  const address = `${isIPv6(opts.host) ? `[${opts.host}]` : opts.host}:${opts.port}`;
+  const cred = opts.credential;
+  // DESIGN §8: an expired certificate refuses new tunnels locally (the server would only
+  // drop the connection without saying why, see HboneServer#onHandshakeError).
+  if (cred.notAfter.getTime() <= Date.now()) {
+    return Promise.reject(
+      new ZmeshError('ZM_ERR_CERT_EXPIRED', {
+        identity: cred.identity,
+        notAfter: cred.notAfter.toISOString(),
+      }),
+    );
+  }
+  return new Promise((resolve, reject) => {
+    let socketError: Error | undefined;
+    const tlsOpts = clientTlsOptions(opts.credential, opts.bundle, opts.expectedIdentities);
+    const session = http2.connect(`https://${address}`, {
+      settings: localSettings(0),
+      maxSessionMemory: MAX_SESSION_MEMORY_MB,
+      peerMaxConcurrentStreams: opts.maxStreams ?? CLIENT_MAX_STREAMS_PER_CONNECTION,
+      createConnection: () =>
+        tls
+          .connect({
+            ...tlsOpts,
+            host: opts.host,
+            port: opts.port,
+            ...(opts.localAddress === undefined ? {} : { localAddress: opts.localAddress }),
+          })
+          .on('error', (e) => {
+            socketError = e;
+          }),
+    });
+    let settled = false;
+    const fail = (reason: string, cause?: unknown) => {
+      if (settled) return;
+      settled = true;
+      cleanup();
+      session.destroy();
+      reject(
+        isZmeshError(cause) ? cause : new ZmeshError('ZM_ERR_HBONE_SESSION', { address, reason }, { cause }),
+      );
+    };
+    const onError = (e: Error) => fail((e as { code?: string }).code ?? e.message, e);
+    const onGoaway = (code: number, _last: number, data?: Buffer) =>
+      fail(`server sent GOAWAY ${code}${data?.length ? ` ${data.toString('latin1')}` : ''}`);
+    // With TLS 1.3 a server that refuses our certificate may just close: say so.
+    const onClose = () =>
+      fail(
+        socketError === undefined
+          ? 'server closed the connection during the handshake (our certificate refused?)'
+          : `${(socketError as { code?: string }).code ?? socketError.message} during the handshake`,
+        socketError,
+      );
+    const onAbort = () => fail('aborted');
+    const timer = setTimeout(() => fail('timeout'), opts.timeoutMs ?? HANDSHAKE_TIMEOUT_MS);
+    const cleanup = () => {
+      clearTimeout(timer);
+      session.off('error', onError).off('goaway', onGoaway).off('close', onClose);
+      opts.signal?.removeEventListener('abort', onAbort);
+    };
+    if (opts.signal?.aborted) return fail('aborted');
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    session.on('error', onError).on('goaway', onGoaway).on('close', onClose);
+    session.once('remoteSettings', () => {
+      // A refusing server sends SETTINGS then GOAWAY in one flight: look once more.
+      setImmediate(() => {
+        if (settled) return;
+        const id = verifyPeerIdentity(session.socket as tls.TLSSocket, opts.bundle.trustDomain);
+        if (!id.ok) return fail(id.error.message, id.error);
+        settled = true;
+        cleanup();
+        const keepalive = opts.keepalive ?? DEFAULT_KEEPALIVE;
+        const maxStreams = opts.maxStreams ?? CLIENT_MAX_STREAMS_PER_CONNECTION;
+        resolve(new HboneSession(session, { peerIdentity: id.value, address, keepalive, maxStreams }));
+      });
+    });
+  });
+}

@@ -1,0 +1,187 @@
+import * as http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { TLSSocket, Server as TlsServer } from 'node:tls';
+import type { ZmeshError } from '../errors/index.js';
+import type { Credential } from '../identity/credential.js';
+import type { TrustBundle } from '../identity/trust-bundle.js';
+import { logger } from '../log/index.js';
+import type { MeshMetrics } from '../metrics/index.js';
+import { serverTlsOptions, verifyPeerIdentity } from '../tls/mtls.js';
+import type { ConnectRequest } from './connect-request.js';
+import { countError, HboneMetrics, handshakeFailureOf } from './hbone-metrics.js';
+import {
+  DEFAULT_KEEPALIVE,
+  DRAIN_GRACE_MS,
+  HANDSHAKE_TIMEOUT_MS,
+  type KeepaliveTiming,
+  localSettings,
+  MAX_SESSION_MEMORY_MB,
+  RAPID_RESET_LIMIT,
+  RAPID_RESET_WINDOW_MS,
+  SERVER_MAX_CONCURRENT_STREAMS,
+} from './hbone-settings.js';
+import { InboundSession } from './inbound-session.js';
+
+const log = logger('hbone');
+
+export interface TunnelRequest {
+  request: ConnectRequest;
+  /** The client's SPIFFE ID, from a chain verified against the bundle and in its trust domain. */
+  peerIdentity: string;
+  stream: http2.ServerHttp2Stream;
+}
+
+/** Resolve to accept (the server answers 200 and splices); reject with a ZmeshError to refuse. */
+export type TunnelAccept = { upstream: Duplex };
+
+export interface HboneServerOptions {
+  credential: Credential;
+  bundle: TrustBundle;
+  onTunnel: (req: TunnelRequest) => Promise<TunnelAccept>;
+  metrics?: MeshMetrics;
+  /** For logs only. */
+  name?: string;
+  keepalive?: KeepaliveTiming;
+  rapidReset?: { limit: number; windowMs: number };
+  handshakeTimeoutMs?: number;
+}
+
+/**
+ * The HBONE listener (DESIGN §3 inbound, §4): TLS 1.3 + h2, client SVID required and in
+ * our trust domain, CONNECT only. One per pod (ztunnel) or per waypoint.
+ */
+export class HboneServer {
+  readonly #opts: HboneServerOptions;
+  readonly #server: http2.Http2SecureServer;
+  readonly #sessions = new Set<InboundSession>();
+  readonly #metrics: HboneMetrics | undefined;
+  readonly #onBundleChange = () => this.#reloadContext();
+  #credential: Credential;
+
+  constructor(opts: HboneServerOptions) {
+    this.#opts = opts;
+    this.#credential = opts.credential;
+    this.#metrics = opts.metrics ? HboneMetrics.for(opts.metrics.registry) : undefined;
+    this.#server = http2.createSecureServer({
+      ...serverTlsOptions(opts.credential, opts.bundle),
+      settings: localSettings(SERVER_MAX_CONCURRENT_STREAMS),
+      maxSessionMemory: MAX_SESSION_MEMORY_MB,
+      handshakeTimeout: opts.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS,
+      allowHTTP1: false,
+    });
+    this.#server.on('session', (s) => this.#onSession(s));
+    (this.#server as unknown as TlsServer).on('tlsClientError', (e, socket) =>
+      this.#onHandshakeError(e, socket),
+    );
+    // A TLS 1.3 client that negotiated no ALPN (or not h2) is not an HBONE client.
+    this.#server.on('unknownProtocol', (socket: TLSSocket) => {
+      this.#metrics?.handshakeFailures.inc({ reason: 'protocol' });
+      socket.destroy();
+    });
+    opts.bundle.on('change', this.#onBundleChange);
+  }
+
+  listen(opts: { host: string; port: number } | { fd: number }): Promise<{ host: string; port: number }> {
+    return new Promise((resolve, reject) => {
+      const onError = (e: Error) => reject(e);
+      this.#server.once('error', onError);
+      this.#server.listen(opts, () => {
+        this.#server.off('error', onError);
+        const addr = this.#server.address() as AddressInfo;
+        log.debug({ name: this.#opts.name, host: addr.address, port: addr.port }, 'hbone listening');
+        resolve({ host: addr.address, port: addr.port });
+      });
+    });
+  }
+
+  /** New handshakes present `cred`; sessions already up keep the one they started with. */
+  updateCredential(cred: Credential): void {
+    this.#credential = cred;
+    this.#reloadContext();
+  }
+
+  connectionCount(): number {
+    return this.#sessions.size;
+  }
+
+  /**
+   * Graceful shutdown: stop accepting, GOAWAY every session (RFC 9113 §6.8) so clients
+   * open new streams elsewhere, let open streams finish for `graceMs`, then cut the rest.
+   */
+  async drain(graceMs = DRAIN_GRACE_MS): Promise<void> {
+    const closed = this.#stopListening();
+    for (const s of this.#sessions) s.drain();
+    await Promise.race([this.#allSessionsClosed(), delay(graceMs)]);
+    for (const s of this.#sessions) s.destroy();
+    await closed;
+  }
+
+  async close(): Promise<void> {
+    const closed = this.#stopListening();
+    for (const s of this.#sessions) s.destroy();
+    await closed;
+  }
+
+  #stopListening(): Promise<void> {
+    this.#opts.bundle.off('change', this.#onBundleChange);
+    return new Promise((resolve) => {
+      if (!this.#server.listening) resolve();
+      else this.#server.close(() => resolve());
+    });
+  }
+
+  async #allSessionsClosed(): Promise<void> {
+    await Promise.all([...this.#sessions].map((s) => s.closed));
+  }
+
+  #reloadContext(): void {
+    this.#server.setSecureContext(serverTlsOptions(this.#credential, this.#opts.bundle));
+  }
+
+  /**
+   * Node verifies the client chain after OpenSSL's handshake and then destroys the socket
+   * without an alert, so the error is a bare ECONNRESET; the verdict is on the socket.
+   */
+  #onHandshakeError(e: Error, socket: TLSSocket): void {
+    const verdict = (socket.authorizationError as unknown as string | null) ?? undefined;
+    const reason = handshakeFailureOf(verdict === undefined ? e : { code: verdict });
+    this.#metrics?.handshakeFailures.inc({ reason });
+    const detail = verdict ?? (e as { code?: string }).code ?? e.message;
+    log.debug({ name: this.#opts.name, reason, err: detail }, 'handshake refused');
+  }
+
+  #onSession(session: http2.ServerHttp2Session): void {
+    const id = verifyPeerIdentity(session.socket as TLSSocket, this.#opts.bundle.trustDomain);
+    if (!id.ok) {
+      refuseSession(session, id.error);
+      countError(this.#opts.metrics, id.error);
+      log.info({ name: this.#opts.name, code: id.error.code, err: id.error.message }, 'peer refused');
+      return;
+    }
+    const inbound = new InboundSession(session, id.value, {
+      onTunnel: this.#opts.onTunnel,
+      metrics: this.#opts.metrics,
+      hboneMetrics: this.#metrics,
+      keepalive: this.#opts.keepalive ?? DEFAULT_KEEPALIVE,
+      rapidReset: this.#opts.rapidReset ?? { limit: RAPID_RESET_LIMIT, windowMs: RAPID_RESET_WINDOW_MS },
+    });
+    this.#sessions.add(inbound);
+    void inbound.closed.then(() => this.#sessions.delete(inbound));
+  }
+}
+
+/**
+ * Ends a session whose peer passed TLS but not our identity rules. The error code rides in
+ * GOAWAY's debug data (RFC 9113 §6.8) so the client can report why, not just "reset".
+ */
+function refuseSession(session: http2.ServerHttp2Session, error: ZmeshError): void {
+  session.on('error', () => {});
+  session.on('stream', (stream) => stream.close(http2.constants.NGHTTP2_REFUSED_STREAM));
+  session.goaway(http2.constants.NGHTTP2_INADEQUATE_SECURITY, 0, Buffer.from(error.code));
+  session.close();
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}

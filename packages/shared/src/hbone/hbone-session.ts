@@ -1,0 +1,138 @@
+import { EventEmitter } from 'node:events';
+import * as http2 from 'node:http2';
+import type { Duplex } from 'node:stream';
+import { ZmeshError } from '../errors/index.js';
+import { logger } from '../log/index.js';
+import { buildConnectHeaders } from './connect-request.js';
+import { CONNECTION_WINDOW_BYTES, type KeepaliveTiming } from './hbone-settings.js';
+import { startKeepalive } from './keepalive.js';
+
+const log = logger('hbone');
+
+export interface OpenTunnelRequest {
+  /** `ip:port` or `[ipv6]:port` of the destination (DESIGN §3 step 6). */
+  authority: string;
+  forwardedFor?: string;
+  baggage?: Record<string, string>;
+  traceparent?: string;
+}
+
+/**
+ * A client HBONE session: one mTLS HTTP/2 connection carrying CONNECT tunnels.
+ * Events: 'goaway' (code, lastStreamId, data) — no new tunnels, open ones go on;
+ * 'idle' — activeStreams fell to 0; 'close' — the connection is gone.
+ */
+export class HboneSession extends EventEmitter {
+  readonly peerIdentity: string;
+  readonly address: string;
+  /** Bound on concurrent tunnels here; the pool opens another session beyond it. */
+  readonly maxStreams: number;
+  readonly #session: http2.ClientHttp2Session;
+  #active = 0;
+  #closed = false;
+  #draining = false;
+
+  constructor(
+    session: http2.ClientHttp2Session,
+    opts: { peerIdentity: string; address: string; keepalive: KeepaliveTiming; maxStreams: number },
+  ) {
+    super();
+    this.#session = session;
+    this.peerIdentity = opts.peerIdentity;
+    this.address = opts.address;
+    this.maxStreams = opts.maxStreams;
+    session.setLocalWindowSize(CONNECTION_WINDOW_BYTES);
+    const stopKeepalive = startKeepalive(session, opts.keepalive, () => {
+      log.info({ address: this.address }, 'ping timeout, closing session');
+      session.destroy(
+        new ZmeshError('ZM_ERR_HBONE_SESSION', { address: this.address, reason: 'ping timeout' }),
+      );
+    });
+    session.on('error', (e) => log.debug({ address: this.address, err: e.message }, 'session error'));
+    session.on('goaway', (code: number, last: number, data?: Buffer) => {
+      this.#draining = true;
+      this.emit('goaway', code, last, data);
+    });
+    session.once('close', () => {
+      this.#closed = true;
+      stopKeepalive();
+      this.emit('close');
+    });
+  }
+
+  get activeStreams(): number {
+    return this.#active;
+  }
+
+  get closed(): boolean {
+    return this.#closed || this.#session.destroyed;
+  }
+
+  /** GOAWAY received (or close() called): usable for open tunnels, not for new ones. */
+  get draining(): boolean {
+    return this.#draining || this.#session.closed;
+  }
+
+  get hasCapacity(): boolean {
+    return !this.closed && !this.draining && this.#active < this.maxStreams;
+  }
+
+  /**
+   * Sends CONNECT and resolves with the tunnel once the server answers 200. The tunnel is
+   * the HTTP/2 stream: write to send, end() half-closes (END_STREAM), 'end' is the peer's.
+   */
+  openTunnel(req: OpenTunnelRequest): Promise<Duplex> {
+    const refused = this.#refusal();
+    if (refused !== undefined) return Promise.reject(this.#error(refused));
+    let stream: http2.ClientHttp2Stream;
+    try {
+      stream = this.#session.request(buildConnectHeaders(req), { endStream: false });
+    } catch (e) {
+      return Promise.reject(this.#error((e as Error).message, e));
+    }
+    this.#active++;
+    stream.once('close', () => {
+      this.#active--;
+      if (this.#active === 0) this.emit('idle');
+    });
+    return new Promise((resolve, reject) => {
+      const onEarlyClose = () =>
+        reject(
+          this.#error(`stream closed before response (code ${stream.rstCode})`, undefined, stream.rstCode),
+        );
+      const onError = (e: Error) => reject(this.#error(e.message, e, stream.rstCode));
+      stream.once('close', onEarlyClose);
+      stream.once('error', onError);
+      stream.once('response', (headers) => {
+        stream.off('close', onEarlyClose).off('error', onError);
+        const status = Number(headers[':status']);
+        if (status === 200) return resolve(stream);
+        stream.on('error', () => {});
+        stream.close(http2.constants.NGHTTP2_CANCEL);
+        const code = headers['x-zmesh-error'];
+        reject(new ZmeshError('ZM_ERR_HBONE_TUNNEL_REFUSED', { authority: req.authority, status, code }));
+      });
+    });
+  }
+
+  /** Graceful: no new tunnels, GOAWAY to the server, the connection ends with the last tunnel. */
+  close(): void {
+    if (!this.#session.closed && !this.#session.destroyed) this.#session.close();
+  }
+
+  /** Immediate: every tunnel is reset. */
+  destroy(error?: Error): void {
+    if (!this.#session.destroyed) this.#session.destroy(error);
+  }
+
+  #refusal(): string | undefined {
+    if (this.closed) return 'session closed';
+    if (this.draining) return 'session draining';
+    if (this.#active >= this.maxStreams) return `stream limit ${this.maxStreams} reached`;
+    return undefined;
+  }
+
+  #error(reason: string, cause?: unknown, rstCode?: number): ZmeshError {
+    return new ZmeshError('ZM_ERR_HBONE_SESSION', { address: this.address, reason, rstCode }, { cause });
+  }
+}

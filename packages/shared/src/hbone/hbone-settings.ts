@@ -1,0 +1,55 @@
+/** HTTP/2 numbers for HBONE (DESIGN §4). Each is a named bound; the tests may shrink timers. */
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+/** SETTINGS_INITIAL_WINDOW_SIZE: per-stream receive window. */
+export const STREAM_WINDOW_BYTES = 4 * MiB;
+/** Connection-level receive window (WINDOW_UPDATE on stream 0; RFC 9113 §6.9.2). */
+export const CONNECTION_WINDOW_BYTES = 16 * MiB;
+/** SETTINGS_MAX_FRAME_SIZE we accept. */
+export const MAX_FRAME_BYTES = 1 * MiB;
+/** SETTINGS_MAX_CONCURRENT_STREAMS a server advertises. */
+export const SERVER_MAX_CONCURRENT_STREAMS = 200;
+/** Streams a client puts on one connection before opening another (pool's bound). */
+export const CLIENT_MAX_STREAMS_PER_CONNECTION = 100;
+/** SETTINGS_MAX_HEADER_LIST_SIZE: a CONNECT needs a few hundred bytes. */
+export const MAX_HEADER_LIST_BYTES = 16 * KiB;
+export const PING_INTERVAL_MS = 10_000;
+/** A session whose PING is unanswered this long is dead and is destroyed. */
+export const PING_TIMEOUT_MS = 20_000;
+/**
+ * Rapid reset (CVE-2023-44487): more than this many RST_STREAM from the peer within
+ * the window ends the connection with GOAWAY ENHANCE_YOUR_CALM.
+ */
+export const RAPID_RESET_LIMIT = 100;
+export const RAPID_RESET_WINDOW_MS = 1000;
+/**
+ * nghttp2 memory cap per session in MB (Node's `maxSessionMemory`, default 10): it must
+ * exceed the connection window or a peer filling the window legally trips the cap.
+ */
+export const MAX_SESSION_MEMORY_MB = 64;
+/** TLS handshake + HTTP/2 preface must finish within this. */
+export const HANDSHAKE_TIMEOUT_MS = 10_000;
+/** Default drain grace: streams still open after this are reset. */
+export const DRAIN_GRACE_MS = 5_000;
+
+export interface KeepaliveTiming {
+  intervalMs: number;
+  timeoutMs: number;
+}
+
+export const DEFAULT_KEEPALIVE: KeepaliveTiming = {
+  intervalMs: PING_INTERVAL_MS,
+  timeoutMs: PING_TIMEOUT_MS,
+};
+
+/** Local SETTINGS sent by both ends (RFC 9113 §6.5.2). */
+export function localSettings(maxConcurrentStreams: number) {
+  return {
+    initialWindowSize: STREAM_WINDOW_BYTES,
+    maxFrameSize: MAX_FRAME_BYTES,
+    maxConcurrentStreams,
+    maxHeaderListSize: MAX_HEADER_LIST_BYTES,
+    enablePush: false,
+  };
+}

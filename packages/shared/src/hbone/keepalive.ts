@@ -1,0 +1,35 @@
+import type { Http2Session } from 'node:http2';
+import type { KeepaliveTiming } from './hbone-settings.js';
+
+/**
+ * Sends a PING every `intervalMs` (one outstanding at a time) and calls `onDead` when one
+ * goes unanswered for `timeoutMs`: a peer that vanished without FIN/RST would otherwise
+ * hold streams and pool slots until TCP gives up, which takes many minutes.
+ * Returns the function that stops it; call it when the session closes.
+ */
+export function startKeepalive(
+  session: Http2Session,
+  timing: KeepaliveTiming,
+  onDead: () => void,
+): () => void {
+  let deadline: NodeJS.Timeout | undefined;
+  const interval = setInterval(() => {
+    if (deadline !== undefined || session.destroyed || session.closed) return;
+    const timer = setTimeout(onDead, timing.timeoutMs);
+    timer.unref();
+    deadline = timer;
+    const sent = session.ping(() => {
+      clearTimeout(timer);
+      deadline = undefined;
+    });
+    if (!sent) {
+      clearTimeout(timer);
+      deadline = undefined;
+    }
+  }, timing.intervalMs);
+  interval.unref();
+  return () => {
+    clearInterval(interval);
+    if (deadline !== undefined) clearTimeout(deadline);
+  };
+}

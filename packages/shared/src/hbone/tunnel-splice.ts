@@ -1,0 +1,71 @@
+import { constants, type Http2Stream } from 'node:http2';
+import type { Duplex } from 'node:stream';
+
+export interface SpliceStats {
+  /** Bytes read from the HTTP/2 stream and written upstream. */
+  toUpstream: number;
+  /** Bytes read from upstream and written to the HTTP/2 stream. */
+  fromUpstream: number;
+}
+
+/**
+ * Copies both ways with back-pressure (pipe pauses the source when the sink is full)
+ * and keeps the half-closes apart: END_STREAM from the peer ends upstream's writable
+ * side, upstream's end sends END_STREAM. An abrupt end on either side is propagated as
+ * abrupt: upstream error → RST_STREAM(CONNECT_ERROR) (RFC 9113 §8.5), stream reset →
+ * TCP RST upstream when the socket supports it.
+ */
+export function spliceTunnel(
+  h2: Http2Stream,
+  upstream: Duplex,
+  onClose?: (stats: SpliceStats) => void,
+): void {
+  const stats: SpliceStats = { toUpstream: 0, fromUpstream: 0 };
+  h2.on('data', (chunk: Buffer) => {
+    stats.toUpstream += chunk.length;
+  });
+  upstream.on('data', (chunk: Buffer) => {
+    stats.fromUpstream += chunk.length;
+  });
+  h2.pipe(upstream);
+  upstream.pipe(h2);
+  let done = false;
+  const finish = () => {
+    if (done) return;
+    done = true;
+    onClose?.(stats);
+  };
+  upstream.on('error', () => {
+    resetStream(h2, constants.NGHTTP2_CONNECT_ERROR);
+  });
+  upstream.on('close', () => {
+    if (!upstream.readableEnded) resetStream(h2, constants.NGHTTP2_CONNECT_ERROR);
+    if (h2.destroyed) finish();
+  });
+  h2.on('error', () => abort(upstream));
+  h2.on('close', () => {
+    if (h2.rstCode !== undefined && h2.rstCode !== constants.NGHTTP2_NO_ERROR) abort(upstream);
+    else if (!h2.readableEnded) abort(upstream);
+    if (upstream.destroyed) finish();
+  });
+}
+
+/** Streams this process reset; a server must not count them as the peer's resets. */
+const localResets = new WeakSet<Http2Stream>();
+
+export function resetStream(h2: Http2Stream, code: number): void {
+  if (h2.destroyed) return;
+  localResets.add(h2);
+  h2.close(code);
+}
+
+export function wasResetLocally(h2: Http2Stream): boolean {
+  return localResets.has(h2);
+}
+
+function abort(upstream: Duplex): void {
+  if (upstream.destroyed) return;
+  const socket = upstream as Duplex & { resetAndDestroy?: () => void };
+  if (typeof socket.resetAndDestroy === 'function') socket.resetAndDestroy();
+  else upstream.destroy();
+}
