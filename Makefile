@@ -29,7 +29,7 @@ demo: build
 	@bin/zmesh demo
 
 bench: build
-	@bin/zmesh bench
+	@mkdir -p out && bin/zmesh bench --json out/bench.json --png out/bench.png
 
 clean:
 	@rm -rf packages/*/dist test/dist bpf/build

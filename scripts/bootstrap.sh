@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(clang llvm libbpf-dev bpftool iproute2 iptables curl
+APT_PACKAGES=(clang llvm libbpf-dev bpftool iproute2 iptables curl util-linux fonts-dejavu-core
   iperf3 socat stunnel4 haproxy redis-server redis-tools wrk nghttp2-client prometheus)
 PNPM_VERSION=12.4.2
 

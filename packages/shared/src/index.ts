@@ -5,6 +5,7 @@ export * from './identity/index.js';
 export * from './log/index.js';
 export * from './metrics/index.js';
 export * from './model/index.js';
+export * from './net/index.js';
 export * from './result.js';
 export * from './tls/index.js';
 export * from './xds/index.js';

@@ -1,1 +1,16 @@
+export { AdminServers } from './admin/admin-servers.js';
+export { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
+export { bidirectionalCopy } from './forward/bidirectional-copy.js';
+export { type CertificateSigner, CertManager } from './identity/cert-manager.js';
+export { LocalCaSigner } from './identity/local-ca-signer.js';
+export { InboundListener } from './inbound/inbound-listener.js';
+export { HbonePool, type PoolKey } from './pool/hbone-pool.js';
+export {
+  type ForwardListener as ForwardConfig,
+  type LocalConfig,
+  loadLocalConfig,
+  parseLocalConfig,
+} from './state/local-config.js';
+export { HBONE_PORT, ProxyState, type Route } from './state/proxy-state.js';
 export * from './tenancy/index.js';
+export { type ConfigUpdate, DEFAULT_PORTS, toCredential, Ztunnel, type ZtunnelOptions } from './ztunnel.js';

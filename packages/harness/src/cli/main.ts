@@ -15,12 +15,18 @@ program
   .option('-c, --config <file>', 'local YAML config (workloads, services, policies)')
   .option('--node <name>', 'this node name')
   .option('--address <ip>', 'loopback address of this ztunnel in explicit-proxy mode (127.0.0.N)')
+  .option(
+    '--ca-dir <dir>',
+    'explicit-proxy mode without a control plane: directory with root-cert.pem and root-key.pem',
+  )
+  .option('--trust-domain <domain>', 'SPIFFE trust domain', 'cluster.local')
+  .option('--passthrough <allow|deny>', 'destinations outside the mesh: plain TCP or refused', 'deny')
   .option('--admin-port <port>', 'admin port (/config_dump, /logging, /quitquitquit)', '15000')
   .option('--metrics-port <port>', 'Prometheus /metrics port', '15020')
   .option('--ready-port <port>', 'readiness and liveness port', '15021')
   .action(async (options) => {
     const { runZtunnel } = await import('./ztunnel-command.js');
-    await runZtunnel(options);
+    process.exitCode = await runZtunnel(options);
   });
 
 program
@@ -29,6 +35,17 @@ program
   .action(async () => {
     const { runDemo } = await import('../demo/demo.js');
     process.exitCode = await runDemo();
+  });
+
+program
+  .command('bench')
+  .description('measure zmesh against direct and C peers in one run; prints ratios, writes JSON and PNG')
+  .option('--quick', 'short runs (CI)')
+  .option('--json <file>', 'write results as JSON')
+  .option('--png <file>', 'write a chart as PNG')
+  .action(async (options) => {
+    const { runBench } = await import('../bench/bench.js');
+    process.exitCode = await runBench(options);
   });
 
 await program.parseAsync(process.argv);

@@ -1,0 +1,56 @@
+import { resolve } from 'node:path';
+import { execa, type ResultPromise } from 'execa';
+
+export const ZMESH_BIN = resolve(import.meta.dirname, '../../../../bin/zmesh');
+
+/** A `zmesh ztunnel` child process in explicit-proxy mode; stderr lines are prefixed with the node. */
+export function startZtunnelProcess(opts: {
+  config: string;
+  caDir: string;
+  node: string;
+  address: string;
+  cpu?: string;
+  log?: string;
+  quiet?: boolean;
+}): ResultPromise {
+  const argv = [
+    'ztunnel',
+    '--config',
+    opts.config,
+    '--node',
+    opts.node,
+    '--address',
+    opts.address,
+    '--ca-dir',
+    opts.caDir,
+  ];
+  const [file, args] = opts.cpu ? ['taskset', ['-c', opts.cpu, ZMESH_BIN, ...argv]] : [ZMESH_BIN, argv];
+  const child = execa(file, args, {
+    reject: false,
+    stdout: 'ignore',
+    stderr: opts.quiet ? 'ignore' : 'pipe',
+    env: { ZMESH_LOG: opts.log ?? 'warn' },
+  });
+  child.stderr?.on('data', (d: Buffer) => process.stderr.write(`  [${opts.node}] ${d}`));
+  return child;
+}
+
+/** Polls a ztunnel's readiness endpoint until it answers 200. */
+export async function waitReady(address: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const res = await fetch(`http://${address}:15021/healthz/ready`).catch(() => undefined);
+    if (res?.status === 200) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`ztunnel at ${address} not ready after ${timeoutMs} ms`);
+}
+
+/** Ends a child we started, by its pid, and waits for it. */
+export async function stopChild(child: ResultPromise, graceMs = 3000): Promise<void> {
+  if (child.exitCode !== null) return;
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  await child.catch(() => {});
+  clearTimeout(timer);
+}

@@ -1,0 +1,43 @@
+import { Resvg } from '@resvg/resvg-js';
+import * as vega from 'vega';
+import { compile, type TopLevelSpec } from 'vega-lite';
+
+export interface BarRow {
+  /** One chart panel per group (e.g. a workload). */
+  group: string;
+  /** One bar per series (e.g. a path). */
+  series: string;
+  value: number;
+}
+
+/**
+ * Grouped bar chart as PNG: vega-lite → vega (SVG, no canvas needed) → resvg (PNG).
+ * Each group gets its own panel with an independent scale, since workloads have
+ * different units.
+ */
+export async function barChartPng(rows: BarRow[], opts: { title: string; unit?: string }): Promise<Buffer> {
+  const spec: TopLevelSpec = {
+    $schema: 'https://vega.github.io/schema/vega-lite/v5.json',
+    title: opts.title,
+    data: { values: rows },
+    facet: { row: { field: 'group', type: 'nominal', title: null } },
+    resolve: { scale: { x: 'independent' } },
+    spec: {
+      width: 520,
+      height: { step: 18 },
+      mark: { type: 'bar', tooltip: true },
+      encoding: {
+        y: { field: 'series', type: 'nominal', title: null, sort: null },
+        x: { field: 'value', type: 'quantitative', title: opts.unit ?? 'value' },
+        color: { field: 'series', type: 'nominal', legend: null },
+      },
+    },
+    config: { background: 'white', font: 'DejaVu Sans' },
+  };
+  const view = new vega.View(vega.parse(compile(spec).spec), { renderer: 'none' });
+  const svg = await view.toSVG();
+  view.finalize();
+  return new Resvg(svg, { font: { loadSystemFonts: true, defaultFontFamily: 'DejaVu Sans' } })
+    .render()
+    .asPng();
+}

@@ -1,0 +1,1 @@
+export { bytesToIp, canonicalIp, formatHostPort, ipFamily, ipToBytes } from './ip.js';

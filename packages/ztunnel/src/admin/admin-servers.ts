@@ -1,0 +1,99 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { logger, logLevels, setLogLevel } from '@zmesh/shared';
+import type { Registry } from 'prom-client';
+
+const log = logger('admin');
+
+export interface AdminInputs {
+  host: string;
+  ports: { admin: number; metrics: number; ready: number };
+  configDump: () => unknown;
+  registry: Registry;
+  /** Readiness: complete config and valid certificates for every local workload. */
+  readiness: () => { ready: boolean; reasons: string[] };
+  quit: () => void;
+}
+
+type Handler = (req: IncomingMessage, res: ServerResponse, url: URL) => void | Promise<void>;
+
+/**
+ * The three operator endpoints on separate ports (DESIGN §3 Ports): admin (15000, loopback
+ * of ztunnel's own namespace only: it can change log levels and stop the process),
+ * metrics (15020, read-only) and health (15021). Liveness answers from the event loop
+ * alone, so waiting for config never makes a healthy process look dead.
+ */
+export class AdminServers {
+  private readonly servers: Server[] = [];
+
+  constructor(private readonly inputs: AdminInputs) {}
+
+  async start(): Promise<void> {
+    const { ports, host } = this.inputs;
+    await this.serve(host, ports.admin, {
+      '/config_dump': (_q, res) => json(res, 200, this.inputs.configDump()),
+      '/logging': (req, res, url) => this.logging(req, res, url),
+      '/quitquitquit': (req, res) => {
+        if (req.method !== 'POST') return json(res, 405, { error: 'POST only' });
+        json(res, 200, { ok: true });
+        setImmediate(this.inputs.quit);
+      },
+    });
+    await this.serve(host, ports.metrics, {
+      '/metrics': async (_q, res) => {
+        res.writeHead(200, { 'content-type': this.inputs.registry.contentType });
+        res.end(await this.inputs.registry.metrics());
+      },
+    });
+    await this.serve(host, ports.ready, {
+      '/healthz/ready': (_q, res) => {
+        const r = this.inputs.readiness();
+        json(res, r.ready ? 200 : 503, r);
+      },
+      '/healthz/live': (_q, res) => json(res, 200, { live: true }),
+    });
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(
+      this.servers.map((s) => {
+        s.closeAllConnections();
+        return new Promise<void>((r) => s.close(() => r()));
+      }),
+    );
+  }
+
+  private logging(req: IncomingMessage, res: ServerResponse, url: URL): void {
+    if (req.method === 'POST') {
+      const level = url.searchParams.get('level') ?? '';
+      const scope = url.searchParams.get('scope') ?? '*';
+      if (!setLogLevel(scope, level)) {
+        json(res, 400, { error: `unknown level ${JSON.stringify(level)}` });
+        return;
+      }
+      log.info({ scope, level }, 'log level changed');
+    }
+    json(res, 200, logLevels());
+  }
+
+  private serve(host: string, port: number, routes: Record<string, Handler>): Promise<void> {
+    const server = createServer((req, res) => {
+      const url = new URL(req.url ?? '/', 'http://admin');
+      const handler = routes[url.pathname];
+      if (!handler) return json(res, 404, { error: 'not found', paths: Object.keys(routes) });
+      Promise.resolve(handler(req, res, url)).catch((e: unknown) =>
+        json(res, 500, { error: (e as Error).message }),
+      );
+    });
+    this.servers.push(server);
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen({ host, port }, () => resolve());
+    });
+  }
+}
+
+function json(res: ServerResponse, status: number, body: unknown): void {
+  if (res.headersSent) return;
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(`${JSON.stringify(body, null, 2)}\n`);
+}

@@ -1,0 +1,192 @@
+import { EventEmitter } from 'node:events';
+import { type Credential, generateCsr, logger, ZmeshError } from '@zmesh/shared';
+import { Counter, Gauge, type Registry } from 'prom-client';
+
+const log = logger('certs');
+
+/** Signs a CSR for one identity: the CA client in production, a local CA in explicit mode. */
+export interface CertificateSigner {
+  sign(csrPem: string, identity: string, ttlSeconds: number): Promise<string[]>;
+}
+
+export interface CertManagerOptions {
+  signer: CertificateSigner;
+  /** Requested lifetime of each workload certificate. */
+  ttlSeconds: number;
+  /** Bound on CSRs in flight at once, so a burst of new pods cannot flood the CA. */
+  maxInFlight?: number;
+  backoff?: { initialMs: number; maxMs: number };
+  registry?: Registry;
+  now?: () => number;
+  /** Builds the credential from key and chain; injected so this module stays free of X.509 parsing. */
+  toCredential: (identity: string, keyPem: string, chain: string[]) => Credential;
+}
+
+export const DEFAULT_MAX_CSRS_IN_FLIGHT = 8;
+
+interface Slot {
+  identity: string;
+  current?: Credential;
+  inflight?: Promise<Credential>;
+  timer?: NodeJS.Timeout;
+  failures: number;
+  waiters: number;
+}
+
+/**
+ * One certificate per identity, fetched as soon as a local workload appears, renewed at
+ * half-life. A failed renewal keeps the still-valid certificate and retries with
+ * jittered exponential backoff; an expired certificate is never handed out.
+ * Emits 'rotated' (identity, credential) so listeners swap their TLS context.
+ */
+export class CertManager extends EventEmitter {
+  private readonly slots = new Map<string, Slot>();
+  private readonly queue: Array<() => void> = [];
+  private inFlight = 0;
+  private readonly maxInFlight: number;
+  private readonly backoff: { initialMs: number; maxMs: number };
+  private readonly now: () => number;
+  private readonly expiryGauge?: Gauge;
+  private readonly failures?: Counter;
+  private stopped = false;
+
+  constructor(private readonly options: CertManagerOptions) {
+    super();
+    this.maxInFlight = options.maxInFlight ?? DEFAULT_MAX_CSRS_IN_FLIGHT;
+    this.backoff = options.backoff ?? { initialMs: 500, maxMs: 30_000 };
+    this.now = options.now ?? Date.now;
+    if (options.registry) {
+      const now = this.now;
+      const slots = this.slots;
+      this.expiryGauge = new Gauge({
+        name: 'zmesh_cert_seconds_to_earliest_expiry',
+        help: 'Seconds until the earliest workload certificate expires (negative: expired)',
+        registers: [options.registry],
+        collect() {
+          const times = [...slots.values()].flatMap((s) => (s.current ? [s.current.notAfter.getTime()] : []));
+          this.set(times.length ? (Math.min(...times) - now()) / 1000 : 0);
+        },
+      });
+      this.failures = new Counter({
+        name: 'zmesh_cert_renewal_failures_total',
+        help: 'Failed certificate requests',
+        registers: [options.registry],
+      });
+    }
+  }
+
+  /** Starts fetching `identity`'s certificate without waiting for it. */
+  prefetch(identity: string): void {
+    this.fetch(identity).catch(() => {});
+  }
+
+  /** The valid certificate for `identity`, if one is held now. */
+  get(identity: string): Credential | undefined {
+    const current = this.slots.get(identity)?.current;
+    return current && current.notAfter.getTime() > this.now() ? current : undefined;
+  }
+
+  /** The valid certificate, fetching one when none is held. */
+  async fetch(identity: string): Promise<Credential> {
+    const held = this.get(identity);
+    if (held) return held;
+    const slot = this.slot(identity);
+    return slot.inflight ?? this.request(slot);
+  }
+
+  forget(identity: string): void {
+    const slot = this.slots.get(identity);
+    if (slot?.timer) clearTimeout(slot.timer);
+    this.slots.delete(identity);
+  }
+
+  identities(): Array<{ identity: string; notAfter?: string; failures: number }> {
+    return [...this.slots.values()].map((s) => ({
+      identity: s.identity,
+      notAfter: s.current?.notAfter.toISOString(),
+      failures: s.failures,
+    }));
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const s of this.slots.values()) if (s.timer) clearTimeout(s.timer);
+  }
+
+  private slot(identity: string): Slot {
+    let slot = this.slots.get(identity);
+    if (!slot) {
+      slot = { identity, failures: 0, waiters: 0 };
+      this.slots.set(identity, slot);
+    }
+    return slot;
+  }
+
+  private request(slot: Slot): Promise<Credential> {
+    const attempt = this.withSlot(async () => {
+      const { keyPem, csrPem } = await generateCsr(slot.identity);
+      const chain = await this.options.signer.sign(csrPem, slot.identity, this.options.ttlSeconds);
+      return this.options.toCredential(slot.identity, keyPem, chain);
+    });
+    slot.inflight = attempt.then(
+      (cred) => {
+        slot.inflight = undefined;
+        slot.current = cred;
+        slot.failures = 0;
+        this.scheduleRenewal(slot, halfLife(cred, this.now()));
+        log.info({ identity: slot.identity, notAfter: cred.notAfter.toISOString() }, 'certificate issued');
+        this.emit('rotated', slot.identity, cred);
+        return cred;
+      },
+      (e: unknown) => {
+        slot.inflight = undefined;
+        slot.failures += 1;
+        this.failures?.inc();
+        const delay = jittered(this.backoff, slot.failures);
+        log.warn(
+          { identity: slot.identity, err: (e as Error).message, retryMs: delay },
+          'certificate request failed',
+        );
+        // Keep the still-valid certificate; retry unless it was removed meanwhile.
+        if (this.slots.get(slot.identity) === slot) this.scheduleRenewal(slot, delay);
+        throw new ZmeshError('ZM_ERR_CERT_MISSING', { identity: slot.identity }, { cause: e });
+      },
+    );
+    return slot.inflight;
+  }
+
+  private scheduleRenewal(slot: Slot, delayMs: number): void {
+    if (this.stopped) return;
+    if (slot.timer) clearTimeout(slot.timer);
+    slot.timer = setTimeout(
+      () => {
+        slot.timer = undefined;
+        if (this.slots.get(slot.identity) === slot && !slot.inflight) this.request(slot).catch(() => {});
+      },
+      Math.max(0, delayMs),
+    );
+    slot.timer.unref();
+  }
+
+  private async withSlot<T>(work: () => Promise<T>): Promise<T> {
+    if (this.inFlight >= this.maxInFlight) await new Promise<void>((r) => this.queue.push(r));
+    this.inFlight += 1;
+    try {
+      return await work();
+    } finally {
+      this.inFlight -= 1;
+      this.queue.shift()?.();
+    }
+  }
+}
+
+/** Milliseconds from now until half of the certificate's lifetime has passed. */
+function halfLife(cred: Credential, now: number): number {
+  const start = cred.notBefore.getTime();
+  return start + (cred.notAfter.getTime() - start) / 2 - now;
+}
+
+function jittered(b: { initialMs: number; maxMs: number }, attempt: number): number {
+  const base = Math.min(b.maxMs, b.initialMs * 2 ** (attempt - 1));
+  return base / 2 + Math.random() * (base / 2);
+}

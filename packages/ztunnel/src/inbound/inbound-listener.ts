@@ -1,0 +1,107 @@
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import {
+  type Credential,
+  canonicalIp,
+  HboneServer,
+  logger,
+  type MeshMetrics,
+  type TrustBundle,
+  type TunnelRequest,
+  type Workload,
+  ZmeshError,
+} from '@zmesh/shared';
+import type { AppConnector } from '../forward/app-connector.js';
+import { recordClosed, recordOpened, tcpLabels } from '../forward/tcp-metrics.js';
+import type { ProxyState } from '../state/proxy-state.js';
+
+const log = logger('inbound');
+
+/** ztunnel's own ports: never a tunnel target, so a CONNECT cannot loop back into the proxy. */
+const RESERVED_PORTS = new Set([15000, 15001, 15006, 15008, 15020, 15021, 15053]);
+
+export interface InboundInputs {
+  workloadUid: string;
+  credential: Credential;
+  bundle: TrustBundle;
+  /** The active state at the moment a tunnel arrives (swapped atomically elsewhere). */
+  state: () => ProxyState;
+  connectApp: AppConnector;
+  metrics: MeshMetrics;
+}
+
+/**
+ * One workload's HBONE listener (15008 on the workload's address). The authenticated
+ * peer identity comes from the TLS handshake, never from headers.
+ */
+export class InboundListener {
+  readonly server: HboneServer;
+
+  constructor(private readonly inputs: InboundInputs) {
+    this.server = new HboneServer({
+      credential: inputs.credential,
+      bundle: inputs.bundle,
+      metrics: inputs.metrics,
+      name: inputs.workloadUid,
+      onTunnel: (req) => this.onTunnel(req),
+    });
+  }
+
+  private async onTunnel(req: TunnelRequest): Promise<{ upstream: Duplex }> {
+    const { host, port } = req.request.authority;
+    const workload = this.inputs.state().workload(this.inputs.workloadUid);
+    const target = canonicalIp(host);
+    if (
+      !workload ||
+      target === undefined ||
+      !workload.addresses.includes(target) ||
+      RESERVED_PORTS.has(port)
+    ) {
+      throw new ZmeshError('ZM_ERR_HBONE_UNKNOWN_DESTINATION', { authority: `${host}:${port}` });
+    }
+    if (workload.status !== 'HEALTHY')
+      throw new ZmeshError('ZM_ERR_HBONE_NOT_SERVING', { workload: workload.uid });
+    let upstream: Socket;
+    try {
+      upstream = await this.inputs.connectApp(workload, port);
+    } catch (e) {
+      throw new ZmeshError(
+        'ZM_ERR_HBONE_UPSTREAM_CONNECT',
+        { target: `${host}:${port}`, reason: (e as Error).message },
+        { cause: e },
+      );
+    }
+    this.account(workload, req, upstream);
+    return { upstream };
+  }
+
+  /** The HBONE server copies the bytes; the app socket's own counters give the totals. */
+  private account(workload: Workload, req: TunnelRequest, upstream: Socket): void {
+    const source = this.inputs.state().workloadByIdentity(req.peerIdentity);
+    const labels = tcpLabels({
+      reporter: 'destination',
+      sourcePrincipal: req.peerIdentity,
+      source,
+      destination: workload,
+      flag: '-',
+      mtls: true,
+    });
+    recordOpened(this.inputs.metrics, labels);
+    const started = Date.now();
+    upstream.once('close', () => {
+      const copy = { sent: upstream.bytesWritten, received: upstream.bytesRead };
+      recordClosed(this.inputs.metrics, labels, copy);
+      log.info(
+        {
+          dir: 'inbound',
+          src: req.peerIdentity,
+          dst: workload.uid,
+          port: req.request.authority.port,
+          ...copy,
+          ms: Date.now() - started,
+        },
+        'connection closed',
+      );
+    });
+  }
+}

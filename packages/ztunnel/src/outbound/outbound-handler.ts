@@ -1,0 +1,153 @@
+import { randomBytes } from 'node:crypto';
+import { connect, type Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import {
+  formatHostPort,
+  isZmeshError,
+  logger,
+  type MeshMetrics,
+  responseFlagOf,
+  spiffeIdOf,
+  type Workload,
+  ZmeshError,
+} from '@zmesh/shared';
+import { bidirectionalCopy } from '../forward/bidirectional-copy.js';
+import { recordClosed, recordOpened, tcpLabels } from '../forward/tcp-metrics.js';
+import type { HbonePool } from '../pool/hbone-pool.js';
+import type { ProxyState, Route } from '../state/proxy-state.js';
+
+const log = logger('outbound');
+
+export type PassthroughPolicy = 'allow' | 'deny';
+
+export interface OutboundInputs {
+  state: () => ProxyState;
+  pool: HbonePool;
+  metrics: MeshMetrics;
+  /** Destinations outside the mesh: plain TCP, or refused. Counted either way. */
+  passthrough: PassthroughPolicy;
+  tenantOf: (workload: Workload) => string;
+}
+
+/**
+ * Carries one accepted downstream connection of `source` (attributed by the listener
+ * that accepted it, never by anything the client sent) to `destination`.
+ */
+export async function handleOutbound(
+  inputs: OutboundInputs,
+  downstream: Socket,
+  source: Workload,
+  destination: { host: string; port: number },
+): Promise<void> {
+  const started = Date.now();
+  const route = inputs.state().resolve(destination.host, destination.port);
+  let upstream: Duplex;
+  try {
+    if (route instanceof ZmeshError) throw route;
+    upstream = await openUpstream(inputs, route, source, downstream);
+  } catch (e) {
+    refuse(inputs, downstream, source, destination, e);
+    return;
+  }
+  const target = route as Route;
+  const labels = tcpLabels({
+    reporter: 'source',
+    source,
+    destination: target.destination,
+    flag: '-',
+    mtls: target.kind === 'hbone',
+  });
+  recordOpened(inputs.metrics, labels);
+  inputs.metrics.tunnelSetup.observe({ response_flags: '-' }, (Date.now() - started) / 1000);
+  const copy = await bidirectionalCopy(downstream, upstream);
+  recordClosed(inputs.metrics, labels, copy);
+  log.info(
+    {
+      dir: 'outbound',
+      src: spiffeIdOf(source),
+      dst: formatHostPort(destination.host, destination.port),
+      via: target.kind === 'hbone' ? (target.viaWaypoint ? 'waypoint' : 'hbone') : 'passthrough',
+      sent: copy.sent,
+      received: copy.received,
+      ms: Date.now() - started,
+      err: copy.error?.message,
+    },
+    'connection closed',
+  );
+}
+
+async function openUpstream(
+  inputs: OutboundInputs,
+  route: Route,
+  source: Workload,
+  downstream: Socket,
+): Promise<Duplex> {
+  if (route.kind === 'passthrough') {
+    if (inputs.passthrough === 'deny' || route.destination) {
+      // A known workload that does not speak HBONE is still refused: zmesh never sends a
+      // mesh workload's traffic in plaintext.
+      throw new ZmeshError('ZM_ERR_ROUTE_NO_DESTINATION', {
+        address: formatHostPort(route.target.host, route.target.port),
+      });
+    }
+    return connectPlain(route.target);
+  }
+  return inputs.pool.openTunnel(
+    {
+      tenant: inputs.tenantOf(source),
+      sourceIdentity: spiffeIdOf(source),
+      destinationIdentity: route.expectedIdentities.join(','),
+      destinationAddress: formatHostPort(route.dial.host, route.dial.port),
+    },
+    {
+      authority: formatHostPort(route.authority.host, route.authority.port),
+      forwardedFor: downstream.remoteAddress
+        ? formatHostPort(downstream.remoteAddress, downstream.remotePort ?? 0)
+        : undefined,
+      baggage: {
+        'k8s.namespace.name': source.namespace,
+        'k8s.workload.name': source.workloadName,
+        'service.name': source.canonicalName,
+      },
+      traceparent: `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-00`,
+    },
+  );
+}
+
+function connectPlain(target: { host: string; port: number }): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: target.host, port: target.port, allowHalfOpen: true, noDelay: true });
+    socket.once('connect', () => {
+      socket.removeListener('error', reject);
+      resolve(socket);
+    });
+    socket.once('error', reject);
+  });
+}
+
+function refuse(
+  inputs: OutboundInputs,
+  downstream: Socket,
+  source: Workload,
+  destination: { host: string; port: number },
+  error: unknown,
+): void {
+  const flag = responseFlagOf(error);
+  const code = isZmeshError(error) ? error.code : 'ZM_ERR_HBONE_SESSION';
+  inputs.metrics.errors.inc({ code, flag });
+  inputs.metrics.tcpOpened.inc(tcpLabels({ reporter: 'source', source, flag, mtls: false }));
+  inputs.metrics.tcpClosed.inc(tcpLabels({ reporter: 'source', source, flag, mtls: false }));
+  log.warn(
+    {
+      dir: 'outbound',
+      src: spiffeIdOf(source),
+      dst: formatHostPort(destination.host, destination.port),
+      code,
+      flag,
+      err: (error as Error).message,
+    },
+    'connection refused',
+  );
+  // RST rather than FIN: the client must not mistake a refusal for an empty reply.
+  if (!downstream.destroyed) downstream.resetAndDestroy();
+}

@@ -1,0 +1,173 @@
+import type { Duplex } from 'node:stream';
+import { type HboneSession, logger, type MeshMetrics, ZmeshError } from '@zmesh/shared';
+
+const log = logger('pool');
+
+/**
+ * A connection is reused only when all four match (DESIGN §7): sharing across tenants or
+ * identities would let one tenant's traffic ride (and be attributed to) another's mTLS session.
+ */
+export interface PoolKey {
+  tenant: string;
+  sourceIdentity: string;
+  destinationIdentity: string;
+  /** Where the session is dialled, `host:port`. */
+  destinationAddress: string;
+}
+
+export interface TunnelHeaders {
+  authority: string;
+  forwardedFor?: string;
+  baggage?: Record<string, string>;
+  traceparent?: string;
+}
+
+export interface HbonePoolOptions {
+  /** Opens one HBONE session for a key (TLS with the source identity's credential). */
+  connect: (key: PoolKey) => Promise<HboneSession>;
+  /** DESIGN §4: a client opens at most 100 streams per connection. */
+  maxStreamsPerConnection?: number;
+  /** An unused connection is closed after this long. */
+  idleTimeoutMs?: number;
+  metrics?: MeshMetrics;
+}
+
+export const DEFAULT_MAX_STREAMS_PER_CONNECTION = 100;
+export const DEFAULT_IDLE_TIMEOUT_MS = 30_000;
+
+interface Entry {
+  id: number;
+  /** Settles once the session is up; rejected entries are removed at once. */
+  ready: Promise<HboneSession>;
+  session?: HboneSession;
+  /** Streams assigned to this connection, counted from the moment of assignment (before the
+   * session is up), so a burst of N opens exactly ceil(N / max) connections. */
+  reserved: number;
+  idleTimer?: NodeJS.Timeout;
+  retired: boolean;
+}
+
+/** HBONE connection pool: per-key connections, each carrying at most `maxStreams` streams. */
+export class HbonePool {
+  private readonly entries = new Map<string, Entry[]>();
+  private readonly maxStreams: number;
+  private readonly idleTimeoutMs: number;
+  private nextId = 1;
+  private closed = false;
+
+  constructor(private readonly options: HbonePoolOptions) {
+    this.maxStreams = options.maxStreamsPerConnection ?? DEFAULT_MAX_STREAMS_PER_CONNECTION;
+    this.idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+  }
+
+  /** Opens a tunnel on a pooled connection for `key`, opening a connection when all are full. */
+  async openTunnel(key: PoolKey, headers: TunnelHeaders): Promise<Duplex> {
+    if (this.closed)
+      throw new ZmeshError('ZM_ERR_HBONE_SESSION', {
+        address: key.destinationAddress,
+        reason: 'pool closed',
+      });
+    const entry = this.reserve(key);
+    let tunnel: Duplex;
+    try {
+      const session = await entry.ready;
+      tunnel = await session.openTunnel(headers);
+    } catch (e) {
+      this.release(key, entry);
+      throw e;
+    }
+    tunnel.once('close', () => this.release(key, entry));
+    return tunnel;
+  }
+
+  /** Connections per key, for tests and /config_dump. */
+  stats(): Array<{ key: string; connections: Array<{ id: number; streams: number; up: boolean }> }> {
+    return [...this.entries].map(([key, list]) => ({
+      key,
+      connections: list.map((e) => ({ id: e.id, streams: e.reserved, up: e.session !== undefined })),
+    }));
+  }
+
+  connectionCount(): number {
+    let n = 0;
+    for (const list of this.entries.values()) n += list.length;
+    return n;
+  }
+
+  /** Closes every connection; in-flight tunnels are reset. */
+  close(): void {
+    this.closed = true;
+    for (const [mapKey, list] of this.entries) for (const e of [...list]) this.retire(mapKey, e);
+  }
+
+  private reserve(key: PoolKey): Entry {
+    const mapKey = keyString(key);
+    const list = this.entries.get(mapKey) ?? [];
+    this.entries.set(mapKey, list);
+    let entry = list.find((e) => !e.retired && e.reserved < this.maxStreams && !e.session?.draining);
+    if (!entry) {
+      entry = this.open(mapKey, key);
+      list.push(entry);
+    }
+    entry.reserved += 1;
+    if (entry.idleTimer) {
+      clearTimeout(entry.idleTimer);
+      entry.idleTimer = undefined;
+    }
+    return entry;
+  }
+
+  private open(mapKey: string, key: PoolKey): Entry {
+    const entry: Entry = {
+      id: this.nextId++,
+      reserved: 0,
+      retired: false,
+      ready: Promise.resolve(undefined as never),
+    };
+    entry.ready = this.options.connect(key).then(
+      (session) => {
+        entry.session = session;
+        this.options.metrics?.hboneSessions.inc({ state: 'client' });
+        session.once('close', () => this.retire(mapKey, entry));
+        if (entry.retired) session.close();
+        log.debug({ key: mapKey, id: entry.id }, 'hbone connection up');
+        return session;
+      },
+      (e: unknown) => {
+        this.retire(mapKey, entry);
+        throw e;
+      },
+    );
+    // Callers observe the rejection through openTunnel; this keeps it from being "unhandled".
+    entry.ready.catch(() => {});
+    return entry;
+  }
+
+  private release(key: PoolKey, entry: Entry): void {
+    entry.reserved -= 1;
+    if (entry.reserved > 0 || entry.retired) return;
+    const mapKey = keyString(key);
+    entry.idleTimer = setTimeout(() => this.retire(mapKey, entry), this.idleTimeoutMs);
+    entry.idleTimer.unref();
+  }
+
+  private retire(mapKey: string, entry: Entry): void {
+    if (entry.idleTimer) clearTimeout(entry.idleTimer);
+    const list = this.entries.get(mapKey);
+    const i = list?.indexOf(entry) ?? -1;
+    if (list && i >= 0) {
+      list.splice(i, 1);
+      if (list.length === 0) this.entries.delete(mapKey);
+    }
+    if (entry.retired) return;
+    entry.retired = true;
+    if (entry.session) {
+      this.options.metrics?.hboneSessions.dec({ state: 'client' });
+      if (!entry.session.closed) entry.session.close();
+    }
+  }
+}
+
+function keyString(k: PoolKey): string {
+  return `${k.tenant}|${k.sourceIdentity}|${k.destinationIdentity}|${k.destinationAddress}`;
+}

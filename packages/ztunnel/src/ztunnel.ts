@@ -1,0 +1,255 @@
+import { X509Certificate } from 'node:crypto';
+import {
+  type Credential,
+  connectHbone,
+  logger,
+  MeshMetrics,
+  type Service,
+  spiffeIdOf,
+  type TrustBundle,
+  type Workload,
+} from '@zmesh/shared';
+import { AdminServers } from './admin/admin-servers.js';
+import { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
+import { type CertificateSigner, CertManager } from './identity/cert-manager.js';
+import { InboundListener } from './inbound/inbound-listener.js';
+import { ForwardListener } from './outbound/forward-listener.js';
+import type { OutboundInputs, PassthroughPolicy } from './outbound/outbound-handler.js';
+import { HbonePool, type PoolKey } from './pool/hbone-pool.js';
+import type { ForwardListener as ForwardConfig } from './state/local-config.js';
+import { HBONE_PORT, ProxyState } from './state/proxy-state.js';
+import { tenantOf } from './tenancy/tenant-of.js';
+
+const log = logger('ztunnel');
+
+export interface ZtunnelOptions {
+  node: string;
+  /** ztunnel's own address: admin, metrics and health listen here (127.0.0.N in explicit mode). */
+  address: string;
+  ports?: { admin: number; metrics: number; ready: number };
+  bundle: TrustBundle;
+  signer: CertificateSigner;
+  certTtlSeconds?: number;
+  passthrough?: PassthroughPolicy;
+  connectApp?: AppConnector;
+  pool?: { maxStreamsPerConnection?: number; idleTimeoutMs?: number };
+  /** Set false in tests that run several proxies in one process. */
+  defaultMetrics?: boolean;
+}
+
+export interface ConfigUpdate {
+  workloads: readonly Workload[];
+  services: readonly Service[];
+  forwards?: readonly ForwardConfig[];
+}
+
+export const DEFAULT_PORTS = { admin: 15000, metrics: 15020, ready: 15021 };
+export const DEFAULT_CERT_TTL_SECONDS = 24 * 3600;
+
+/**
+ * The node proxy. Holds the active state (swapped whole on every update), the
+ * certificates of local workloads, one HBONE listener per local workload, the outbound
+ * listeners and the shared HBONE pool.
+ */
+export class Ztunnel {
+  readonly metrics: MeshMetrics;
+  readonly certs: CertManager;
+  readonly pool: HbonePool;
+  private state = ProxyState.empty();
+  private forwardConfigs: readonly ForwardConfig[] = [];
+  private readonly inbound = new Map<string, InboundListener>();
+  private readonly forwards = new Map<string, ForwardListener>();
+  private readonly admin: AdminServers;
+  private readonly outbound: OutboundInputs;
+  private reconciling: Promise<void> = Promise.resolve();
+  private stopped = false;
+
+  constructor(private readonly options: ZtunnelOptions) {
+    this.metrics = new MeshMetrics({ defaultMetrics: options.defaultMetrics ?? true });
+    this.certs = new CertManager({
+      signer: options.signer,
+      ttlSeconds: options.certTtlSeconds ?? DEFAULT_CERT_TTL_SECONDS,
+      registry: this.metrics.registry,
+      toCredential,
+    });
+    this.certs.on('rotated', (identity: string, cred: Credential) => this.onRotated(identity, cred));
+    this.pool = new HbonePool({ ...options.pool, metrics: this.metrics, connect: (key) => this.dial(key) });
+    this.outbound = {
+      state: () => this.state,
+      pool: this.pool,
+      metrics: this.metrics,
+      passthrough: options.passthrough ?? 'deny',
+      tenantOf,
+    };
+    this.admin = new AdminServers({
+      host: options.address,
+      ports: options.ports ?? DEFAULT_PORTS,
+      registry: this.metrics.registry,
+      configDump: () => this.configDump(),
+      readiness: () => this.readiness(),
+      quit: () => void this.stop(),
+    });
+  }
+
+  async start(): Promise<void> {
+    await this.admin.start();
+    log.info({ node: this.options.node, address: this.options.address }, 'ztunnel started');
+  }
+
+  /** Swaps in a new configuration and reconciles listeners; returns once listeners match it. */
+  applyConfig(update: ConfigUpdate): Promise<void> {
+    this.state = new ProxyState({
+      workloads: update.workloads,
+      services: update.services,
+      version: this.state.version + 1,
+    });
+    if (update.forwards) this.forwardConfigs = update.forwards;
+    this.reconciling = this.reconciling
+      .then(() => this.reconcile())
+      .catch((e: unknown) => {
+        log.error({ err: (e as Error).message }, 'reconcile failed');
+      });
+    return this.reconciling;
+  }
+
+  localWorkloads(): Workload[] {
+    return this.state.localWorkloads(this.options.node).filter((w) => w.tunnelProtocol === 'HBONE');
+  }
+
+  readiness(): { ready: boolean; reasons: string[] } {
+    const reasons = this.localWorkloads().flatMap((w) => {
+      if (!this.certs.get(spiffeIdOf(w))) return [`${w.uid}: no valid certificate`];
+      if (!this.inbound.has(w.uid)) return [`${w.uid}: inbound listener not up`];
+      return [];
+    });
+    return { ready: reasons.length === 0, reasons };
+  }
+
+  configDump(): unknown {
+    return {
+      node: this.options.node,
+      version: this.state.version,
+      workloads: [...this.state.workloads()],
+      services: [...this.state.services()],
+      local: this.localWorkloads().map((w) => ({
+        uid: w.uid,
+        identity: spiffeIdOf(w),
+        inbound: this.inbound.has(w.uid),
+      })),
+      forwards: this.forwardConfigs,
+      certificates: this.certs.identities(),
+      pool: this.pool.stats(),
+    };
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.certs.stop();
+    this.pool.close();
+    await Promise.all([...this.forwards.values()].map((f) => f.close()));
+    await Promise.all([...this.inbound.values()].map((l) => l.server.close()));
+    await this.admin.stop();
+    log.info({ node: this.options.node }, 'ztunnel stopped');
+  }
+
+  private async reconcile(): Promise<void> {
+    if (this.stopped) return;
+    const local = new Map(this.localWorkloads().map((w) => [w.uid, w]));
+    for (const [uid, listener] of this.inbound) {
+      if (local.has(uid)) continue;
+      this.inbound.delete(uid);
+      await listener.server.drain();
+    }
+    for (const w of local.values()) {
+      const cred = this.certs.get(spiffeIdOf(w));
+      if (cred) await this.ensureInbound(w, cred);
+      else this.certs.prefetch(spiffeIdOf(w));
+    }
+    await this.reconcileForwards();
+  }
+
+  private async ensureInbound(w: Workload, cred: Credential): Promise<void> {
+    if (this.inbound.has(w.uid) || this.stopped) return;
+    const listener = new InboundListener({
+      workloadUid: w.uid,
+      credential: cred,
+      bundle: this.options.bundle,
+      state: () => this.state,
+      connectApp: this.options.connectApp ?? loopbackAppConnector,
+      metrics: this.metrics,
+    });
+    this.inbound.set(w.uid, listener);
+    try {
+      await listener.server.listen({ host: w.addresses[0]!, port: HBONE_PORT });
+    } catch (e) {
+      this.inbound.delete(w.uid);
+      log.error({ workload: w.uid, err: (e as Error).message }, 'inbound listener failed');
+    }
+  }
+
+  private async reconcileForwards(): Promise<void> {
+    // Only this node's workloads get forward listeners: the file may describe the whole mesh.
+    const local = new Set(this.localWorkloads().map((w) => w.uid));
+    const mine = this.forwardConfigs.filter((f) => local.has(f.workloadUid));
+    const wanted = new Map(mine.map((f) => [forwardKey(f), f]));
+    for (const [key, listener] of this.forwards) {
+      if (wanted.has(key)) continue;
+      this.forwards.delete(key);
+      await listener.close();
+    }
+    for (const [key, f] of wanted) {
+      if (this.forwards.has(key)) continue;
+      const listener = new ForwardListener(f, this.outbound);
+      this.forwards.set(key, listener);
+      try {
+        await listener.listen();
+      } catch (e) {
+        this.forwards.delete(key);
+        log.error({ listen: f.listen, err: (e as Error).message }, 'forward listener failed');
+      }
+    }
+  }
+
+  private onRotated(identity: string, cred: Credential): void {
+    for (const w of this.localWorkloads()) {
+      if (spiffeIdOf(w) !== identity) continue;
+      const listener = this.inbound.get(w.uid);
+      if (listener) listener.server.updateCredential(cred);
+      else void this.ensureInbound(w, cred);
+    }
+  }
+
+  private async dial(key: PoolKey) {
+    const credential = await this.certs.fetch(key.sourceIdentity);
+    const [host, port] = splitHostPort(key.destinationAddress);
+    return connectHbone({
+      host,
+      port,
+      credential,
+      bundle: this.options.bundle,
+      expectedIdentities: key.destinationIdentity.split(','),
+    });
+  }
+}
+
+function forwardKey(f: ForwardConfig): string {
+  return `${f.workloadUid}|${f.listen.host}:${f.listen.port}|${f.destination.host}:${f.destination.port}`;
+}
+
+function splitHostPort(address: string): [string, number] {
+  const i = address.lastIndexOf(':');
+  return [address.slice(0, i).replace(/^\[|\]$/g, ''), Number(address.slice(i + 1))];
+}
+
+/** Validity is read from the leaf the CA returned, not from what was asked for. */
+export function toCredential(identity: string, keyPem: string, chain: string[]): Credential {
+  const leaf = new X509Certificate(chain[0]!);
+  return {
+    identity,
+    keyPem,
+    certChainPem: chain,
+    notBefore: new Date(leaf.validFrom),
+    notAfter: new Date(leaf.validTo),
+  };
+}
