@@ -189,19 +189,24 @@ async function onPath(bin: string): Promise<boolean> {
   return (await execa('which', [bin], { reject: false })).exitCode === 0;
 }
 
+/**
+ * Waits until something listens on host:port, read from /proc/net/tcp rather than by
+ * connecting: a probe connection would reach the server behind the proxy and confuse
+ * servers such as iperf3 that expect every connection to be a test.
+ */
 export async function waitListening(host: string, port: number, timeoutMs = 10_000): Promise<void> {
-  const { connect } = await import('node:net');
+  const { readFile } = await import('node:fs/promises');
+  const want = `${host
+    .split('.')
+    .reverse()
+    .map((o) => Number(o).toString(16).padStart(2, '0'))
+    .join('')}:${port.toString(16).padStart(4, '0')}`.toUpperCase();
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const s = connect({ host, port });
-      s.once('connect', () => {
-        s.destroy();
-        resolve(true);
-      });
-      s.once('error', () => resolve(false));
-    });
-    if (ok) return;
+    const table = await readFile('/proc/net/tcp', 'utf8');
+    // Column 2 is local address, column 4 the state; 0A is LISTEN.
+    if (table.split('\n').some((l) => l.trim().split(/\s+/)[1] === want && l.trim().split(/\s+/)[3] === '0A'))
+      return;
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`nothing listening on ${host}:${port} after ${timeoutMs} ms`);

@@ -20,7 +20,14 @@ export async function barChartPng(rows: BarRow[], opts: { title: string; unit?: 
     $schema: 'https://vega.github.io/schema/vega-lite/v5.json',
     title: opts.title,
     data: { values: rows },
-    facet: { row: { field: 'group', type: 'nominal', title: null } },
+    facet: {
+      row: {
+        field: 'group',
+        type: 'nominal',
+        title: null,
+        header: { labelAngle: 0, labelAlign: 'left', labelAnchor: 'start', labelOrient: 'top' },
+      },
+    },
     resolve: { scale: { x: 'independent' } },
     spec: {
       width: 520,
