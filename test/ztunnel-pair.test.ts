@@ -152,3 +152,31 @@ test.serial('a known workload whose upstream refuses gets 503, without leaking f
   t.is(await rejectedStatus(`${mesh.ip.server}:7999`), 503);
   t.true((await settledFds(before)) <= before);
 });
+
+test.serial(
+  'admin, metrics and health endpoints answer on the DESIGN ports of the ztunnel address',
+  async (t) => {
+    const base = (port: number) => `http://${mesh.ip.a}:${port}`;
+    const dump = (await (await fetch(`${base(15000)}/config_dump`)).json()) as {
+      node: string;
+      local: Array<{ identity: string; inbound: boolean }>;
+      certificates: Array<{ identity: string; notAfter?: string }>;
+    };
+    t.is(dump.node, 'node-a');
+    t.deepEqual(dump.local, [
+      { uid: 'Kubernetes//Pod/team-a/client', identity: spiffeIdOf(mesh.client), inbound: true },
+    ]);
+    t.truthy(dump.certificates.find((c) => c.identity === spiffeIdOf(mesh.client))?.notAfter);
+    t.is((await fetch(`${base(15021)}/healthz/ready`)).status, 200);
+    t.is((await fetch(`${base(15021)}/healthz/live`)).status, 200);
+    const metrics = await (await fetch(`${base(15020)}/metrics`)).text();
+    t.regex(metrics, /istio_tcp_connections_opened_total\{/);
+    t.regex(metrics, /zmesh_cert_seconds_to_earliest_expiry \d/);
+    const set = await fetch(`${base(15000)}/logging?scope=pool&level=debug`, { method: 'POST' });
+    t.is(((await set.json()) as Record<string, string>).pool, 'debug');
+    const bad = await fetch(`${base(15000)}/logging?scope=pool&level=loud`, { method: 'POST' });
+    t.is(bad.status, 400);
+    t.is((await fetch(`${base(15000)}/quitquitquit`)).status, 405, 'GET cannot stop the proxy');
+    t.is((await fetch(`${base(15020)}/config_dump`)).status, 404, 'the metrics port serves nothing else');
+  },
+);
