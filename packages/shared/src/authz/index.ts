@@ -1,1 +1,24 @@
-export {};
+export {
+  AuthorizationStore,
+  type AuthorizationStoreOptions,
+  type AuthzDestination,
+  type Decision,
+  type DecisionReason,
+  type DryRunVerdict,
+  decisionError,
+} from './evaluator.js';
+export { type Cidr, cidrContains, formatIp, makeCidr, type ParsedIp, parseCidr, parseIp } from './ip-cidr.js';
+export { type ConnectionAttributes, stringMatches } from './policy-match.js';
+export {
+  type Action,
+  type Address,
+  type Authorization,
+  type Clause,
+  type Match,
+  policyKey,
+  type Rule,
+  type Scope,
+  type ServiceAccountMatch,
+  type StringMatch,
+  validateAuthorization,
+} from './policy-model.js';
