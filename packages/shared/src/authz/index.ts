@@ -1,4 +1,19 @@
 export {
+  type ConvertedPolicy,
+  type ConvertOptions,
+  convertAuthorizationPolicy,
+  type TargetRef,
+} from './authorization-policy.js';
+export {
+  DECISION_TABLE,
+  type DecisionCase,
+  TABLE_ROOT_NAMESPACE,
+  TABLE_SERVER,
+  TABLE_SOURCES,
+  type TableDestination,
+  type TableSource,
+} from './decision-table.js';
+export {
   AuthorizationStore,
   type AuthorizationStoreOptions,
   type AuthzDestination,
