@@ -128,10 +128,11 @@ export class AuthorizationStore {
   evaluate(conn: ConnectionAttributes, dest: AuthzDestination): Decision {
     const subject = toSubject(conn);
     if (subject === undefined) return { allowed: false, reason: 'invalid-request', dryRun: [] };
-    const { policies, missing } = this.#applicable(dest);
-    if (missing !== undefined)
-      return { allowed: false, policy: missing, reason: 'policy-pending', dryRun: [] };
-    return decide(policies, subject);
+    const selected = this.#selected(dest);
+    if (typeof selected === 'string')
+      return { allowed: false, policy: selected, reason: 'policy-pending', dryRun: [] };
+    const lists = [this.#lists.get(dest.namespace) ?? NONE, this.#lists.get(GLOBAL) ?? NONE, selected];
+    return decide(lists, subject);
   }
 
   /**
@@ -140,22 +141,26 @@ export class AuthorizationStore {
    * fail closed (DESIGN §5).
    */
   hasEnforcedPolicy(dest: AuthzDestination): boolean {
-    const { policies, missing } = this.#applicable(dest);
-    return missing !== undefined || policies.some((p) => !p.dryRun);
+    const selected = this.#selected(dest);
+    if (typeof selected === 'string') return true;
+    const lists = [this.#lists.get(dest.namespace) ?? NONE, this.#lists.get(GLOBAL) ?? NONE, selected];
+    return lists.some((l) => l.some((p) => !p.dryRun));
   }
 
-  /** Namespace bucket, then global, then the workload's own — ztunnel's order. */
-  #applicable(dest: AuthzDestination): { policies: CompiledPolicy[]; missing?: string } {
-    const policies = [...(this.#lists.get(dest.namespace) ?? NONE), ...(this.#lists.get(GLOBAL) ?? NONE)];
+  /**
+   * The workload's own policies not already in its namespace or the global bucket (ztunnel
+   * evaluates namespace, global, then workload policies), or the first name not received.
+   */
+  #selected(dest: AuthzDestination): readonly CompiledPolicy[] | string {
+    if (dest.policyNames.length === 0) return NONE;
+    const out: CompiledPolicy[] = [];
     for (const name of dest.policyNames) {
       const p = this.#byKey.get(name);
-      if (p === undefined) return { policies, missing: name };
+      if (p === undefined) return name;
       const bucket = this.#bucketOf(p);
-      // Already included through its bucket; evaluating it twice would change nothing.
-      if (bucket === GLOBAL || bucket === dest.namespace) continue;
-      policies.push(p);
+      if (bucket !== GLOBAL && bucket !== dest.namespace) out.push(p);
     }
-    return { policies };
+    return out;
   }
 
   #bucketOf(p: CompiledPolicy): string | undefined {
@@ -203,23 +208,26 @@ export class AuthorizationStore {
 /**
  * Istio's order: any matching DENY denies; with no ALLOW policy, allow; any matching
  * ALLOW allows; otherwise deny. Dry-run policies never take part in the decision.
+ * `lists` are walked in place (no concatenation): this is the per-connection hot path.
  */
-export function decide(policies: readonly CompiledPolicy[], s: Subject): Decision {
+export function decide(lists: readonly (readonly CompiledPolicy[])[], s: Subject): Decision {
   let denyBy: string | undefined;
   let allowBy: string | undefined;
   let allowCount = 0;
-  let dry: CompiledPolicy[] | undefined;
-  for (const p of policies) {
-    if (p.dryRun) {
-      dry ??= [];
-      dry.push(p);
-    } else if (p.action === 'DENY') denyBy ??= policyMatches(p, s) ? p.key : undefined;
+  let dryCount = 0;
+  for (const list of lists) {
+    for (const p of list) {
+      if (p.dryRun) dryCount++;
+      else if (p.action === 'DENY' && denyBy === undefined && policyMatches(p, s)) denyBy = p.key;
+    }
   }
   if (denyBy === undefined) {
-    for (const p of policies) {
-      if (p.dryRun || p.action !== 'ALLOW') continue;
-      allowCount++;
-      if (allowBy === undefined && policyMatches(p, s)) allowBy = p.key;
+    for (const list of lists) {
+      for (const p of list) {
+        if (p.dryRun || p.action !== 'ALLOW') continue;
+        allowCount++;
+        if (allowBy === undefined && policyMatches(p, s)) allowBy = p.key;
+      }
     }
   }
   const base: Omit<Decision, 'dryRun'> =
@@ -230,7 +238,12 @@ export function decide(policies: readonly CompiledPolicy[], s: Subject): Decisio
         : allowBy !== undefined
           ? { allowed: true, policy: allowBy, reason: 'allow-matched' }
           : { allowed: false, reason: 'allow-not-matched' };
-  const dryRun = dry === undefined ? [] : dry.map((p) => dryVerdict(p, s, base, allowCount > 0));
+  const dryRun: DryRunVerdict[] = [];
+  if (dryCount > 0) {
+    for (const list of lists) {
+      for (const p of list) if (p.dryRun) dryRun.push(dryVerdict(p, s, base, allowCount > 0));
+    }
+  }
   return { ...base, dryRun };
 }
 

@@ -37,7 +37,17 @@ export interface Subject {
 }
 
 const SPIFFE = 'spiffe://';
-const IDENTITY = /^[^/]+\/ns\/([^/]+)\/sa\/([^/]+)$/;
+
+/** `td/ns/<ns>/sa/<sa>` (SPIFFE ID path as Istio issues it), by index: this runs per connection. */
+function identityParts(p: string): { ns: string; sa: string } | undefined {
+  const a = p.indexOf('/');
+  if (a <= 0 || !p.startsWith('/ns/', a)) return undefined;
+  const b = p.indexOf('/', a + 4);
+  if (b <= a + 4 || !p.startsWith('/sa/', b)) return undefined;
+  const sa = p.slice(b + 4);
+  if (sa === '' || sa.includes('/')) return undefined;
+  return { ns: p.slice(a + 4, b), sa };
+}
 
 export function toSubject(conn: ConnectionAttributes): Subject | undefined {
   const src = parseIp(conn.sourceIp);
@@ -45,11 +55,11 @@ export function toSubject(conn: ConnectionAttributes): Subject | undefined {
   if (src === undefined || dst === undefined) return undefined;
   const raw = conn.sourcePrincipal;
   const principal = raw === undefined || raw === '' ? undefined : raw.startsWith(SPIFFE) ? raw.slice(9) : raw;
-  const parts = principal === undefined ? null : IDENTITY.exec(principal);
+  const id = principal === undefined ? undefined : identityParts(principal);
   return {
     principal,
-    namespace: conn.sourceNamespace ?? parts?.[1] ?? '',
-    serviceAccount: conn.sourceServiceAccount ?? parts?.[2],
+    namespace: conn.sourceNamespace ?? id?.ns ?? '',
+    serviceAccount: conn.sourceServiceAccount ?? id?.sa,
     src,
     dst,
     port: conn.destinationPort,
@@ -188,29 +198,38 @@ function ruleMatches(rule: readonly (readonly CompiledMatch[])[], s: Subject): b
   return true;
 }
 
+/** Field by field, cheapest first; explicit loops because closures here would allocate per call. */
 function matchMatches(m: CompiledMatch, s: Subject): boolean {
-  return (
-    field(m.dst, m.notDst, (c) => cidrContains(c, s.dst)) &&
-    field(m.src, m.notSrc, (c) => cidrContains(c, s.src)) &&
-    field(m.ports, m.notPorts, (p) => p === s.port) &&
-    field(m.sa, m.notSa, (a) => s.serviceAccount !== undefined && saMatches(a, s)) &&
-    field(m.pr, m.notPr, (x) => s.principal !== undefined && strMatches(x, s.principal)) &&
-    field(m.ns, m.notNs, (x) => strMatches(x, s.namespace))
-  );
-}
-
-function saMatches(a: ServiceAccountMatch, s: Subject): boolean {
-  return a.namespace === s.namespace && a.serviceAccount === s.serviceAccount;
-}
-
-function field<T>(
-  pos: readonly T[] | undefined,
-  neg: readonly T[] | undefined,
-  pred: (x: T) => boolean,
-): boolean {
-  if (pos !== undefined && !pos.some(pred)) return false;
-  if (neg?.some(pred)) return false;
+  if (m.ports !== undefined && !m.ports.includes(s.port)) return false;
+  if (m.notPorts?.includes(s.port)) return false;
+  if (m.dst !== undefined && !anyCidr(m.dst, s.dst)) return false;
+  if (m.notDst !== undefined && anyCidr(m.notDst, s.dst)) return false;
+  if (m.src !== undefined && !anyCidr(m.src, s.src)) return false;
+  if (m.notSrc !== undefined && anyCidr(m.notSrc, s.src)) return false;
+  if (m.sa !== undefined && !anySa(m.sa, s)) return false;
+  if (m.notSa !== undefined && anySa(m.notSa, s)) return false;
+  // Without an identity no principal matcher matches, not even presence (ztunnel: no spiffe:// to strip).
+  if (m.pr !== undefined && (s.principal === undefined || !anyStr(m.pr, s.principal))) return false;
+  if (m.notPr !== undefined && s.principal !== undefined && anyStr(m.notPr, s.principal)) return false;
+  if (m.ns !== undefined && !anyStr(m.ns, s.namespace)) return false;
+  if (m.notNs !== undefined && anyStr(m.notNs, s.namespace)) return false;
   return true;
+}
+
+function anyCidr(list: readonly Cidr[], ip: ParsedIp): boolean {
+  for (const c of list) if (cidrContains(c, ip)) return true;
+  return false;
+}
+
+function anySa(list: readonly ServiceAccountMatch[], s: Subject): boolean {
+  if (s.serviceAccount === undefined) return false;
+  for (const a of list) if (a.namespace === s.namespace && a.serviceAccount === s.serviceAccount) return true;
+  return false;
+}
+
+function anyStr(list: readonly Str[], value: string): boolean {
+  for (const m of list) if (strMatches(m, value)) return true;
+  return false;
 }
 
 function strMatches(m: Str, value: string): boolean {
