@@ -1,4 +1,4 @@
-import { parseCidr } from './ip-cidr.js';
+import { formatIp, parseCidr } from './ip-cidr.js';
 import {
   type Action,
   type Address,
@@ -303,8 +303,7 @@ function cidrs(values: string[], path: string, reasons: string[]): Address[] {
       reasons.push(`${path}[${i}]: ${c}`);
       return [];
     }
-    const slash = c.text.lastIndexOf('/');
-    return [{ address: c.text.slice(0, slash), length: Number(c.text.slice(slash + 1)) }];
+    return [{ address: formatIp({ v4: c.v4, w: c.net }), length: c.bits }];
   });
 }
 

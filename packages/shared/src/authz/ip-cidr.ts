@@ -15,8 +15,7 @@ export interface Cidr {
   /** Network words with host bits cleared. */
   readonly net: readonly number[];
   readonly mask: readonly number[];
-  /** Canonical text, for config dumps and error messages. */
-  readonly text: string;
+  readonly bits: number;
 }
 
 /**
@@ -126,18 +125,28 @@ function hexValue(c: number): number {
  */
 export function makeCidr(address: string, length: number): Cidr | string {
   if (!Number.isInteger(length) || length < 0) return `prefix length ${length} is not a non-negative integer`;
-  let ip = parseIp(address);
+  const ip = parseIp(address);
   if (ip === undefined) return `address ${JSON.stringify(address)} is not an IP address`;
+  let v4 = ip.v4;
+  let w = ip.w;
   let bits = length;
-  if (ip.v4 && address.includes(':')) {
-    if (length < 96) ip = { v4: false, w: [0, 0, 0xffff, ip.w[0]!] };
+  if (v4 && address.includes(':')) {
+    if (length < 96) [v4, w] = [false, [0, 0, 0xffff, w[0]!]];
     else bits = length - 96;
   }
-  const max = ip.v4 ? 32 : 128;
-  if (bits > max) return `prefix length ${length} exceeds ${ip.v4 ? 32 : 128} for ${address}`;
-  const mask = ip.w.map((_, i) => maskWord(bits - 32 * i));
-  const net = ip.w.map((w, i) => (w & mask[i]!) >>> 0);
-  return { v4: ip.v4, net, mask, text: `${formatIp({ v4: ip.v4, w: net })}/${bits}` };
+  if (bits > (v4 ? 32 : 128)) return `prefix length ${length} exceeds ${v4 ? 32 : 128} for ${address}`;
+  const mask: number[] = [];
+  const net: number[] = [];
+  for (let i = 0; i < w.length; i++) {
+    mask.push(maskWord(bits - 32 * i));
+    net.push((w[i]! & mask[i]!) >>> 0);
+  }
+  return { v4, net, mask, bits };
+}
+
+/** Canonical `address/bits` text, for config dumps and converted policies. */
+export function cidrText(c: Cidr): string {
+  return `${formatIp({ v4: c.v4, w: c.net })}/${c.bits}`;
 }
 
 /** Parses `a.b.c.d/n`, `v6::/n`, or a bare address (a full-length prefix). */
