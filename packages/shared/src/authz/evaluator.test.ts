@@ -126,6 +126,11 @@ test('principal with or without scheme, namespace and service account from it', 
   t.false(store.evaluate({ ...conn, sourcePrincipal: 'cluster.local/ns/web/sa/back' }, dest).allowed);
   const { sourcePrincipal: _, ...plain } = conn;
   t.false(store.evaluate(plain, dest).allowed);
+  t.true(
+    store.evaluate({ ...conn, sourceNamespace: 'web', sourceServiceAccount: 'back' }, dest).allowed,
+    'identity wins',
+  );
+  t.true(store.evaluate({ ...plain, sourceNamespace: 'web', sourceServiceAccount: 'front' }, dest).allowed);
 });
 
 test('hasEnforcedPolicy: staleness applies only where an enforced policy applies or one is missing', (t) => {

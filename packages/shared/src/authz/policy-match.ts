@@ -15,9 +15,12 @@ import {
 export interface ConnectionAttributes {
   /** Authenticated peer identity: `spiffe://td/ns/x/sa/y` or `td/ns/x/sa/y`; absent for plaintext. */
   readonly sourcePrincipal?: string;
-  /** Defaults to the namespace in the principal. */
+  /**
+   * Used only when the principal is absent or not `td/ns/<ns>/sa/<sa>`: the authenticated
+   * identity always wins over a value a caller worked out some other way.
+   */
   readonly sourceNamespace?: string;
-  /** Defaults to the service account in the principal. */
+  /** As sourceNamespace. */
   readonly sourceServiceAccount?: string;
   readonly sourceIp: string;
   readonly destinationIp: string;
@@ -58,8 +61,8 @@ export function toSubject(conn: ConnectionAttributes): Subject | undefined {
   const id = principal === undefined ? undefined : identityParts(principal);
   return {
     principal,
-    namespace: conn.sourceNamespace ?? id?.ns ?? '',
-    serviceAccount: conn.sourceServiceAccount ?? id?.sa,
+    namespace: id?.ns ?? conn.sourceNamespace ?? '',
+    serviceAccount: id?.sa ?? conn.sourceServiceAccount,
     src,
     dst,
     port: conn.destinationPort,
