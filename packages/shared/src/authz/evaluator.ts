@@ -131,7 +131,7 @@ export class AuthorizationStore {
     const selected = this.#selected(dest);
     if (typeof selected === 'string')
       return { allowed: false, policy: selected, reason: 'policy-pending', dryRun: [] };
-    const lists = [this.#lists.get(dest.namespace) ?? NONE, this.#lists.get(GLOBAL) ?? NONE, selected];
+    const lists = [this.#namespaceList(dest.namespace), this.#lists.get(GLOBAL) ?? NONE, selected];
     return decide(lists, subject);
   }
 
@@ -143,7 +143,7 @@ export class AuthorizationStore {
   hasEnforcedPolicy(dest: AuthzDestination): boolean {
     const selected = this.#selected(dest);
     if (typeof selected === 'string') return true;
-    const lists = [this.#lists.get(dest.namespace) ?? NONE, this.#lists.get(GLOBAL) ?? NONE, selected];
+    const lists = [this.#namespaceList(dest.namespace), this.#lists.get(GLOBAL) ?? NONE, selected];
     return lists.some((l) => l.some((p) => !p.dryRun));
   }
 
@@ -161,6 +161,11 @@ export class AuthorizationStore {
       if (bucket !== GLOBAL && bucket !== dest.namespace) out.push(p);
     }
     return out;
+  }
+
+  /** '' names the global bucket internally; no workload lives in namespace ''. */
+  #namespaceList(namespace: string): readonly CompiledPolicy[] {
+    return namespace === GLOBAL ? NONE : (this.#lists.get(namespace) ?? NONE);
   }
 
   #bucketOf(p: CompiledPolicy): string | undefined {
