@@ -4,7 +4,10 @@ import { makeCidr } from './ip-cidr.js';
 /**
  * The L4 authorization model, mirroring `istio.security.Authorization` (WIRE.md) as ztunnel
  * enforces it. Nesting and its meaning (Istio ztunnel `src/rbac.rs`):
- * - a policy matches if ANY rule matches; a policy with no rules matches nothing;
+ * - a policy matches if ANY rule matches; a policy with no rules matches nothing, whatever
+ *   its action (`if self.rules.is_empty() { return false }`). So an ALLOW policy with no
+ *   rules still counts as an ALLOW policy that applies and denies every connection it
+ *   covers (Istio's documented "deny all"), while a DENY policy with no rules has no effect;
  * - a rule matches if ALL its clauses match; a rule with no clauses matches everything;
  * - a clause matches if ANY of its matches matches; a clause with no matches matches;
  * - a match matches if every non-empty field matches (OR within a field, and no entry of a
