@@ -4,6 +4,7 @@ export {
   convertAuthorizationPolicy,
   type TargetRef,
 } from './authorization-policy.js';
+export { type AuthzBenchResult, benchOnce, runAuthzBench } from './bench-authz.js';
 export {
   DECISION_TABLE,
   type DecisionCase,
