@@ -1,0 +1,333 @@
+import test from 'ava';
+import { parse } from 'yaml';
+import { type ConvertedPolicy, convertAuthorizationPolicy } from './authorization-policy.js';
+import { AuthorizationStore } from './evaluator.js';
+import { type Authorization, type Rule, validateAuthorization } from './policy-model.js';
+
+function policy(spec: string, meta = 'name: p\n  namespace: shop'): unknown {
+  return parse(
+    `apiVersion: security.istio.io/v1\nkind: AuthorizationPolicy\nmetadata:\n  ${meta}\nspec:\n${spec}`,
+  );
+}
+
+function ztunnel(
+  input: unknown,
+  root?: string,
+): { a: Authorization; warnings: readonly string[]; c: ConvertedPolicy } {
+  const r = convertAuthorizationPolicy(input, root === undefined ? {} : { rootNamespace: root });
+  if (!r.ok) throw new Error(r.error.join('\n'));
+  if (r.value.target !== 'ztunnel') throw new Error('expected a ztunnel policy');
+  return { a: r.value.authorization, warnings: r.value.warnings, c: r.value };
+}
+
+const rules = (input: unknown): readonly Rule[] => ztunnel(input).a.rules;
+
+test('namespace-wide ALLOW: from and to become two clauses of one rule', (t) => {
+  const { a, warnings } = ztunnel(
+    policy(`  rules:
+  - from:
+    - source: {principals: ["cluster.local/ns/web/sa/front"]}
+    - source: {namespaces: ["batch"]}
+    to:
+    - operation: {ports: ["8080", 9090]}`),
+  );
+  t.deepEqual(warnings, []);
+  t.like(a, { name: 'p', namespace: 'shop', scope: 'NAMESPACE', action: 'ALLOW', dryRun: false });
+  t.deepEqual(a.rules, [
+    {
+      clauses: [
+        { matches: [{ destinationPorts: [8080, 9090] }] },
+        {
+          matches: [
+            { principals: [{ exact: 'cluster.local/ns/web/sa/front' }] },
+            { namespaces: [{ exact: 'batch' }] },
+          ],
+        },
+      ],
+    },
+  ]);
+  t.true(validateAuthorization(a).ok);
+});
+
+test('scope: root namespace is GLOBAL, a selector is WORKLOAD_SELECTOR and is returned', (t) => {
+  t.is(ztunnel(policy('  action: DENY', 'name: p\n  namespace: mesh-root'), 'mesh-root').a.scope, 'GLOBAL');
+  const { a, c } = ztunnel(policy('  selector: {matchLabels: {app: db}}'));
+  t.is(a.scope, 'WORKLOAD_SELECTOR');
+  t.deepEqual(c.target === 'ztunnel' ? c.selector : undefined, { app: 'db' });
+  t.is(ztunnel(policy('  selector: {matchLabels: {}}')).a.scope, 'NAMESPACE');
+});
+
+test('an empty spec is ALLOW-nothing (deny all); one empty rule allows all', (t) => {
+  t.deepEqual(rules(parse('metadata: {name: deny-all, namespace: shop}\nspec: {}')), []);
+  t.deepEqual(rules(policy('  rules: [{}]')), [{ clauses: [] }]);
+});
+
+test('wildcards, service accounts and IP blocks', (t) => {
+  const r = rules(
+    policy(`  rules:
+  - from:
+    - source:
+        principals: ["*", "*/sa/web", "cluster.local/ns/a/*"]
+        serviceAccounts: ["web", "other/job"]
+        ipBlocks: ["10.0.0.0/8", "10.1.2.3", "fd00::/64", "::ffff:10.9.0.0/112"]`),
+  );
+  t.deepEqual(r[0]!.clauses[0]!.matches[0], {
+    principals: [{ presence: {} }, { suffix: '/sa/web' }, { prefix: 'cluster.local/ns/a/' }],
+    serviceAccounts: [
+      { namespace: 'shop', serviceAccount: 'web' },
+      { namespace: 'other', serviceAccount: 'job' },
+    ],
+    sourceIps: [
+      { address: '10.0.0.0', length: 8 },
+      { address: '10.1.2.3', length: 32 },
+      { address: 'fd00:0:0:0:0:0:0:0', length: 64 },
+      { address: '10.9.0.0', length: 16 },
+    ],
+  });
+});
+
+test('L4 when conditions become one-match clauses', (t) => {
+  const r = rules(
+    policy(`  rules:
+  - when:
+    - {key: source.ip, values: ["10.0.0.0/8"], notValues: ["10.0.0.1"]}
+    - {key: destination.port, notValues: ["22"]}
+    - {key: source.principal, values: ["*"]}`),
+  );
+  t.deepEqual(r[0]!.clauses, [
+    {
+      matches: [
+        {
+          sourceIps: [{ address: '10.0.0.0', length: 8 }],
+          notSourceIps: [{ address: '10.0.0.1', length: 32 }],
+        },
+      ],
+    },
+    { matches: [{ notDestinationPorts: [22] }] },
+    { matches: [{ principals: [{ presence: {} }] }] },
+  ]);
+});
+
+test('ALLOW with L7 attributes: the L7 rule is dropped, L4 rules kept, with a warning', (t) => {
+  const { a, warnings } = ztunnel(
+    policy(`  rules:
+  - to: [{operation: {methods: ["GET"], ports: ["80"]}}]
+  - from: [{source: {namespaces: ["web"]}}]`),
+  );
+  t.deepEqual(a.rules, [{ clauses: [{ matches: [{ namespaces: [{ exact: 'web' }] }] }] }]);
+  t.is(warnings.length, 1);
+  t.regex(warnings[0]!, /found: methods\)/);
+  t.regex(warnings[0]!, /rules matching HTTP attributes are omitted/);
+});
+
+test('ALLOW with only L7 rules keeps no rule and so denies everything it selects (fail closed)', (t) => {
+  const { a, warnings } = ztunnel(
+    policy(`  rules:
+  - from: [{source: {requestPrincipals: ["issuer/sub"]}}]
+  - to: [{operation: {paths: ["/admin"]}}]
+    when: [{key: "request.headers[x-user]", values: ["a"]}]`),
+  );
+  t.deepEqual(a.rules, []);
+  t.regex(warnings[0]!, /found: paths, request\.headers\[x-user\], requestPrincipals\)/);
+  t.regex(warnings[0]!, /denies every connection/);
+  const store = new AuthorizationStore();
+  t.true(store.apply([a]).ok);
+  const d = store.evaluate(
+    {
+      sourcePrincipal: 'spiffe://td/ns/web/sa/x',
+      sourceIp: '10.0.0.1',
+      destinationIp: '10.0.0.2',
+      destinationPort: 80,
+    },
+    { namespace: 'shop', policyNames: [] },
+  );
+  t.like(d, { allowed: false, reason: 'allow-not-matched' });
+});
+
+test('DENY with L7 attributes keeps the L4 part and denies more (fail closed)', (t) => {
+  const r = rules(
+    policy(`  action: DENY
+  rules:
+  - to: [{operation: {methods: ["DELETE"], ports: ["8080"]}}]
+    from: [{source: {namespaces: ["batch"], requestPrincipals: ["*"]}}]`),
+  );
+  t.deepEqual(r, [
+    {
+      clauses: [
+        { matches: [{ destinationPorts: [8080] }] },
+        { matches: [{ namespaces: [{ exact: 'batch' }] }] },
+      ],
+    },
+  ]);
+});
+
+test('DENY whose entries are L7-only matches everything, not nothing (unlike an empty Match)', (t) => {
+  const { a, warnings } = ztunnel(
+    policy(`  action: DENY
+  rules:
+  - to: [{operation: {methods: ["POST"]}}]
+    from: [{source: {remoteIpBlocks: ["1.2.3.4"]}}, {source: {namespaces: ["x"]}}]
+    when: [{key: request.auth.presenter, values: ["p"]}]`),
+  );
+  t.deepEqual(a.rules, [{ clauses: [] }]);
+  t.regex(warnings[0]!, /DENY policy with HTTP attributes is enforced without the HTTP rules/);
+  const store = new AuthorizationStore();
+  store.apply([a]);
+  const d = store.evaluate(
+    {
+      sourcePrincipal: 'spiffe://td/ns/web/sa/x',
+      sourceIp: '10.0.0.1',
+      destinationIp: '10.0.0.2',
+      destinationPort: 80,
+    },
+    { namespace: 'shop', policyNames: [] },
+  );
+  t.like(d, { allowed: false, reason: 'deny-matched', policy: 'shop/p' });
+});
+
+test('targetRefs make a waypoint policy, which ztunnel does not get', (t) => {
+  const r = convertAuthorizationPolicy(
+    policy(`  action: CUSTOM
+  provider: {name: ext}
+  targetRefs: [{kind: Gateway, group: gateway.networking.k8s.io, name: waypoint}]
+  rules: [{to: [{operation: {paths: ["/x"]}}]}]`),
+  );
+  t.deepEqual(r, {
+    ok: true,
+    value: {
+      target: 'waypoint',
+      name: 'p',
+      namespace: 'shop',
+      targetRefs: [{ kind: 'Gateway', name: 'waypoint', group: 'gateway.networking.k8s.io' }],
+      warnings: [],
+    },
+  });
+  const svc = convertAuthorizationPolicy(policy('  targetRef: {kind: Service, name: api}'));
+  t.like(svc, { ok: true, value: { target: 'waypoint' } });
+});
+
+test('dry-run annotation and spiffe:// principals', (t) => {
+  const { a, warnings } = ztunnel(
+    policy(
+      '  rules: [{from: [{source: {principals: ["spiffe://td/ns/a/sa/b"]}}]}]',
+      "name: p\n  namespace: shop\n  annotations: {istio.io/dry-run: 'true'}",
+    ),
+  );
+  t.true(a.dryRun);
+  t.deepEqual(a.rules[0]!.clauses[0]!.matches[0], { principals: [{ exact: 'td/ns/a/sa/b' }] });
+  t.regex(warnings[0]!, /without spiffe:\/\//);
+});
+
+const INVALID: [string, unknown, string[]][] = [
+  ['not an object', 'nope', ['policy: must be an object']],
+  [
+    'missing metadata',
+    parse('spec: {}'),
+    ['metadata: must be an object', 'metadata.name:', 'metadata.namespace:'],
+  ],
+  [
+    'unknown action',
+    policy('  action: REJECT'),
+    ['spec.action: must be one of ALLOW, DENY, AUDIT, CUSTOM, got "REJECT"'],
+  ],
+  ['AUDIT at ztunnel', policy('  action: AUDIT'), ['ztunnel does not support the AUDIT action']],
+  ['CUSTOM at ztunnel', policy('  action: CUSTOM'), ['ztunnel does not support the CUSTOM action']],
+  [
+    'malformed CIDR',
+    policy('  rules: [{from: [{source: {ipBlocks: ["10.0.0.0/33", "10.0.0.300"]}}]}]'),
+    [
+      'spec.rules[0].from[0].source.ipBlocks[0]: prefix length 33 exceeds 32',
+      'spec.rules[0].from[0].source.ipBlocks[1]:',
+    ],
+  ],
+  [
+    'port out of range',
+    policy('  rules: [{to: [{operation: {ports: ["70000", "0", "http", -1]}}]}]'),
+    ['ports[0]: port must be', 'ports[1]: port must be', 'ports[2]: port must be', 'ports[3]: port must be'],
+  ],
+  [
+    'wrong types',
+    policy('  rules: [{from: [{source: {principals: "a", namespaces: [1]}}]}]'),
+    ['principals: must be a list', 'namespaces[0]: must be a non-empty string, got 1'],
+  ],
+  [
+    'unknown source field',
+    policy('  rules: [{from: [{source: {principal: ["a"]}}]}]'),
+    ['spec.rules[0].from[0].source.principal: unknown field'],
+  ],
+  [
+    'empty source',
+    policy('  rules: [{from: [{source: {}}]}]'),
+    ['spec.rules[0].from[0].source: has no condition'],
+  ],
+  [
+    'missing operation',
+    policy('  rules: [{to: [{}]}]'),
+    ['spec.rules[0].to[0].operation: must be an object'],
+  ],
+  [
+    'unknown when key',
+    policy('  rules: [{when: [{key: source.ipp, values: ["x"]}]}]'),
+    ['unknown condition key "source.ipp"'],
+  ],
+  [
+    'when without values',
+    policy('  rules: [{when: [{key: source.ip}]}]'),
+    ['spec.rules[0].when[0]: needs values or notValues'],
+  ],
+  [
+    'bad when port',
+    policy('  rules: [{when: [{key: destination.port, values: ["x"]}]}]'),
+    ['when[0].values[0]: port must be'],
+  ],
+  [
+    'wildcard in the middle',
+    policy('  rules: [{from: [{source: {namespaces: ["a*b"]}}]}]'),
+    ['has a wildcard other than at the start or end'],
+  ],
+  [
+    'bad service account',
+    policy('  rules: [{from: [{source: {serviceAccounts: ["a/b/c"]}}]}]'),
+    ['must be "namespace/name" or "name"'],
+  ],
+  [
+    'selector and targetRefs',
+    policy('  selector: {matchLabels: {a: b}}\n  targetRefs: [{kind: Service, name: s}]'),
+    ['set selector or targetRefs, not both'],
+  ],
+  [
+    'bad targetRef kind',
+    policy('  targetRefs: [{kind: Pod, name: s}]'),
+    ['spec.targetRefs[0].kind: must be one of'],
+  ],
+  [
+    'bad dry-run annotation',
+    policy('  {}', 'name: p\n  namespace: s\n  annotations: {istio.io/dry-run: yes}'),
+    ['istio.io/dry-run: must be "true" or "false"'],
+  ],
+  ['unknown spec field', policy('  rule: []'), ['spec.rule: unknown field']],
+];
+
+for (const [name, input, expected] of INVALID) {
+  test(`invalid input is rejected with every reason: ${name}`, (t) => {
+    const r = convertAuthorizationPolicy(input);
+    if (r.ok) return t.fail(`accepted: ${JSON.stringify(r.value)}`);
+    for (const reason of expected)
+      t.true(
+        r.error.some((e) => e.includes(reason)),
+        `${reason} in ${r.error.join(' | ')}`,
+      );
+    t.true(r.error.length >= expected.length);
+  });
+}
+
+test('several problems are all reported at once', (t) => {
+  const r = convertAuthorizationPolicy(
+    policy(`  action: NOPE
+  rules:
+  - from: [{source: {ipBlocks: ["x"]}}]
+    to: [{operation: {ports: ["99999"]}}]`),
+  );
+  t.false(r.ok);
+  if (!r.ok) t.is(r.error.length, 3, r.error.join('\n'));
+});
