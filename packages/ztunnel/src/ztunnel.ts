@@ -4,12 +4,15 @@ import {
   connectHbone,
   logger,
   MeshMetrics,
+  ok,
+  type Result,
   type Service,
   spiffeIdOf,
   type TrustBundle,
   type Workload,
 } from '@zmesh/shared';
 import { AdminServers } from './admin/admin-servers.js';
+import { InboundAuthorizer } from './authz/inbound-authorizer.js';
 import { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
 import { type CertificateSigner, CertManager } from './identity/cert-manager.js';
 import { InboundListener } from './inbound/inbound-listener.js';
@@ -41,6 +44,8 @@ export interface ConfigUpdate {
   workloads: readonly Workload[];
   services: readonly Service[];
   forwards?: readonly ForwardConfig[];
+  /** istio.security.Authorization resources; absent means "unchanged". */
+  policies?: readonly unknown[];
 }
 
 export const DEFAULT_PORTS = { admin: 15000, metrics: 15020, ready: 15021 };
@@ -55,6 +60,7 @@ export class Ztunnel {
   readonly metrics: MeshMetrics;
   readonly certs: CertManager;
   readonly pool: HbonePool;
+  readonly authorizer: InboundAuthorizer;
   private state = ProxyState.empty();
   private forwardConfigs: readonly ForwardConfig[] = [];
   private readonly inbound = new Map<string, InboundListener>();
@@ -73,6 +79,7 @@ export class Ztunnel {
       toCredential,
     });
     this.certs.on('rotated', (identity: string, cred: Credential) => this.onRotated(identity, cred));
+    this.authorizer = new InboundAuthorizer(this.metrics.registry, (uid) => this.state.workload(uid));
     this.pool = new HbonePool({ ...options.pool, metrics: this.metrics, connect: (key) => this.dial(key) });
     this.outbound = {
       state: () => this.state,
@@ -80,6 +87,7 @@ export class Ztunnel {
       metrics: this.metrics,
       passthrough: options.passthrough ?? 'deny',
       tenantOf,
+      bindSource: true,
     };
     this.admin = new AdminServers({
       host: options.address,
@@ -96,8 +104,19 @@ export class Ztunnel {
     log.info({ node: this.options.node, address: this.options.address }, 'ztunnel started');
   }
 
-  /** Swaps in a new configuration and reconciles listeners; returns once listeners match it. */
-  applyConfig(update: ConfigUpdate): Promise<void> {
+  /**
+   * Swaps in a new configuration and reconciles listeners; resolves once listeners match
+   * it. An invalid policy set refuses the whole update (every reason returned) and the
+   * active configuration stays as it was.
+   */
+  async applyConfig(update: ConfigUpdate): Promise<Result<number>> {
+    if (update.policies) {
+      const applied = this.authorizer.replacePolicies(update.policies);
+      if (!applied.ok) {
+        log.warn({ reasons: applied.error }, 'config refused');
+        return applied;
+      }
+    }
     this.state = new ProxyState({
       workloads: update.workloads,
       services: update.services,
@@ -109,7 +128,10 @@ export class Ztunnel {
       .catch((e: unknown) => {
         log.error({ err: (e as Error).message }, 'reconcile failed');
       });
-    return this.reconciling;
+    // A workload change (its selector policies, its removal) can deny a live connection too.
+    setImmediate(() => this.authorizer.reevaluate());
+    await this.reconciling;
+    return ok(this.state.version);
   }
 
   localWorkloads(): Workload[] {
@@ -138,6 +160,7 @@ export class Ztunnel {
       })),
       forwards: this.forwardConfigs,
       certificates: this.certs.identities(),
+      policies: { version: this.authorizer.store.version, items: this.authorizer.store.list() },
       pool: this.pool.stats(),
     };
   }
@@ -178,6 +201,7 @@ export class Ztunnel {
       state: () => this.state,
       connectApp: this.options.connectApp ?? loopbackAppConnector,
       metrics: this.metrics,
+      authorizer: this.authorizer,
     });
     this.inbound.set(w.uid, listener);
     try {
@@ -229,6 +253,7 @@ export class Ztunnel {
       credential,
       bundle: this.options.bundle,
       expectedIdentities: key.destinationIdentity.split(','),
+      ...(key.sourceAddress ? { localAddress: key.sourceAddress } : {}),
     });
   }
 }

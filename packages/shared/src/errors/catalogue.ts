@@ -57,6 +57,11 @@ export const CATALOGUE = {
     flag: 'DC',
   },
   ZM_ERR_AUTHZ_DENIED: { message: 'denied by policy {policy}', status: 401, flag: 'UAEX' },
+  ZM_ERR_AUTHZ_WAYPOINT_REQUIRED: {
+    message: 'tunnels to {workload} must come from its waypoint {waypoint}, not {peer}',
+    status: 401,
+    flag: 'UAEX',
+  },
   ZM_ERR_CONFIG_INVALID: { message: 'invalid config {source}: {reason}', status: 500, flag: 'CFG' },
   ZM_ERR_CONFIG_PENDING: { message: '{resource} waits for {missing}', status: 503, flag: 'CFG' },
   ZM_ERR_ROUTE_NO_DESTINATION: { message: 'no workload or service at {address}', status: 503, flag: 'NR' },

@@ -1,16 +1,20 @@
+import * as http2 from 'node:http2';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import {
+  type ConnectionAttributes,
   type Credential,
   canonicalIp,
   HboneServer,
   logger,
   type MeshMetrics,
+  spiffeIdOf,
   type TrustBundle,
   type TunnelRequest,
   type Workload,
   ZmeshError,
 } from '@zmesh/shared';
+import type { InboundAuthorizer } from '../authz/inbound-authorizer.js';
 import type { AppConnector } from '../forward/app-connector.js';
 import { recordClosed, recordOpened, tcpLabels } from '../forward/tcp-metrics.js';
 import type { ProxyState } from '../state/proxy-state.js';
@@ -28,6 +32,7 @@ export interface InboundInputs {
   state: () => ProxyState;
   connectApp: AppConnector;
   metrics: MeshMetrics;
+  authorizer: InboundAuthorizer;
 }
 
 /**
@@ -61,6 +66,15 @@ export class InboundListener {
     }
     if (workload.status !== 'HEALTHY')
       throw new ZmeshError('ZM_ERR_HBONE_NOT_SERVING', { workload: workload.uid });
+    this.checkWaypoint(workload, req.peerIdentity);
+    const attributes: ConnectionAttributes = {
+      sourcePrincipal: req.peerIdentity,
+      sourceIp: canonicalIp(req.stream.session?.socket?.remoteAddress ?? '') ?? '0.0.0.0',
+      destinationIp: target,
+      destinationPort: port,
+    };
+    const denial = this.inputs.authorizer.check(workload, attributes);
+    if (denial) throw denial;
     let upstream: Socket;
     try {
       upstream = await this.inputs.connectApp(workload, port);
@@ -72,7 +86,30 @@ export class InboundListener {
       );
     }
     this.account(workload, req, upstream);
+    const release = this.inputs.authorizer.track(workload, attributes, () => {
+      req.stream.close(http2.constants.NGHTTP2_CANCEL);
+      upstream.destroy();
+    });
+    upstream.once('close', release);
     return { upstream };
+  }
+
+  /**
+   * A workload behind a waypoint accepts tunnels only from that waypoint's identity
+   * (DESIGN §3): anyone else tunnelling straight here would skip L7 policy. An unresolved
+   * waypoint fails closed.
+   */
+  private checkWaypoint(workload: Workload, peer: string): void {
+    if (!workload.waypoint) return;
+    const waypoint = this.inputs.state().waypointWorkload(workload.waypoint);
+    const expected = waypoint ? spiffeIdOf(waypoint) : 'unresolved';
+    if (peer !== expected) {
+      throw new ZmeshError('ZM_ERR_AUTHZ_WAYPOINT_REQUIRED', {
+        workload: workload.uid,
+        waypoint: expected,
+        peer,
+      });
+    }
   }
 
   /** The HBONE server copies the bytes; the app socket's own counters give the totals. */

@@ -27,6 +27,8 @@ export interface OutboundInputs {
   /** Destinations outside the mesh: plain TCP, or refused. Counted either way. */
   passthrough: PassthroughPolicy;
   tenantOf: (workload: Workload) => string;
+  /** Bind tunnels to the source workload's address (explicit mode: it is a local address). */
+  bindSource: boolean;
 }
 
 /**
@@ -98,6 +100,7 @@ async function openUpstream(
       sourceIdentity: spiffeIdOf(source),
       destinationIdentity: route.expectedIdentities.join(','),
       destinationAddress: formatHostPort(route.dial.host, route.dial.port),
+      sourceAddress: inputs.bindSource ? source.addresses[0] : undefined,
     },
     {
       authority: formatHostPort(route.authority.host, route.authority.port),

@@ -13,6 +13,11 @@ export interface PoolKey {
   destinationIdentity: string;
   /** Where the session is dialled, `host:port`. */
   destinationAddress: string;
+  /**
+   * The source workload's address the session is bound to, so the destination sees the
+   * real source IP for IP-based policy; workloads sharing an identity never share a session.
+   */
+  sourceAddress?: string;
 }
 
 export interface TunnelHeaders {
@@ -169,5 +174,5 @@ export class HbonePool {
 }
 
 function keyString(k: PoolKey): string {
-  return `${k.tenant}|${k.sourceIdentity}|${k.destinationIdentity}|${k.destinationAddress}`;
+  return `${k.tenant}|${k.sourceIdentity}|${k.destinationIdentity}|${k.destinationAddress}|${k.sourceAddress ?? ''}`;
 }

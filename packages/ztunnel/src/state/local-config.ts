@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import {
+  type Authorization,
   canonicalIp,
   err,
   ok,
@@ -7,6 +8,7 @@ import {
   type Result,
   type Service,
   serviceKey,
+  validateAuthorization,
   type Workload,
 } from '@zmesh/shared';
 import { parse as parseYaml } from 'yaml';
@@ -23,6 +25,8 @@ export interface LocalConfig {
   workloads: Workload[];
   services: Service[];
   forwards: ForwardListener[];
+  /** istio.security.Authorization resources (validated). */
+  policies: Authorization[];
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -63,6 +67,12 @@ export function parseLocalConfig(text: string, source: string): Result<LocalConf
   const forwards = (r.array(root.forwards, 'forwards') ?? []).flatMap(
     (f, i) => readForward(r, f, `forwards[${i}]`) ?? [],
   );
+  const policies = (r.array(root.policies, 'policies') ?? []).flatMap((p, i) => {
+    const v = validateAuthorization(p, `policies[${i}]`);
+    if (v.ok) return [v.value];
+    for (const reason of v.error) r.reasons.push(`${source}: ${reason}`);
+    return [];
+  });
   checkUnique(
     r,
     workloads.map((w) => w.uid),
@@ -74,7 +84,7 @@ export function parseLocalConfig(text: string, source: string): Result<LocalConf
   forwards.forEach((f, i) => {
     if (!uids.has(f.workloadUid)) r.fail(`forwards[${i}].workload`, `no workload with uid ${f.workloadUid}`);
   });
-  return r.reasons.length > 0 ? err(r.reasons) : ok({ workloads, services, forwards });
+  return r.reasons.length > 0 ? err(r.reasons) : ok({ workloads, services, forwards, policies });
 }
 
 function readWorkload(r: FieldReader, value: unknown, path: string): Workload | undefined {

@@ -1,0 +1,137 @@
+import {
+  AuthorizationStore,
+  type ConnectionAttributes,
+  type Decision,
+  err,
+  logger,
+  ok,
+  policyKey,
+  type Result,
+  type Workload,
+  ZmeshError,
+} from '@zmesh/shared';
+import { Counter, type Registry } from 'prom-client';
+
+const log = logger('authz');
+
+/** Bound on how long a now-denied live connection may stay open after a policy change. */
+export const LIVE_REEVALUATION_DEADLINE_MS = 1000;
+
+interface LiveConnection {
+  attributes: ConnectionAttributes;
+  workloadUid: string;
+  close: (reason: ZmeshError) => void;
+}
+
+/**
+ * L4 authorization at the destination (Istio semantics, evaluated by AuthorizationStore),
+ * plus the set of live inbound connections, so that a policy change closes connections
+ * it now denies instead of letting them run on under the old verdict.
+ */
+export class InboundAuthorizer {
+  readonly store = new AuthorizationStore();
+  private readonly live = new Set<LiveConnection>();
+  private readonly decisions: Counter<'decision' | 'reason'>;
+  private readonly closedLive: Counter;
+  private readonly dryRuns: Counter<'policy' | 'would_be'>;
+
+  constructor(
+    registry: Registry,
+    private readonly workload: (uid: string) => Workload | undefined,
+  ) {
+    this.decisions = new Counter({
+      name: 'zmesh_authz_decisions_total',
+      help: 'L4 authorization decisions at the destination',
+      labelNames: ['decision', 'reason'],
+      registers: [registry],
+    });
+    this.closedLive = new Counter({
+      name: 'zmesh_authz_live_connections_closed_total',
+      help: 'Live connections closed because a policy change now denies them',
+      registers: [registry],
+    });
+    this.dryRuns = new Counter({
+      name: 'zmesh_authz_dry_run_total',
+      help: 'Would-be decisions of dry-run policies (never enforced)',
+      labelNames: ['policy', 'would_be'],
+      registers: [registry],
+    });
+  }
+
+  /** Replaces the whole policy set; an invalid set changes nothing and returns every reason. */
+  replacePolicies(policies: readonly unknown[]): Result<number> {
+    const keep = new Set(
+      policies.flatMap((p) => {
+        const o = p as { namespace?: unknown; name?: unknown };
+        return typeof o?.namespace === 'string' && typeof o?.name === 'string'
+          ? [policyKey(o as { namespace: string; name: string })]
+          : [];
+      }),
+    );
+    const removals = this.store
+      .list()
+      .map(policyKey)
+      .filter((k) => !keep.has(k));
+    const before = this.store.version;
+    const applied = this.store.apply(policies, removals);
+    if (!applied.ok) return err(applied.error);
+    if (applied.value !== before) setImmediate(() => this.reevaluate());
+    return ok(applied.value);
+  }
+
+  /** Decides one new connection; a denial is a ZmeshError (401 on HBONE). */
+  check(workload: Workload, attributes: ConnectionAttributes): ZmeshError | undefined {
+    const decision = this.evaluate(workload, attributes);
+    if (decision.allowed) return undefined;
+    return new ZmeshError('ZM_ERR_AUTHZ_DENIED', { policy: decision.policy ?? decision.reason });
+  }
+
+  /** Tracks an admitted connection until `release` is called. */
+  track(
+    workload: Workload,
+    attributes: ConnectionAttributes,
+    close: (reason: ZmeshError) => void,
+  ): () => void {
+    const entry: LiveConnection = { attributes, workloadUid: workload.uid, close };
+    this.live.add(entry);
+    return () => this.live.delete(entry);
+  }
+
+  liveCount(): number {
+    return this.live.size;
+  }
+
+  /** Re-decides every live connection against the current policies and workload. */
+  reevaluate(): void {
+    for (const entry of [...this.live]) {
+      const workload = this.workload(entry.workloadUid);
+      const denial = workload
+        ? this.check(workload, entry.attributes)
+        : new ZmeshError('ZM_ERR_HBONE_NOT_SERVING', { workload: entry.workloadUid });
+      if (!denial) continue;
+      this.live.delete(entry);
+      this.closedLive.inc();
+      log.warn(
+        { dst: entry.workloadUid, src: entry.attributes.sourcePrincipal, err: denial.message },
+        'live connection closed by policy change',
+      );
+      entry.close(denial);
+    }
+  }
+
+  private evaluate(workload: Workload, attributes: ConnectionAttributes): Decision {
+    const decision = this.store.evaluate(attributes, {
+      namespace: workload.namespace,
+      policyNames: workload.authorizationPolicies,
+    });
+    this.decisions.inc({ decision: decision.allowed ? 'allow' : 'deny', reason: decision.reason });
+    for (const d of decision.dryRun) {
+      this.dryRuns.inc({ policy: d.policy, would_be: d.wouldBe });
+      log.info(
+        { policy: d.policy, wouldBe: d.wouldBe, src: attributes.sourcePrincipal, dst: workload.uid },
+        'dry-run decision',
+      );
+    }
+    return decision;
+  }
+}
