@@ -1,11 +1,12 @@
 import { createHash, randomBytes } from 'node:crypto';
 import * as net from 'node:net';
-import type { Duplex } from 'node:stream';
+import { Duplex } from 'node:stream';
 import test from 'ava';
 import { isZmeshError, ZmeshError } from '../errors/index.js';
 import { makePki, metricValue, type Pki, startEcho, startHbone } from '../testing/transport-fixtures.js';
 import { connectHbone } from './hbone-client.js';
 import type { HboneSession } from './hbone-session.js';
+import { STREAM_WINDOW_BYTES } from './hbone-settings.js';
 
 const TRAILER = Buffer.from('<server rest after client END_STREAM>');
 const pki: Pki = await makePki();
@@ -178,6 +179,35 @@ test('connectHbone honours an abort signal and a timeout', async (t) => {
   controller.abort();
   t.regex((await aborted)!.message, /aborted/);
   silent.close();
+});
+
+test('a slow reader holds the sender to the stream window instead of buffering without bound', async (t) => {
+  // An upstream that accepts nothing: its writable side never calls back.
+  const stuck = new Duplex({ read() {}, write(_chunk, _enc, _cb) {} });
+  const slow = await startHbone(pki, echo.port, { onTunnel: async () => ({ upstream: stuck }) });
+  const session = await connect({ port: slow.port });
+  const tunnel = await session.openTunnel({ authority: '127.0.0.1:9' });
+  const chunk = Buffer.alloc(64 * 1024);
+  let written = 0;
+  for (;;) {
+    if (tunnel.write(chunk)) {
+      written += chunk.length;
+      continue;
+    }
+    written += chunk.length;
+    const drained = await Promise.race([
+      new Promise<boolean>((resolve) => tunnel.once('drain', () => resolve(true))),
+      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 300)),
+    ]);
+    if (!drained) break;
+    if (written > 64 * 1024 * 1024) break;
+  }
+  t.log(`sender stalled after ${written} bytes`);
+  t.true(written <= STREAM_WINDOW_BYTES + 2 * 1024 * 1024, `${written} bytes accepted`);
+  t.true(written >= 1024 * 1024, 'the window itself was usable');
+  session.destroy();
+  stuck.destroy();
+  await slow.server.close();
 });
 
 test('a session never exceeds its stream bound', async (t) => {

@@ -124,6 +124,17 @@ test.serial('plaintext bytes on the port are dropped without an HTTP answer', as
   });
 });
 
+test.serial('a TLS 1.3 client that does not offer h2 is refused', async (t) => {
+  await noLeak(t, async () => {
+    const socket = tls.connect({ ...rawTls, host: '127.0.0.1', port, ALPNProtocols: ['http/1.1'] });
+    socket.on('secureConnect', () => socket.write('GET / HTTP/1.1\r\nhost: x\r\n\r\n'));
+    const received: Buffer[] = [];
+    socket.on('data', (c: Buffer) => received.push(c));
+    await socketEnd(socket);
+    t.is(Buffer.concat(received).length, 0, 'no HTTP/1.1 answer');
+  });
+});
+
 test.serial('an expired client certificate fails the handshake', async (t) => {
   await noLeak(t, async () => {
     const expired = await pki.ca.issue(sa('client'), 1, { notBefore: new Date(Date.now() - 3600_000) });
