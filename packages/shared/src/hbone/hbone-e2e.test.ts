@@ -108,6 +108,22 @@ test('onTunnel refusals answer with their status and code, and are counted', asy
   await refusing.server.close();
 });
 
+test('a burst of refusals does not look like rapid reset: refused tunnels end without RST', async (t) => {
+  const session = await connect();
+  for (let batch = 0; batch < 3; batch++) {
+    const results = await Promise.allSettled(
+      Array.from({ length: 60 }, () => session.openTunnel({ authority: 'not-an-ip:80' })),
+    );
+    const bad = results.find(
+      (r) => !(r.status === 'rejected' && isZmeshError(r.reason, 'ZM_ERR_HBONE_TUNNEL_REFUSED')),
+    );
+    t.is(bad, undefined, String((bad as PromiseRejectedResult)?.reason));
+  }
+  t.false(session.closed || session.draining);
+  t.is(await metricValue(metrics, 'zmesh_errors_total', { code: 'ZM_ERR_HBONE_RAPID_RESET' }), 0);
+  session.close();
+});
+
 test('gauges count sessions and streams', async (t) => {
   const session = await connect();
   const tunnel = await session.openTunnel({ authority: `127.0.0.1:${echo.port}` });
