@@ -153,6 +153,17 @@ test('drain sends GOAWAY, lets the open tunnel finish, then closes', async (t) =
   t.is(draining.server.connectionCount(), 0);
 });
 
+test('close() does not wait for a client stuck before its TLS handshake', async (t) => {
+  const s = await startHbone(pki, echo.port);
+  const idle = net.connect({ host: '127.0.0.1', port: s.port });
+  idle.on('error', () => {});
+  await new Promise((resolve) => idle.once('connect', resolve));
+  const start = Date.now();
+  await s.server.close();
+  t.true(Date.now() - start < 1000, `close took ${Date.now() - start} ms`);
+  idle.destroy();
+});
+
 test('a peer that stops answering PINGs is closed by the keepalive', async (t) => {
   // A relay that can be frozen: bytes stop flowing both ways without FIN or RST.
   let frozen = false;

@@ -18,6 +18,7 @@ import {
 } from '../testing/transport-fixtures.js';
 import { clientTlsOptions } from '../tls/mtls.js';
 import { connectHbone } from './hbone-client.js';
+import { MAX_HEADER_LIST_BYTES } from './hbone-settings.js';
 
 /**
  * Hostile inputs (DESIGN §8): each ends in a clear error, touches nothing else, and leaks
@@ -222,7 +223,7 @@ test.serial('an oversized header block is a stream error; the connection carries
     raw.headers(1, [
       [':method', 'CONNECT'],
       [':authority', '127.0.0.1:9'],
-      ['x-padding', 'a'.repeat(64 * 1024)],
+      ['x-padding', 'a'.repeat(MAX_HEADER_LIST_BYTES + 4096)],
     ]);
     const reset = await raw.waitFor(
       (f) =>
@@ -230,6 +231,7 @@ test.serial('an oversized header block is a stream error; the connection carries
         (f.streamId === 1 || f.type === FRAME.GOAWAY),
     );
     t.is(reset?.type, FRAME.RST_STREAM, 'a stream reset, not a GOAWAY');
+    t.is(reset?.payload.readUInt32BE(0), http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
     raw.headers(3, [
       [':method', 'CONNECT'],
       [':authority', '127.0.0.1:9'],
