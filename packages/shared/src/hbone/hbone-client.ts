@@ -42,37 +42,49 @@ export function connectHbone(opts: ConnectHboneOptions): Promise<HboneSession> {
   // DESIGN §8: an expired certificate refuses new tunnels locally (the server would only
   // drop the connection without saying why, see HboneServer#onHandshakeError).
   if (cred.notAfter.getTime() <= Date.now()) {
-    return Promise.reject(
-      new ZmeshError('ZM_ERR_CERT_EXPIRED', {
-        identity: cred.identity,
-        notAfter: cred.notAfter.toISOString(),
-      }),
-    );
+    const context = { identity: cred.identity, notAfter: cred.notAfter.toISOString() };
+    return Promise.reject(new ZmeshError('ZM_ERR_CERT_EXPIRED', context));
   }
+  if (opts.signal?.aborted) {
+    return Promise.reject(new ZmeshError('ZM_ERR_HBONE_SESSION', { address, reason: 'aborted' }));
+  }
+  return awaitAccepted(dial(opts, address), opts, address);
+}
+
+interface Dialed {
+  session: http2.ClientHttp2Session;
+  /** The last error the TLS socket saw: the only trace of a server that closed on us. */
+  socketError(): Error | undefined;
+}
+
+function dial(opts: ConnectHboneOptions, address: string): Dialed {
+  let socketError: Error | undefined;
+  const tlsOpts = clientTlsOptions(opts.credential, opts.bundle, opts.expectedIdentities);
+  const session = http2.connect(`https://${address}`, {
+    settings: localSettings(0),
+    maxSessionMemory: MAX_SESSION_MEMORY_MB,
+    peerMaxConcurrentStreams: opts.maxStreams ?? CLIENT_MAX_STREAMS_PER_CONNECTION,
+    createConnection: () =>
+      tls
+        .connect({
+          ...tlsOpts,
+          host: opts.host,
+          port: opts.port,
+          ...(opts.localAddress === undefined ? {} : { localAddress: opts.localAddress }),
+        })
+        .on('error', (e) => {
+          socketError = e;
+        }),
+  });
+  return { session, socketError: () => socketError };
+}
+
+function awaitAccepted(dialed: Dialed, opts: ConnectHboneOptions, address: string): Promise<HboneSession> {
+  const { session } = dialed;
   return new Promise((resolve, reject) => {
-    let socketError: Error | undefined;
-    const tlsOpts = clientTlsOptions(opts.credential, opts.bundle, opts.expectedIdentities);
-    const session = http2.connect(`https://${address}`, {
-      settings: localSettings(0),
-      maxSessionMemory: MAX_SESSION_MEMORY_MB,
-      peerMaxConcurrentStreams: opts.maxStreams ?? CLIENT_MAX_STREAMS_PER_CONNECTION,
-      createConnection: () =>
-        tls
-          .connect({
-            ...tlsOpts,
-            host: opts.host,
-            port: opts.port,
-            ...(opts.localAddress === undefined ? {} : { localAddress: opts.localAddress }),
-          })
-          .on('error', (e) => {
-            socketError = e;
-          }),
-    });
-    let settled = false;
     const fail = (reason: string, cause?: unknown) => {
-      if (settled) return;
-      settled = true;
       cleanup();
+      session.on('error', () => {}); // late socket errors of a session we gave up on
       session.destroy();
       reject(
         isZmeshError(cause) ? cause : new ZmeshError('ZM_ERR_HBONE_SESSION', { address, reason }, { cause }),
@@ -81,36 +93,41 @@ export function connectHbone(opts: ConnectHboneOptions): Promise<HboneSession> {
     const onError = (e: Error) => fail((e as { code?: string }).code ?? e.message, e);
     const onGoaway = (code: number, _last: number, data?: Buffer) =>
       fail(`server sent GOAWAY ${code}${data?.length ? ` ${data.toString('latin1')}` : ''}`);
-    // With TLS 1.3 a server that refuses our certificate may just close: say so.
-    const onClose = () =>
-      fail(
-        socketError === undefined
-          ? 'server closed the connection during the handshake (our certificate refused?)'
-          : `${(socketError as { code?: string }).code ?? socketError.message} during the handshake`,
-        socketError,
-      );
+    const onClose = () => fail(closeReason(dialed.socketError()), dialed.socketError());
     const onAbort = () => fail('aborted');
     const timer = setTimeout(() => fail('timeout'), opts.timeoutMs ?? HANDSHAKE_TIMEOUT_MS);
     const cleanup = () => {
       clearTimeout(timer);
-      session.off('error', onError).off('goaway', onGoaway).off('close', onClose);
+      session
+        .off('error', onError)
+        .off('goaway', onGoaway)
+        .off('close', onClose)
+        .off('remoteSettings', onSettings);
       opts.signal?.removeEventListener('abort', onAbort);
     };
-    if (opts.signal?.aborted) return fail('aborted');
+    // A refusing server sends SETTINGS then GOAWAY in one flight: look once more.
+    const onSettings = () => setImmediate(accept);
+    const accept = () => {
+      if (session.destroyed) return;
+      const id = verifyPeerIdentity(session.socket as tls.TLSSocket, opts.bundle.trustDomain);
+      if (!id.ok) return fail(id.error.message, id.error);
+      cleanup();
+      const keepalive = opts.keepalive ?? DEFAULT_KEEPALIVE;
+      const maxStreams = opts.maxStreams ?? CLIENT_MAX_STREAMS_PER_CONNECTION;
+      resolve(new HboneSession(session, { peerIdentity: id.value, address, keepalive, maxStreams }));
+    };
     opts.signal?.addEventListener('abort', onAbort, { once: true });
-    session.on('error', onError).on('goaway', onGoaway).on('close', onClose);
-    session.once('remoteSettings', () => {
-      // A refusing server sends SETTINGS then GOAWAY in one flight: look once more.
-      setImmediate(() => {
-        if (settled) return;
-        const id = verifyPeerIdentity(session.socket as tls.TLSSocket, opts.bundle.trustDomain);
-        if (!id.ok) return fail(id.error.message, id.error);
-        settled = true;
-        cleanup();
-        const keepalive = opts.keepalive ?? DEFAULT_KEEPALIVE;
-        const maxStreams = opts.maxStreams ?? CLIENT_MAX_STREAMS_PER_CONNECTION;
-        resolve(new HboneSession(session, { peerIdentity: id.value, address, keepalive, maxStreams }));
-      });
-    });
+    session
+      .on('error', onError)
+      .on('goaway', onGoaway)
+      .on('close', onClose)
+      .once('remoteSettings', onSettings);
   });
+}
+
+/** With TLS 1.3 a server that refuses our certificate may just close: say so. */
+function closeReason(socketError: Error | undefined): string {
+  if (socketError === undefined)
+    return 'server closed the connection during the handshake (our certificate refused?)';
+  return `${(socketError as { code?: string }).code ?? socketError.message} during the handshake`;
 }

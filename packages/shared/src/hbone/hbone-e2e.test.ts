@@ -1,11 +1,12 @@
 import { createHash, randomBytes } from 'node:crypto';
 import * as net from 'node:net';
-import type { Duplex } from 'node:stream';
+import { Duplex } from 'node:stream';
 import test from 'ava';
 import { isZmeshError, ZmeshError } from '../errors/index.js';
 import { makePki, metricValue, type Pki, startEcho, startHbone } from '../testing/transport-fixtures.js';
 import { connectHbone } from './hbone-client.js';
 import type { HboneSession } from './hbone-session.js';
+import { STREAM_WINDOW_BYTES } from './hbone-settings.js';
 
 const TRAILER = Buffer.from('<server rest after client END_STREAM>');
 const pki: Pki = await makePki();
@@ -107,6 +108,22 @@ test('onTunnel refusals answer with their status and code, and are counted', asy
   await refusing.server.close();
 });
 
+test('a burst of refusals does not look like rapid reset: refused tunnels end without RST', async (t) => {
+  const session = await connect();
+  for (let batch = 0; batch < 3; batch++) {
+    const results = await Promise.allSettled(
+      Array.from({ length: 60 }, () => session.openTunnel({ authority: 'not-an-ip:80' })),
+    );
+    const bad = results.find(
+      (r) => !(r.status === 'rejected' && isZmeshError(r.reason, 'ZM_ERR_HBONE_TUNNEL_REFUSED')),
+    );
+    t.is(bad, undefined, String((bad as PromiseRejectedResult)?.reason));
+  }
+  t.false(session.closed || session.draining);
+  t.is(await metricValue(metrics, 'zmesh_errors_total', { code: 'ZM_ERR_HBONE_RAPID_RESET' }), 0);
+  session.close();
+});
+
 test('gauges count sessions and streams', async (t) => {
   const session = await connect();
   const tunnel = await session.openTunnel({ authority: `127.0.0.1:${echo.port}` });
@@ -134,6 +151,17 @@ test('drain sends GOAWAY, lets the open tunnel finish, then closes', async (t) =
   t.is((await received).toString(), `last words${TRAILER}`);
   await drained;
   t.is(draining.server.connectionCount(), 0);
+});
+
+test('close() does not wait for a client stuck before its TLS handshake', async (t) => {
+  const s = await startHbone(pki, echo.port);
+  const idle = net.connect({ host: '127.0.0.1', port: s.port });
+  idle.on('error', () => {});
+  await new Promise((resolve) => idle.once('connect', resolve));
+  const start = Date.now();
+  await s.server.close();
+  t.true(Date.now() - start < 1000, `close took ${Date.now() - start} ms`);
+  idle.destroy();
 });
 
 test('a peer that stops answering PINGs is closed by the keepalive', async (t) => {
@@ -178,6 +206,35 @@ test('connectHbone honours an abort signal and a timeout', async (t) => {
   controller.abort();
   t.regex((await aborted)!.message, /aborted/);
   silent.close();
+});
+
+test('a slow reader holds the sender to the stream window instead of buffering without bound', async (t) => {
+  // An upstream that accepts nothing: its writable side never calls back.
+  const stuck = new Duplex({ read() {}, write(_chunk, _enc, _cb) {} });
+  const slow = await startHbone(pki, echo.port, { onTunnel: async () => ({ upstream: stuck }) });
+  const session = await connect({ port: slow.port });
+  const tunnel = await session.openTunnel({ authority: '127.0.0.1:9' });
+  const chunk = Buffer.alloc(64 * 1024);
+  let written = 0;
+  for (;;) {
+    if (tunnel.write(chunk)) {
+      written += chunk.length;
+      continue;
+    }
+    written += chunk.length;
+    const drained = await Promise.race([
+      new Promise<boolean>((resolve) => tunnel.once('drain', () => resolve(true))),
+      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 300)),
+    ]);
+    if (!drained) break;
+    if (written > 64 * 1024 * 1024) break;
+  }
+  t.log(`sender stalled after ${written} bytes`);
+  t.true(written <= STREAM_WINDOW_BYTES + 2 * 1024 * 1024, `${written} bytes accepted`);
+  t.true(written >= 1024 * 1024, 'the window itself was usable');
+  session.destroy();
+  stuck.destroy();
+  await slow.server.close();
 });
 
 test('a session never exceeds its stream bound', async (t) => {

@@ -18,6 +18,7 @@ import {
 } from '../testing/transport-fixtures.js';
 import { clientTlsOptions } from '../tls/mtls.js';
 import { connectHbone } from './hbone-client.js';
+import { MAX_HEADER_LIST_BYTES } from './hbone-settings.js';
 
 /**
  * Hostile inputs (DESIGN §8): each ends in a clear error, touches nothing else, and leaks
@@ -124,6 +125,17 @@ test.serial('plaintext bytes on the port are dropped without an HTTP answer', as
   });
 });
 
+test.serial('a TLS 1.3 client that does not offer h2 is refused', async (t) => {
+  await noLeak(t, async () => {
+    const socket = tls.connect({ ...rawTls, host: '127.0.0.1', port, ALPNProtocols: ['http/1.1'] });
+    socket.on('secureConnect', () => socket.write('GET / HTTP/1.1\r\nhost: x\r\n\r\n'));
+    const received: Buffer[] = [];
+    socket.on('data', (c: Buffer) => received.push(c));
+    await socketEnd(socket);
+    t.is(Buffer.concat(received).length, 0, 'no HTTP/1.1 answer');
+  });
+});
+
 test.serial('an expired client certificate fails the handshake', async (t) => {
   await noLeak(t, async () => {
     const expired = await pki.ca.issue(sa('client'), 1, { notBefore: new Date(Date.now() - 3600_000) });
@@ -211,7 +223,7 @@ test.serial('an oversized header block is a stream error; the connection carries
     raw.headers(1, [
       [':method', 'CONNECT'],
       [':authority', '127.0.0.1:9'],
-      ['x-padding', 'a'.repeat(64 * 1024)],
+      ['x-padding', 'a'.repeat(MAX_HEADER_LIST_BYTES + 4096)],
     ]);
     const reset = await raw.waitFor(
       (f) =>
@@ -219,6 +231,7 @@ test.serial('an oversized header block is a stream error; the connection carries
         (f.streamId === 1 || f.type === FRAME.GOAWAY),
     );
     t.is(reset?.type, FRAME.RST_STREAM, 'a stream reset, not a GOAWAY');
+    t.is(reset?.payload.readUInt32BE(0), http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
     raw.headers(3, [
       [':method', 'CONNECT'],
       [':authority', '127.0.0.1:9'],

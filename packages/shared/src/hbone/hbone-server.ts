@@ -1,5 +1,5 @@
 import * as http2 from 'node:http2';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket, Server as TlsServer } from 'node:tls';
 import type { ZmeshError } from '../errors/index.js';
@@ -55,6 +55,8 @@ export class HboneServer {
   readonly #opts: HboneServerOptions;
   readonly #server: http2.Http2SecureServer;
   readonly #sessions = new Set<InboundSession>();
+  /** Every accepted TCP socket, so close() also ends those still in (or stuck before) TLS. */
+  readonly #sockets = new Set<Socket>();
   readonly #metrics: HboneMetrics | undefined;
   readonly #onBundleChange = () => this.#reloadContext();
   #credential: Credential;
@@ -69,6 +71,10 @@ export class HboneServer {
       maxSessionMemory: MAX_SESSION_MEMORY_MB,
       handshakeTimeout: opts.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS,
       allowHTTP1: false,
+    });
+    this.#server.on('connection', (socket: Socket) => {
+      this.#sockets.add(socket);
+      socket.once('close', () => this.#sockets.delete(socket));
     });
     this.#server.on('session', (s) => this.#onSession(s));
     (this.#server as unknown as TlsServer).on('tlsClientError', (e, socket) =>
@@ -113,14 +119,19 @@ export class HboneServer {
     const closed = this.#stopListening();
     for (const s of this.#sessions) s.drain();
     await Promise.race([this.#allSessionsClosed(), delay(graceMs)]);
-    for (const s of this.#sessions) s.destroy();
+    this.#destroyAll();
     await closed;
   }
 
   async close(): Promise<void> {
     const closed = this.#stopListening();
-    for (const s of this.#sessions) s.destroy();
+    this.#destroyAll();
     await closed;
+  }
+
+  #destroyAll(): void {
+    for (const s of this.#sessions) s.destroy();
+    for (const socket of this.#sockets) socket.destroy();
   }
 
   #stopListening(): Promise<void> {

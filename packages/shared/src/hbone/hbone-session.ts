@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import * as http2 from 'node:http2';
+import type * as http2 from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { ZmeshError } from '../errors/index.js';
 import { logger } from '../log/index.js';
@@ -91,10 +91,15 @@ export class HboneSession extends EventEmitter {
       return Promise.reject(this.#error((e as Error).message, e));
     }
     this.#active++;
-    stream.once('close', () => {
+    let released = false;
+    // A refused stream stops counting at once, not when its close is flushed a tick later.
+    const release = () => {
+      if (released) return;
+      released = true;
       this.#active--;
       if (this.#active === 0) this.emit('idle');
-    });
+    };
+    stream.once('close', release);
     return new Promise((resolve, reject) => {
       const onEarlyClose = () =>
         reject(
@@ -107,8 +112,12 @@ export class HboneSession extends EventEmitter {
         stream.off('close', onEarlyClose).off('error', onError);
         const status = Number(headers[':status']);
         if (status === 200) return resolve(stream);
+        // The server has ended its side; ending ours closes the stream with NO_ERROR
+        // rather than a reset, which a server may count against us (rapid reset).
         stream.on('error', () => {});
-        stream.close(http2.constants.NGHTTP2_CANCEL);
+        stream.resume();
+        stream.end();
+        release();
         const code = headers['x-zmesh-error'];
         reject(new ZmeshError('ZM_ERR_HBONE_TUNNEL_REFUSED', { authority: req.authority, status, code }));
       });

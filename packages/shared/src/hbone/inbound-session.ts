@@ -66,6 +66,10 @@ export class InboundSession {
     stream.on('error', (e) => log.debug({ peer: this.peerIdentity, err: e.message }, 'stream error'));
     stream.once('close', () => {
       hm?.inboundStreams.dec();
+      // Every RST_STREAM with an error from the peer counts: our own client ends refused
+      // tunnels with END_STREAM, so only app-level aborts and attacks reset streams.
+      // (Counting only streams still pending, as hyper does, is evaded by targeting an
+      // authority that is answered at once.)
       const peerReset = stream.rstCode !== undefined && stream.rstCode !== NGHTTP2_NO_ERROR;
       if (peerReset && !wasResetLocally(stream) && !this.#session.destroyed) this.#onPeerReset();
     });
@@ -79,7 +83,8 @@ export class InboundSession {
       return;
     }
     const request = { request: parsed.value, peerIdentity: this.peerIdentity, stream };
-    this.#deps.onTunnel(request).then(
+    // new Promise: an onTunnel that throws synchronously is a refusal, not a crash.
+    new Promise<TunnelAccept>((resolve) => resolve(this.#deps.onTunnel(request))).then(
       (accept) => this.#accept(stream, accept),
       (e: unknown) => this.#refuse(stream, asZmeshError(e)),
     );

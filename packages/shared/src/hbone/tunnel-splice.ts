@@ -54,7 +54,7 @@ export function spliceTunnel(
 const localResets = new WeakSet<Http2Stream>();
 
 export function resetStream(h2: Http2Stream, code: number): void {
-  if (h2.destroyed) return;
+  if (h2.destroyed || h2.closed) return;
   localResets.add(h2);
   h2.close(code);
 }

@@ -25,6 +25,8 @@ export class CertificateAuthority {
   readonly rootPem: string;
   readonly #root: x509.X509Certificate;
   readonly #key: Key;
+  /** Set only for a root made by create(); a loaded key stays non-extractable. */
+  #exportable: Key | undefined;
 
   private constructor(trustDomain: string, root: x509.X509Certificate, key: Key) {
     this.trustDomain = trustDomain;
@@ -80,8 +82,6 @@ export class CertificateAuthority {
     }
     return new CertificateAuthority(opts.trustDomain, root, key);
   }
-
-  #exportable: Key | undefined;
 
   /** The root key as PKCS#8 PEM, for a CA made by `create()`; loaded keys stay non-extractable. */
   async exportKeyPem(): Promise<string> {

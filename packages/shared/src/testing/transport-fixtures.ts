@@ -77,9 +77,14 @@ export async function startHbone(
     credential: pki.server,
     bundle: pki.bundle,
     metrics,
-    // Port 9 (discard) gets an in-memory echo: cheap for tests that open many streams.
-    onTunnel: async ({ request }) =>
-      request.authority.port === 9 ? { upstream: new PassThrough() } : echoUpstream(echoPort),
+    // Port 9 gets an in-memory echo (cheap for tests that open many streams); port 19 the
+    // same after 100 ms, like an upstream connect in flight.
+    onTunnel: async ({ request }) => {
+      if (request.authority.port === 19) await new Promise((resolve) => setTimeout(resolve, 100));
+      if (request.authority.port === 9 || request.authority.port === 19)
+        return { upstream: new PassThrough() };
+      return echoUpstream(echoPort);
+    },
     ...extra,
   });
   const { port } = await server.listen({ host: '127.0.0.1', port: 0 });

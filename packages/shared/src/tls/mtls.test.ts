@@ -1,0 +1,77 @@
+import type { AddressInfo } from 'node:net';
+import * as tls from 'node:tls';
+import test from 'ava';
+import { isZmeshError } from '../errors/index.js';
+import { CertificateAuthority } from '../identity/ca.js';
+import { TrustBundle } from '../identity/trust-bundle.js';
+import { makePki, sa } from '../testing/transport-fixtures.js';
+import { clientTlsOptions, peerIdentity, serverTlsOptions, verifyPeerIdentity } from './mtls.js';
+
+const pki = await makePki();
+
+/** One TLS handshake with the given client options; returns what each side saw. */
+async function handshake(bundle: TrustBundle, clientOpts: tls.ConnectionOptions) {
+  const server = tls.createServer(serverTlsOptions(pki.server, bundle));
+  const accepted = new Promise<tls.TLSSocket>((resolve) => {
+    server.once('secureConnection', resolve);
+  });
+  server.on('tlsClientError', () => {});
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const client = tls.connect({
+    ...clientOpts,
+    host: '127.0.0.1',
+    port: (server.address() as AddressInfo).port,
+  });
+  const clientResult = new Promise<Error | tls.TLSSocket>((resolve) => {
+    client.once('secureConnect', () => resolve(client));
+    client.once('error', resolve);
+  });
+  const result = await clientResult;
+  const serverSide = result instanceof Error ? undefined : await accepted;
+  return {
+    result,
+    serverSide,
+    close: () => {
+      client.destroy();
+      serverSide?.destroy();
+      server.close();
+    },
+  };
+}
+
+test('server options: TLS 1.3 only, h2, client certificate required, bundle roots only', (t) => {
+  const o = serverTlsOptions(pki.server, pki.bundle);
+  t.like(o, { minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3', requestCert: true, rejectUnauthorized: true });
+  t.deepEqual(o.ALPNProtocols, ['h2']);
+  t.deepEqual(o.ca, pki.bundle.roots());
+  t.false(String(o.cert).includes(pki.ca.rootPem.trim()), 'the root is not presented');
+});
+
+test('each side learns the other one SPIFFE ID', async (t) => {
+  const h = await handshake(pki.bundle, clientTlsOptions(pki.client, pki.bundle, [pki.server.identity]));
+  t.false(h.result instanceof Error);
+  t.deepEqual(peerIdentity(h.serverSide!, pki.ca.trustDomain), { ok: true, value: pki.client.identity });
+  t.deepEqual(peerIdentity(h.result as tls.TLSSocket, pki.ca.trustDomain), {
+    ok: true,
+    value: pki.server.identity,
+  });
+  h.close();
+});
+
+test('the client refuses a server that is not one of the expected identities', async (t) => {
+  const h = await handshake(pki.bundle, clientTlsOptions(pki.client, pki.bundle, [sa('db')]));
+  t.true(isZmeshError(h.result, 'ZM_ERR_TLS_PEER_IDENTITY'));
+  h.close();
+});
+
+test('a verified peer from another trust domain is named as such', async (t) => {
+  const other = await CertificateAuthority.create({ trustDomain: 'other.test' });
+  const stranger = await other.issue('spiffe://other.test/ns/x/sa/y', 600);
+  const bundle = new TrustBundle(pki.ca.trustDomain, [pki.ca.rootPem, other.rootPem]);
+  const h = await handshake(bundle, clientTlsOptions(stranger, bundle, [pki.server.identity]));
+  const id = verifyPeerIdentity(h.serverSide!, pki.ca.trustDomain);
+  t.true(!id.ok && isZmeshError(id.error, 'ZM_ERR_TLS_PEER_TRUST_DOMAIN'));
+  const reasons = peerIdentity(h.serverSide!, pki.ca.trustDomain);
+  t.true(!reasons.ok && /outside trust domain zmesh\.test/.test(reasons.error[0]!));
+  h.close();
+});
