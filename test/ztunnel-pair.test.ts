@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { connect, createServer, type Socket } from 'node:net';
 import { connectHbone, isZmeshError, spiffeIdOf } from '@zmesh/shared';
+import { openFds, settleFds } from '@zmesh/shared/testing';
 import test from 'ava';
-import { openFds, settledFds } from './helpers/fds.js';
 import { type MeshFixture, startEcho, startMesh, waitFor } from './helpers/mesh-fixture.js';
 
 let mesh: MeshFixture;
@@ -143,14 +143,14 @@ test.serial(
     const before = openFds();
     t.is(await rejectedStatus(`${mesh.ip.client}:7000`), 400);
     t.is(await rejectedStatus(`${mesh.ip.server}:15008`), 400, 'ztunnel ports are never a target');
-    t.true((await settledFds(before)) <= before);
+    t.true((await settleFds(before)) <= before);
   },
 );
 
 test.serial('a known workload whose upstream refuses gets 503, without leaking fds', async (t) => {
   const before = openFds();
   t.is(await rejectedStatus(`${mesh.ip.server}:7999`), 503);
-  t.true((await settledFds(before)) <= before);
+  t.true((await settleFds(before)) <= before);
 });
 
 test.serial(

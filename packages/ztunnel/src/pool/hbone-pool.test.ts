@@ -88,3 +88,24 @@ test('a failed connect fails every stream waiting on it and leaves nothing behin
   t.true(results.every((r) => r.status === 'rejected'));
   t.is(p.connectionCount(), 0);
 });
+
+test('a stream refused unprocessed after GOAWAY is retried once on a new connection', async (t) => {
+  const { ZmeshError } = await import('@zmesh/shared');
+  let connects = 0;
+  const p = new HbonePool({
+    connect: async () => {
+      connects += 1;
+      const s = new CountingSession();
+      if (connects === 1) {
+        s.openTunnel = async () => {
+          throw new ZmeshError('ZM_ERR_HBONE_SESSION', { address: 'x', reason: 'refused', rstCode: 7 });
+        };
+      }
+      return s as unknown as HboneSession;
+    },
+  });
+  const tunnel = await p.openTunnel(key, { authority: '127.0.0.1:80' });
+  t.truthy(tunnel);
+  t.is(connects, 2);
+  p.close();
+});

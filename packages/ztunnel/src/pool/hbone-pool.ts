@@ -1,5 +1,5 @@
 import type { Duplex } from 'node:stream';
-import { type HboneSession, logger, type MeshMetrics, ZmeshError } from '@zmesh/shared';
+import { type HboneSession, isZmeshError, logger, type MeshMetrics, ZmeshError } from '@zmesh/shared';
 
 const log = logger('pool');
 
@@ -65,8 +65,22 @@ export class HbonePool {
     this.idleTimeoutMs = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
   }
 
-  /** Opens a tunnel on a pooled connection for `key`, opening a connection when all are full. */
+  /**
+   * Opens a tunnel on a pooled connection for `key`, opening a connection when all are
+   * full. A stream the server refused unprocessed (REFUSED_STREAM after its GOAWAY, RFC
+   * 9113 §8.7) is retried once on another connection: nothing reached the upstream.
+   */
   async openTunnel(key: PoolKey, headers: TunnelHeaders): Promise<Duplex> {
+    try {
+      return await this.openOnce(key, headers);
+    } catch (e) {
+      if (!isRefusedUnprocessed(e) || this.closed) throw e;
+      log.debug({ key: keyString(key) }, 'stream refused after GOAWAY: retrying once');
+      return this.openOnce(key, headers);
+    }
+  }
+
+  private async openOnce(key: PoolKey, headers: TunnelHeaders): Promise<Duplex> {
     if (this.closed)
       throw new ZmeshError('ZM_ERR_HBONE_SESSION', {
         address: key.destinationAddress,
@@ -78,6 +92,7 @@ export class HbonePool {
       const session = await entry.ready;
       tunnel = await session.openTunnel(headers);
     } catch (e) {
+      if (isRefusedUnprocessed(e)) this.retire(keyString(key), entry);
       this.release(key, entry);
       throw e;
     }
@@ -171,6 +186,13 @@ export class HbonePool {
       if (!entry.session.closed) entry.session.close();
     }
   }
+}
+
+/** NGHTTP2_REFUSED_STREAM: the server did not process the stream. */
+const REFUSED_STREAM = 7;
+
+function isRefusedUnprocessed(e: unknown): boolean {
+  return isZmeshError(e, 'ZM_ERR_HBONE_SESSION') && e.context.rstCode === REFUSED_STREAM;
 }
 
 function keyString(k: PoolKey): string {
