@@ -189,7 +189,7 @@ export function ipv6Bytes(host: string): Buffer {
   const zeros = rest === undefined ? 0 : 8 - headWords.length - restWords.length;
   const words = [...headWords, ...new Array<string>(zeros).fill('0'), ...restWords];
   const buf = Buffer.alloc(16);
-  words.forEach((w, i) => buf.writeUInt16BE(Number.parseInt(w, 16), i * 2));
+  for (const [i, w] of words.entries()) buf.writeUInt16BE(Number.parseInt(w, 16), i * 2);
   return buf;
 }
 
