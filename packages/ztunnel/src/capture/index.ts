@@ -1,0 +1,19 @@
+export {
+  BpfCapture,
+  type BpfCaptureOptions,
+  type CaptureCounters,
+  type CapturePod,
+  type ConnectionKey,
+  fdOf,
+} from './bpf-capture.js';
+export { HBONE_PORT, type OriginalDestination, OUTBOUND_PORT, PIN_ROOT } from './bpf-layout.js';
+export { CaptureMetrics } from './capture-metrics.js';
+export {
+  connectInNetns,
+  inNetns,
+  type ListenOptions,
+  listenInNetns,
+  netnsCookieOf,
+  socketInNetns,
+} from './netns-listener.js';
+export { SysError } from './sys.js';
