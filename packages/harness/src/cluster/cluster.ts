@@ -114,6 +114,11 @@ export class Cluster {
    * zm-* namespace or cgroup no live cluster accounts for. Persistent clusters stay.
    */
   static async cleanupStale(): Promise<string[]> {
+    // Resources are listed before records are read: a run records itself before it
+    // creates anything, so whatever is listed here is covered by the records read after.
+    const mount = cgroup2Mount();
+    const netns = (await listNetns()).filter((ns) => ns.startsWith(PREFIX));
+    const cgroups = readdirSync(mount).filter((d) => d.startsWith(PREFIX));
     const live = new Set<string>();
     const removed: string[] = [];
     for (const s of listStates()) {
@@ -124,11 +129,10 @@ export class Cluster {
       new Cluster(s).#teardown();
       removed.push(s.runId);
     }
-    const orphans = (await listNetns()).filter((ns) => ns.startsWith(PREFIX) && !live.has(runIdOf(ns)));
+    const orphans = netns.filter((ns) => !live.has(runIdOf(ns)) && !removed.includes(runIdOf(ns)));
     deleteNetwork(orphans);
-    const mount = cgroup2Mount();
-    for (const dir of readdirSync(mount)) {
-      if (dir.startsWith(PREFIX) && !live.has(dir.slice(PREFIX.length))) removeCgroupTree(`${mount}/${dir}`);
+    for (const dir of cgroups) {
+      if (!live.has(dir.slice(PREFIX.length))) removeCgroupTree(`${mount}/${dir}`);
     }
     if (removed.length > 0 || orphans.length > 0)
       log.warn({ runs: removed, orphans }, 'removed stale cluster');

@@ -16,4 +16,13 @@ export {
   netnsCookieOf,
   socketInNetns,
 } from './netns-listener.js';
+export {
+  type AddWorkloadRequest,
+  MAX_AGENT_CONNECTIONS,
+  type NodeAgentHandler,
+  NodeAgentServer,
+  type NodeAgentServerOptions,
+} from './node-agent.js';
+export { AGENT_REQUEST_TIMEOUT_MS, NodeAgentClient } from './node-agent-client.js';
+export { decodeRequest, type NodeAgentReply, type NodeAgentRequest } from './node-agent-protocol.js';
 export { SysError } from './sys.js';

@@ -32,6 +32,7 @@ export const CLONE_NEWNET = 0x40000000;
 const SOL_SOCKET = 1;
 const SO_REUSEADDR = 2;
 const SO_NETNS_COOKIE = 71;
+const SO_PEERCRED = 17;
 const SOL_IP = 0;
 const SOL_IPV6 = 41;
 const IP_FREEBIND = 15;
@@ -127,6 +128,13 @@ export function netnsCookie(fd: number): bigint {
   const len = [8];
   check('getsockopt', c.getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, val, len), 'SO_NETNS_COOKIE');
   return val.readBigUInt64LE(0);
+}
+
+/** The credentials of the process at the other end of a Unix socket (SO_PEERCRED). */
+export function peerCred(fd: number): { pid: number; uid: number; gid: number } {
+  const val = Buffer.alloc(12);
+  check('getsockopt', c.getsockopt(fd, SOL_SOCKET, SO_PEERCRED, val, [12]), 'SO_PEERCRED');
+  return { pid: val.readInt32LE(0), uid: val.readUInt32LE(4), gid: val.readUInt32LE(8) };
 }
 
 export interface SockAddr {
