@@ -4,6 +4,7 @@
 // from outside the pod. See bpf/README.md for maps, hooks, ports and keys.
 #include <linux/bpf.h>
 #include <linux/in.h>
+#include <linux/in6.h>
 #include <linux/if_ether.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -72,6 +73,34 @@ static __always_inline void count(__u32 idx)
 		__sync_fetch_and_add(v, 1);
 }
 
+/* What to do with a connect: capture TCP; let UDP and ICMP (ping sockets) through,
+ * since capture is TCP only; refuse any other transport (MPTCP at the socket level,
+ * SCTP, ...) to a non-loopback address, so no stream protocol goes around ztunnel. */
+enum verdict { PASS, CAPTURE, REFUSE };
+
+static __always_inline enum verdict classify(struct bpf_sock_addr *ctx)
+{
+	switch (ctx->protocol) {
+	case IPPROTO_TCP:
+		return CAPTURE;
+	case IPPROTO_UDP:
+	case IPPROTO_ICMP:
+	case IPPROTO_ICMPV6:
+		return PASS;
+	default:
+		return REFUSE;
+	}
+}
+
+/* A socket connected to loopback after an earlier captured connect must not keep
+ * reporting the old original destination. */
+static __always_inline int forget(struct bpf_sock_addr *ctx)
+{
+	if (ctx->sk)
+		bpf_sk_storage_delete(&zm_sock_dst, ctx->sk);
+	return 1;
+}
+
 static __always_inline int remember(struct bpf_sock_addr *ctx, struct zm_dst *d)
 {
 	struct zm_dst *s;
@@ -90,14 +119,17 @@ SEC("cgroup/connect4")
 int zm_connect4(struct bpf_sock_addr *ctx)
 {
 	__u32 ip = bpf_ntohl(ctx->user_ip4);
+	enum verdict v = classify(ctx);
 	struct zm_dst d = {};
 
-	if (ctx->protocol != IPPROTO_TCP)
+	if (v == PASS)
 		return 1;
 	/* Loopback and INADDR_ANY stay in the pod: in-pod traffic and ztunnel's own
 	 * connections to the application. */
 	if ((ip >> 24) == 127 || ip == 0)
-		return 1;
+		return forget(ctx);
+	if (v == REFUSE)
+		return 0;
 	d.addr[0] = ctx->user_ip4;
 	d.port = bpf_ntohs(ctx->user_port);
 	d.family = 4;
@@ -115,16 +147,19 @@ int zm_connect6(struct bpf_sock_addr *ctx)
 {
 	__u32 a0 = ctx->user_ip6[0], a1 = ctx->user_ip6[1];
 	__u32 a2 = ctx->user_ip6[2], a3 = ctx->user_ip6[3];
+	enum verdict v = classify(ctx);
 	struct zm_dst d = {};
 
-	if (ctx->protocol != IPPROTO_TCP)
+	if (v == PASS)
 		return 1;
 	d.port = bpf_ntohs(ctx->user_port);
 	if (a0 == 0 && a1 == 0 && a2 == bpf_htonl(0xffff)) {
 		/* IPv4-mapped (RFC 4291 2.5.5.2): IPv4 on the wire. */
 		__u32 ip = bpf_ntohl(a3);
 		if ((ip >> 24) == 127 || ip == 0)
-			return 1;
+			return forget(ctx);
+		if (v == REFUSE)
+			return 0;
 		d.addr[0] = a3;
 		d.family = 4;
 		d.mapped = 1;
@@ -135,7 +170,9 @@ int zm_connect6(struct bpf_sock_addr *ctx)
 		return 1;
 	}
 	if (a0 == 0 && a1 == 0 && a2 == 0 && (a3 == 0 || a3 == bpf_htonl(1)))
-		return 1; /* :: and ::1 */
+		return forget(ctx); /* :: and ::1 */
+	if (v == REFUSE)
+		return 0;
 	d.addr[0] = a0;
 	d.addr[1] = a1;
 	d.addr[2] = a2;

@@ -93,6 +93,35 @@ capTest(
   },
 );
 
+/** Other ways to open a TCP stream must not go around capture. */
+const SIDE_DOORS = `
+import socket, sys, signal
+signal.alarm(5)
+ip = sys.argv[1]
+def mptcp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)
+    s.connect((ip, 8080))
+    return s.recv(200).decode()
+def fastopen():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.sendto(b'x', socket.MSG_FASTOPEN, (ip, 8080))
+    return s.recv(200).decode()
+for f in (mptcp, fastopen):
+    try:
+        print(f())
+    except OSError as e:
+        print('ERR', e.errno)
+`;
+
+const pythonTest = existsSync('/usr/bin/python3') ? capTest : test.serial.skip;
+// Runs after the first test, whose capture and 15001 listeners in pod A it reuses.
+pythonTest('MPTCP and TCP Fast Open connects are captured too', async (t) => {
+  const [a1, , , b2] = cluster.pods as PodInfo[];
+  const r = await cluster.exec(a1!, ['/usr/bin/python3', '-c', SIDE_DOORS, b2!.ipv4]);
+  const expected = JSON.stringify({ host: b2!.ipv4, port: 8080, family: 4 });
+  t.deepEqual(r.stdout.trim().split('\n'), [expected, expected], r.stderr);
+});
+
 capTest('in-pod loopback is not captured', async (t) => {
   const a1 = cluster.pods[0]!;
   const server = cluster.runInPod(a1, ['node', '-e', ECHO_SERVER, '9090'], { reject: false });
