@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(clang llvm libbpf-dev bpftool iproute2 iptables curl
+# util-linux: nsenter, unshare, setpriv (harness pods). python3: optional capture side-door test.
+APT_PACKAGES=(clang llvm libbpf-dev bpftool iproute2 iptables util-linux python3 curl
   iperf3 socat stunnel4 haproxy redis-server redis-tools wrk nghttp2-client prometheus)
 PNPM_VERSION=12.4.2
 
