@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { BpfCapture, listenInNetns, type OriginalDestination, PIN_ROOT } from '@zmesh/ztunnel';
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { Cluster } from './cluster.js';
 import { gridSpec } from './cluster-spec.js';
 import { ECHO_SERVER, PROBE_CLIENT, parseProbe } from './test-programs.js';
@@ -13,8 +13,11 @@ import type { PodInfo } from './topology.js';
  * listeners created inside pod namespaces by this process, unprivileged pod processes.
  */
 const reason = process.getuid?.() !== 0 ? 'not root' : await BpfCapture.unavailableReason();
-const capTest = reason === undefined ? test.serial : test.serial.skip;
-if (reason !== undefined) test.before((t) => t.log(`capture tests skipped: ${reason}`));
+/** Serial when capture works here; otherwise skipped, with the reason in the title. */
+function capTest(title: string, fn: (t: ExecutionContext) => Promise<void>, why = reason): void {
+  if (why === undefined) test.serial(title, fn);
+  else test.serial.skip(`${title} [skipped: ${why}]`, fn);
+}
 
 let cluster: Cluster;
 let capture: BpfCapture;
@@ -113,14 +116,17 @@ for f in (mptcp, fastopen):
         print('ERR', e.errno)
 `;
 
-const pythonTest = existsSync('/usr/bin/python3') ? capTest : test.serial.skip;
 // Runs after the first test, whose capture and 15001 listeners in pod A it reuses.
-pythonTest('MPTCP and TCP Fast Open connects are captured too', async (t) => {
-  const [a1, , , b2] = cluster.pods as PodInfo[];
-  const r = await cluster.exec(a1!, ['/usr/bin/python3', '-c', SIDE_DOORS, b2!.ipv4]);
-  const expected = JSON.stringify({ host: b2!.ipv4, port: 8080, family: 4 });
-  t.deepEqual(r.stdout.trim().split('\n'), [expected, expected], r.stderr);
-});
+capTest(
+  'MPTCP and TCP Fast Open connects are captured too',
+  async (t) => {
+    const [a1, , , b2] = cluster.pods as PodInfo[];
+    const r = await cluster.exec(a1!, ['/usr/bin/python3', '-c', SIDE_DOORS, b2!.ipv4]);
+    const expected = JSON.stringify({ host: b2!.ipv4, port: 8080, family: 4 });
+    t.deepEqual(r.stdout.trim().split('\n'), [expected, expected], r.stderr);
+  },
+  reason ?? (existsSync('/usr/bin/python3') ? undefined : 'no /usr/bin/python3'),
+);
 
 capTest('in-pod loopback is not captured', async (t) => {
   const a1 = cluster.pods[0]!;

@@ -1,14 +1,15 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { Cluster } from './cluster.js';
 import { gridSpec } from './cluster-spec.js';
 import { ECHO_SERVER, PROBE_CLIENT, parseProbe } from './test-programs.js';
 
 const isRoot = process.getuid?.() === 0;
-const rootTest = isRoot ? test.serial : test.serial.skip;
-if (!isRoot) {
-  test.before((t) => t.log('cluster tests skipped: they need root (netns, cgroups, veths)'));
+/** Serial as root; otherwise skipped, with the reason in the title. */
+function rootTest(title: string, fn: (t: ExecutionContext) => Promise<void>): void {
+  if (isRoot) test.serial(title, fn);
+  else test.serial.skip(`${title} [skipped: needs root for netns, cgroups, veths]`, fn);
 }
 
 rootTest(
