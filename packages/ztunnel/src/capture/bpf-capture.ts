@@ -1,4 +1,4 @@
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { logger, ZmeshError } from '@zmesh/shared';
@@ -8,7 +8,6 @@ import {
   COUNTER,
   decodeValue,
   encodeKey,
-  exemptKey,
   HOOKS,
   MAPS,
   type OriginalDestination,
@@ -18,14 +17,19 @@ import {
   podDir,
   VALUE_SIZE,
 } from './bpf-layout.js';
+import {
+  BPFTOOL_TIMEOUT_MS,
+  ensureBpffs,
+  linkAll,
+  loadObject,
+  removePodDir,
+  seedExempt,
+} from './bpf-pins.js';
 import { CaptureMetrics } from './capture-metrics.js';
 import { netnsCookieOf } from './netns-listener.js';
 import * as sys from './sys.js';
 
 const log = logger('capture');
-
-/** Bound on one bpftool run; a load that takes longer is treated as failed. */
-const BPFTOOL_TIMEOUT_MS = 10_000;
 
 export interface CapturePod {
   /** Directory name under the pin root; [A-Za-z0-9_.-], at most 128 characters. */
@@ -216,7 +220,7 @@ export class BpfCapture {
     if (existsSync(dir) && this.#adopt(pod.id, dir, cookie)) return;
     removePodDir(dir);
     try {
-      await this.#load(dir);
+      await loadObject(this.#bpftool, this.#objectPath, dir);
       seedExempt(dir, pod.exemptSources ?? []);
       this.#register(pod.id, dir, cookie);
       linkAll(dir, pod.cgroupPath);
@@ -226,14 +230,6 @@ export class BpfCapture {
       throw new ZmeshError('ZM_ERR_CAPTURE_ATTACH', { pod: pod.id, reason: String(e) }, { cause: e });
     }
     log.info({ pod: pod.id, cgroup: pod.cgroupPath }, 'capture attached');
-  }
-
-  async #load(dir: string): Promise<void> {
-    const p = pinPaths(dir);
-    mkdirSync(dir, { recursive: true });
-    await execa(this.#bpftool, ['prog', 'loadall', this.#objectPath, p.progDir, 'pinmaps', p.mapDir], {
-      timeout: BPFTOOL_TIMEOUT_MS,
-    });
   }
 
   /** Takes over a complete pin directory left by a previous run (capture never lapsed). */
@@ -305,65 +301,4 @@ function keyOfSocket(fd: number): ConnectionKey {
   const peer = sys.getpeername(fd);
   const mapped = peer.family === 6 && peer.host.startsWith('::ffff:') && peer.host.includes('.');
   return { netnsCookie: sys.netnsCookie(fd), peerPort: peer.port, family: mapped ? 4 : peer.family };
-}
-
-function linkAll(dir: string, cgroupPath: string): void {
-  const p = pinPaths(dir);
-  mkdirSync(p.linkDir, { recursive: true });
-  const cgroupFd = openSync(cgroupPath, 'r');
-  try {
-    for (const hook of HOOKS) {
-      const progFd = sys.bpfObjGet(p.prog(hook.prog));
-      try {
-        const linkFd = sys.bpfLinkCreate(progFd, cgroupFd, hook.attachType);
-        try {
-          sys.bpfObjPin(linkFd, p.link(hook.prog));
-        } finally {
-          sys.close(linkFd);
-        }
-      } finally {
-        sys.close(progFd);
-      }
-    }
-  } finally {
-    closeSync(cgroupFd);
-  }
-}
-
-function seedExempt(dir: string, sources: string[]): void {
-  if (sources.length === 0) return;
-  const fd = sys.bpfObjGet(pinPaths(dir).map(MAPS.exempt));
-  try {
-    for (const source of sources) {
-      const addr = sys.familyOf(source) === 4 ? sys.ipv4Bytes(source) : sys.ipv6Bytes(source);
-      sys.bpfMapUpdate(fd, exemptKey(addr), Buffer.from([1]));
-    }
-  } finally {
-    sys.close(fd);
-  }
-}
-
-/** Unpins links in reverse attach order (each unpin detaches), then everything else. */
-function removePodDir(dir: string): void {
-  if (!existsSync(dir)) return;
-  const p = pinPaths(dir);
-  for (const hook of [...HOOKS].reverse()) rmSync(p.link(hook.prog), { force: true });
-  rmSync(dir, { recursive: true, force: true });
-}
-
-async function ensureBpffs(root: string): Promise<void> {
-  const mounts = readFileSync('/proc/mounts', 'utf8');
-  if (!/^\S+ \/sys\/fs\/bpf bpf /m.test(mounts)) {
-    try {
-      mkdirSync('/sys/fs/bpf', { recursive: true });
-      await execa('mount', ['-t', 'bpf', 'bpf', '/sys/fs/bpf'], { timeout: BPFTOOL_TIMEOUT_MS });
-    } catch (e) {
-      throw new ZmeshError(
-        'ZM_ERR_CAPTURE_UNAVAILABLE',
-        { reason: `cannot mount bpffs: ${e}` },
-        { cause: e },
-      );
-    }
-  }
-  mkdirSync(root, { recursive: true });
 }
