@@ -1,7 +1,16 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
-import { BpfCapture, listenInNetns, type OriginalDestination, PIN_ROOT } from '@zmesh/ztunnel';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  BpfCapture,
+  listenInNetns,
+  NodeAgentClient,
+  NodeAgentServer,
+  type OriginalDestination,
+  PIN_ROOT,
+} from '@zmesh/ztunnel';
 import test, { type ExecutionContext } from 'ava';
 import { Cluster } from './cluster.js';
 import { gridSpec } from './cluster-spec.js';
@@ -226,3 +235,53 @@ capTest('attaching and detaching 50 pods 5 times leaks no program, map, pin or f
     await big.down();
   }
 });
+
+capTest(
+  'from the AddWorkload acknowledgement on, nothing the pod sends leaves it until ztunnel listens',
+  async (t) => {
+    const [, a2, , b2] = cluster.pods as PodInfo[];
+    const dir = mkdtempSync(join(tmpdir(), 'zm-agent-'));
+    const path = join(dir, 'agent.sock');
+    const agent = new NodeAgentServer(
+      {
+        addWorkload: (req) => capture.attach({ id: req.uid, cgroupPath: req.cgroup, netnsPath: req.netns }),
+        delWorkload: (uid) => capture.detach(uid),
+        snapshot: async (uids) => void (await capture.cleanupStale(uids)),
+      },
+      { path },
+    );
+    await agent.listen();
+    const client = new NodeAgentClient(path);
+    const server = cluster.runInPod(b2!, ['node', '-e', ECHO_SERVER, '8081'], { reject: false });
+    try {
+      await new Promise((resolve) => server.stdout?.once('data', resolve));
+      t.deepEqual(
+        (await probe(a2!, [b2!.ipv4], 8081)).map((p) => p.data),
+        ['pong'],
+        'reachable before enrollment',
+      );
+      await client.addWorkload(cluster.workloadRequest(a2!));
+      const refused = await probe(a2!, [b2!.ipv4, b2!.ipv6, `::ffff:${b2!.ipv4}`], 8081);
+      t.deepEqual(
+        refused.map((p) => [p.ok, p.err]),
+        [
+          [false, 'ECONNREFUSED'],
+          [false, 'ECONNREFUSED'],
+          [false, 'ECONNREFUSED'],
+        ],
+      );
+      await client.delWorkload(a2!.uid);
+      t.deepEqual(
+        (await probe(a2!, [b2!.ipv4], 8081)).map((p) => p.data),
+        ['pong'],
+        'reachable again after DelWorkload',
+      );
+      t.false(existsSync(join(PIN_ROOT, a2!.uid)));
+    } finally {
+      server.kill();
+      client.close();
+      await agent.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);

@@ -152,6 +152,11 @@ export class Cluster {
     return node;
   }
 
+  /** What the node agent sends ztunnel to enroll a pod (DESIGN.md §6). */
+  workloadRequest(pod: PodInfo): { uid: string; netns: string; cgroup: string } {
+    return { uid: pod.uid, netns: pod.netnsPath, cgroup: pod.cgroupPath };
+  }
+
   /** Starts a process in a pod as an unprivileged container would run it. */
   runInPod(pod: PodInfo, argv: readonly string[], opts: Options = {}): ResultPromise {
     return runInPod(pod, argv, opts);
