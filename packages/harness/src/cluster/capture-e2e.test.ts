@@ -285,3 +285,39 @@ capTest(
     }
   },
 );
+
+capTest(
+  'a restarted ztunnel adopts the capture of pods it keeps, removes the rest, and never touches another node',
+  async (t) => {
+    const [a1, a2, b1] = cluster.pods as PodInfo[];
+    const nodeA = `zmtest-a-${process.pid}`;
+    const nodeB = `zmtest-b-${process.pid}`;
+    const pod = (p: PodInfo) => ({ id: p.uid, cgroupPath: p.cgroupPath, netnsPath: p.netnsPath });
+    const first = new BpfCapture({ node: nodeA });
+    const other = new BpfCapture({ node: nodeB });
+    try {
+      await first.attach(pod(a1!));
+      await first.attach(pod(a2!));
+      await other.attach(pod(b1!));
+      first.close(); // ztunnel dies; its pinned links keep capture in place
+      const attachedTo = (p: PodInfo) => {
+        const out = execFileSync('bpftool', ['-j', 'cgroup', 'show', p.cgroupPath]).toString().trim();
+        return out === '' ? 0 : (JSON.parse(out) as unknown[]).length;
+      };
+      t.is(attachedTo(a1!), 6 + 6, 'a1 still has the first test capture and this one');
+      const second = new BpfCapture({ node: nodeA });
+      const progsBefore = bpfCounts().progs;
+      await second.attach(pod(a1!));
+      t.is(bpfCounts().progs, progsBefore, 'adopted, not loaded again');
+      t.deepEqual(await second.cleanupStale([a1!.uid]), [a2!.uid]);
+      t.is(attachedTo(a2!), 0);
+      t.is(attachedTo(b1!), 6, 'the other node keeps its pod');
+      await second.detach(a1!.uid);
+    } finally {
+      await other.detach(b1!.uid);
+      await new BpfCapture({ node: nodeA }).cleanupStale();
+      rmSync(join(PIN_ROOT, nodeA), { recursive: true, force: true });
+      rmSync(join(PIN_ROOT, nodeB), { recursive: true, force: true });
+    }
+  },
+);

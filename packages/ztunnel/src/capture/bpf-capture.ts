@@ -1,5 +1,6 @@
 import { existsSync, readdirSync } from 'node:fs';
 import type { Socket } from 'node:net';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { logger, ZmeshError } from '@zmesh/shared';
 import { execa } from 'execa';
@@ -20,6 +21,7 @@ import {
 import {
   BPFTOOL_TIMEOUT_MS,
   ensureBpffs,
+  isPodDir,
   linkAll,
   loadObject,
   removePodDir,
@@ -64,6 +66,12 @@ interface AttachedPod {
 
 export interface BpfCaptureOptions {
   objectPath?: string;
+  /**
+   * This ztunnel's node. Pins then live under <pinRoot>/<node>/<pod-id>, so that several
+   * ztunnels on one machine (the harness) never clean up each other's pods.
+   */
+  node?: string;
+  /** Default /sys/fs/bpf/zmesh. */
   pinRoot?: string;
   bpftool?: string;
   registry?: Registry;
@@ -87,7 +95,11 @@ export class BpfCapture {
 
   constructor(options: BpfCaptureOptions = {}) {
     this.#objectPath = options.objectPath ?? process.env.ZMESH_BPF_OBJECT ?? defaultObjectPath();
-    this.#root = options.pinRoot ?? PIN_ROOT;
+    const root = options.pinRoot ?? PIN_ROOT;
+    if (options.node !== undefined && !POD_ID_PATTERN.test(options.node)) {
+      throw new ZmeshError('ZM_ERR_CAPTURE_UNAVAILABLE', { reason: `invalid node name ${options.node}` });
+    }
+    this.#root = options.node === undefined ? root : join(root, options.node);
     this.#bpftool = options.bpftool ?? 'bpftool';
     this.#metrics = options.registry && new CaptureMetrics(options.registry, this);
   }
@@ -133,7 +145,8 @@ export class BpfCapture {
     const removed: string[] = [];
     if (!existsSync(this.#root)) return removed;
     for (const name of readdirSync(this.#root)) {
-      if (this.#pods.has(name) || kept.has(name)) continue;
+      // Only pod directories: another node's directory under a shared root is not ours.
+      if (this.#pods.has(name) || kept.has(name) || !isPodDir(podDir(this.#root, name))) continue;
       await this.#serial(name, async () => removePodDir(podDir(this.#root, name)));
       removed.push(name);
     }

@@ -81,3 +81,9 @@ export async function ensureBpffs(root: string): Promise<void> {
   }
   mkdirSync(root, { recursive: true });
 }
+
+/** A pod's pin directory (as opposed to, say, another node's directory of pods). */
+export function isPodDir(dir: string): boolean {
+  const p = pinPaths(dir);
+  return existsSync(p.progDir) || existsSync(p.mapDir) || existsSync(p.linkDir);
+}
