@@ -30,7 +30,8 @@ export async function runCluster(
       return 0;
     }
     case 'down': {
-      const clusters = selected(opts.runId);
+      // Without a run id, only clusters made by `cluster up`: a test's live cluster is its own.
+      const clusters = selected(opts.runId).filter((c) => opts.runId !== undefined || c.status().persistent);
       for (const c of clusters) await c.down();
       await Cluster.cleanupStale();
       process.stdout.write(`removed ${clusters.length} cluster(s)\n`);
