@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { MeshMetrics } from '@zmesh/shared';
 import {
   BpfCapture,
   listenInNetns,
@@ -30,12 +31,13 @@ function capTest(title: string, fn: (t: ExecutionContext) => Promise<void>, why 
 
 let cluster: Cluster;
 let capture: BpfCapture;
+const registry = new MeshMetrics().registry;
 const servers: Server[] = [];
 
 test.before(async () => {
   if (reason !== undefined) return;
   cluster = await Cluster.up(gridSpec(2, 2));
-  capture = new BpfCapture();
+  capture = new BpfCapture({ registry });
 });
 
 test.after.always(async () => {

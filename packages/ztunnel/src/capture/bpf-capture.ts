@@ -25,6 +25,7 @@ import {
   linkAll,
   loadObject,
   removePodDir,
+  Semaphore,
   seedExempt,
 } from './bpf-pins.js';
 import { CaptureMetrics } from './capture-metrics.js';
@@ -32,6 +33,9 @@ import { netnsCookieOf } from './netns-listener.js';
 import * as sys from './sys.js';
 
 const log = logger('capture');
+
+/** Bound on bpftool loads at once: each is a process, and a node may have two cores. */
+export const MAX_CONCURRENT_LOADS = 4;
 
 export interface CapturePod {
   /** Directory name under the pin root; [A-Za-z0-9_.-], at most 128 characters. */
@@ -92,6 +96,7 @@ export class BpfCapture {
   readonly #byCookie = new Map<bigint, AttachedPod>();
   readonly #queues = new Map<string, Promise<unknown>>();
   readonly #metrics: CaptureMetrics | undefined;
+  readonly #loads = new Semaphore(MAX_CONCURRENT_LOADS);
 
   constructor(options: BpfCaptureOptions = {}) {
     this.#objectPath = options.objectPath ?? process.env.ZMESH_BPF_OBJECT ?? defaultObjectPath();
@@ -233,7 +238,7 @@ export class BpfCapture {
     if (existsSync(dir) && this.#adopt(pod.id, dir, cookie)) return;
     removePodDir(dir);
     try {
-      await loadObject(this.#bpftool, this.#objectPath, dir);
+      await this.#loads.run(() => loadObject(this.#bpftool, this.#objectPath, dir));
       seedExempt(dir, pod.exemptSources ?? []);
       this.#register(pod.id, dir, cookie);
       linkAll(dir, pod.cgroupPath);
