@@ -72,8 +72,10 @@ export class Cluster {
     const parsed = typeof spec === 'string' ? parseClusterSpec(spec) : validateClusterSpec(spec);
     if (!parsed.ok) throw new ZmeshError('ZM_ERR_CLUSTER_SPEC', { reason: parsed.error.join('; ') });
     await Cluster.cleanupStale();
+    let runId = newRunId();
+    while (readState(runId) !== undefined) runId = newRunId();
     const state: ClusterState = {
-      runId: newRunId(),
+      runId,
       pid: process.pid,
       persistent: options.persistent === true,
       spec: parsed.value,

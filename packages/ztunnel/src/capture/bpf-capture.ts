@@ -168,12 +168,12 @@ export class BpfCapture {
     from: number | Socket | ConnectionKey,
     options: { consume?: boolean } = {},
   ): OriginalDestination | undefined {
-    const key = typeof from === 'object' && 'netnsCookie' in from ? from : keyOfSocket(fdOf(from));
-    const pod = this.#byCookie.get(key.netnsCookie);
-    const mapKey = encodeKey(key.netnsCookie, key.peerPort, key.family);
-    const value = pod && sys.bpfMapLookup(pod.origDstFd, mapKey, VALUE_SIZE);
+    const key = typeof from === 'object' && 'netnsCookie' in from ? from : safeKeyOfSocket(from);
+    const pod = key && this.#byCookie.get(key.netnsCookie);
+    const mapKey = key && encodeKey(key.netnsCookie, key.peerPort, key.family);
+    const value = pod && mapKey && sys.bpfMapLookup(pod.origDstFd, mapKey, VALUE_SIZE);
     const dst = value && decodeValue(value);
-    if (pod === undefined || dst === undefined) {
+    if (pod === undefined || mapKey === undefined || dst === undefined) {
       this.#metrics?.misses.inc();
       return undefined;
     }
@@ -313,6 +313,16 @@ export function fdOf(from: number | Socket): number {
     throw new ZmeshError('ZM_ERR_CAPTURE_NO_ORIGINAL_DST', { key: 'socket without fd' });
   }
   return fd;
+}
+
+/** The key of an accepted socket; undefined when the socket is already gone (a miss). */
+function safeKeyOfSocket(from: number | Socket): ConnectionKey | undefined {
+  try {
+    return keyOfSocket(fdOf(from));
+  } catch (e) {
+    log.debug({ err: e }, 'accepted socket has no key');
+    return undefined;
+  }
 }
 
 function keyOfSocket(fd: number): ConnectionKey {
