@@ -1,4 +1,5 @@
 export { AdminServers } from './admin/admin-servers.js';
+export * from './capture/index.js';
 export { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
 export { bidirectionalCopy } from './forward/bidirectional-copy.js';
 export { type CertificateSigner, CertManager } from './identity/cert-manager.js';

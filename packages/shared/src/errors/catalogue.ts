@@ -77,6 +77,18 @@ export const CATALOGUE = {
     status: 503,
     flag: 'UO',
   },
+  ZM_ERR_CAPTURE_UNAVAILABLE: { message: 'capture unavailable: {reason}', status: 500, flag: 'INT' },
+  ZM_ERR_CAPTURE_ATTACH: { message: 'capture for pod {pod} failed: {reason}', status: 500, flag: 'INT' },
+  ZM_ERR_CAPTURE_NO_ORIGINAL_DST: {
+    message: 'no original destination for {key}',
+    status: 503,
+    flag: 'NR',
+  },
+  ZM_ERR_CAPTURE_NETNS: { message: 'network namespace {netns}: {reason}', status: 500, flag: 'INT' },
+  ZM_ERR_AGENT_BAD_REQUEST: { message: 'node-agent request rejected: {reason}', status: 400, flag: 'DC' },
+  ZM_ERR_AGENT_UNKNOWN_WORKLOAD: { message: 'workload {uid} is not enrolled', status: 404, flag: 'NR' },
+  ZM_ERR_CLUSTER_SPEC: { message: 'invalid cluster spec: {reason}', status: 400, flag: 'CFG' },
+  ZM_ERR_CLUSTER_SETUP: { message: 'cluster {step} failed: {reason}', status: 500, flag: 'INT' },
   ZM_ERR_INTERNAL_FAULT: { message: 'internal error: {reason}', status: 500, flag: 'INT' },
 } as const satisfies Record<string, CatalogueEntry>;
 

@@ -1,0 +1,73 @@
+import { readFileSync } from 'node:fs';
+import { Cluster, type ClusterSpec, type ClusterStatus, gridSpec } from '../cluster/index.js';
+
+export interface ClusterCommandOptions {
+  /** YAML spec file (see ClusterSpec); without it, a grid of `nodes` × `pods`. */
+  spec?: string;
+  nodes?: string | number;
+  pods?: string | number;
+  /** `down`/`status`: one run id; default: every recorded cluster. */
+  runId?: string;
+  json?: boolean;
+}
+
+/**
+ * `zmesh cluster up|down|status`. `up` creates a persistent cluster (it outlives this
+ * command; `down` removes it) and prints its pods. Returns the process exit code.
+ */
+export async function runCluster(
+  action: 'up' | 'down' | 'status',
+  opts: ClusterCommandOptions = {},
+): Promise<number> {
+  if (process.getuid?.() !== 0) {
+    process.stderr.write('zmesh cluster: needs root (network namespaces, cgroups)\n');
+    return 1;
+  }
+  switch (action) {
+    case 'up': {
+      const cluster = await Cluster.up(specFrom(opts), { persistent: true });
+      print([cluster.status()], opts.json === true);
+      return 0;
+    }
+    case 'down': {
+      // Without a run id, only clusters made by `cluster up`: a test's live cluster is its own.
+      const clusters = selected(opts.runId).filter((c) => opts.runId !== undefined || c.status().persistent);
+      for (const c of clusters) await c.down();
+      await Cluster.cleanupStale();
+      process.stdout.write(`removed ${clusters.length} cluster(s)\n`);
+      return 0;
+    }
+    case 'status': {
+      print(
+        selected(opts.runId).map((c) => c.status()),
+        opts.json === true,
+      );
+      return 0;
+    }
+  }
+}
+
+function specFrom(opts: ClusterCommandOptions): ClusterSpec | string {
+  if (opts.spec !== undefined) return readFileSync(opts.spec, 'utf8');
+  return gridSpec(Number(opts.nodes ?? 2), Number(opts.pods ?? 2));
+}
+
+function selected(runId: string | undefined): Cluster[] {
+  const ids = runId === undefined ? Cluster.list().map((s) => s.runId) : [runId];
+  return ids.map((id) => Cluster.load(id)).filter((c): c is Cluster => c !== undefined);
+}
+
+function print(statuses: ClusterStatus[], json: boolean): void {
+  if (json) {
+    process.stdout.write(`${JSON.stringify(statuses, null, 2)}\n`);
+    return;
+  }
+  if (statuses.length === 0) process.stdout.write('no clusters\n');
+  for (const s of statuses) {
+    process.stdout.write(`cluster ${s.runId}${s.persistent ? ' (persistent)' : ''}\n`);
+    for (const p of s.pods) {
+      const state = p.present ? '' : '  MISSING';
+      process.stdout.write(`  ${p.namespace}/${p.name}  node=${p.node}  ${p.ipv4}  ${p.ipv6}${state}\n`);
+    }
+  }
+}

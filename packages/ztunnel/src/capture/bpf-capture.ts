@@ -1,0 +1,332 @@
+import { existsSync, readdirSync } from 'node:fs';
+import type { Socket } from 'node:net';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { logger, ZmeshError } from '@zmesh/shared';
+import { execa } from 'execa';
+import type { Registry } from 'prom-client';
+import {
+  COUNTER,
+  decodeValue,
+  encodeKey,
+  HOOKS,
+  MAPS,
+  type OriginalDestination,
+  PIN_ROOT,
+  POD_ID_PATTERN,
+  pinPaths,
+  podDir,
+  VALUE_SIZE,
+} from './bpf-layout.js';
+import {
+  BPFTOOL_TIMEOUT_MS,
+  ensureBpffs,
+  isPodDir,
+  linkAll,
+  loadObject,
+  removePodDir,
+  Semaphore,
+  seedExempt,
+} from './bpf-pins.js';
+import { CaptureMetrics } from './capture-metrics.js';
+import { netnsCookieOf } from './netns-listener.js';
+import * as sys from './sys.js';
+
+const log = logger('capture');
+
+/** Bound on bpftool loads at once: each is a process, and a node may have two cores. */
+export const MAX_CONCURRENT_LOADS = 4;
+
+export interface CapturePod {
+  /** Directory name under the pin root; [A-Za-z0-9_.-], at most 128 characters. */
+  id: string;
+  /** The pod's cgroup v2 directory. */
+  cgroupPath: string;
+  /** A file naming the pod's network namespace (/run/netns/x or /proc/<pid>/ns/net). */
+  netnsPath: string;
+  /** Source addresses allowed to reach the pod's sockets directly (kubelet probes). */
+  exemptSources?: string[];
+}
+
+/** How ztunnel names an accepted connection when it has no fd at hand. */
+export interface ConnectionKey {
+  netnsCookie: bigint;
+  peerPort: number;
+  family: 4 | 6;
+}
+
+export interface CaptureCounters {
+  inboundDrops: number;
+  captured: number;
+  rekeyFailures: number;
+}
+
+interface AttachedPod {
+  readonly id: string;
+  readonly netnsCookie: bigint;
+  readonly origDstFd: number;
+  readonly countersFd: number;
+}
+
+export interface BpfCaptureOptions {
+  objectPath?: string;
+  /**
+   * This ztunnel's node. Pins then live under <pinRoot>/<node>/<pod-id>, so that several
+   * ztunnels on one machine (the harness) never clean up each other's pods.
+   */
+  node?: string;
+  /** Default /sys/fs/bpf/zmesh. */
+  pinRoot?: string;
+  bpftool?: string;
+  registry?: Registry;
+}
+
+/**
+ * Installs and removes the capture programs of bpf/capture.bpf.c per pod, and answers
+ * "where was this accepted connection going?" from their maps. Loading and pinning go
+ * through bpftool; attaching uses BPF links pinned next to the programs, so removing a
+ * pod's pin directory detaches everything even after a crash. Map reads on the
+ * connection path use bpf(2) directly.
+ */
+export class BpfCapture {
+  readonly #objectPath: string;
+  readonly #root: string;
+  readonly #bpftool: string;
+  readonly #pods = new Map<string, AttachedPod>();
+  readonly #byCookie = new Map<bigint, AttachedPod>();
+  readonly #queues = new Map<string, Promise<unknown>>();
+  readonly #metrics: CaptureMetrics | undefined;
+  readonly #loads = new Semaphore(MAX_CONCURRENT_LOADS);
+
+  constructor(options: BpfCaptureOptions = {}) {
+    this.#objectPath = options.objectPath ?? process.env.ZMESH_BPF_OBJECT ?? defaultObjectPath();
+    const root = options.pinRoot ?? PIN_ROOT;
+    if (options.node !== undefined && !POD_ID_PATTERN.test(options.node)) {
+      throw new ZmeshError('ZM_ERR_CAPTURE_UNAVAILABLE', { reason: `invalid node name ${options.node}` });
+    }
+    this.#root = options.node === undefined ? root : join(root, options.node);
+    this.#bpftool = options.bpftool ?? 'bpftool';
+    this.#metrics = options.registry && new CaptureMetrics(options.registry, this);
+  }
+
+  /** Why capture cannot work here, or undefined when it can (root, object, bpftool). */
+  static async unavailableReason(objectPath = defaultObjectPath()): Promise<string | undefined> {
+    if (process.getuid?.() !== 0) return 'not root';
+    if (!existsSync(objectPath)) return `no BPF object at ${objectPath} (run make bpf)`;
+    try {
+      await execa('bpftool', ['version'], { timeout: BPFTOOL_TIMEOUT_MS });
+    } catch {
+      return 'bpftool not found';
+    }
+    return undefined;
+  }
+
+  get podIds(): string[] {
+    return [...this.#pods.keys()];
+  }
+
+  /** Installs capture for a pod; idempotent. On failure nothing of it is left behind. */
+  attach(pod: CapturePod): Promise<void> {
+    if (!POD_ID_PATTERN.test(pod.id)) {
+      return Promise.reject(
+        new ZmeshError('ZM_ERR_CAPTURE_ATTACH', { pod: pod.id, reason: 'invalid pod id' }),
+      );
+    }
+    return this.#serial(pod.id, () => this.#attach(pod));
+  }
+
+  /** Removes every program, link, map and pin of a pod; a no-op for an unknown pod. */
+  detach(podId: string): Promise<void> {
+    if (!POD_ID_PATTERN.test(podId)) return Promise.resolve();
+    return this.#serial(podId, async () => {
+      this.#forget(podId);
+      removePodDir(podDir(this.#root, podId));
+    });
+  }
+
+  /** Removes pin directories of pods this instance does not hold and `keep` does not name. */
+  async cleanupStale(keep: Iterable<string> = []): Promise<string[]> {
+    const kept = new Set(keep);
+    const removed: string[] = [];
+    if (!existsSync(this.#root)) return removed;
+    for (const name of readdirSync(this.#root)) {
+      // Only pod directories: another node's directory under a shared root is not ours.
+      if (this.#pods.has(name) || kept.has(name) || !isPodDir(podDir(this.#root, name))) continue;
+      await this.#serial(name, async () => removePodDir(podDir(this.#root, name)));
+      removed.push(name);
+    }
+    if (removed.length > 0) log.info({ pods: removed }, 'removed stale capture');
+    return removed;
+  }
+
+  /**
+   * The destination a captured connection was going to, looked up from the socket
+   * ztunnel accepted (an fd, a net.Socket, or its key). Consumes the entry unless
+   * `consume` is false. Undefined is a miss: the caller must refuse the connection.
+   */
+  originalDestination(
+    from: number | Socket | ConnectionKey,
+    options: { consume?: boolean } = {},
+  ): OriginalDestination | undefined {
+    const key = typeof from === 'object' && 'netnsCookie' in from ? from : safeKeyOfSocket(from);
+    const pod = key && this.#byCookie.get(key.netnsCookie);
+    const mapKey = key && encodeKey(key.netnsCookie, key.peerPort, key.family);
+    const value = pod && mapKey && sys.bpfMapLookup(pod.origDstFd, mapKey, VALUE_SIZE);
+    const dst = value && decodeValue(value);
+    if (pod === undefined || mapKey === undefined || dst === undefined) {
+      this.#metrics?.misses.inc();
+      return undefined;
+    }
+    if (options.consume !== false) sys.bpfMapDelete(pod.origDstFd, mapKey);
+    return dst;
+  }
+
+  /** Like originalDestination, but a miss is a ZM_ERR_CAPTURE_NO_ORIGINAL_DST error. */
+  requireOriginalDestination(from: number | Socket | ConnectionKey): OriginalDestination {
+    const dst = this.originalDestination(from);
+    if (dst === undefined) {
+      const key = typeof from === 'object' && 'netnsCookie' in from ? from : undefined;
+      throw new ZmeshError('ZM_ERR_CAPTURE_NO_ORIGINAL_DST', {
+        key: key ? `netns ${key.netnsCookie} port ${key.peerPort}` : 'accepted socket',
+      });
+    }
+    return dst;
+  }
+
+  /** The netns cookie of an attached pod (what the pod's accepted sockets report). */
+  netnsCookie(podId: string): bigint | undefined {
+    return this.#pods.get(podId)?.netnsCookie;
+  }
+
+  dropCount(podId: string): number {
+    return this.counters(podId)?.inboundDrops ?? 0;
+  }
+
+  counters(podId: string): CaptureCounters | undefined {
+    const pod = this.#pods.get(podId);
+    if (pod === undefined) return undefined;
+    const read = (i: number) => {
+      const key = Buffer.alloc(4);
+      key.writeUInt32LE(i);
+      return Number(sys.bpfMapLookup(pod.countersFd, key, 8)?.readBigUInt64LE(0) ?? 0n);
+    };
+    return {
+      inboundDrops: read(COUNTER.inboundDrops),
+      captured: read(COUNTER.captured),
+      rekeyFailures: read(COUNTER.rekeyFailures),
+    };
+  }
+
+  /** Forgets every pod without detaching (for a process handing capture to its successor). */
+  close(): void {
+    for (const id of [...this.#pods.keys()]) this.#forget(id);
+  }
+
+  async #attach(pod: CapturePod): Promise<void> {
+    if (this.#pods.has(pod.id)) return;
+    await ensureBpffs(this.#root);
+    const dir = podDir(this.#root, pod.id);
+    let cookie: bigint;
+    try {
+      cookie = netnsCookieOf(pod.netnsPath);
+    } catch (e) {
+      throw new ZmeshError('ZM_ERR_CAPTURE_NETNS', { netns: pod.netnsPath, reason: String(e) }, { cause: e });
+    }
+    if (this.#byCookie.has(cookie)) {
+      throw new ZmeshError('ZM_ERR_CAPTURE_ATTACH', { pod: pod.id, reason: 'netns already enrolled' });
+    }
+    if (existsSync(dir) && this.#adopt(pod.id, dir, cookie)) return;
+    removePodDir(dir);
+    try {
+      await this.#loads.run(() => loadObject(this.#bpftool, this.#objectPath, dir));
+      seedExempt(dir, pod.exemptSources ?? []);
+      this.#register(pod.id, dir, cookie);
+      linkAll(dir, pod.cgroupPath);
+    } catch (e) {
+      this.#forget(pod.id);
+      removePodDir(dir);
+      throw new ZmeshError('ZM_ERR_CAPTURE_ATTACH', { pod: pod.id, reason: String(e) }, { cause: e });
+    }
+    log.info({ pod: pod.id, cgroup: pod.cgroupPath }, 'capture attached');
+  }
+
+  /** Takes over a complete pin directory left by a previous run (capture never lapsed). */
+  #adopt(id: string, dir: string, cookie: bigint): boolean {
+    const p = pinPaths(dir);
+    if (!HOOKS.every((h) => existsSync(p.link(h.prog)))) return false;
+    try {
+      this.#register(id, dir, cookie);
+    } catch {
+      this.#forget(id);
+      return false;
+    }
+    log.info({ pod: id }, 'capture adopted');
+    return true;
+  }
+
+  #register(id: string, dir: string, netnsCookie: bigint): void {
+    const p = pinPaths(dir);
+    const origDstFd = sys.bpfObjGet(p.map(MAPS.origDst));
+    let countersFd: number;
+    try {
+      countersFd = sys.bpfObjGet(p.map(MAPS.counters));
+    } catch (e) {
+      sys.close(origDstFd);
+      throw e;
+    }
+    const pod = { id, netnsCookie, origDstFd, countersFd };
+    this.#pods.set(id, pod);
+    this.#byCookie.set(netnsCookie, pod);
+  }
+
+  #forget(id: string): void {
+    const pod = this.#pods.get(id);
+    if (pod === undefined) return;
+    this.#pods.delete(id);
+    this.#byCookie.delete(pod.netnsCookie);
+    sys.close(pod.origDstFd);
+    sys.close(pod.countersFd);
+  }
+
+  /** Runs operations on one pod one at a time, in call order. */
+  #serial<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.#queues.get(id) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const tail = next.catch(() => undefined);
+    this.#queues.set(id, tail);
+    void tail.then(() => {
+      if (this.#queues.get(id) === tail) this.#queues.delete(id);
+    });
+    return next;
+  }
+}
+
+function defaultObjectPath(): string {
+  return fileURLToPath(new URL('../../../../bpf/build/capture.bpf.o', import.meta.url));
+}
+
+/** The fd of a net.Socket (Node keeps it on the libuv handle) or a plain fd. */
+export function fdOf(from: number | Socket): number {
+  if (typeof from === 'number') return from;
+  const fd = (from as unknown as { _handle?: { fd?: number } })._handle?.fd;
+  if (typeof fd !== 'number' || fd < 0) {
+    throw new ZmeshError('ZM_ERR_CAPTURE_NO_ORIGINAL_DST', { key: 'socket without fd' });
+  }
+  return fd;
+}
+
+/** The key of an accepted socket; undefined when the socket is already gone (a miss). */
+function safeKeyOfSocket(from: number | Socket): ConnectionKey | undefined {
+  try {
+    return keyOfSocket(fdOf(from));
+  } catch (e) {
+    log.debug({ err: e }, 'accepted socket has no key');
+    return undefined;
+  }
+}
+
+function keyOfSocket(fd: number): ConnectionKey {
+  const peer = sys.getpeername(fd);
+  const mapped = peer.family === 6 && peer.host.startsWith('::ffff:') && peer.host.includes('.');
+  return { netnsCookie: sys.netnsCookie(fd), peerPort: peer.port, family: mapped ? 4 : peer.family };
+}

@@ -1,0 +1,111 @@
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { ZmeshError } from '@zmesh/shared';
+import { execa } from 'execa';
+import { exemptKey, HOOKS, MAPS, pinPaths } from './bpf-layout.js';
+import * as sys from './sys.js';
+
+/** Bound on one external command (bpftool, mount). */
+export const BPFTOOL_TIMEOUT_MS = 10_000;
+
+/**
+ * The pin directory of one pod: load with bpftool, attach with pinned cgroup links,
+ * seed maps, remove. Each step either completes or throws; the caller removes the
+ * directory on failure.
+ */
+
+export async function loadObject(bpftool: string, objectPath: string, dir: string): Promise<void> {
+  const p = pinPaths(dir);
+  mkdirSync(dir, { recursive: true });
+  await execa(bpftool, ['prog', 'loadall', objectPath, p.progDir, 'pinmaps', p.mapDir], {
+    timeout: BPFTOOL_TIMEOUT_MS,
+  });
+}
+
+export function linkAll(dir: string, cgroupPath: string): void {
+  const p = pinPaths(dir);
+  mkdirSync(p.linkDir, { recursive: true });
+  const cgroupFd = openSync(cgroupPath, 'r');
+  try {
+    for (const hook of HOOKS) {
+      const progFd = sys.bpfObjGet(p.prog(hook.prog));
+      try {
+        const linkFd = sys.bpfLinkCreate(progFd, cgroupFd, hook.attachType);
+        try {
+          sys.bpfObjPin(linkFd, p.link(hook.prog));
+        } finally {
+          sys.close(linkFd);
+        }
+      } finally {
+        sys.close(progFd);
+      }
+    }
+  } finally {
+    closeSync(cgroupFd);
+  }
+}
+
+export function seedExempt(dir: string, sources: string[]): void {
+  if (sources.length === 0) return;
+  const fd = sys.bpfObjGet(pinPaths(dir).map(MAPS.exempt));
+  try {
+    for (const source of sources) {
+      const addr = sys.familyOf(source) === 4 ? sys.ipv4Bytes(source) : sys.ipv6Bytes(source);
+      sys.bpfMapUpdate(fd, exemptKey(addr), Buffer.from([1]));
+    }
+  } finally {
+    sys.close(fd);
+  }
+}
+
+/** Unpins links in reverse attach order (each unpin detaches), then everything else. */
+export function removePodDir(dir: string): void {
+  if (!existsSync(dir)) return;
+  const p = pinPaths(dir);
+  for (const hook of [...HOOKS].reverse()) rmSync(p.link(hook.prog), { force: true });
+  rmSync(dir, { recursive: true, force: true });
+}
+
+export async function ensureBpffs(root: string): Promise<void> {
+  const mounts = readFileSync('/proc/mounts', 'utf8');
+  if (!/^\S+ \/sys\/fs\/bpf bpf /m.test(mounts)) {
+    try {
+      mkdirSync('/sys/fs/bpf', { recursive: true });
+      await execa('mount', ['-t', 'bpf', 'bpf', '/sys/fs/bpf'], { timeout: BPFTOOL_TIMEOUT_MS });
+    } catch (e) {
+      throw new ZmeshError(
+        'ZM_ERR_CAPTURE_UNAVAILABLE',
+        { reason: `cannot mount bpffs: ${e}` },
+        { cause: e },
+      );
+    }
+  }
+  mkdirSync(root, { recursive: true });
+}
+
+/** A pod's pin directory (as opposed to, say, another node's directory of pods). */
+export function isPodDir(dir: string): boolean {
+  const p = pinPaths(dir);
+  return existsSync(p.progDir) || existsSync(p.mapDir) || existsSync(p.linkDir);
+}
+
+/** Runs at most `limit` tasks at once; the rest wait in call order. */
+export class Semaphore {
+  #running = 0;
+  readonly #waiting: (() => void)[] = [];
+  readonly #limit: number;
+
+  constructor(limit: number) {
+    this.#limit = limit;
+  }
+
+  async run<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.#running >= this.#limit) await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    this.#running++;
+    try {
+      return await fn();
+    } finally {
+      this.#running--;
+      this.#waiting.shift()?.();
+    }
+  }
+}

@@ -1,0 +1,92 @@
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readlinkSync } from 'node:fs';
+import { createConnection, createServer, type Server } from 'node:net';
+import test, { type ExecutionContext } from 'ava';
+import { connectInNetns, inNetns, listenInNetns, netnsCookieOf } from './netns-listener.js';
+import * as sys from './sys.js';
+
+/*
+ * A scratch namespace of our own. Its prefix is not the cluster's `zm-`, so a cluster's
+ * stale cleanup running in a parallel test process never takes it for a leftover.
+ */
+const NETNS = `zmtest-${process.pid}`;
+const NETNS_PATH = `/run/netns/${NETNS}`;
+const isRoot = process.getuid?.() === 0;
+
+function rootTest(title: string, fn: (t: ExecutionContext) => Promise<void> | void): void {
+  if (isRoot) test.serial(title, fn);
+  else test.serial.skip(`${title} [skipped: needs root for setns]`, fn);
+}
+
+test.before(() => {
+  if (!isRoot) return;
+  execFileSync('ip', ['netns', 'add', NETNS]);
+  execFileSync('ip', ['-n', NETNS, 'link', 'set', 'lo', 'up']);
+});
+
+test.after.always(() => {
+  if (isRoot) execFileSync('ip', ['netns', 'del', NETNS]);
+});
+
+const netnsOfThread = (task: string) => readlinkSync(`/proc/self/task/${task}/ns/net`);
+
+rootTest('setns moves only the main thread, and only for the callback', (t) => {
+  const home = readlinkSync('/proc/thread-self/ns/net');
+  const tasks = readdirSync('/proc/self/task');
+  t.true(tasks.length > 1, 'node runs helper threads');
+  const during = inNetns(NETNS_PATH, () => tasks.map((task) => [task, netnsOfThread(task)] as const));
+  const main = String(process.pid);
+  for (const [task, ns] of during) {
+    if (task === main) t.not(ns, home, 'main thread is in the pod namespace');
+    else t.is(ns, home, `thread ${task} stays home`);
+  }
+  for (const task of readdirSync('/proc/self/task')) t.is(netnsOfThread(task), home);
+});
+
+rootTest('the thread returns home when the callback throws', (t) => {
+  const home = readlinkSync('/proc/thread-self/ns/net');
+  t.throws(() =>
+    inNetns(NETNS_PATH, () => {
+      throw new Error('inside');
+    }),
+  );
+  t.is(readlinkSync('/proc/thread-self/ns/net'), home);
+  const e = t.throws(() => listenInNetns(NETNS_PATH, '192.0.2.1', 15001));
+  t.is((e as sys.SysError).code, 'EADDRNOTAVAIL');
+  t.is(readlinkSync('/proc/thread-self/ns/net'), home);
+});
+
+rootTest('a listener made in a netns serves Node, and is reachable only from that netns', async (t) => {
+  const fd = listenInNetns(NETNS_PATH, '127.0.0.1', 15001);
+  t.is(sys.netnsCookie(fd), netnsCookieOf(NETNS_PATH));
+  const server: Server = createServer((s) => s.end('in-netns'));
+  await new Promise<void>((resolve) => server.listen({ fd }, resolve));
+  try {
+    const socket = connectInNetns(NETNS_PATH, '127.0.0.1', 15001);
+    let data = '';
+    for await (const chunk of socket) data += chunk;
+    t.is(data, 'in-netns');
+    const home = createConnection(15001, '127.0.0.1');
+    const err = await new Promise<NodeJS.ErrnoException | undefined>((resolve) => {
+      home.once('error', resolve);
+      home.once('connect', () => resolve(undefined));
+    });
+    home.destroy();
+    t.is(err?.code, 'ECONNREFUSED', 'the host namespace has no such listener');
+  } finally {
+    server.close();
+  }
+});
+
+rootTest('IPv6 loopback listeners work too', async (t) => {
+  const fd = listenInNetns(NETNS_PATH, '::1', 15001);
+  const server = createServer((s) => s.end(`${s.remoteAddress}`));
+  await new Promise<void>((resolve) => server.listen({ fd }, resolve));
+  try {
+    let data = '';
+    for await (const chunk of connectInNetns(NETNS_PATH, '::1', 15001)) data += chunk;
+    t.is(data, '::1');
+  } finally {
+    server.close();
+  }
+});

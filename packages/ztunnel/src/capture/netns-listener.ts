@@ -1,0 +1,119 @@
+import { closeSync, openSync } from 'node:fs';
+import { Socket } from 'node:net';
+import { logger } from '@zmesh/shared';
+import * as sys from './sys.js';
+
+const log = logger('capture');
+
+/** Default accept backlog for in-pod listeners (per listener, bounded by somaxconn). */
+export const DEFAULT_BACKLOG = 511;
+
+/**
+ * The namespace this thread started in, held open for the life of the process so that
+ * switching back never depends on a path lookup. Opened on first use, from the main
+ * thread, before any setns.
+ */
+let homeNetnsFd: number | undefined;
+
+function homeNetns(): number {
+  homeNetnsFd ??= openSync('/proc/thread-self/ns/net', 'r');
+  return homeNetnsFd;
+}
+
+/**
+ * Runs `fn` on this thread inside the network namespace at `netnsPath`, then switches
+ * back. setns(2) changes only the calling thread, so libuv's threadpool and every other
+ * thread stay home; `fn` must be synchronous so no other JS runs while the main thread
+ * is away. Only socket(2) needs to run inside: a socket keeps the namespace it was
+ * created in, and bind/listen/connect act on that namespace from any thread.
+ */
+export function inNetns<T>(netnsPath: string, fn: () => T): T {
+  const home = homeNetns();
+  const target = openSync(netnsPath, 'r');
+  try {
+    sys.setns(target, sys.CLONE_NEWNET);
+    try {
+      return fn();
+    } finally {
+      restoreHome(home);
+    }
+  } finally {
+    closeSync(target);
+  }
+}
+
+function restoreHome(home: number): void {
+  try {
+    sys.setns(home, sys.CLONE_NEWNET);
+  } catch (e) {
+    // A main thread stuck in a pod's namespace would open every later socket there,
+    // silently. Nothing sane can continue from that, so stop (fail closed).
+    log.fatal({ err: e }, 'cannot return to the home network namespace');
+    process.abort();
+  }
+}
+
+/** A new non-blocking TCP socket owned by the network namespace at `netnsPath`. */
+export function socketInNetns(netnsPath: string, family: 4 | 6): number {
+  return inNetns(netnsPath, () => sys.socket(family, sys.SOCK_NONBLOCK));
+}
+
+export interface ListenOptions {
+  backlog?: number;
+  /** Bind before the address exists (IP_FREEBIND / IPV6_FREEBIND). */
+  freebind?: boolean;
+}
+
+/**
+ * A listening TCP socket inside the namespace at `netnsPath`, bound to `host:port`,
+ * for `server.listen({ fd })`. The caller owns the fd (the server closes it on close).
+ */
+export function listenInNetns(
+  netnsPath: string,
+  host: string,
+  port: number,
+  opts: ListenOptions = {},
+): number {
+  const family = sys.familyOf(host);
+  const fd = socketInNetns(netnsPath, family);
+  try {
+    sys.setReuseAddr(fd);
+    if (family === 6) sys.setV6Only(fd);
+    if (opts.freebind === true) sys.setFreebind(fd, family);
+    sys.bind(fd, host, port);
+    sys.listen(fd, opts.backlog ?? DEFAULT_BACKLOG);
+    return fd;
+  } catch (e) {
+    sys.close(fd);
+    throw e;
+  }
+}
+
+/**
+ * A TCP connection from inside the namespace at `netnsPath` to `host:port`, e.g. ztunnel
+ * to the application over the pod's loopback. The socket is created in the namespace
+ * and handed to Node, which connects it (checked on Node 20: `new Socket({ fd })` takes
+ * an unconnected non-blocking fd and `connect()` reuses its handle). Errors, including
+ * ECONNREFUSED, arrive as the socket's 'error' event.
+ */
+export function connectInNetns(netnsPath: string, host: string, port: number): Socket {
+  const fd = socketInNetns(netnsPath, sys.familyOf(host));
+  let socket: Socket;
+  try {
+    socket = new Socket({ fd, readable: true, writable: true });
+  } catch (e) {
+    sys.close(fd);
+    throw e;
+  }
+  return socket.connect(port, host);
+}
+
+/** The netns cookie of the namespace at `netnsPath` (what BPF's bpf_get_netns_cookie sees). */
+export function netnsCookieOf(netnsPath: string): bigint {
+  const fd = socketInNetns(netnsPath, 4);
+  try {
+    return sys.netnsCookie(fd);
+  } finally {
+    sys.close(fd);
+  }
+}

@@ -1,0 +1,337 @@
+import { isIPv4, isIPv6 } from 'node:net';
+import { getSystemErrorName } from 'node:util';
+import koffi from 'koffi';
+
+/**
+ * The few libc calls Node lacks, bound with koffi: namespace switching, raw sockets a
+ * netns can own, SO_NETNS_COOKIE, and the bpf() commands the hot path needs. Every call
+ * is synchronous and runs on the calling (main) thread; a failure throws a `SysError`
+ * carrying the errno name (`ENOENT`, `EPERM`, …), like Node's own errno exceptions.
+ */
+export class SysError extends Error {
+  readonly code: string;
+  readonly errno: number;
+  readonly syscall: string;
+
+  constructor(syscall: string, errno: number, detail?: string) {
+    const name = errnoName(errno);
+    super(`${syscall}${detail === undefined ? '' : ` ${detail}`}: ${name}`);
+    this.name = 'SysError';
+    this.code = name;
+    this.errno = errno;
+    this.syscall = syscall;
+  }
+}
+
+export const AF_INET = 2;
+export const AF_INET6 = 10;
+export const SOCK_STREAM = 1;
+export const SOCK_NONBLOCK = 0o4000;
+export const SOCK_CLOEXEC = 0o2000000;
+export const CLONE_NEWNET = 0x40000000;
+const SOL_SOCKET = 1;
+const SO_REUSEADDR = 2;
+const SO_NETNS_COOKIE = 71;
+const SO_PEERCRED = 17;
+const SOL_IP = 0;
+const SOL_IPV6 = 41;
+const IP_FREEBIND = 15;
+const IPV6_V6ONLY = 26;
+const IPV6_FREEBIND = 78;
+const SYS_BPF = process.arch === 'arm64' ? 280 : 321;
+
+const BPF_CMD = {
+  mapLookupElem: 1,
+  mapUpdateElem: 2,
+  mapDeleteElem: 3,
+  mapGetNextKey: 4,
+  objPin: 6,
+  objGet: 7,
+  linkCreate: 28,
+} as const;
+
+const libc = koffi.load('libc.so.6');
+const c = {
+  setns: libc.func('int setns(int fd, int nstype)'),
+  socket: libc.func('int socket(int domain, int type, int protocol)'),
+  bind: libc.func('int bind(int fd, const void *addr, uint32_t len)'),
+  listen: libc.func('int listen(int fd, int backlog)'),
+  close: libc.func('int close(int fd)'),
+  setsockopt: libc.func('int setsockopt(int fd, int level, int name, const void *val, uint32_t len)'),
+  getsockopt: libc.func(
+    'int getsockopt(int fd, int level, int name, _Out_ void *val, _Inout_ uint32_t *len)',
+  ),
+  getpeername: libc.func('int getpeername(int fd, _Out_ void *addr, _Inout_ uint32_t *len)'),
+  getsockname: libc.func('int getsockname(int fd, _Out_ void *addr, _Inout_ uint32_t *len)'),
+  // syscall(2) is variadic; the x86-64 and aarch64 Linux ABIs pass these integer and
+  // pointer arguments identically for a fixed prototype, and a fixed one is cheaper.
+  bpf: libc.func('long syscall(long nr, int cmd, void *attr, uint32_t size)'),
+};
+
+function errnoName(errno: number): string {
+  try {
+    return getSystemErrorName(-errno);
+  } catch {
+    return `errno ${errno}`;
+  }
+}
+
+function check(syscall: string, rc: number | bigint, detail?: string): number {
+  const n = Number(rc);
+  if (n < 0) throw new SysError(syscall, koffi.errno(), detail);
+  return n;
+}
+
+export function setns(fd: number, nstype: number): void {
+  check('setns', c.setns(fd, nstype));
+}
+
+export function socket(family: 4 | 6, flags = 0): number {
+  return check('socket', c.socket(family === 4 ? AF_INET : AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | flags, 0));
+}
+
+export function close(fd: number): void {
+  check('close', c.close(fd));
+}
+
+export function listen(fd: number, backlog: number): void {
+  check('listen', c.listen(fd, backlog));
+}
+
+export function setsockoptInt(fd: number, level: number, name: number, value: number): void {
+  const buf = Buffer.alloc(4);
+  buf.writeInt32LE(value);
+  check('setsockopt', c.setsockopt(fd, level, name, buf, 4));
+}
+
+export function setReuseAddr(fd: number): void {
+  setsockoptInt(fd, SOL_SOCKET, SO_REUSEADDR, 1);
+}
+
+export function setFreebind(fd: number, family: 4 | 6): void {
+  if (family === 4) setsockoptInt(fd, SOL_IP, IP_FREEBIND, 1);
+  else setsockoptInt(fd, SOL_IPV6, IPV6_FREEBIND, 1);
+}
+
+export function setV6Only(fd: number): void {
+  setsockoptInt(fd, SOL_IPV6, IPV6_V6ONLY, 1);
+}
+
+export function bind(fd: number, host: string, port: number): void {
+  const addr = encodeSockaddr(host, port);
+  check('bind', c.bind(fd, addr, addr.length), `${host}:${port}`);
+}
+
+/** The cookie of the network namespace the socket belongs to (Linux 5.14+). */
+export function netnsCookie(fd: number): bigint {
+  const val = Buffer.alloc(8);
+  const len = [8];
+  check('getsockopt', c.getsockopt(fd, SOL_SOCKET, SO_NETNS_COOKIE, val, len), 'SO_NETNS_COOKIE');
+  return val.readBigUInt64LE(0);
+}
+
+/** The credentials of the process at the other end of a Unix socket (SO_PEERCRED). */
+export function peerCred(fd: number): { pid: number; uid: number; gid: number } {
+  const val = Buffer.alloc(12);
+  check('getsockopt', c.getsockopt(fd, SOL_SOCKET, SO_PEERCRED, val, [12]), 'SO_PEERCRED');
+  return { pid: val.readInt32LE(0), uid: val.readUInt32LE(4), gid: val.readUInt32LE(8) };
+}
+
+export interface SockAddr {
+  host: string;
+  port: number;
+  family: 4 | 6;
+}
+
+export function getpeername(fd: number): SockAddr {
+  const buf = Buffer.alloc(28);
+  check('getpeername', c.getpeername(fd, buf, [buf.length]));
+  return decodeSockaddr(buf);
+}
+
+export function getsockname(fd: number): SockAddr {
+  const buf = Buffer.alloc(28);
+  check('getsockname', c.getsockname(fd, buf, [buf.length]));
+  return decodeSockaddr(buf);
+}
+
+export function familyOf(host: string): 4 | 6 {
+  if (isIPv4(host)) return 4;
+  if (isIPv6(host)) return 6;
+  throw new SysError('inet_pton', 22, host);
+}
+
+export function encodeSockaddr(host: string, port: number): Buffer {
+  if (familyOf(host) === 4) {
+    const buf = Buffer.alloc(16);
+    buf.writeUInt16LE(AF_INET, 0);
+    buf.writeUInt16BE(port, 2);
+    ipv4Bytes(host).copy(buf, 4);
+    return buf;
+  }
+  const buf = Buffer.alloc(28);
+  buf.writeUInt16LE(AF_INET6, 0);
+  buf.writeUInt16BE(port, 2);
+  ipv6Bytes(host).copy(buf, 8);
+  return buf;
+}
+
+function decodeSockaddr(buf: Buffer): SockAddr {
+  const family = buf.readUInt16LE(0);
+  const port = buf.readUInt16BE(2);
+  if (family === AF_INET) return { host: formatIPv4(buf.subarray(4, 8)), port, family: 4 };
+  if (family === AF_INET6) return { host: formatIPv6(buf.subarray(8, 24)), port, family: 6 };
+  throw new SysError('getpeername', 97, `family ${family}`);
+}
+
+export function ipv4Bytes(host: string): Buffer {
+  return Buffer.from(host.split('.').map(Number));
+}
+
+/** 16 bytes of an IPv6 address; WHATWG URL parsing canonicalises it to hex words first. */
+export function ipv6Bytes(host: string): Buffer {
+  const text = new URL(`http://[${host}]`).hostname.slice(1, -1);
+  const [head = '', rest] = text.split('::');
+  const headWords = head === '' ? [] : head.split(':');
+  const restWords = rest === undefined || rest === '' ? [] : rest.split(':');
+  const zeros = rest === undefined ? 0 : 8 - headWords.length - restWords.length;
+  const words = [...headWords, ...new Array<string>(zeros).fill('0'), ...restWords];
+  const buf = Buffer.alloc(16);
+  for (const [i, w] of words.entries()) buf.writeUInt16BE(Number.parseInt(w, 16), i * 2);
+  return buf;
+}
+
+export function formatIPv4(b: Uint8Array): string {
+  return `${b[0]}.${b[1]}.${b[2]}.${b[3]}`;
+}
+
+/** RFC 5952 text form; IPv4-mapped addresses print as `::ffff:a.b.c.d`. */
+export function formatIPv6(b: Uint8Array): string {
+  const words: number[] = [];
+  for (let i = 0; i < 16; i += 2) words.push((b[i]! << 8) | b[i + 1]!);
+  if (words.slice(0, 5).every((w) => w === 0) && words[5] === 0xffff) {
+    return `::ffff:${formatIPv4(b.subarray(12, 16))}`;
+  }
+  let best = -1;
+  let bestLen = 1;
+  for (let i = 0; i < 8; ) {
+    if (words[i] !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && words[j] === 0) j++;
+    if (j - i > bestLen) {
+      best = i;
+      bestLen = j - i;
+    }
+    i = j;
+  }
+  const hex = words.map((w) => w.toString(16));
+  if (best < 0) return hex.join(':');
+  return `${hex.slice(0, best).join(':')}::${hex.slice(best + bestLen).join(':')}`;
+}
+
+/*
+ * bpf(2). bpf_attr holds raw pointers to key, value and path, so those live in one
+ * stable native scratch area (koffi.alloc) rather than in movable JS buffers. The
+ * process is single-threaded where it calls these, so one scratch area is enough.
+ */
+const SCRATCH_KEY = 0;
+const SCRATCH_VALUE = 256;
+const SCRATCH_PATH = 512;
+const SCRATCH_SIZE = 512 + 4096;
+const MAX_KV = 256;
+const scratchPtr = koffi.alloc('uint8_t', SCRATCH_SIZE);
+const scratch = Buffer.from(koffi.view(scratchPtr, SCRATCH_SIZE));
+const scratchAddr = koffi.address(scratchPtr);
+const attr = Buffer.alloc(32);
+
+function bpf(cmd: number, size: number, what: string): number {
+  return check('bpf', c.bpf(SYS_BPF, cmd, attr, size), what);
+}
+
+function putPath(path: string): void {
+  const n = scratch.write(path, SCRATCH_PATH, 'utf8');
+  if (n >= 4095) throw new SysError('bpf', 36, path);
+  scratch[SCRATCH_PATH + n] = 0;
+  attr.fill(0);
+  attr.writeBigUInt64LE(scratchAddr + BigInt(SCRATCH_PATH), 0);
+}
+
+/** Opens a pinned BPF object (map, program or link); the caller closes the fd. */
+export function bpfObjGet(path: string): number {
+  putPath(path);
+  return bpf(BPF_CMD.objGet, 16, `OBJ_GET ${path}`);
+}
+
+export function bpfObjPin(fd: number, path: string): void {
+  putPath(path);
+  attr.writeUInt32LE(fd, 8);
+  bpf(BPF_CMD.objPin, 16, `OBJ_PIN ${path}`);
+}
+
+/** A BPF link attaching a program to a target (a cgroup fd for cgroup hooks). */
+export function bpfLinkCreate(progFd: number, targetFd: number, attachType: number): number {
+  attr.fill(0);
+  attr.writeUInt32LE(progFd, 0);
+  attr.writeUInt32LE(targetFd, 4);
+  attr.writeUInt32LE(attachType, 8);
+  return bpf(BPF_CMD.linkCreate, 16, `LINK_CREATE type ${attachType}`);
+}
+
+function elemAttr(mapFd: number, key: Uint8Array | undefined, second: number): void {
+  if (key !== undefined && key.length > MAX_KV) throw new SysError('bpf', 7, 'key too long');
+  attr.fill(0);
+  attr.writeUInt32LE(mapFd, 0);
+  if (key !== undefined) {
+    scratch.set(key, SCRATCH_KEY);
+    attr.writeBigUInt64LE(scratchAddr + BigInt(SCRATCH_KEY), 8);
+  }
+  attr.writeBigUInt64LE(scratchAddr + BigInt(second), 16);
+}
+
+/** The value under `key`, or undefined when there is none (ENOENT). */
+export function bpfMapLookup(mapFd: number, key: Uint8Array, valueSize: number): Buffer | undefined {
+  elemAttr(mapFd, key, SCRATCH_VALUE);
+  if (Number(c.bpf(SYS_BPF, BPF_CMD.mapLookupElem, attr, 32)) < 0) {
+    const errno = koffi.errno();
+    if (errno === 2) return undefined;
+    throw new SysError('bpf', errno, 'MAP_LOOKUP_ELEM');
+  }
+  return Buffer.from(scratch.subarray(SCRATCH_VALUE, SCRATCH_VALUE + valueSize));
+}
+
+export function bpfMapUpdate(mapFd: number, key: Uint8Array, value: Uint8Array): void {
+  if (value.length > MAX_KV) throw new SysError('bpf', 7, 'value too long');
+  elemAttr(mapFd, key, SCRATCH_VALUE);
+  scratch.set(value, SCRATCH_VALUE);
+  bpf(BPF_CMD.mapUpdateElem, 32, 'MAP_UPDATE_ELEM');
+}
+
+/** Deletes `key`; false when it was not there. */
+export function bpfMapDelete(mapFd: number, key: Uint8Array): boolean {
+  elemAttr(mapFd, key, SCRATCH_VALUE);
+  attr.writeBigUInt64LE(0n, 16);
+  if (Number(c.bpf(SYS_BPF, BPF_CMD.mapDeleteElem, attr, 32)) < 0) {
+    const errno = koffi.errno();
+    if (errno === 2) return false;
+    throw new SysError('bpf', errno, 'MAP_DELETE_ELEM');
+  }
+  return true;
+}
+
+/** The key after `key` (the first key when undefined), or undefined at the end. */
+export function bpfMapNextKey(
+  mapFd: number,
+  key: Uint8Array | undefined,
+  keySize: number,
+): Buffer | undefined {
+  elemAttr(mapFd, key, SCRATCH_VALUE);
+  if (Number(c.bpf(SYS_BPF, BPF_CMD.mapGetNextKey, attr, 32)) < 0) {
+    const errno = koffi.errno();
+    if (errno === 2) return undefined;
+    throw new SysError('bpf', errno, 'MAP_GET_NEXT_KEY');
+  }
+  return Buffer.from(scratch.subarray(SCRATCH_VALUE, SCRATCH_VALUE + keySize));
+}
