@@ -13,9 +13,13 @@ import {
 } from '@zmesh/shared';
 import { AdminServers } from './admin/admin-servers.js';
 import { InboundAuthorizer } from './authz/inbound-authorizer.js';
-import { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
+import { CapturedPods, type EnrolledPod } from './attribute/captured-pods.js';
+import type { BpfCapture } from './capture/bpf-capture.js';
+import { connectInNetns, listenInNetns } from './capture/netns-listener.js';
+import { NodeAgentServer } from './capture/node-agent.js';
+import { type AppConnector, loopbackAppConnector, whenConnected } from './forward/app-connector.js';
 import { type CertificateSigner, CertManager } from './identity/cert-manager.js';
-import { InboundListener } from './inbound/inbound-listener.js';
+import { InboundListener, type ListenTarget } from './inbound/inbound-listener.js';
 import { ForwardListener } from './outbound/forward-listener.js';
 import type { OutboundInputs, PassthroughPolicy } from './outbound/outbound-handler.js';
 import { HbonePool, type PoolKey } from './pool/hbone-pool.js';
@@ -38,6 +42,12 @@ export interface ZtunnelOptions {
   pool?: { maxStreamsPerConnection?: number; idleTimeoutMs?: number };
   /** Set false in tests that run several proxies in one process. */
   defaultMetrics?: boolean;
+  /**
+   * Capture mode (DESIGN §6): pods are enrolled over the node-agent socket, their traffic
+   * redirected by BPF, and ztunnel's listeners live inside each pod's network namespace.
+   * Without it, explicit-proxy mode (DESIGN §11).
+   */
+  capture?: { bpf: BpfCapture; agentSocket: string };
 }
 
 export interface ConfigUpdate {
@@ -67,6 +77,8 @@ export class Ztunnel {
   private readonly forwards = new Map<string, ForwardListener>();
   private readonly admin: AdminServers;
   private readonly outbound: OutboundInputs;
+  private readonly captured?: CapturedPods;
+  private readonly agent?: NodeAgentServer;
   private reconciling: Promise<void> = Promise.resolve();
   private stopped = false;
 
@@ -89,6 +101,17 @@ export class Ztunnel {
       tenantOf,
       bindSource: true,
     };
+    if (options.capture) {
+      this.captured = new CapturedPods({
+        bpf: options.capture.bpf,
+        outbound: this.outbound,
+        state: () => this.state,
+        hasCertificate: (w) => this.certs.get(spiffeIdOf(w)) !== undefined,
+        onChange: () => void this.queueReconcile(),
+        registry: this.metrics.registry,
+      });
+      this.agent = new NodeAgentServer(this.captured, { path: options.capture.agentSocket });
+    }
     this.admin = new AdminServers({
       host: options.address,
       ports: options.ports ?? DEFAULT_PORTS,
@@ -101,6 +124,7 @@ export class Ztunnel {
 
   async start(): Promise<void> {
     await this.admin.start();
+    await this.agent?.listen();
     log.info({ node: this.options.node, address: this.options.address }, 'ztunnel started');
   }
 
@@ -123,27 +147,37 @@ export class Ztunnel {
       version: this.state.version + 1,
     });
     if (update.forwards) this.forwardConfigs = update.forwards;
+    // A workload change (its selector policies, its removal) can deny a live connection too.
+    setImmediate(() => this.authorizer.reevaluate());
+    await this.queueReconcile();
+    return ok(this.state.version);
+  }
+
+  /** Reconciles listeners with state and enrollment, one pass at a time. */
+  private queueReconcile(): Promise<void> {
     this.reconciling = this.reconciling
       .then(() => this.reconcile())
       .catch((e: unknown) => {
         log.error({ err: (e as Error).message }, 'reconcile failed');
       });
-    // A workload change (its selector policies, its removal) can deny a live connection too.
-    setImmediate(() => this.authorizer.reevaluate());
-    await this.reconciling;
-    return ok(this.state.version);
+    return this.reconciling;
   }
 
+  /** Workloads this proxy serves: on this node, speaking HBONE, and in capture mode enrolled. */
   localWorkloads(): Workload[] {
-    return this.state.localWorkloads(this.options.node).filter((w) => w.tunnelProtocol === 'HBONE');
+    return this.state
+      .localWorkloads(this.options.node)
+      .filter((w) => w.tunnelProtocol === 'HBONE' && (!this.captured || this.captured.get(w.uid)));
   }
 
   readiness(): { ready: boolean; reasons: string[] } {
-    const reasons = this.localWorkloads().flatMap((w) => {
+    const pendingConfig = (this.captured?.uids() ?? []).filter((uid) => !this.state.workload(uid));
+    const reasons = pendingConfig.map((uid) => `${uid}: enrolled, no configuration yet`);
+    reasons.push(...this.localWorkloads().flatMap((w) => {
       if (!this.certs.get(spiffeIdOf(w))) return [`${w.uid}: no valid certificate`];
       if (!this.inbound.has(w.uid)) return [`${w.uid}: inbound listener not up`];
       return [];
-    });
+    }));
     return { ready: reasons.length === 0, reasons };
   }
 
@@ -169,9 +203,11 @@ export class Ztunnel {
     if (this.stopped) return;
     this.stopped = true;
     this.certs.stop();
+    await this.agent?.close();
+    await this.captured?.close();
     this.pool.close();
     await Promise.all([...this.forwards.values()].map((f) => f.close()));
-    await Promise.all([...this.inbound.values()].map((l) => l.server.close()));
+    await Promise.all([...this.inbound.values()].map((l) => l.close()));
     await this.admin.stop();
     log.info({ node: this.options.node }, 'ztunnel stopped');
   }
@@ -182,7 +218,7 @@ export class Ztunnel {
     for (const [uid, listener] of this.inbound) {
       if (local.has(uid)) continue;
       this.inbound.delete(uid);
-      await listener.server.drain();
+      await listener.drain();
     }
     for (const w of local.values()) {
       const cred = this.certs.get(spiffeIdOf(w));
@@ -199,15 +235,16 @@ export class Ztunnel {
       credential: cred,
       bundle: this.options.bundle,
       state: () => this.state,
-      connectApp: this.options.connectApp ?? loopbackAppConnector,
+      connectApp: this.appConnector(w),
       metrics: this.metrics,
       authorizer: this.authorizer,
     });
     this.inbound.set(w.uid, listener);
     try {
-      await listener.server.listen({ host: w.addresses[0]!, port: HBONE_PORT });
+      await listener.listen(this.inboundTargets(w));
     } catch (e) {
       this.inbound.delete(w.uid);
+      await listener.close();
       log.error({ workload: w.uid, err: (e as Error).message }, 'inbound listener failed');
     }
   }
@@ -239,7 +276,7 @@ export class Ztunnel {
     for (const w of this.localWorkloads()) {
       if (spiffeIdOf(w) !== identity) continue;
       const listener = this.inbound.get(w.uid);
-      if (listener) listener.server.updateCredential(cred);
+      if (listener) listener.updateCredential(cred);
       else void this.ensureInbound(w, cred);
     }
   }
@@ -247,14 +284,40 @@ export class Ztunnel {
   private async dial(key: PoolKey) {
     const credential = await this.certs.fetch(key.sourceIdentity);
     const [host, port] = splitHostPort(key.destinationAddress);
+    const pod = key.sourceAddress ? this.enrolledPodAt(key.sourceAddress) : undefined;
     return connectHbone({
       host,
       port,
       credential,
       bundle: this.options.bundle,
       expectedIdentities: key.destinationIdentity.split(','),
-      ...(key.sourceAddress ? { localAddress: key.sourceAddress } : {}),
+      // Capture mode: the TCP socket is made inside the source pod, so the tunnel leaves
+      // from the pod's own address; explicit mode binds the workload's loopback address.
+      ...(pod
+        ? { createSocket: () => connectInNetns(pod.netnsPath, host, port) }
+        : key.sourceAddress && !this.captured
+          ? { localAddress: key.sourceAddress }
+          : {}),
     });
+  }
+
+  private enrolledPodAt(address: string): EnrolledPod | undefined {
+    const w = this.state.workloadByIp(address);
+    return w ? this.captured?.get(w.uid) : undefined;
+  }
+
+  /** 15008 on every address of the workload: in the pod's netns when captured. */
+  private inboundTargets(w: Workload): ListenTarget[] {
+    const pod = this.captured?.get(w.uid);
+    if (!pod) return w.addresses.map((host) => ({ host, port: HBONE_PORT }));
+    return w.addresses.map((host) => ({ fd: listenInNetns(pod.netnsPath, host, HBONE_PORT, { freebind: true }) }));
+  }
+
+  /** The last hop to the app: over loopback inside the pod when captured. */
+  private appConnector(w: Workload): AppConnector {
+    const pod = this.captured?.get(w.uid);
+    if (!pod) return this.options.connectApp ?? loopbackAppConnector;
+    return (_w, host, port) => whenConnected(connectInNetns(pod.netnsPath, host, port));
   }
 }
 

@@ -21,6 +21,7 @@ program
   )
   .option('--trust-domain <domain>', 'SPIFFE trust domain', 'cluster.local')
   .option('--passthrough <allow|deny>', 'destinations outside the mesh: plain TCP or refused', 'deny')
+  .option('--agent-socket <path>', 'capture mode: the node-agent Unix socket pods are enrolled through (needs root and BPF)')
   .option('--admin-port <port>', 'admin port (/config_dump, /logging, /quitquitquit)', '15000')
   .option('--metrics-port <port>', 'Prometheus /metrics port', '15020')
   .option('--ready-port <port>', 'readiness and liveness port', '15021')

@@ -15,6 +15,7 @@ export interface ZtunnelCommandOptions {
   adminPort: string;
   metricsPort: string;
   readyPort: string;
+  agentSocket?: string;
 }
 
 /**
@@ -48,9 +49,11 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     bundle: new TrustBundle(opts.trustDomain, [ca.rootPem]),
     signer: new LocalCaSigner(ca),
     passthrough: opts.passthrough === 'allow' ? 'allow' : 'deny',
+    ...(opts.agentSocket ? { capture: await captureMode(opts.node, opts.agentSocket) } : {}),
   });
   await ztunnel.start();
   await ztunnel.applyConfig(config.value);
+  if (!opts.agentSocket) log.warn('explicit-proxy mode: no capture, no strict inbound; attribution comes from forward listeners');
   const done = new Promise<void>((resolve) => {
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
   });
@@ -58,4 +61,15 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
   log.info('shutting down');
   await ztunnel.stop();
   return 0;
+}
+
+/** Capture mode needs root and BPF; without them the reason is printed and nothing starts. */
+async function captureMode(node: string, agentSocket: string) {
+  const { BpfCapture } = await import('@zmesh/ztunnel');
+  const why = await BpfCapture.unavailableReason();
+  if (why) {
+    console.error(`zmesh ztunnel: capture mode unavailable: ${why}`);
+    process.exit(2);
+  }
+  return { bpf: new BpfCapture({ node }), agentSocket };
 }

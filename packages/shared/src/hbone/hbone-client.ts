@@ -1,5 +1,6 @@
 import * as http2 from 'node:http2';
 import { isIPv6 } from 'node:net';
+import type { Duplex } from 'node:stream';
 import * as tls from 'node:tls';
 import { isZmeshError, ZmeshError } from '../errors/index.js';
 import type { Credential } from '../identity/credential.js';
@@ -23,6 +24,12 @@ export interface ConnectHboneOptions {
   /** The server's SVID must name one of these (DESIGN §4). */
   expectedIdentities: string[];
   localAddress?: string;
+  /**
+   * Makes the TCP socket TLS runs over, instead of dialling host:port from this namespace.
+   * Capture mode opens it inside the source pod's network namespace so the destination
+   * sees the pod's own address (DESIGN §3).
+   */
+  createSocket?: () => Duplex;
   signal?: AbortSignal;
   /** TLS handshake + the server's first SETTINGS; default HANDSHAKE_TIMEOUT_MS. */
   timeoutMs?: number;
@@ -71,6 +78,7 @@ function dial(opts: ConnectHboneOptions, address: string): Dialed {
           host: opts.host,
           port: opts.port,
           ...(opts.localAddress === undefined ? {} : { localAddress: opts.localAddress }),
+          ...(opts.createSocket === undefined ? {} : { socket: opts.createSocket() }),
         })
         .on('error', (e) => {
           socketError = e;

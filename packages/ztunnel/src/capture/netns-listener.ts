@@ -100,7 +100,8 @@ export function connectInNetns(netnsPath: string, host: string, port: number): S
   const fd = socketInNetns(netnsPath, sys.familyOf(host));
   let socket: Socket;
   try {
-    socket = new Socket({ fd, readable: true, writable: true });
+    // allowHalfOpen: a proxied peer's FIN must end only one direction (half-close).
+    socket = new Socket({ fd, readable: true, writable: true, allowHalfOpen: true });
   } catch (e) {
     sys.close(fd);
     throw e;

@@ -6,14 +6,17 @@ import type { Workload } from '@zmesh/shared';
  * host's loopback to the workload's own address; capture mode replaces this with a
  * socket created inside the pod's network namespace.
  */
-export type AppConnector = (workload: Workload, port: number) => Promise<Socket>;
+export type AppConnector = (workload: Workload, host: string, port: number) => Promise<Socket>;
 
 /** Bound on the wait for a local application to accept. */
 export const APP_CONNECT_TIMEOUT_MS = 5_000;
 
-export const loopbackAppConnector: AppConnector = (workload, port) =>
-  new Promise((resolve, reject) => {
-    const socket = connect({ host: workload.addresses[0], port, allowHalfOpen: true, noDelay: true });
+export const loopbackAppConnector: AppConnector = (_workload, host, port) =>
+  whenConnected(connect({ host, port, allowHalfOpen: true, noDelay: true }));
+
+/** Resolves once `socket` connects; a connect that hangs is bounded by APP_CONNECT_TIMEOUT_MS. */
+export function whenConnected(socket: Socket): Promise<Socket> {
+  return new Promise((resolve, reject) => {
     const timer = setTimeout(() => socket.destroy(new Error('connect timeout')), APP_CONNECT_TIMEOUT_MS);
     socket.once('connect', () => {
       clearTimeout(timer);
@@ -25,3 +28,4 @@ export const loopbackAppConnector: AppConnector = (workload, port) =>
       reject(e);
     });
   });
+}

@@ -35,21 +35,43 @@ export interface InboundInputs {
   authorizer: InboundAuthorizer;
 }
 
+/** Where one of the workload's 15008 sockets listens: an address, or a socket made elsewhere (in the pod's netns). */
+export type ListenTarget = { host: string; port: number } | { fd: number };
+
 /**
- * One workload's HBONE listener (15008 on the workload's address). The authenticated
- * peer identity comes from the TLS handshake, never from headers.
+ * One workload's HBONE listener: 15008 on each of the workload's addresses, one server
+ * per address. The authenticated peer identity comes from the TLS handshake, never from
+ * headers.
  */
 export class InboundListener {
-  readonly server: HboneServer;
+  private readonly servers: HboneServer[] = [];
 
-  constructor(private readonly inputs: InboundInputs) {
-    this.server = new HboneServer({
-      credential: inputs.credential,
-      bundle: inputs.bundle,
-      metrics: inputs.metrics,
-      name: inputs.workloadUid,
-      onTunnel: (req) => this.onTunnel(req),
-    });
+  constructor(private readonly inputs: InboundInputs) {}
+
+  async listen(targets: readonly ListenTarget[]): Promise<void> {
+    for (const target of targets) {
+      const server = new HboneServer({
+        credential: this.inputs.credential,
+        bundle: this.inputs.bundle,
+        metrics: this.inputs.metrics,
+        name: this.inputs.workloadUid,
+        onTunnel: (req) => this.onTunnel(req),
+      });
+      this.servers.push(server);
+      await server.listen(target);
+    }
+  }
+
+  updateCredential(cred: Credential): void {
+    for (const s of this.servers) s.updateCredential(cred);
+  }
+
+  async drain(): Promise<void> {
+    await Promise.all(this.servers.map((s) => s.drain()));
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.servers.map((s) => s.close()));
   }
 
   private async onTunnel(req: TunnelRequest): Promise<{ upstream: Duplex }> {
@@ -77,7 +99,7 @@ export class InboundListener {
     if (denial) throw denial;
     let upstream: Socket;
     try {
-      upstream = await this.inputs.connectApp(workload, port);
+      upstream = await this.inputs.connectApp(workload, target, port);
     } catch (e) {
       throw new ZmeshError(
         'ZM_ERR_HBONE_UPSTREAM_CONNECT',

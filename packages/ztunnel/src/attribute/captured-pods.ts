@@ -1,0 +1,138 @@
+import { createServer, type Server, type Socket } from 'node:net';
+import { logger, type Workload, ZmeshError } from '@zmesh/shared';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { BpfCapture } from '../capture/bpf-capture.js';
+import { OUTBOUND_PORT } from '../capture/bpf-layout.js';
+import { listenInNetns } from '../capture/netns-listener.js';
+import type { AddWorkloadRequest, NodeAgentHandler } from '../capture/node-agent.js';
+import { handleOutbound, type OutboundInputs } from '../outbound/outbound-handler.js';
+import type { ProxyState } from '../state/proxy-state.js';
+
+const log = logger('capture');
+
+export interface EnrolledPod {
+  uid: string;
+  netnsPath: string;
+  cgroupPath: string;
+  /** 15001 on 127.0.0.1 and [::1] inside the pod: whatever arrives here is this pod's. */
+  outbound: Server[];
+}
+
+export interface CapturedPodsInputs {
+  bpf: BpfCapture;
+  outbound: OutboundInputs;
+  state: () => ProxyState;
+  /** True when the pod's workload has a valid certificate (its config is checked here). */
+  hasCertificate: (workload: Workload) => boolean;
+  /** Called after every enrollment change, so ztunnel reconciles inbound listeners. */
+  onChange: () => void;
+  registry: Registry;
+}
+
+/**
+ * Enrolled pods in capture mode (DESIGN §6). Capture is attached first and fails closed:
+ * from the acknowledgement on, every outbound connect of the pod lands on this pod's own
+ * 15001 listener, which refuses it until the pod's configuration and certificate exist.
+ * The listener that accepted a connection is the source attribution; the BPF map gives
+ * only the original destination.
+ */
+export class CapturedPods implements NodeAgentHandler {
+  private readonly pods = new Map<string, EnrolledPod>();
+  private readonly refused: Counter<'reason'>;
+
+  constructor(private readonly inputs: CapturedPodsInputs) {
+    this.refused = new Counter({
+      name: 'zmesh_capture_refused_total',
+      help: 'Captured outbound connections refused before any byte left the pod',
+      labelNames: ['reason'],
+      registers: [inputs.registry],
+    });
+    const pods = this.pods;
+    new Gauge({
+      name: 'zmesh_pods_enrolled',
+      help: 'Pods enrolled through the node agent',
+      registers: [inputs.registry],
+      collect() {
+        this.set(pods.size);
+      },
+    });
+  }
+
+  get(uid: string): EnrolledPod | undefined {
+    return this.pods.get(uid);
+  }
+
+  uids(): string[] {
+    return [...this.pods.keys()];
+  }
+
+  async addWorkload(req: AddWorkloadRequest): Promise<void> {
+    const existing = this.pods.get(req.uid);
+    if (existing && existing.netnsPath === req.netns && existing.cgroupPath === req.cgroup) return;
+    if (existing) await this.delWorkload(req.uid);
+    await this.inputs.bpf.attach({ id: req.uid, cgroupPath: req.cgroup, netnsPath: req.netns });
+    const pod: EnrolledPod = { uid: req.uid, netnsPath: req.netns, cgroupPath: req.cgroup, outbound: [] };
+    try {
+      for (const host of ['127.0.0.1', '::1']) pod.outbound.push(await this.listenOutbound(pod, host));
+    } catch (e) {
+      for (const s of pod.outbound) s.close();
+      // Capture stays attached: the pod is cut off (fail closed) rather than uncaptured.
+      throw new ZmeshError('ZM_ERR_CAPTURE_NETNS', { netns: req.netns, reason: (e as Error).message }, { cause: e });
+    }
+    this.pods.set(req.uid, pod);
+    log.info({ pod: req.uid }, 'pod enrolled');
+    this.inputs.onChange();
+  }
+
+  async delWorkload(uid: string): Promise<void> {
+    const pod = this.pods.get(uid);
+    if (!pod) throw new ZmeshError('ZM_ERR_AGENT_UNKNOWN_WORKLOAD', { uid });
+    this.pods.delete(uid);
+    await Promise.all(pod.outbound.map((s) => new Promise<void>((r) => s.close(() => r()))));
+    await this.inputs.bpf.detach(uid);
+    log.info({ pod: uid }, 'pod removed');
+    this.inputs.onChange();
+  }
+
+  /** The agent's full list: pods not in it are removed. */
+  async snapshot(uids: string[]): Promise<void> {
+    const keep = new Set(uids);
+    for (const uid of this.uids()) if (!keep.has(uid)) await this.delWorkload(uid);
+  }
+
+  /**
+   * Closes ztunnel's listeners but leaves capture attached: while no ztunnel runs, the
+   * pods' connects are refused (nothing listens on 15001), never sent uncaptured. A new
+   * ztunnel adopts the attachments.
+   */
+  async close(): Promise<void> {
+    for (const pod of this.pods.values()) for (const s of pod.outbound) s.close();
+    this.pods.clear();
+  }
+
+  private listenOutbound(pod: EnrolledPod, host: string): Promise<Server> {
+    const fd = listenInNetns(pod.netnsPath, host, OUTBOUND_PORT);
+    const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => this.onCaptured(pod, socket));
+    server.on('error', (e) => log.error({ pod: pod.uid, err: e.message }, 'outbound listener error'));
+    return new Promise((resolve) => server.listen({ fd }, () => resolve(server)));
+  }
+
+  private onCaptured(pod: EnrolledPod, socket: Socket): void {
+    socket.on('error', () => {});
+    const destination = this.inputs.bpf.originalDestination(socket);
+    if (!destination) return this.refuse(socket, pod, 'no_original_dst');
+    const workload = this.inputs.state().workload(pod.uid);
+    if (!workload) return this.refuse(socket, pod, 'pending_config');
+    if (!this.inputs.hasCertificate(workload)) return this.refuse(socket, pod, 'pending_certificate');
+    handleOutbound(this.inputs.outbound, socket, workload, destination).catch((e: unknown) => {
+      log.error({ pod: pod.uid, err: (e as Error).message }, 'outbound handler failed');
+      socket.destroy();
+    });
+  }
+
+  private refuse(socket: Socket, pod: EnrolledPod, reason: string): void {
+    this.refused.inc({ reason });
+    log.warn({ pod: pod.uid, reason }, 'captured connection refused');
+    socket.resetAndDestroy();
+  }
+}
