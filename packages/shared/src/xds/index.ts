@@ -1,1 +1,49 @@
-export {};
+export {
+  ADS_METHOD,
+  CA_METHOD,
+  type CertificateRequest,
+  type CertificateResponse,
+  certificateRequestCodec,
+  certificateResponseCodec,
+  type DeltaRequest,
+  type DeltaResource,
+  type DeltaResponse,
+  deltaRequestCodec,
+  deltaResponseCodec,
+  structString,
+  toStruct,
+  type WireNode,
+  type WireStruct,
+} from './ads-messages.js';
+export {
+  type Authorization as XdsAuthorization,
+  type AuthzAction as XdsAuthzAction,
+  type AuthzClause as XdsAuthzClause,
+  type AuthzMatch as XdsAuthzMatch,
+  type AuthzRule as XdsAuthzRule,
+  type AuthzScope as XdsAuthzScope,
+  authorizationKey,
+  type Cidr as XdsCidr,
+  type ServiceAccountMatch as XdsServiceAccountMatch,
+  type StringMatch as XdsStringMatch,
+} from './authorization.js';
+export {
+  type DecodedAddress,
+  decodeAddress,
+  decodeAuthorization,
+  encodeAddress,
+  encodeAuthorization,
+} from './codec.js';
+export {
+  type Accepted,
+  type AcceptedState,
+  buildSnapshot,
+  type ConfigSnapshot,
+  EMPTY_STATE,
+  type PendingResource,
+} from './config-snapshot.js';
+export { bytesToIp, canonicalIp, ipToBytes } from './ip-bytes.js';
+export { ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL, PROTO_DIR, protoRoot } from './proto-root.js';
+export { loadSnapshot, writeSnapshot } from './snapshot-file.js';
+export { MAX_RESPONSE_BYTES, type NackEvent, XdsClient, type XdsClientOptions } from './xds-client.js';
+export { XdsMetrics } from './xds-metrics.js';
