@@ -74,7 +74,7 @@ export async function authorize(
   node: string,
   opts: Pick<CaServiceOptions, 'workloadsOnNode' | 'maxTtlSeconds'>,
 ): Promise<Result<{ identity: string; ttlSeconds: number }>> {
-  const sans = await csrUriSans(req.csr ?? '');
+  const sans = csrUriSans(req.csr ?? '');
   if (!sans.ok) return sans;
   const requested = structString(req.metadata, IMPERSONATED_IDENTITY) ?? sans.value[0];
   if (requested === undefined)

@@ -33,6 +33,7 @@ export {
   decodeAuthorization,
   encodeAddress,
   encodeAuthorization,
+  encodeMessage,
 } from './codec.js';
 export {
   type Accepted,

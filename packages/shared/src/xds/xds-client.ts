@@ -47,7 +47,7 @@ export interface NackEvent {
  * Delta ADS client for ztunnel and waypoint. Each response is decoded and validated off to
  * the side; valid resources are applied in one atomic swap of the `ConfigSnapshot`, invalid
  * ones are NACKed with every reason and change nothing (DESIGN.md §5). Events: 'snapshot',
- * 'ack', 'nack', 'connected', 'disconnected', 'written'.
+ * 'response', 'ack', 'nack', 'connected', 'disconnected', 'written', 'loadFailed'.
  */
 export class XdsClient extends EventEmitter {
   readonly #opts: XdsClientOptions;
@@ -201,6 +201,12 @@ export class XdsClient extends EventEmitter {
     this.#markConnected(call);
     const typeUrl = res.typeUrl ?? '';
     const nonce = res.nonce ?? '';
+    this.emit('response', {
+      typeUrl,
+      nonce,
+      names: (res.resources ?? []).map((r) => r.name ?? ''),
+      removed: res.removedResources ?? [],
+    });
     const reasons = this.#opts.typeUrls.includes(typeUrl)
       ? this.#apply(typeUrl, res)
       : [`type ${typeUrl} was not subscribed`];
