@@ -13,7 +13,11 @@ export function testCsr(uris: readonly string[]): string {
   const attributes = tlv(0xa0, uris.length > 0 ? extensionRequest : Buffer.alloc(0));
   const info = seq(Buffer.from([0x02, 0x01, 0x00]), seq(), spki, attributes);
   const signature = sign('sha256', info, privateKey);
-  const der = seq(info, seq(oid('1.2.840.10045.4.3.2')), tlv(0x03, Buffer.concat([Buffer.from([0]), signature])));
+  const der = seq(
+    info,
+    seq(oid('1.2.840.10045.4.3.2')),
+    tlv(0x03, Buffer.concat([Buffer.from([0]), signature])),
+  );
   const b64 = der.toString('base64').replace(/(.{64})/g, '$1\n');
   return `-----BEGIN CERTIFICATE REQUEST-----\n${b64}\n-----END CERTIFICATE REQUEST-----\n`;
 }

@@ -2,14 +2,24 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { type ConfigSnapshot, XdsClient, type XdsClientOptions } from '@zmesh/shared';
-import { ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL } from '@zmesh/shared';
+import {
+  ADDRESS_TYPE_URL,
+  AUTHORIZATION_TYPE_URL,
+  type ConfigSnapshot,
+  XdsClient,
+  type XdsClientOptions,
+} from '@zmesh/shared';
 import { ControlPlane, type ControlPlaneOptions } from './control-plane.js';
 
 /** Test-only helpers: a YAML config directory, a control plane on loopback, a real client. */
 export const TOKEN_KEY = Buffer.alloc(32, 7);
 
-export function podYaml(name: string, ip: string, node = 'node-1', labels: Record<string, string> = { app: name }) {
+export function podYaml(
+  name: string,
+  ip: string,
+  node = 'node-1',
+  labels: Record<string, string> = { app: name },
+) {
   const labelLines = Object.entries(labels)
     .map(([k, v]) => `    ${k}: ${JSON.stringify(v)}`)
     .join('\n');
@@ -57,7 +67,12 @@ export async function removeDir(dir: string): Promise<void> {
 }
 
 export async function startControlPlane(dir: string, extra: Partial<ControlPlaneOptions> = {}, port = 0) {
-  const cp = new ControlPlane({ configDir: dir, trustDomain: 'cluster.local', tokenKey: TOKEN_KEY, ...extra });
+  const cp = new ControlPlane({
+    configDir: dir,
+    trustDomain: 'cluster.local',
+    tokenKey: TOKEN_KEY,
+    ...extra,
+  });
   const bound = await cp.start(port);
   return { cp, port: bound };
 }

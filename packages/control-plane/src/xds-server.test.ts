@@ -1,12 +1,6 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import {
-  ADDRESS_TYPE_URL,
-  encodeMessage,
-  loadSnapshot,
-  MeshMetrics,
-  type NackEvent,
-} from '@zmesh/shared';
+import { ADDRESS_TYPE_URL, encodeMessage, loadSnapshot, MeshMetrics, type NackEvent } from '@zmesh/shared';
 import test from 'ava';
 import {
   configDir,
@@ -25,7 +19,11 @@ const UID_A = 'Kubernetes//Pod/ns1/a';
 const UID_B = 'Kubernetes//Pod/ns1/b';
 
 test('a Pod added, changed and removed in the YAML store reaches the client', async (t) => {
-  const dir = await configDir({ 'ns.yaml': NAMESPACE_YAML, 'svc.yaml': SERVICE_YAML, 'a.yaml': podYaml('a', '10.1.0.1') });
+  const dir = await configDir({
+    'ns.yaml': NAMESPACE_YAML,
+    'svc.yaml': SERVICE_YAML,
+    'a.yaml': podYaml('a', '10.1.0.1'),
+  });
   const { cp, port } = await startControlPlane(dir);
   const client = newClient(port, cp.issueNodeToken('node-1'));
   t.teardown(async () => {
@@ -70,7 +68,12 @@ test('a malformed Address is NACKed with its reason, shown in proxy status; the 
   await client.start();
   const before = await snapshotWhere(client, (s) => s.workloads.has(UID_A));
   const bad = encodeMessage('istio.workload.Address', {
-    workload: { uid: 'Kubernetes//Pod/ns1/bad', name: 'bad', namespace: 'ns1', addresses: [new Uint8Array(5)] },
+    workload: {
+      uid: 'Kubernetes//Pod/ns1/bad',
+      name: 'bad',
+      namespace: 'ns1',
+      addresses: [new Uint8Array(5)],
+    },
   });
   const nacked = eventWhere<NackEvent>(client, 'nack');
   cp.server.injectRawResource(ADDRESS_TYPE_URL, 'Kubernetes//Pod/ns1/bad', bad);
@@ -83,7 +86,10 @@ test('a malformed Address is NACKed with its reason, shown in proxy status; the 
   t.is(report.state, 'NACKED');
   t.is(report.rejected[0]?.name, 'Kubernetes//Pod/ns1/bad');
   t.regex(report.rejected[0]!.reason, /5 bytes, want 4 or 16/);
-  t.true(report.pending.names.includes('Kubernetes//Pod/ns1/bad'), 'a rejected change is pending, never applied');
+  t.true(
+    report.pending.names.includes('Kubernetes//Pod/ns1/bad'),
+    'a rejected change is pending, never applied',
+  );
   t.regex(await registry.metrics(), /zmesh_xds_nacks_total\{type="Address"\} 1/);
 });
 
@@ -115,7 +121,9 @@ spec:
   const resolved = await snapshotWhere(client, (s) => s.workloads.has(UID_A));
   t.deepEqual(resolved.pending, []);
   t.is(resolved.workloads.get(UID_A)?.waypoint?.hostname?.hostname, 'wp.ns1.svc.cluster.local');
-  t.deepEqual(resolved.services.get('ns1/wp.ns1.svc.cluster.local')?.addresses, [{ network: '', address: '10.96.0.99' }]);
+  t.deepEqual(resolved.services.get('ns1/wp.ns1.svc.cluster.local')?.addresses, [
+    { network: '', address: '10.96.0.99' },
+  ]);
 });
 
 test('after a control-plane restart the client resumes with initial_resource_versions and gets only the delta', async (t) => {
