@@ -21,6 +21,8 @@ interface TypeState {
   /** What this proxy holds, as far as we have told it (or it told us on reconnect). */
   view: Map<string, string>;
   inFlight: InFlight | undefined;
+  /** Cache version whose every change is reflected in `view`; undefined forces a full diff. */
+  syncedThrough: number | undefined;
   /** The first request of a type always gets a response, even an empty one, so the proxy knows it is current. */
   owesFirst: boolean;
   status: TypeStatus;
@@ -103,6 +105,33 @@ export class AdsSession {
     });
   }
 
+  /** What the proxy lacks: only the journal's changed names when it reaches back, else everything. */
+  #diff(
+    typeUrl: string,
+    state: TypeState,
+    resources: ReadonlyMap<string, CachedResource>,
+  ): { updated: CachedResource[]; removed: string[] } {
+    const updated: CachedResource[] = [];
+    const removed: string[] = [];
+    const changed =
+      state.syncedThrough === undefined ? undefined : this.#cache.changesSince(typeUrl, state.syncedThrough);
+    const check = (name: string) => {
+      const r = resources.get(name);
+      if (r !== undefined && subscribed(state, name)) {
+        if (state.view.get(name) !== r.version) updated.push(r);
+      } else if (state.view.has(name)) {
+        removed.push(name);
+      }
+    };
+    if (changed !== undefined) {
+      for (const name of changed) check(name);
+    } else {
+      for (const name of resources.keys()) check(name);
+      for (const name of state.view.keys()) if (!resources.has(name)) removed.push(name);
+    }
+    return { updated, removed };
+  }
+
   pushAll(): void {
     for (const typeUrl of this.#types.keys()) this.push(typeUrl);
   }
@@ -120,6 +149,7 @@ export class AdsSession {
       names: names.length === 0 || names.includes('*') ? undefined : new Set(names),
       view: initial,
       inFlight: undefined,
+      syncedThrough: undefined,
       owesFirst: true,
       status,
     };
@@ -133,6 +163,7 @@ export class AdsSession {
     if (add.includes('*')) state.names = undefined;
     else if (state.names !== undefined) for (const n of add) state.names.add(n);
     if (state.names !== undefined) for (const n of drop) state.names.delete(n);
+    if (add.length > 0 || drop.length > 0) state.syncedThrough = undefined;
   }
 
   #onReply(typeUrl: string, state: TypeState, req: DeltaRequest): void {

@@ -34,35 +34,120 @@ export interface CompiledConfig {
 
 /** Compiles the store into the resources served over xDS. Pure: same view, same output. */
 export function compile(view: StoreView, opts: CompilerOptions): CompiledConfig {
-  const namespaces = new Map(objectsOf(view, 'Namespace').map((n) => [n.metadata.name, n]));
-  const domain = opts.clusterDomain ?? 'cluster.local';
-  const hostnameOf = (name: string, ns: string) => `${name}.${ns}.svc.${domain}`;
-  const services = [
-    ...objectsOf(view, 'Service').map((s) => compileService(s, namespaces, hostnameOf)),
-    ...objectsOf(view, 'Gateway')
-      .filter((g) => g.spec.gatewayClassName === WAYPOINT_CLASS)
-      .map((g) => waypointService(g, hostnameOf)),
-  ];
-  const policies = objectsOf(view, 'AuthorizationPolicy');
-  const selectors = objectsOf(view, 'Service').filter((s) => s.spec.selector !== undefined);
-  const gateways = objectsOf(view, 'Gateway').filter((g) => g.spec.gatewayClassName === WAYPOINT_CLASS);
-  const workloads = objectsOf(view, 'Pod').map((pod) =>
-    compilePod(pod, { namespaces, selectors, gateways, policies, hostnameOf, opts }),
-  );
-  const authorizations = policies.flatMap((p) => {
-    const converted = opts.convertPolicy?.(p.raw);
-    return converted ? [converted] : [];
-  });
-  return { workloads, services, authorizations };
+  return new Compiler(opts).compile(view);
+}
+
+/**
+ * Compiles incrementally: store objects are immutable and shared between views, so a pod
+ * whose own object, namespace and the selector-bearing objects (services, gateways,
+ * policies) are unchanged keeps its compiled Workload — same object, so the server's
+ * encoding memo applies too. One pod's change costs O(pods) map work, not a recompile.
+ */
+export class Compiler {
+  readonly #opts: CompilerOptions;
+  readonly #hostnameOf: (name: string, ns: string) => string;
+  readonly #pods = new WeakMap<
+    PodObject,
+    { ns: NamespaceObject | undefined; deps: object; workload: Workload }
+  >();
+  readonly #services = new WeakMap<object, { ns: NamespaceObject | undefined; service: Service }>();
+  readonly #policies = new WeakMap<AuthorizationPolicyObject, XdsAuthorization | undefined>();
+  #deps: { objects: readonly object[]; token: object } = { objects: [], token: {} };
+
+  constructor(opts: CompilerOptions) {
+    this.#opts = opts;
+    const domain = opts.clusterDomain ?? 'cluster.local';
+    this.#hostnameOf = (name, ns) => `${name}.${ns}.svc.${domain}`;
+  }
+
+  compile(view: StoreView): CompiledConfig {
+    const namespaces = new Map(objectsOf(view, 'Namespace').map((n) => [n.metadata.name, n]));
+    const kubeServices = objectsOf(view, 'Service');
+    const gateways = objectsOf(view, 'Gateway').filter((g) => g.spec.gatewayClassName === WAYPOINT_CLASS);
+    const policies = objectsOf(view, 'AuthorizationPolicy');
+    const services = [
+      ...kubeServices.map((s) =>
+        this.#service(s, namespaces, () => compileService(s, namespaces, this.#hostnameOf)),
+      ),
+      ...gateways.map((g) => this.#service(g, namespaces, () => waypointService(g, this.#hostnameOf))),
+    ];
+    const deps = this.#depsToken([...kubeServices, ...gateways, ...policies]);
+    let ctx: PodContext | undefined;
+    const workloads = objectsOf(view, 'Pod').map((pod) => {
+      const ns = namespaces.get(pod.metadata.namespace);
+      const memo = this.#pods.get(pod);
+      if (memo && memo.ns === ns && memo.deps === deps) return memo.workload;
+      ctx ??= podContext(namespaces, kubeServices, gateways, policies, this.#hostnameOf, this.#opts);
+      const workload = compilePod(pod, ctx);
+      this.#pods.set(pod, { ns, deps, workload });
+      return workload;
+    });
+    const authorizations = policies.flatMap((p) => {
+      if (!this.#policies.has(p)) this.#policies.set(p, this.#opts.convertPolicy?.(p.raw));
+      const converted = this.#policies.get(p);
+      return converted ? [converted] : [];
+    });
+    return { workloads, services, authorizations };
+  }
+
+  #service(
+    o: ServiceObject | GatewayObject,
+    namespaces: Map<string, NamespaceObject>,
+    build: () => Service,
+  ): Service {
+    const ns = namespaces.get(o.metadata.namespace);
+    const memo = this.#services.get(o);
+    if (memo && memo.ns === ns) return memo.service;
+    const service = build();
+    this.#services.set(o, { ns, service });
+    return service;
+  }
+
+  /** A new token whenever any selector-bearing object is added, removed or replaced. */
+  #depsToken(objects: readonly object[]): object {
+    const prev = this.#deps.objects;
+    if (prev.length !== objects.length || objects.some((o, i) => o !== prev[i])) {
+      this.#deps = { objects, token: {} };
+    }
+    return this.#deps.token;
+  }
 }
 
 interface PodContext {
   namespaces: Map<string, NamespaceObject>;
-  selectors: ServiceObject[];
-  gateways: GatewayObject[];
-  policies: AuthorizationPolicyObject[];
+  /** `namespace/key=value` of a selector's first label → services with that selector. */
+  selectorIndex: Map<string, ServiceObject[]>;
+  gateways: Map<string, GatewayObject>;
+  policies: Map<string, AuthorizationPolicyObject[]>;
   hostnameOf: (name: string, ns: string) => string;
   opts: CompilerOptions;
+}
+
+function podContext(
+  namespaces: Map<string, NamespaceObject>,
+  services: ServiceObject[],
+  gateways: GatewayObject[],
+  policies: AuthorizationPolicyObject[],
+  hostnameOf: (name: string, ns: string) => string,
+  opts: CompilerOptions,
+): PodContext {
+  const selectorIndex = new Map<string, ServiceObject[]>();
+  for (const s of services) {
+    const first = Object.entries(s.spec.selector ?? {})[0];
+    if (first === undefined) continue;
+    const key = `${s.metadata.namespace}/${first[0]}=${first[1]}`;
+    selectorIndex.set(key, [...(selectorIndex.get(key) ?? []), s]);
+  }
+  const byNs = new Map<string, AuthorizationPolicyObject[]>();
+  for (const p of policies) byNs.set(p.metadata.namespace, [...(byNs.get(p.metadata.namespace) ?? []), p]);
+  return {
+    namespaces,
+    selectorIndex,
+    gateways: new Map(gateways.map((g) => [`${g.metadata.namespace}/${g.metadata.name}`, g])),
+    policies: byNs,
+    hostnameOf,
+    opts,
+  };
 }
 
 function compilePod(pod: PodObject, ctx: PodContext): Workload {
@@ -81,7 +166,7 @@ function compilePod(pod: PodObject, ctx: PodContext): Workload {
     serviceAccount: pod.spec.serviceAccountName,
     tunnelProtocol: ambient || isWaypoint ? 'HBONE' : 'NONE',
     services: podServices(pod, ctx),
-    authorizationPolicies: ctx.policies
+    authorizationPolicies: (ctx.policies.get(namespace) ?? [])
       .filter((p) => policySelects(p, pod))
       .map((p) => `${namespace}/${p.metadata.name}`),
     status: pod.status.phase === undefined || pod.status.phase === 'Running' ? 'HEALTHY' : 'UNHEALTHY',
@@ -104,18 +189,19 @@ function compilePod(pod: PodObject, ctx: PodContext): Workload {
 
 function podServices(pod: PodObject, ctx: PodContext): Record<string, Port[]> {
   const out: Record<string, Port[]> = {};
-  for (const s of ctx.selectors) {
-    if (s.metadata.namespace !== pod.metadata.namespace || !matches(s.spec.selector!, pod.metadata.labels))
-      continue;
-    out[`${s.metadata.namespace}/${ctx.hostnameOf(s.metadata.name, s.metadata.namespace)}`] =
-      s.spec.ports.map((p) => ({ servicePort: p.port, targetPort: p.targetPort }));
+  const { namespace, labels } = pod.metadata;
+  for (const [k, v] of Object.entries(labels)) {
+    for (const s of ctx.selectorIndex.get(`${namespace}/${k}=${v}`) ?? []) {
+      if (!matches(s.spec.selector!, labels)) continue;
+      out[`${namespace}/${ctx.hostnameOf(s.metadata.name, namespace)}`] = s.spec.ports.map((p) => ({
+        servicePort: p.port,
+        targetPort: p.targetPort,
+      }));
+    }
   }
-  const gatewayName = pod.metadata.labels[GATEWAY_NAME_LABEL];
-  const gateway = ctx.gateways.find(
-    (g) => g.metadata.name === gatewayName && g.metadata.namespace === pod.metadata.namespace,
-  );
-  if (gateway) {
-    out[`${pod.metadata.namespace}/${ctx.hostnameOf(gateway.metadata.name, pod.metadata.namespace)}`] = [
+  const gatewayName = labels[GATEWAY_NAME_LABEL];
+  if (gatewayName !== undefined && ctx.gateways.has(`${namespace}/${gatewayName}`)) {
+    out[`${namespace}/${ctx.hostnameOf(gatewayName, namespace)}`] = [
       { servicePort: HBONE_PORT, targetPort: HBONE_PORT },
     ];
   }

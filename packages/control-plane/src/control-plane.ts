@@ -1,6 +1,6 @@
 import type { XdsAuthorization } from '@zmesh/shared';
 import type { SignCsr } from './ca-service.js';
-import { type CompilerOptions, compile } from './compiler.js';
+import { Compiler } from './compiler.js';
 import { ConfigStore, type StoreView } from './config-store.js';
 import { NodeTokens } from './node-tokens.js';
 import type { ProxyReport } from './proxy-status.js';
@@ -24,7 +24,7 @@ export class ControlPlane {
   readonly store: ConfigStore;
   readonly server: XdsServer;
   readonly tokens: NodeTokens;
-  readonly #compilerOptions: CompilerOptions;
+  readonly #compiler: Compiler;
 
   constructor(opts: ControlPlaneOptions) {
     this.store = new ConfigStore(opts.configDir === undefined ? {} : { dir: opts.configDir });
@@ -34,12 +34,12 @@ export class ControlPlane {
       ...(opts.signCsr ? { signCsr: opts.signCsr } : {}),
       ...(opts.maxCertTtlSeconds === undefined ? {} : { maxCertTtlSeconds: opts.maxCertTtlSeconds }),
     });
-    this.#compilerOptions = {
+    this.#compiler = new Compiler({
       trustDomain: opts.trustDomain,
       ...(opts.clusterDomain ? { clusterDomain: opts.clusterDomain } : {}),
       ...(opts.convertPolicy ? { convertPolicy: opts.convertPolicy } : {}),
-    };
-    this.store.on('change', (view: StoreView) => this.server.setConfig(compile(view, this.#compilerOptions)));
+    });
+    this.store.on('change', (view: StoreView) => this.server.setConfig(this.#compiler.compile(view)));
     if (opts.watch) this.store.watch();
   }
 

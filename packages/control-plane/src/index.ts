@@ -9,6 +9,7 @@ export {
 } from './ca-service.js';
 export {
   type CompiledConfig,
+  Compiler,
   type CompilerOptions,
   compile,
   DATAPLANE_MODE_LABEL,

@@ -49,6 +49,8 @@ export class XdsServer {
   readonly #server: grpc.Server;
   readonly #sessions = new Set<AdsSession>();
   #workloadsByNode = new Map<string, Workload[]>();
+  /** Compiled objects are immutable and reused for unchanged inputs: encode each once. */
+  readonly #encoded = new WeakMap<object, CachedResource>();
 
   constructor(opts: XdsServerOptions) {
     this.#tokens = opts.tokens;
@@ -81,17 +83,30 @@ export class XdsServer {
   setConfig(config: CompiledConfig): void {
     const addresses: CachedResource[] = [
       ...config.services.map((s) =>
-        cached(serviceKey(s), ADDRESS_TYPE_URL, encodeAddress({ kind: 'service', service: s }), RANK_SERVICE),
+        this.#memo(s, () =>
+          cached(
+            serviceKey(s),
+            ADDRESS_TYPE_URL,
+            encodeAddress({ kind: 'service', service: s }),
+            RANK_SERVICE,
+          ),
+        ),
       ),
       ...config.workloads.map((w) =>
-        cached(w.uid, ADDRESS_TYPE_URL, encodeAddress({ kind: 'workload', workload: w }), RANK_WORKLOAD),
+        this.#memo(w, () =>
+          cached(w.uid, ADDRESS_TYPE_URL, encodeAddress({ kind: 'workload', workload: w }), RANK_WORKLOAD),
+        ),
       ),
     ];
     const policies = config.authorizations.map((p) =>
-      cached(authorizationKey(p), AUTHORIZATION_TYPE_URL, encodeAuthorization(p), 0),
+      this.#memo(p, () => cached(authorizationKey(p), AUTHORIZATION_TYPE_URL, encodeAuthorization(p), 0)),
     );
     const byNode = new Map<string, Workload[]>();
-    for (const w of config.workloads) byNode.set(w.node, [...(byNode.get(w.node) ?? []), w]);
+    for (const w of config.workloads) {
+      const list = byNode.get(w.node);
+      if (list) list.push(w);
+      else byNode.set(w.node, [w]);
+    }
     this.#workloadsByNode = byNode;
     if (this.cache.replace(ADDRESS_TYPE_URL, addresses)) this.#pushType(ADDRESS_TYPE_URL);
     if (this.cache.replace(AUTHORIZATION_TYPE_URL, policies)) this.#pushType(AUTHORIZATION_TYPE_URL);
@@ -123,6 +138,15 @@ export class XdsServer {
       // Open ADS streams never end on their own; cut them so shutdown completes.
       setTimeout(() => this.#server.forceShutdown(), 100).unref();
     });
+  }
+
+  #memo(source: object, encode: () => CachedResource): CachedResource {
+    let r = this.#encoded.get(source);
+    if (r === undefined) {
+      r = encode();
+      this.#encoded.set(source, r);
+    }
+    return r;
   }
 
   #pushType(typeUrl: string): void {

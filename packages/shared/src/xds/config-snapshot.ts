@@ -44,40 +44,104 @@ export interface ConfigSnapshot {
 export const EMPTY_STATE: AcceptedState = { addresses: new Map(), authorizations: new Map() };
 
 export function buildSnapshot(accepted: AcceptedState, activatedAt: number): ConfigSnapshot {
-  const known = new Set<string>();
-  for (const [name, a] of accepted.addresses) if (a.value.kind === 'service') known.add(name);
   const workloads = new Map<string, Workload>();
   const services = new Map<string, Service>();
-  const pending: PendingResource[] = [];
-  for (const [name, a] of accepted.addresses) {
-    const missing = missingReferences(a.value, known);
-    if (missing.length > 0) pending.push({ name, missing });
-    else if (a.value.kind === 'workload') workloads.set(name, a.value.workload);
-    else services.set(name, a.value.service);
-  }
+  const pending = new Map<string, PendingResource>();
+  for (const name of accepted.addresses.keys()) place(accepted, name, workloads, services, pending);
   const authorizations = new Map<string, Authorization>();
   for (const [name, a] of accepted.authorizations) authorizations.set(name, a.value);
+  return freeze(accepted, activatedAt, workloads, services, authorizations, pending, {
+    [ADDRESS_TYPE_URL]: versionsOf(accepted.addresses),
+    [AUTHORIZATION_TYPE_URL]: versionsOf(accepted.authorizations),
+  });
+}
+
+/**
+ * The snapshot after `changed`/`removed` names of one type were applied to `prev.accepted`,
+ * touching only those names unless the set of known services changed (then every pending
+ * reference may resolve or break, and it rebuilds). Same result as buildSnapshot.
+ */
+export function advanceSnapshot(
+  prev: ConfigSnapshot,
+  accepted: AcceptedState,
+  typeUrl: string,
+  changed: readonly string[],
+  removed: readonly string[],
+  activatedAt: number,
+): ConfigSnapshot {
+  const isService = (s: AcceptedState, n: string) => s.addresses.get(n)?.value.kind === 'service';
+  const touched = [...changed, ...removed];
+  if (
+    typeUrl === ADDRESS_TYPE_URL &&
+    touched.some((n) => isService(prev.accepted, n) !== isService(accepted, n))
+  ) {
+    return buildSnapshot(accepted, activatedAt);
+  }
+  const versions = { ...prev.versions };
+  const workloads = new Map(prev.workloads);
+  const services = new Map(prev.services);
+  const authorizations = new Map(prev.authorizations);
+  const pending = new Map(prev.pending.map((p) => [p.name, p]));
+  const source = typeUrl === ADDRESS_TYPE_URL ? accepted.addresses : accepted.authorizations;
+  const typeVersions = new Map(prev.versions[typeUrl]);
+  for (const name of touched) {
+    workloads.delete(name);
+    services.delete(name);
+    authorizations.delete(name);
+    pending.delete(name);
+    const a = source.get(name);
+    if (a === undefined) typeVersions.delete(name);
+    else typeVersions.set(name, a.version);
+    if (typeUrl === ADDRESS_TYPE_URL) place(accepted, name, workloads, services, pending);
+    else if (a !== undefined) authorizations.set(name, a.value as Authorization);
+  }
+  versions[typeUrl] = typeVersions;
+  return freeze(accepted, activatedAt, workloads, services, authorizations, pending, versions);
+}
+
+/** Puts one accepted address where it belongs: active, or pending on a missing reference. */
+function place(
+  accepted: AcceptedState,
+  name: string,
+  workloads: Map<string, Workload>,
+  services: Map<string, Service>,
+  pending: Map<string, PendingResource>,
+): void {
+  const a = accepted.addresses.get(name);
+  if (a === undefined) return;
+  const missing = missingReferences(a.value, (key) => accepted.addresses.get(key)?.value.kind === 'service');
+  if (missing.length > 0) pending.set(name, { name, missing });
+  else if (a.value.kind === 'workload') workloads.set(name, a.value.workload);
+  else services.set(name, a.value.service);
+}
+
+function freeze(
+  accepted: AcceptedState,
+  activatedAt: number,
+  workloads: Map<string, Workload>,
+  services: Map<string, Service>,
+  authorizations: Map<string, Authorization>,
+  pending: Map<string, PendingResource>,
+  versions: Record<string, ReadonlyMap<string, string>>,
+): ConfigSnapshot {
   return Object.freeze({
     workloads,
     services,
     authorizations,
-    pending: Object.freeze(pending),
-    versions: Object.freeze({
-      [ADDRESS_TYPE_URL]: versionsOf(accepted.addresses),
-      [AUTHORIZATION_TYPE_URL]: versionsOf(accepted.authorizations),
-    }),
+    pending: Object.freeze([...pending.values()].sort((a, b) => a.name.localeCompare(b.name))),
+    versions: Object.freeze(versions),
     accepted,
     activatedAt,
   });
 }
 
 /** A waypoint named by hostname must be a known Service (key `namespace/hostname`). */
-function missingReferences(address: DecodedAddress, knownServices: ReadonlySet<string>): string[] {
+function missingReferences(address: DecodedAddress, isKnownService: (key: string) => boolean): string[] {
   const ref = address.kind === 'workload' ? address.workload.waypoint : address.service.waypoint;
   if (ref?.hostname === undefined) return [];
   const key = serviceKey(ref.hostname);
   if (address.kind === 'service' && key === serviceKey(address.service)) return [];
-  return knownServices.has(key) ? [] : [key];
+  return isKnownService(key) ? [] : [key];
 }
 
 function versionsOf(map: ReadonlyMap<string, Accepted<unknown>>): ReadonlyMap<string, string> {

@@ -23,7 +23,10 @@ const SIGNATURE_HASH: Record<string, string | null> = {
  */
 export function csrUriSans(pem: string): Result<string[]> {
   if (pem.length > MAX_CSR_PEM_BYTES) return err([`csr: larger than ${MAX_CSR_PEM_BYTES} bytes`]);
-  const match = /-----BEGIN (?:NEW )?CERTIFICATE REQUEST-----([\s\S]+?)-----END (?:NEW )?CERTIFICATE REQUEST-----/.exec(pem);
+  const match =
+    /-----BEGIN (?:NEW )?CERTIFICATE REQUEST-----([\s\S]+?)-----END (?:NEW )?CERTIFICATE REQUEST-----/.exec(
+      pem,
+    );
   if (match === null) return err(['csr: no PEM CERTIFICATE REQUEST block']);
   try {
     const der = Buffer.from(match[1]!.replace(/\s+/g, ''), 'base64');
@@ -36,7 +39,8 @@ export function csrUriSans(pem: string): Result<string[]> {
     const key = createPublicKey({ key: der.subarray(spki!.header, spki!.end), format: 'der', type: 'spki' });
     // BIT STRING content starts with the count of unused bits (0 for signatures).
     const sig = der.subarray(signature!.start + 1, signature!.end);
-    if (!verify(hash, der.subarray(info!.header, info!.end), key, sig)) return err(['csr: signature does not verify']);
+    if (!verify(hash, der.subarray(info!.header, info!.end), key, sig))
+      return err(['csr: signature does not verify']);
     return ok(attributes?.tag === 0xa0 ? uriSans(der, attributes) : []);
   } catch (e) {
     return err([`csr: malformed DER: ${(e as Error).message}`]);

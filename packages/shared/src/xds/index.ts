@@ -38,6 +38,7 @@ export {
 export {
   type Accepted,
   type AcceptedState,
+  advanceSnapshot,
   buildSnapshot,
   type ConfigSnapshot,
   EMPTY_STATE,

@@ -10,7 +10,13 @@ import {
   deltaResponseCodec,
   toStruct,
 } from './ads-messages.js';
-import { buildSnapshot, type ConfigSnapshot, EMPTY_STATE, type PendingResource } from './config-snapshot.js';
+import {
+  advanceSnapshot,
+  buildSnapshot,
+  type ConfigSnapshot,
+  EMPTY_STATE,
+  type PendingResource,
+} from './config-snapshot.js';
 import { applyBatch, decodeResources, type RawResource } from './resource-decoder.js';
 import { loadSnapshot, writeSnapshot } from './snapshot-file.js';
 import { typeLabel, XdsMetrics } from './xds-metrics.js';
@@ -237,7 +243,8 @@ export class XdsClient extends EventEmitter {
     const removed = res.removedResources ?? [];
     if (batch.addresses.size + batch.authorizations.size + removed.length > 0) {
       const state = applyBatch(this.#snapshot.accepted, typeUrl, batch, removed);
-      this.#swap(buildSnapshot(state, Date.now()));
+      const changed = [...batch.addresses.keys(), ...batch.authorizations.keys()];
+      this.#swap(advanceSnapshot(this.#snapshot, state, typeUrl, changed, removed, Date.now()));
       this.#scheduleWrite();
     }
     return batch.reasons;
