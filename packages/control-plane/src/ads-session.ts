@@ -73,13 +73,8 @@ export class AdsSession {
     const state = this.#types.get(typeUrl);
     if (state === undefined || state.inFlight !== undefined) return;
     const { version, resources } = this.#cache.view(typeUrl);
-    const updated: CachedResource[] = [];
-    const removed: string[] = [];
-    for (const [name, r] of resources) {
-      if (subscribed(state, name) && state.view.get(name) !== r.version) updated.push(r);
-    }
-    for (const name of state.view.keys())
-      if (!resources.has(name) || !subscribed(state, name)) removed.push(name);
+    const { updated, removed } = this.#diff(typeUrl, state, resources);
+    state.syncedThrough = version;
     if (updated.length === 0 && removed.length === 0 && !state.owesFirst) return;
     state.owesFirst = false;
     updated.sort((a, b) => a.rank - b.rank);
