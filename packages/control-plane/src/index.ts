@@ -1,3 +1,4 @@
+export { MAX_APPLY_BYTES, startAdminServer } from './admin-server.js';
 export { AdsSession } from './ads-session.js';
 export {
   authorize,

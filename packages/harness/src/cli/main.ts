@@ -24,6 +24,37 @@ program
   });
 
 program
+  .command('control-plane')
+  .description('run the control plane: YAML config store, delta ADS (and CA) on loopback, admin endpoint')
+  .option('-c, --config <dir>', 'directory of YAML config (watched)')
+  .option('--port <port>', 'xDS/CA gRPC port (loopback, plaintext)', '15010')
+  .option('--admin-port <port>', 'admin port for apply / proxy-status (loopback)', '15014')
+  .option('--trust-domain <domain>', 'SPIFFE trust domain', 'cluster.local')
+  .action(async (options) => {
+    const { runControlPlane } = await import('./control-plane-command.js');
+    await runControlPlane(options);
+  });
+
+program
+  .command('apply')
+  .description('apply YAML (Pods, Services, Namespaces, policies, waypoints) to a running control plane')
+  .requiredOption('-f, --file <file>', 'multi-document YAML file')
+  .option('--admin <url>', 'control-plane admin URL', 'http://127.0.0.1:15014')
+  .action(async (options) => {
+    const { runApply } = await import('./control-plane-command.js');
+    process.exitCode = await runApply(options.file, options.admin);
+  });
+
+program
+  .command('proxy-status')
+  .description('per proxy and type: version sent, acked, nacked (with reason), pending, last contact')
+  .option('--admin <url>', 'control-plane admin URL', 'http://127.0.0.1:15014')
+  .action(async (options) => {
+    const { runProxyStatus } = await import('./control-plane-command.js');
+    process.exitCode = await runProxyStatus(options.admin);
+  });
+
+program
   .command('demo')
   .description('run a local two-node mesh with real traffic and print what each side saw')
   .action(async () => {
