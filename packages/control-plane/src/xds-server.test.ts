@@ -147,7 +147,10 @@ test('after a control-plane restart the client resumes with initial_resource_ver
   await first.cp.stop();
   await disconnected;
   t.false(client.connected);
-  t.regex(await registry.metrics(), /zmesh_xds_connected 0/);
+  const outage = await registry.metrics();
+  t.regex(outage, /zmesh_xds_connected 0/);
+  t.regex(outage, /zmesh_xds_disconnected_seconds 0\.\d*[1-9]/);
+  t.regex(outage, /zmesh_xds_snapshot_age_seconds 0\.\d*[1-9]/);
   t.is(client.snapshot().workloads.size, 5, 'keeps serving the active snapshot through the outage');
 
   await writeFile(join(dir, 'p1.yaml'), podYaml('p1', '10.1.0.101'));
@@ -163,7 +166,11 @@ test('after a control-plane restart the client resumes with initial_resource_ver
   t.deepEqual(delta.removed, ['Kubernetes//Pod/ns1/p4']);
   const after = await snapshotWhere(client, (s) => s.workloads.size === 4);
   t.deepEqual(after.workloads.get('Kubernetes//Pod/ns1/p1')?.addresses, ['10.1.0.101']);
-  t.true(client.connected);
+  if (!client.synced) await eventWhere(client, 'synced');
+  const healthy = await registry.metrics();
+  t.regex(healthy, /zmesh_xds_connected 1/);
+  t.regex(healthy, /zmesh_xds_snapshot_age_seconds 0\n/);
+  t.regex(healthy, /zmesh_xds_disconnected_seconds 0\n/);
 });
 
 test('a change made while a proxy is away is pending in proxy status, never applied', async (t) => {

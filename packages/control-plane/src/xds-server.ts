@@ -162,11 +162,14 @@ export class XdsServer {
     }
     call.sendMetadata(new grpc.Metadata());
     let session: AdsSession | undefined;
+    let refused = false;
     const fail = (code: grpc.status, details: string) => {
+      refused = true;
       log.warn({ node, details }, 'xds stream refused');
       call.emit('error', { code, details });
     };
     call.on('data', (req) => {
+      if (refused) return;
       if (session === undefined) {
         const id = req.node?.id;
         if (!id) return fail(grpc.status.INVALID_ARGUMENT, 'the first request must carry the node');

@@ -53,7 +53,8 @@ export interface NackEvent {
  * Delta ADS client for ztunnel and waypoint. Each response is decoded and validated off to
  * the side; valid resources are applied in one atomic swap of the `ConfigSnapshot`, invalid
  * ones are NACKed with every reason and change nothing (DESIGN.md §5). Events: 'snapshot',
- * 'response', 'ack', 'nack', 'connected', 'disconnected', 'written', 'loadFailed'.
+ * 'response', 'ack', 'nack', 'connected', 'synced', 'disconnected', 'written', 'loadFailed'.
+ * A stopped client is not restarted: make a new one.
  */
 export class XdsClient extends EventEmitter {
   readonly #opts: XdsClientOptions;
@@ -62,6 +63,8 @@ export class XdsClient extends EventEmitter {
   #snapshot: ConfigSnapshot = buildSnapshot(EMPTY_STATE, 0);
   #call: grpc.ClientDuplexStream<DeltaRequest, DeltaResponse> | undefined;
   #current = false;
+  /** Types that have received at least one response on the current stream. */
+  #answered = new Set<string>();
   #attempt = 0;
   #timer: NodeJS.Timeout | undefined;
   #stopped = false;
@@ -84,7 +87,7 @@ export class XdsClient extends EventEmitter {
       new XdsMetrics(opts.registry, {
         disconnectedSeconds: () =>
           this.#call && this.#current ? 0 : (Date.now() - this.#disconnectedSince) / 1000,
-        snapshotAgeSeconds: () => (this.#current ? 0 : (Date.now() - this.#lastCurrentAt) / 1000),
+        snapshotAgeSeconds: () => (this.synced ? 0 : (Date.now() - this.#lastCurrentAt) / 1000),
       });
   }
 
@@ -113,6 +116,14 @@ export class XdsClient extends EventEmitter {
 
   get connected(): boolean {
     return this.#current;
+  }
+
+  /**
+   * Connected and every subscribed type has been answered on this stream: the snapshot is
+   * complete and current (what readiness waits for, DESIGN.md §5).
+   */
+  get synced(): boolean {
+    return this.#current && this.#answered.size === this.#opts.typeUrls.length;
   }
 
   /** Resolves when every scheduled snapshot write has reached the disk. */
@@ -178,6 +189,7 @@ export class XdsClient extends EventEmitter {
   #onStreamEnd(call: grpc.ClientDuplexStream<DeltaRequest, DeltaResponse>, status: grpc.StatusObject): void {
     if (call !== this.#call) return;
     this.#call = undefined;
+    this.#answered = new Set();
     if (this.#current) {
       this.#current = false;
       this.#disconnectedSince = Date.now();
@@ -217,6 +229,7 @@ export class XdsClient extends EventEmitter {
       ? this.#apply(typeUrl, res)
       : [`type ${typeUrl} was not subscribed`];
     this.#lastCurrentAt = Date.now();
+    this.#noteAnswered(typeUrl);
     const label = { type: typeLabel(typeUrl) };
     if (reasons.length === 0) {
       call.write({ typeUrl, responseNonce: nonce });
@@ -229,6 +242,12 @@ export class XdsClient extends EventEmitter {
     this.#metrics?.nacks.inc(label);
     log.warn({ typeUrl, nonce, reasons }, 'xds response rejected');
     this.emit('nack', { typeUrl, nonce, reasons } satisfies NackEvent);
+  }
+
+  #noteAnswered(typeUrl: string): void {
+    if (!this.#opts.typeUrls.includes(typeUrl) || this.#answered.has(typeUrl)) return;
+    this.#answered.add(typeUrl);
+    if (this.synced) this.emit('synced', this.#snapshot);
   }
 
   /** Validates the response off to the side and swaps in its valid part; returns the reject reasons. */
