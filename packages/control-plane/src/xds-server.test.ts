@@ -242,3 +242,46 @@ test('a restarted proxy is born with its on-disk snapshot before any connection'
   t.true(offline.snapshot().workloads.has(UID_A));
   await offline.stop();
 });
+
+test('in one response, valid resources are applied and only the malformed one is rejected', async (t) => {
+  const dir = await configDir({ 'ns.yaml': NAMESPACE_YAML, 'a.yaml': podYaml('a', '10.1.0.1') });
+  const { cp, port } = await startControlPlane(dir);
+  const client = newClient(port, cp.issueNodeToken('node-1'));
+  t.teardown(async () => {
+    await client.stop();
+    await cp.stop();
+    await removeDir(dir);
+  });
+  await client.start();
+  await snapshotWhere(client, (s) => s.workloads.has(UID_A));
+  await until(() => cp.proxyStatus()[0]?.types[ADDRESS_TYPE_URL]?.state === 'SYNCED');
+  const bad = encodeMessage('istio.workload.Address', {
+    workload: {
+      uid: 'Kubernetes//Pod/ns1/bad',
+      name: 'bad',
+      namespace: 'ns1',
+      trustDomain: 'td',
+      serviceAccount: 'NO',
+    },
+  });
+  // The first change goes out at once; the next two wait for its ACK and coalesce into one response.
+  const nacked = eventWhere<NackEvent>(client, 'nack');
+  cp.store.applyYaml(podYaml('b', '10.1.0.2'));
+  cp.store.applyYaml(podYaml('c', '10.1.0.3'));
+  cp.server.injectRawResource(ADDRESS_TYPE_URL, 'Kubernetes//Pod/ns1/bad', bad);
+  const response = await eventWhere<{ names: string[] }>(client, 'response', (r) => r.names.length === 2);
+  t.deepEqual(response.names.sort(), ['Kubernetes//Pod/ns1/bad', 'Kubernetes//Pod/ns1/c']);
+  const nack = await nacked;
+  t.deepEqual(nack.reasons, [
+    'Kubernetes//Pod/ns1/bad: workload.service_account: "NO" is not a DNS-1123 subdomain',
+  ]);
+  t.true(client.snapshot().workloads.has('Kubernetes//Pod/ns1/c'));
+  t.false(client.snapshot().workloads.has('Kubernetes//Pod/ns1/bad'));
+  await until(() => cp.proxyStatus()[0]?.types[ADDRESS_TYPE_URL]?.state === 'NACKED');
+  const report = cp.proxyStatus()[0]!.types[ADDRESS_TYPE_URL]!;
+  t.deepEqual(report.pending, { count: 1, names: ['Kubernetes//Pod/ns1/bad'] });
+  t.deepEqual(
+    report.rejected.map((r) => r.name),
+    ['Kubernetes//Pod/ns1/bad'],
+  );
+});
