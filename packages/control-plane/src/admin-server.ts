@@ -1,7 +1,8 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { logger } from '@zmesh/shared';
+import { logger, ZmeshError } from '@zmesh/shared';
 import type { ControlPlane } from './control-plane.js';
+import { isLoopback } from './xds-server.js';
 
 const log = logger('cp-admin');
 
@@ -19,9 +20,8 @@ export async function startAdminServer(
   port = 0,
   host = '127.0.0.1',
 ): Promise<{ port: number; close: () => Promise<void> }> {
-  if (host !== '127.0.0.1' && host !== '::1' && host !== 'localhost') {
-    throw new Error(`control-plane admin binds loopback only, not ${host}`);
-  }
+  if (!isLoopback(host))
+    throw new ZmeshError('ZM_ERR_XDS_BIND_REFUSED', { service: 'control-plane admin', host });
   const server = createServer((req, res) => {
     handle(cp, req, res).catch((e: Error) => {
       log.error({ err: e.message }, 'admin request failed');

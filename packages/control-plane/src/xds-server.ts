@@ -15,6 +15,7 @@ import {
   serviceKey,
   structString,
   type Workload,
+  ZmeshError,
 } from '@zmesh/shared';
 import { AdsSession, type AdsStream } from './ads-session.js';
 import { createCertificateHandler, type SignCsr } from './ca-service.js';
@@ -123,7 +124,7 @@ export class XdsServer {
   }
 
   async listen(port = 0, host = '127.0.0.1'): Promise<number> {
-    if (!isLoopback(host)) throw new Error(`xds server binds loopback only (plaintext), not ${host}`);
+    if (!isLoopback(host)) throw new ZmeshError('ZM_ERR_XDS_BIND_REFUSED', { service: 'xDS/CA', host });
     const address = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
     return new Promise((resolve, reject) => {
       this.#server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (e, bound) =>
@@ -187,7 +188,9 @@ export class XdsServer {
     });
     const closed = () => {
       if (session === undefined || !this.#sessions.delete(session)) return;
-      session.record.connected = false;
+      const record = session.record;
+      // A proxy may reconnect before its old stream is noticed gone; it stays connected then.
+      record.connected = [...this.#sessions].some((s) => s.record === record);
       session.record.lastContact = Date.now();
       log.info({ proxy: session.record.proxyId }, 'proxy disconnected');
     };
@@ -228,6 +231,6 @@ function cached(name: string, payloadType: string, bytes: Uint8Array, rank: numb
   return { name, payloadType, bytes, rank, version: contentVersion(bytes) };
 }
 
-function isLoopback(host: string): boolean {
+export function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
