@@ -48,5 +48,11 @@ export { csrUriSans, MAX_CSR_PEM_BYTES } from './csr-info.js';
 export { bytesToIp, canonicalIp, ipToBytes } from './ip-bytes.js';
 export { ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL, PROTO_DIR, protoRoot } from './proto-root.js';
 export { loadSnapshot, writeSnapshot } from './snapshot-file.js';
-export { MAX_RESPONSE_BYTES, type NackEvent, XdsClient, type XdsClientOptions } from './xds-client.js';
+export {
+  backoffDelay,
+  MAX_RESPONSE_BYTES,
+  type NackEvent,
+  XdsClient,
+  type XdsClientOptions,
+} from './xds-client.js';
 export { XdsMetrics } from './xds-metrics.js';

@@ -206,12 +206,8 @@ export class XdsClient extends EventEmitter {
     this.#timer = setTimeout(() => this.#connect(), delay);
   }
 
-  /** Exponential backoff with "equal jitter": half fixed, half random, capped at maxMs. */
   #nextDelay(): number {
-    const { initialMs, maxMs } = this.#opts.backoff;
-    const base = Math.min(maxMs, initialMs * 2 ** Math.min(this.#attempt, MAX_BACKOFF_EXPONENT));
-    this.#attempt++;
-    return base / 2 + (Math.random() * base) / 2;
+    return backoffDelay(this.#attempt++, this.#opts.backoff);
   }
 
   #onResponse(call: grpc.ClientDuplexStream<DeltaRequest, DeltaResponse>, res: DeltaResponse): void {
@@ -294,4 +290,17 @@ export class XdsClient extends EventEmitter {
     }
     this.#writing = undefined;
   }
+}
+
+/**
+ * Exponential backoff with "equal jitter": half of the capped exponential delay is fixed,
+ * half random, so reconnecting proxies spread out but none retries at once.
+ */
+export function backoffDelay(
+  attempt: number,
+  backoff: { initialMs: number; maxMs: number },
+  random: () => number = Math.random,
+): number {
+  const base = Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.min(attempt, MAX_BACKOFF_EXPONENT));
+  return base / 2 + (random() * base) / 2;
 }
