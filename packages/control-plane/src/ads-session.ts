@@ -44,11 +44,21 @@ export class AdsSession {
   readonly #noncePrefix = randomBytes(4).toString('hex');
   #nonces = 0;
 
-  constructor(call: AdsStream, record: ProxyRecord, cache: ResourceCache, registry: ProxyStatusRegistry) {
+  readonly #primed: () => boolean;
+
+  /** `primed`: false until the server holds a real config, so nothing is pushed before it. */
+  constructor(
+    call: AdsStream,
+    record: ProxyRecord,
+    cache: ResourceCache,
+    registry: ProxyStatusRegistry,
+    primed: () => boolean,
+  ) {
     this.#call = call;
     this.record = record;
     this.#cache = cache;
     this.#registry = registry;
+    this.#primed = primed;
   }
 
   onRequest(req: DeltaRequest, servedTypes: readonly string[]): void {
@@ -71,7 +81,7 @@ export class AdsSession {
   /** Sends what changed for this type, unless a response is still awaiting its ACK. */
   push(typeUrl: string): void {
     const state = this.#types.get(typeUrl);
-    if (state === undefined || state.inFlight !== undefined) return;
+    if (state === undefined || state.inFlight !== undefined || !this.#primed()) return;
     const { version, resources } = this.#cache.view(typeUrl);
     const { updated, removed } = this.#diff(typeUrl, state, resources);
     state.syncedThrough = version;

@@ -1,4 +1,4 @@
-import type { XdsAuthorization } from '@zmesh/shared';
+import { type XdsAuthorization, ZmeshError } from '@zmesh/shared';
 import type { SignCsr } from './ca-service.js';
 import { Compiler } from './compiler.js';
 import { ConfigStore, type StoreView } from './config-store.js';
@@ -43,9 +43,19 @@ export class ControlPlane {
     if (opts.watch) this.store.watch();
   }
 
-  /** Loads the config directory (a refused load leaves an empty config) and serves on loopback. */
+  /**
+   * Loads the config directory and serves on loopback. A refused initial load is an error:
+   * serving an empty config would make every resuming proxy drop what it holds. Without a
+   * directory, proxies get their first response after the first `store.apply`.
+   */
   async start(port = 0, host = '127.0.0.1'): Promise<number> {
-    await this.store.reload();
+    const loaded = await this.store.reload();
+    if (!loaded.ok) {
+      throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
+        source: 'config directory',
+        reason: loaded.error.join('; '),
+      });
+    }
     return this.server.listen(port, host);
   }
 

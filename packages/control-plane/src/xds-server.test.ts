@@ -2,6 +2,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ADDRESS_TYPE_URL, encodeMessage, loadSnapshot, MeshMetrics, type NackEvent } from '@zmesh/shared';
 import test from 'ava';
+import { ControlPlane } from './control-plane.js';
 import {
   configDir,
   eventWhere,
@@ -284,4 +285,32 @@ test('in one response, valid resources are applied and only the malformed one is
     report.rejected.map((r) => r.name),
     ['Kubernetes//Pod/ns1/bad'],
   );
+});
+
+test('nothing is pushed before the first config, so a resuming proxy is never emptied', async (t) => {
+  const cp = new ControlPlane({ trustDomain: 'cluster.local' });
+  const port = await cp.start(0);
+  const client = newClient(port, cp.issueNodeToken('node-1'));
+  t.teardown(async () => {
+    await client.stop();
+    await cp.stop();
+  });
+  const responses: unknown[] = [];
+  client.on('response', (r) => responses.push(r));
+  await client.start();
+  await eventWhere(client, 'connected');
+  await new Promise((r) => setTimeout(r, 100));
+  t.is(responses.length, 0);
+  t.false(client.synced);
+  cp.store.applyYaml(podYaml('a', '10.1.0.1'));
+  await eventWhere(client, 'synced');
+  t.true(client.snapshot().workloads.has(UID_A));
+});
+
+test('a control plane whose config directory is refused does not start', async (t) => {
+  const dir = await configDir({ 'bad.yaml': 'kind: Pod\nmetadata: { name: x }\n' });
+  t.teardown(() => removeDir(dir));
+  const cp = new ControlPlane({ trustDomain: 'cluster.local', configDir: dir });
+  await t.throwsAsync(cp.start(0), { code: 'ZM_ERR_CONFIG_INVALID' });
+  await cp.stop();
 });

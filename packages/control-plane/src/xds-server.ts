@@ -50,6 +50,12 @@ export class XdsServer {
   readonly #server: grpc.Server;
   readonly #sessions = new Set<AdsSession>();
   #workloadsByNode = new Map<string, Workload[]>();
+  /**
+   * No response before the first config: an empty answer to a proxy resuming with
+   * initial_resource_versions would remove everything it holds (say, after a restart of
+   * the control plane whose config has not loaded yet).
+   */
+  #primed = false;
   /** Compiled objects are immutable and reused for unchanged inputs: encode each once. */
   readonly #encoded = new WeakMap<object, CachedResource>();
 
@@ -109,8 +115,15 @@ export class XdsServer {
       else byNode.set(w.node, [w]);
     }
     this.#workloadsByNode = byNode;
-    if (this.cache.replace(ADDRESS_TYPE_URL, addresses)) this.#pushType(ADDRESS_TYPE_URL);
-    if (this.cache.replace(AUTHORIZATION_TYPE_URL, policies)) this.#pushType(AUTHORIZATION_TYPE_URL);
+    const addressesChanged = this.cache.replace(ADDRESS_TYPE_URL, addresses);
+    const policiesChanged = this.cache.replace(AUTHORIZATION_TYPE_URL, policies);
+    if (!this.#primed) {
+      this.#primed = true;
+      for (const s of this.#sessions) s.pushAll();
+      return;
+    }
+    if (addressesChanged) this.#pushType(ADDRESS_TYPE_URL);
+    if (policiesChanged) this.#pushType(AUTHORIZATION_TYPE_URL);
   }
 
   /** Test hook: serves arbitrary bytes under a name, e.g. a malformed Address. */
@@ -180,7 +193,7 @@ export class XdsServer {
         }
         const record = this.proxies.record(id, node);
         record.connected = true;
-        session = new AdsSession(call, record, this.cache, this.proxies);
+        session = new AdsSession(call, record, this.cache, this.proxies, () => this.#primed);
         this.#sessions.add(session);
         log.info({ proxy: id, node }, 'proxy connected');
       }

@@ -18,9 +18,7 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
     trustDomain: options.trustDomain,
     ...(options.config ? { configDir: options.config, watch: true } : {}),
   });
-  const loaded = await cp.store.reload();
-  if (!loaded.ok) console.error(`config refused:\n  ${loaded.error.join('\n  ')}`);
-  const port = await cp.server.listen(Number(options.port));
+  const port = await cp.start(Number(options.port));
   const admin = await startAdminServer(cp, Number(options.adminPort));
   console.error(
     `control plane: xDS on 127.0.0.1:${port} (plaintext, loopback), admin on 127.0.0.1:${admin.port}`,
