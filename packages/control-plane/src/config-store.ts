@@ -46,6 +46,7 @@ export class ConfigStore extends EventEmitter {
   #view: StoreView = { generation: 0, objects: new Map() };
   #watcher: FSWatcher | undefined;
   #debounce: NodeJS.Timeout | undefined;
+  #reloading: Promise<void> = Promise.resolve();
 
   constructor(opts: ConfigStoreOptions = {}) {
     super();
@@ -56,8 +57,20 @@ export class ConfigStore extends EventEmitter {
     return this.#view;
   }
 
-  /** Re-reads the directory; refused as a whole if any file is invalid. */
-  async reload(): Promise<Result<StoreView>> {
+  /**
+   * Re-reads the directory; refused as a whole if any file is invalid. Reloads run one at
+   * a time, so an older read never commits over a newer one.
+   */
+  reload(): Promise<Result<StoreView>> {
+    const run = this.#reloading.then(() => this.#reloadNow());
+    this.#reloading = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
+  }
+
+  async #reloadNow(): Promise<Result<StoreView>> {
     if (this.#opts.dir === undefined) return ok(this.#view);
     const read = await readDirectory(this.#opts.dir);
     if (!read.ok) return this.#reject(read.error);
