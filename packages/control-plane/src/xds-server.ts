@@ -3,7 +3,6 @@ import {
   ADDRESS_TYPE_URL,
   ADS_METHOD,
   AUTHORIZATION_TYPE_URL,
-  authorizationKey,
   CA_METHOD,
   certificateRequestCodec,
   certificateResponseCodec,
@@ -15,6 +14,7 @@ import {
   serviceKey,
   structString,
   type Workload,
+  xdsAuthorizationKey,
   ZmeshError,
 } from '@zmesh/shared';
 import { AdsSession, type AdsStream } from './ads-session.js';
@@ -106,7 +106,7 @@ export class XdsServer {
       ),
     ];
     const policies = config.authorizations.map((p) =>
-      this.#memo(p, () => cached(authorizationKey(p), AUTHORIZATION_TYPE_URL, encodeAuthorization(p), 0)),
+      this.#memo(p, () => cached(xdsAuthorizationKey(p), AUTHORIZATION_TYPE_URL, encodeAuthorization(p), 0)),
     );
     const byNode = new Map<string, Workload[]>();
     for (const w of config.workloads) {

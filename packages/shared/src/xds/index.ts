@@ -22,7 +22,7 @@ export {
   type AuthzMatch as XdsAuthzMatch,
   type AuthzRule as XdsAuthzRule,
   type AuthzScope as XdsAuthzScope,
-  authorizationKey,
+  authorizationKey as xdsAuthorizationKey,
   type Cidr as XdsCidr,
   type ServiceAccountMatch as XdsServiceAccountMatch,
   type StringMatch as XdsStringMatch,
