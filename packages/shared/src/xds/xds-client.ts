@@ -180,7 +180,6 @@ export class XdsClient extends EventEmitter {
   #markConnected(call: grpc.ClientDuplexStream<DeltaRequest, DeltaResponse>): void {
     if (call !== this.#call || this.#current) return;
     this.#current = true;
-    this.#attempt = 0;
     this.#metrics?.connected.set(1);
     log.info({ address: this.#opts.address }, 'xds connected');
     this.emit('connected');
@@ -213,6 +212,9 @@ export class XdsClient extends EventEmitter {
   #onResponse(call: grpc.ClientDuplexStream<DeltaRequest, DeltaResponse>, res: DeltaResponse): void {
     if (call !== this.#call) return;
     this.#markConnected(call);
+    // Backoff resets on a response, not on headers: a server that accepts and then
+    // refuses the stream must not be retried at the initial rate forever.
+    this.#attempt = 0;
     const typeUrl = res.typeUrl ?? '';
     const nonce = res.nonce ?? '';
     this.emit('response', {
