@@ -1,1 +1,27 @@
-export {};
+export { MAX_APPLY_BYTES, startAdminServer } from './admin-server.js';
+export { AdsSession } from './ads-session.js';
+export {
+  authorize,
+  createCertificateHandler,
+  DEFAULT_CERT_TTL_SECONDS,
+  IMPERSONATED_IDENTITY,
+  MAX_CERT_TTL_SECONDS,
+  type SignCsr,
+} from './ca-service.js';
+export {
+  type CompiledConfig,
+  Compiler,
+  type CompilerOptions,
+  compile,
+  DATAPLANE_MODE_LABEL,
+  GATEWAY_NAME_LABEL,
+  HBONE_PORT,
+  USE_WAYPOINT_LABEL,
+} from './compiler.js';
+export { ConfigStore, type ConfigStoreOptions, objectsOf, type StoreView } from './config-store.js';
+export { ControlPlane, type ControlPlaneOptions } from './control-plane.js';
+export * from './k8s-objects.js';
+export { NodeTokens } from './node-tokens.js';
+export { type ProxyReport, ProxyStatusRegistry, type TypeReport } from './proxy-status.js';
+export { type CachedResource, ResourceCache } from './resource-cache.js';
+export { SERVED_TYPES, XdsServer, type XdsServerOptions } from './xds-server.js';

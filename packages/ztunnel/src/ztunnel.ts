@@ -12,8 +12,8 @@ import {
   type Workload,
 } from '@zmesh/shared';
 import { AdminServers } from './admin/admin-servers.js';
-import { InboundAuthorizer } from './authz/inbound-authorizer.js';
 import { CapturedPods, type EnrolledPod } from './attribute/captured-pods.js';
+import { InboundAuthorizer } from './authz/inbound-authorizer.js';
 import type { BpfCapture } from './capture/bpf-capture.js';
 import { connectInNetns, listenInNetns } from './capture/netns-listener.js';
 import { NodeAgentServer } from './capture/node-agent.js';
@@ -173,11 +173,13 @@ export class Ztunnel {
   readiness(): { ready: boolean; reasons: string[] } {
     const pendingConfig = (this.captured?.uids() ?? []).filter((uid) => !this.state.workload(uid));
     const reasons = pendingConfig.map((uid) => `${uid}: enrolled, no configuration yet`);
-    reasons.push(...this.localWorkloads().flatMap((w) => {
-      if (!this.certs.get(spiffeIdOf(w))) return [`${w.uid}: no valid certificate`];
-      if (!this.inbound.has(w.uid)) return [`${w.uid}: inbound listener not up`];
-      return [];
-    }));
+    reasons.push(
+      ...this.localWorkloads().flatMap((w) => {
+        if (!this.certs.get(spiffeIdOf(w))) return [`${w.uid}: no valid certificate`];
+        if (!this.inbound.has(w.uid)) return [`${w.uid}: inbound listener not up`];
+        return [];
+      }),
+    );
     return { ready: reasons.length === 0, reasons };
   }
 
@@ -310,7 +312,9 @@ export class Ztunnel {
   private inboundTargets(w: Workload): ListenTarget[] {
     const pod = this.captured?.get(w.uid);
     if (!pod) return w.addresses.map((host) => ({ host, port: HBONE_PORT }));
-    return w.addresses.map((host) => ({ fd: listenInNetns(pod.netnsPath, host, HBONE_PORT, { freebind: true }) }));
+    return w.addresses.map((host) => ({
+      fd: listenInNetns(pod.netnsPath, host, HBONE_PORT, { freebind: true }),
+    }));
   }
 
   /** The last hop to the app: over loopback inside the pod when captured. */

@@ -21,13 +21,47 @@ program
   )
   .option('--trust-domain <domain>', 'SPIFFE trust domain', 'cluster.local')
   .option('--passthrough <allow|deny>', 'destinations outside the mesh: plain TCP or refused', 'deny')
-  .option('--agent-socket <path>', 'capture mode: the node-agent Unix socket pods are enrolled through (needs root and BPF)')
+  .option(
+    '--agent-socket <path>',
+    'capture mode: the node-agent Unix socket pods are enrolled through (needs root and BPF)',
+  )
   .option('--admin-port <port>', 'admin port (/config_dump, /logging, /quitquitquit)', '15000')
   .option('--metrics-port <port>', 'Prometheus /metrics port', '15020')
   .option('--ready-port <port>', 'readiness and liveness port', '15021')
   .action(async (options) => {
     const { runZtunnel } = await import('./ztunnel-command.js');
     process.exitCode = await runZtunnel(options);
+  });
+
+program
+  .command('control-plane')
+  .description('run the control plane: YAML config store, delta ADS (and CA) on loopback, admin endpoint')
+  .option('-c, --config <dir>', 'directory of YAML config (watched)')
+  .option('--port <port>', 'xDS/CA gRPC port (loopback, plaintext)', '15010')
+  .option('--admin-port <port>', 'admin port for apply / proxy-status (loopback)', '15014')
+  .option('--trust-domain <domain>', 'SPIFFE trust domain', 'cluster.local')
+  .action(async (options) => {
+    const { runControlPlane } = await import('./control-plane-command.js');
+    await runControlPlane(options);
+  });
+
+program
+  .command('apply')
+  .description('apply YAML (Pods, Services, Namespaces, policies, waypoints) to a running control plane')
+  .requiredOption('-f, --file <file>', 'multi-document YAML file')
+  .option('--admin <url>', 'control-plane admin URL', 'http://127.0.0.1:15014')
+  .action(async (options) => {
+    const { runApply } = await import('./control-plane-command.js');
+    process.exitCode = await runApply(options.file, options.admin);
+  });
+
+program
+  .command('proxy-status')
+  .description('per proxy and type: version sent, acked, nacked (with reason), pending, last contact')
+  .option('--admin <url>', 'control-plane admin URL', 'http://127.0.0.1:15014')
+  .action(async (options) => {
+    const { runProxyStatus } = await import('./control-plane-command.js');
+    process.exitCode = await runProxyStatus(options.admin);
   });
 
 program

@@ -53,7 +53,8 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
   });
   await ztunnel.start();
   await ztunnel.applyConfig(config.value);
-  if (!opts.agentSocket) log.warn('explicit-proxy mode: no capture, no strict inbound; attribution comes from forward listeners');
+  if (!opts.agentSocket)
+    log.warn('explicit-proxy mode: no capture, no strict inbound; attribution comes from forward listeners');
   const done = new Promise<void>((resolve) => {
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
   });

@@ -64,6 +64,11 @@ export const CATALOGUE = {
   },
   ZM_ERR_CONFIG_INVALID: { message: 'invalid config {source}: {reason}', status: 500, flag: 'CFG' },
   ZM_ERR_CONFIG_PENDING: { message: '{resource} waits for {missing}', status: 503, flag: 'CFG' },
+  ZM_ERR_XDS_BIND_REFUSED: {
+    message: 'refusing to serve {service} on {host}: it is plaintext and binds loopback only',
+    status: 500,
+    flag: 'CFG',
+  },
   ZM_ERR_ROUTE_NO_DESTINATION: { message: 'no workload or service at {address}', status: 503, flag: 'NR' },
   ZM_ERR_ROUTE_NO_HEALTHY: { message: 'service {service} has no healthy endpoint', status: 503, flag: 'UH' },
   ZM_ERR_TENANT_QUOTA: { message: 'tenant {tenant} over {quota} quota ({limit})', status: 503, flag: 'UO' },

@@ -1,1 +1,57 @@
-export {};
+export {
+  ADS_METHOD,
+  CA_METHOD,
+  type CertificateRequest,
+  type CertificateResponse,
+  certificateRequestCodec,
+  certificateResponseCodec,
+  type DeltaRequest,
+  type DeltaResource,
+  type DeltaResponse,
+  deltaRequestCodec,
+  deltaResponseCodec,
+  structString,
+  toStruct,
+  type WireNode,
+  type WireStruct,
+} from './ads-messages.js';
+export {
+  type Authorization as XdsAuthorization,
+  type AuthzAction as XdsAuthzAction,
+  type AuthzClause as XdsAuthzClause,
+  type AuthzMatch as XdsAuthzMatch,
+  type AuthzRule as XdsAuthzRule,
+  type AuthzScope as XdsAuthzScope,
+  authorizationKey as xdsAuthorizationKey,
+  type Cidr as XdsCidr,
+  type ServiceAccountMatch as XdsServiceAccountMatch,
+  type StringMatch as XdsStringMatch,
+} from './authorization.js';
+export {
+  type DecodedAddress,
+  decodeAddress,
+  decodeAuthorization,
+  encodeAddress,
+  encodeAuthorization,
+  encodeMessage,
+} from './codec.js';
+export {
+  type Accepted,
+  type AcceptedState,
+  advanceSnapshot,
+  buildSnapshot,
+  type ConfigSnapshot,
+  EMPTY_STATE,
+  type PendingResource,
+} from './config-snapshot.js';
+export { csrUriSans, MAX_CSR_PEM_BYTES } from './csr-info.js';
+export { ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL, PROTO_DIR, protoRoot } from './proto-root.js';
+export { loadSnapshot, writeSnapshot } from './snapshot-file.js';
+export {
+  backoffDelay,
+  MAX_RESPONSE_BYTES,
+  type NackEvent,
+  XdsClient,
+  type XdsClientOptions,
+} from './xds-client.js';
+export { XdsMetrics } from './xds-metrics.js';

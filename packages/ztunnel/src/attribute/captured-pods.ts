@@ -77,7 +77,11 @@ export class CapturedPods implements NodeAgentHandler {
     } catch (e) {
       for (const s of pod.outbound) s.close();
       // Capture stays attached: the pod is cut off (fail closed) rather than uncaptured.
-      throw new ZmeshError('ZM_ERR_CAPTURE_NETNS', { netns: req.netns, reason: (e as Error).message }, { cause: e });
+      throw new ZmeshError(
+        'ZM_ERR_CAPTURE_NETNS',
+        { netns: req.netns, reason: (e as Error).message },
+        { cause: e },
+      );
     }
     this.pods.set(req.uid, pod);
     log.info({ pod: req.uid }, 'pod enrolled');
@@ -112,7 +116,9 @@ export class CapturedPods implements NodeAgentHandler {
 
   private listenOutbound(pod: EnrolledPod, host: string): Promise<Server> {
     const fd = listenInNetns(pod.netnsPath, host, OUTBOUND_PORT);
-    const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => this.onCaptured(pod, socket));
+    const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) =>
+      this.onCaptured(pod, socket),
+    );
     server.on('error', (e) => log.error({ pod: pod.uid, err: e.message }, 'outbound listener error'));
     return new Promise((resolve) => server.listen({ fd }, () => resolve(server)));
   }
@@ -120,10 +126,18 @@ export class CapturedPods implements NodeAgentHandler {
   private onCaptured(pod: EnrolledPod, socket: Socket): void {
     socket.on('error', () => {});
     const destination = this.inputs.bpf.originalDestination(socket);
-    if (!destination) return this.refuse(socket, pod, 'no_original_dst');
     const workload = this.inputs.state().workload(pod.uid);
-    if (!workload) return this.refuse(socket, pod, 'pending_config');
-    if (!this.inputs.hasCertificate(workload)) return this.refuse(socket, pod, 'pending_certificate');
+    const refusal = !destination
+      ? 'no_original_dst'
+      : !workload
+        ? 'pending_config'
+        : !this.inputs.hasCertificate(workload)
+          ? 'pending_certificate'
+          : undefined;
+    if (refusal || !destination || !workload) {
+      this.refuse(socket, pod, refusal ?? 'pending_config');
+      return;
+    }
     handleOutbound(this.inputs.outbound, socket, workload, destination).catch((e: unknown) => {
       log.error({ pod: pod.uid, err: (e as Error).message }, 'outbound handler failed');
       socket.destroy();

@@ -1,0 +1,131 @@
+import * as grpc from '@grpc/grpc-js';
+import {
+  CA_METHOD,
+  type CertificateRequest,
+  type CertificateResponse,
+  certificateRequestCodec,
+  certificateResponseCodec,
+  csrUriSans,
+  toStruct,
+} from '@zmesh/shared';
+import test from 'ava';
+import { IMPERSONATED_IDENTITY } from './ca-service.js';
+import { testCsr } from './test-csr.js';
+import {
+  configDir,
+  eventWhere,
+  NAMESPACE_YAML,
+  newClient,
+  podYaml,
+  removeDir,
+  startControlPlane,
+} from './test-fixtures.js';
+
+const ID_A = 'spiffe://cluster.local/ns/ns1/sa/sa-a';
+const ID_B = 'spiffe://cluster.local/ns/ns1/sa/sa-b';
+
+interface Signed {
+  csr: string;
+  identity: string;
+  ttlSeconds: number;
+}
+
+async function setup(t: import('ava').ExecutionContext) {
+  const dir = await configDir({
+    'ns.yaml': NAMESPACE_YAML,
+    'a.yaml': podYaml('a', '10.1.0.1', 'node-1'),
+    'b.yaml': podYaml('b', '10.1.0.2', 'node-2'),
+  });
+  const signed: Signed[] = [];
+  const signCsr = async (csr: string, opts: { identity: string; ttlSeconds: number }) => {
+    signed.push({ csr, ...opts });
+    return ['LEAF', 'ROOT'];
+  };
+  const { cp, port } = await startControlPlane(dir, { signCsr });
+  const client = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+  t.teardown(async () => {
+    client.close();
+    await cp.stop();
+    await removeDir(dir);
+  });
+  const call = (token: string, req: CertificateRequest) =>
+    new Promise<{ error?: grpc.ServiceError; value?: CertificateResponse }>((resolve) => {
+      const md = new grpc.Metadata();
+      md.set('authorization', `Bearer ${token}`);
+      client.makeUnaryRequest(
+        CA_METHOD,
+        certificateRequestCodec.serialize,
+        certificateResponseCodec.deserialize,
+        req,
+        md,
+        (error, value) => resolve(error ? { error } : { value: value! }),
+      );
+    });
+  return { cp, port, signed, call };
+}
+
+test('the CSR reader verifies the self-signature and returns the URI SANs', (t) => {
+  t.deepEqual(csrUriSans(testCsr([ID_A])), { ok: true, value: [ID_A] });
+  t.deepEqual(csrUriSans(testCsr([])), { ok: true, value: [] });
+  const pem = testCsr([ID_A]);
+  const der = Buffer.from(pem.replace(/-----[^-]+-----|\s/g, ''), 'base64');
+  der.writeUInt8(der.readUInt8(40) ^ 1, 40); // inside the public key: the signature no longer verifies
+  const tampered = `-----BEGIN CERTIFICATE REQUEST-----\n${der.toString('base64')}\n-----END CERTIFICATE REQUEST-----\n`;
+  t.false(csrUriSans(tampered).ok);
+  t.false(csrUriSans('not a csr').ok);
+});
+
+test('a node gets a certificate for a workload scheduled on it (URI SAN or ImpersonatedIdentity)', async (t) => {
+  const { cp, signed, call } = await setup(t);
+  const bySan = await call(cp.issueNodeToken('node-1'), { csr: testCsr([ID_A]), validityDuration: 3600 });
+  t.deepEqual(bySan.value?.certChain, ['LEAF', 'ROOT']);
+  t.like(signed[0], { identity: ID_A, ttlSeconds: 3600 });
+  const byMetadata = await call(cp.issueNodeToken('node-1'), {
+    csr: testCsr([]),
+    metadata: toStruct({ [IMPERSONATED_IDENTITY]: ID_A }),
+  });
+  t.deepEqual(byMetadata.value?.certChain, ['LEAF', 'ROOT']);
+  t.like(signed[1], { identity: ID_A, ttlSeconds: 24 * 3600 });
+});
+
+test('the CA refuses identities of workloads on another node, and other nodes tokens', async (t) => {
+  const { cp, signed, call } = await setup(t);
+  const otherNodesWorkload = await call(cp.issueNodeToken('node-1'), { csr: testCsr([ID_B]) });
+  t.is(otherNodesWorkload.error?.code, grpc.status.PERMISSION_DENIED);
+  t.regex(otherNodesWorkload.error!.details, /not the identity of a workload scheduled on node node-1/);
+  const otherNodesToken = await call(cp.issueNodeToken('node-2'), {
+    csr: testCsr([]),
+    metadata: toStruct({ [IMPERSONATED_IDENTITY]: ID_A }),
+  });
+  t.is(otherNodesToken.error?.code, grpc.status.PERMISSION_DENIED);
+  const mismatch = await call(cp.issueNodeToken('node-1'), {
+    csr: testCsr([ID_B]),
+    metadata: toStruct({ [IMPERSONATED_IDENTITY]: ID_A }),
+  });
+  t.is(mismatch.error?.code, grpc.status.PERMISSION_DENIED);
+  const forged = cp.issueNodeToken('node-1').replace(/\.[^.]+$/, '.AAAA');
+  t.is((await call(forged, { csr: testCsr([ID_A]) })).error?.code, grpc.status.UNAUTHENTICATED);
+  t.is(signed.length, 0, 'nothing was signed');
+});
+
+test('an xDS stream without a valid node token is refused UNAUTHENTICATED', async (t) => {
+  const { cp, port } = await setup(t);
+  const client = newClient(port, 'zmn1.bm9kZS0x.forged', { backoff: { initialMs: 5000, maxMs: 5000 } });
+  const ended = eventWhere<{ code: number }>(client, 'disconnected');
+  await client.start();
+  t.is((await ended).code, grpc.status.UNAUTHENTICATED);
+  await client.stop();
+  t.deepEqual(cp.proxyStatus(), []);
+});
+
+test('a proxy claiming another node than its token names is refused', async (t) => {
+  const { cp, port } = await setup(t);
+  const client = newClient(port, cp.issueNodeToken('node-1'), {
+    node: { id: 'ztunnel~x', metadata: { NODE_NAME: 'node-2' } },
+    backoff: { initialMs: 5000, maxMs: 5000 },
+  });
+  const ended = eventWhere<{ code: number }>(client, 'disconnected');
+  await client.start();
+  t.is((await ended).code, grpc.status.PERMISSION_DENIED);
+  await client.stop();
+});

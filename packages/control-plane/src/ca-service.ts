@@ -1,0 +1,95 @@
+import type * as grpc from '@grpc/grpc-js';
+import { status as grpcStatus } from '@grpc/grpc-js';
+import {
+  type CertificateRequest,
+  type CertificateResponse,
+  csrUriSans,
+  err,
+  logger,
+  ok,
+  type Result,
+  spiffeIdOf,
+  structString,
+  type Workload,
+} from '@zmesh/shared';
+import type { NodeTokens } from './node-tokens.js';
+
+const log = logger('ca-service');
+
+/** Signs a CSR for an identity the control plane has already authorized. */
+export type SignCsr = (csrPem: string, opts: { identity: string; ttlSeconds: number }) => Promise<string[]>;
+
+/** Workload certificates are short-lived (Istio's default is 24 h); a longer request is clamped. */
+export const MAX_CERT_TTL_SECONDS = 24 * 3600;
+export const DEFAULT_CERT_TTL_SECONDS = 24 * 3600;
+const MIN_CERT_TTL_SECONDS = 60;
+/** Metadata key a node proxy uses to ask for one of its workloads' identities (Istio's name). */
+export const IMPERSONATED_IDENTITY = 'ImpersonatedIdentity';
+
+export interface CaServiceOptions {
+  tokens: NodeTokens;
+  signCsr: SignCsr;
+  /** The workloads the control plane has scheduled on a node. */
+  workloadsOnNode: (node: string) => readonly Workload[];
+  maxTtlSeconds?: number;
+}
+
+/**
+ * `istio.v1.auth.IstioCertificateService/CreateCertificate`. A node's proxy may obtain only
+ * identities of workloads scheduled on its own node (DESIGN.md §5): the requested identity
+ * (ImpersonatedIdentity metadata, else the CSR's URI SAN) must be one of them, and any URI
+ * SAN in the CSR must agree with it. Everything else is refused and logged.
+ */
+export function createCertificateHandler(opts: CaServiceOptions) {
+  return (
+    call: grpc.ServerUnaryCall<CertificateRequest, CertificateResponse>,
+    callback: grpc.sendUnaryData<CertificateResponse>,
+  ): void => {
+    const node = opts.tokens.nodeFromAuthorization(call.metadata.get('authorization')[0]);
+    if (node === undefined) {
+      log.warn({ peer: call.getPeer() }, 'certificate request without a valid node token');
+      callback({ code: grpcStatus.UNAUTHENTICATED, details: 'missing or invalid node token' });
+      return;
+    }
+    void authorize(call.request, node, opts).then(async (decision) => {
+      if (!decision.ok) {
+        log.warn({ node, reasons: decision.error }, 'certificate request refused');
+        callback({ code: grpcStatus.PERMISSION_DENIED, details: decision.error.join('; ') });
+        return;
+      }
+      try {
+        const certChain = await opts.signCsr(call.request.csr ?? '', decision.value);
+        log.info({ node, identity: decision.value.identity }, 'certificate issued');
+        callback(null, { certChain });
+      } catch (e) {
+        log.error({ node, err: (e as Error).message }, 'signing failed');
+        callback({ code: grpcStatus.INTERNAL, details: 'signing failed' });
+      }
+    });
+  };
+}
+
+export async function authorize(
+  req: CertificateRequest,
+  node: string,
+  opts: Pick<CaServiceOptions, 'workloadsOnNode' | 'maxTtlSeconds'>,
+): Promise<Result<{ identity: string; ttlSeconds: number }>> {
+  const sans = csrUriSans(req.csr ?? '');
+  if (!sans.ok) return sans;
+  const requested = structString(req.metadata, IMPERSONATED_IDENTITY) ?? sans.value[0];
+  if (requested === undefined)
+    return err(['no identity requested (neither ImpersonatedIdentity nor a URI SAN)']);
+  const disagreeing = sans.value.filter((s) => s !== requested);
+  if (disagreeing.length > 0) return err([`CSR URI SANs ${disagreeing.join(', ')} differ from ${requested}`]);
+  const onNode = opts.workloadsOnNode(node);
+  if (!onNode.some((w) => spiffeIdOf(w) === requested)) {
+    return err([`${requested} is not the identity of a workload scheduled on node ${node}`]);
+  }
+  const max = opts.maxTtlSeconds ?? MAX_CERT_TTL_SECONDS;
+  const asked = Number(req.validityDuration ?? 0);
+  const ttlSeconds =
+    asked > 0
+      ? Math.min(Math.max(asked, MIN_CERT_TTL_SECONDS), max)
+      : Math.min(DEFAULT_CERT_TTL_SECONDS, max);
+  return ok({ identity: requested, ttlSeconds });
+}

@@ -1,0 +1,90 @@
+import test from 'ava';
+import { compile } from './compiler.js';
+import { ConfigStore } from './config-store.js';
+import { NAMESPACE_YAML, podYaml, SERVICE_YAML } from './test-fixtures.js';
+
+function compiled(...docs: string[]) {
+  const store = new ConfigStore();
+  const applied = store.applyYaml(docs.join('---\n'));
+  if (!applied.ok) throw new Error(applied.error.join('\n'));
+  return compile(store.view(), { trustDomain: 'example.org' });
+}
+
+test('a Pod compiles to an Istio-shaped Workload', (t) => {
+  const { workloads, services } = compiled(NAMESPACE_YAML, podYaml('a', '10.1.0.1'), SERVICE_YAML);
+  t.like(workloads[0], {
+    uid: 'Kubernetes//Pod/ns1/a',
+    name: 'a',
+    namespace: 'ns1',
+    addresses: ['10.1.0.1'],
+    node: 'node-1',
+    trustDomain: 'example.org',
+    serviceAccount: 'sa-a',
+    tunnelProtocol: 'HBONE',
+    status: 'HEALTHY',
+    services: { 'ns1/svc.ns1.svc.cluster.local': [{ servicePort: 80, targetPort: 8080 }] },
+  });
+  t.like(services[0], {
+    hostname: 'svc.ns1.svc.cluster.local',
+    addresses: [{ network: '', address: '10.96.0.10' }],
+    ports: [{ servicePort: 80, targetPort: 8080, appProtocol: 'HTTP11' }],
+  });
+});
+
+test('a namespace without ambient gets plaintext workloads; the pod label can opt in', (t) => {
+  const plain = NAMESPACE_YAML.replace('    istio.io/dataplane-mode: ambient\n', '    x: y\n');
+  const { workloads } = compiled(
+    plain,
+    podYaml('a', '10.1.0.1'),
+    podYaml('b', '10.1.0.2', 'node-1', { 'istio.io/dataplane-mode': 'ambient' }),
+  );
+  t.is(workloads.find((w) => w.name === 'a')?.tunnelProtocol, 'NONE');
+  t.is(workloads.find((w) => w.name === 'b')?.tunnelProtocol, 'HBONE');
+});
+
+test('use-waypoint names the waypoint by hostname for services and pods, but not the waypoint itself', (t) => {
+  const ns = NAMESPACE_YAML.replace('ambient\n', 'ambient\n    istio.io/use-waypoint: wp\n');
+  const gateway = `kind: Gateway
+metadata: { name: wp, namespace: ns1 }
+spec: { gatewayClassName: istio-waypoint, addresses: [{ value: 10.96.0.99 }] }
+`;
+  const { workloads, services } = compiled(
+    ns,
+    gateway,
+    SERVICE_YAML,
+    podYaml('a', '10.1.0.1'),
+    podYaml('wp-0', '10.1.0.50', 'node-1', { 'gateway.networking.k8s.io/gateway-name': 'wp' }),
+  );
+  const ref = { hostname: { namespace: 'ns1', hostname: 'wp.ns1.svc.cluster.local' }, hbonePort: 15008 };
+  t.deepEqual(workloads.find((w) => w.name === 'a')?.waypoint, ref);
+  t.deepEqual(services.find((s) => s.name === 'svc')?.waypoint, ref);
+  const waypointPod = workloads.find((w) => w.name === 'wp-0');
+  t.is(waypointPod?.waypoint, undefined);
+  t.deepEqual(waypointPod?.services, {
+    'ns1/wp.ns1.svc.cluster.local': [{ servicePort: 15008, targetPort: 15008 }],
+  });
+  t.is(services.find((s) => s.name === 'wp')?.waypoint, undefined);
+});
+
+test('selector AuthorizationPolicies are listed on the workloads they select and converted by the hook', (t) => {
+  const policy = `kind: AuthorizationPolicy
+metadata: { name: deny-a, namespace: ns1 }
+spec: { selector: { matchLabels: { app: a } }, action: DENY }
+`;
+  const store = new ConfigStore();
+  store.applyYaml([NAMESPACE_YAML, podYaml('a', '10.1.0.1'), podYaml('b', '10.1.0.2'), policy].join('---\n'));
+  const out = compile(store.view(), {
+    trustDomain: 'cluster.local',
+    convertPolicy: (raw) => ({
+      name: String((raw.metadata as { name: string }).name),
+      namespace: 'ns1',
+      scope: 'WORKLOAD_SELECTOR',
+      action: 'DENY',
+      rules: [],
+      dryRun: false,
+    }),
+  });
+  t.deepEqual(out.workloads.find((w) => w.name === 'a')?.authorizationPolicies, ['ns1/deny-a']);
+  t.deepEqual(out.workloads.find((w) => w.name === 'b')?.authorizationPolicies, []);
+  t.is(out.authorizations[0]?.name, 'deny-a');
+});

@@ -1,0 +1,281 @@
+import type { AppProtocol, GatewayRef, Port, Service, Workload, XdsAuthorization } from '@zmesh/shared';
+import { objectsOf, type StoreView } from './config-store.js';
+import {
+  type AuthorizationPolicyObject,
+  type GatewayObject,
+  type NamespaceObject,
+  type PodObject,
+  type ServiceObject,
+  WAYPOINT_CLASS,
+} from './k8s-objects.js';
+
+/** Istio's labels (istio.io/latest/docs/ambient). */
+export const DATAPLANE_MODE_LABEL = 'istio.io/dataplane-mode';
+export const USE_WAYPOINT_LABEL = 'istio.io/use-waypoint';
+/** Set by Istio on a waypoint's own pods; they never go through a waypoint themselves. */
+export const GATEWAY_NAME_LABEL = 'gateway.networking.k8s.io/gateway-name';
+export const HBONE_PORT = 15008;
+/** Only labels under this prefix reach proxies (tenancy overrides, DESIGN.md §7). */
+const ZMESH_LABEL_PREFIX = 'zmesh.io/';
+
+export interface CompilerOptions {
+  trustDomain: string;
+  clusterDomain?: string;
+  clusterId?: string;
+  /** Converts a raw AuthorizationPolicy; undefined drops it (the authz helper supplies this). */
+  convertPolicy?: (raw: Record<string, unknown>) => XdsAuthorization | undefined;
+}
+
+export interface CompiledConfig {
+  workloads: Workload[];
+  services: Service[];
+  authorizations: XdsAuthorization[];
+}
+
+/** Compiles the store into the resources served over xDS. Pure: same view, same output. */
+export function compile(view: StoreView, opts: CompilerOptions): CompiledConfig {
+  return new Compiler(opts).compile(view);
+}
+
+/**
+ * Compiles incrementally: store objects are immutable and shared between views, so a pod
+ * whose own object, namespace and the selector-bearing objects (services, gateways,
+ * policies) are unchanged keeps its compiled Workload — same object, so the server's
+ * encoding memo applies too. One pod's change costs O(pods) map work, not a recompile.
+ */
+export class Compiler {
+  readonly #opts: CompilerOptions;
+  readonly #hostnameOf: (name: string, ns: string) => string;
+  readonly #pods = new WeakMap<
+    PodObject,
+    { ns: NamespaceObject | undefined; deps: object; workload: Workload }
+  >();
+  readonly #services = new WeakMap<object, { ns: NamespaceObject | undefined; service: Service }>();
+  readonly #policies = new WeakMap<AuthorizationPolicyObject, XdsAuthorization | undefined>();
+  #deps: { objects: readonly object[]; token: object } = { objects: [], token: {} };
+
+  constructor(opts: CompilerOptions) {
+    this.#opts = opts;
+    const domain = opts.clusterDomain ?? 'cluster.local';
+    this.#hostnameOf = (name, ns) => `${name}.${ns}.svc.${domain}`;
+  }
+
+  compile(view: StoreView): CompiledConfig {
+    const namespaces = new Map(objectsOf(view, 'Namespace').map((n) => [n.metadata.name, n]));
+    const kubeServices = objectsOf(view, 'Service');
+    const gateways = objectsOf(view, 'Gateway').filter((g) => g.spec.gatewayClassName === WAYPOINT_CLASS);
+    const policies = objectsOf(view, 'AuthorizationPolicy');
+    const services = [
+      ...kubeServices.map((s) =>
+        this.#service(s, namespaces, () => compileService(s, namespaces, this.#hostnameOf)),
+      ),
+      ...gateways.map((g) => this.#service(g, namespaces, () => waypointService(g, this.#hostnameOf))),
+    ];
+    const deps = this.#depsToken([...kubeServices, ...gateways, ...policies]);
+    let ctx: PodContext | undefined;
+    const workloads = objectsOf(view, 'Pod').map((pod) => {
+      const ns = namespaces.get(pod.metadata.namespace);
+      const memo = this.#pods.get(pod);
+      if (memo && memo.ns === ns && memo.deps === deps) return memo.workload;
+      ctx ??= podContext(namespaces, kubeServices, gateways, policies, this.#hostnameOf, this.#opts);
+      const workload = compilePod(pod, ctx);
+      this.#pods.set(pod, { ns, deps, workload });
+      return workload;
+    });
+    const authorizations = policies.flatMap((p) => {
+      if (!this.#policies.has(p)) this.#policies.set(p, this.#opts.convertPolicy?.(p.raw));
+      const converted = this.#policies.get(p);
+      return converted ? [converted] : [];
+    });
+    return { workloads, services, authorizations };
+  }
+
+  #service(
+    o: ServiceObject | GatewayObject,
+    namespaces: Map<string, NamespaceObject>,
+    build: () => Service,
+  ): Service {
+    const ns = namespaces.get(o.metadata.namespace);
+    const memo = this.#services.get(o);
+    if (memo && memo.ns === ns) return memo.service;
+    const service = build();
+    this.#services.set(o, { ns, service });
+    return service;
+  }
+
+  /** A new token whenever any selector-bearing object is added, removed or replaced. */
+  #depsToken(objects: readonly object[]): object {
+    const prev = this.#deps.objects;
+    if (prev.length !== objects.length || objects.some((o, i) => o !== prev[i])) {
+      this.#deps = { objects, token: {} };
+    }
+    return this.#deps.token;
+  }
+}
+
+interface PodContext {
+  namespaces: Map<string, NamespaceObject>;
+  /** `namespace/key=value` of a selector's first label → services with that selector. */
+  selectorIndex: Map<string, ServiceObject[]>;
+  gateways: Map<string, GatewayObject>;
+  policies: Map<string, AuthorizationPolicyObject[]>;
+  hostnameOf: (name: string, ns: string) => string;
+  opts: CompilerOptions;
+}
+
+function podContext(
+  namespaces: Map<string, NamespaceObject>,
+  services: ServiceObject[],
+  gateways: GatewayObject[],
+  policies: AuthorizationPolicyObject[],
+  hostnameOf: (name: string, ns: string) => string,
+  opts: CompilerOptions,
+): PodContext {
+  const selectorIndex = new Map<string, ServiceObject[]>();
+  for (const s of services) {
+    const first = Object.entries(s.spec.selector ?? {})[0];
+    if (first === undefined) continue;
+    const key = `${s.metadata.namespace}/${first[0]}=${first[1]}`;
+    selectorIndex.set(key, [...(selectorIndex.get(key) ?? []), s]);
+  }
+  const byNs = new Map<string, AuthorizationPolicyObject[]>();
+  for (const p of policies) byNs.set(p.metadata.namespace, [...(byNs.get(p.metadata.namespace) ?? []), p]);
+  return {
+    namespaces,
+    selectorIndex,
+    gateways: new Map(gateways.map((g) => [`${g.metadata.namespace}/${g.metadata.name}`, g])),
+    policies: byNs,
+    hostnameOf,
+    opts,
+  };
+}
+
+function compilePod(pod: PodObject, ctx: PodContext): Workload {
+  const { name, namespace, labels } = pod.metadata;
+  const nsLabels = ctx.namespaces.get(namespace)?.metadata.labels ?? {};
+  const ambient = (labels[DATAPLANE_MODE_LABEL] ?? nsLabels[DATAPLANE_MODE_LABEL]) === 'ambient';
+  const isWaypoint = labels[GATEWAY_NAME_LABEL] !== undefined;
+  const workload: Workload = {
+    uid: `Kubernetes//Pod/${namespace}/${name}`,
+    name,
+    namespace,
+    addresses: pod.status.podIPs,
+    network: '',
+    node: pod.spec.nodeName,
+    trustDomain: ctx.opts.trustDomain,
+    serviceAccount: pod.spec.serviceAccountName,
+    tunnelProtocol: ambient || isWaypoint ? 'HBONE' : 'NONE',
+    services: podServices(pod, ctx),
+    authorizationPolicies: (ctx.policies.get(namespace) ?? [])
+      .filter((p) => policySelects(p, pod))
+      .map((p) => `${namespace}/${p.metadata.name}`),
+    status: pod.status.phase === undefined || pod.status.phase === 'Running' ? 'HEALTHY' : 'UNHEALTHY',
+    canonicalName:
+      labels['service.istio.io/canonical-name'] ?? labels['app.kubernetes.io/name'] ?? labels.app ?? name,
+    canonicalRevision:
+      labels['service.istio.io/canonical-revision'] ??
+      labels['app.kubernetes.io/version'] ??
+      labels.version ??
+      'latest',
+    workloadName: labels.app ?? name,
+    clusterId: ctx.opts.clusterId ?? 'Kubernetes',
+  };
+  const waypoint = isWaypoint ? undefined : waypointRef(labels, nsLabels, namespace, ctx.hostnameOf);
+  if (waypoint && ambient) workload.waypoint = waypoint;
+  const zmeshLabels = Object.entries(labels).filter(([k]) => k.startsWith(ZMESH_LABEL_PREFIX));
+  if (zmeshLabels.length > 0) workload.labels = Object.fromEntries(zmeshLabels);
+  return workload;
+}
+
+function podServices(pod: PodObject, ctx: PodContext): Record<string, Port[]> {
+  const out: Record<string, Port[]> = {};
+  const { namespace, labels } = pod.metadata;
+  for (const [k, v] of Object.entries(labels)) {
+    for (const s of ctx.selectorIndex.get(`${namespace}/${k}=${v}`) ?? []) {
+      if (!matches(s.spec.selector!, labels)) continue;
+      out[`${namespace}/${ctx.hostnameOf(s.metadata.name, namespace)}`] = s.spec.ports.map((p) => ({
+        servicePort: p.port,
+        targetPort: p.targetPort,
+      }));
+    }
+  }
+  const gatewayName = labels[GATEWAY_NAME_LABEL];
+  if (gatewayName !== undefined && ctx.gateways.has(`${namespace}/${gatewayName}`)) {
+    out[`${namespace}/${ctx.hostnameOf(gatewayName, namespace)}`] = [
+      { servicePort: HBONE_PORT, targetPort: HBONE_PORT },
+    ];
+  }
+  return out;
+}
+
+function compileService(
+  s: ServiceObject,
+  namespaces: Map<string, NamespaceObject>,
+  hostnameOf: (name: string, ns: string) => string,
+): Service {
+  const { name, namespace, labels } = s.metadata;
+  const service: Service = {
+    name,
+    namespace,
+    hostname: hostnameOf(name, namespace),
+    addresses: s.spec.clusterIPs.map((address) => ({ network: '', address })),
+    ports: s.spec.ports.map((p) => {
+      const port: Port = { servicePort: p.port, targetPort: p.targetPort };
+      const proto = appProtocol(p.appProtocol, p.name);
+      if (proto !== undefined) port.appProtocol = proto;
+      return port;
+    }),
+    subjectAltNames: [],
+  };
+  const nsLabels = namespaces.get(namespace)?.metadata.labels ?? {};
+  const waypoint = waypointRef(labels, nsLabels, namespace, hostnameOf);
+  if (waypoint) service.waypoint = waypoint;
+  return service;
+}
+
+function waypointService(g: GatewayObject, hostnameOf: (name: string, ns: string) => string): Service {
+  const { name, namespace } = g.metadata;
+  return {
+    name,
+    namespace,
+    hostname: hostnameOf(name, namespace),
+    addresses: g.spec.addresses.map((address) => ({ network: '', address })),
+    ports: [{ servicePort: HBONE_PORT, targetPort: HBONE_PORT }],
+    subjectAltNames: [],
+  };
+}
+
+/** The object's own `istio.io/use-waypoint` wins over its namespace's; `none` opts out. */
+function waypointRef(
+  labels: Record<string, string>,
+  nsLabels: Record<string, string>,
+  namespace: string,
+  hostnameOf: (name: string, ns: string) => string,
+): GatewayRef | undefined {
+  const name = labels[USE_WAYPOINT_LABEL] ?? nsLabels[USE_WAYPOINT_LABEL];
+  if (name === undefined || name === '' || name === 'none') return undefined;
+  return { hostname: { namespace, hostname: hostnameOf(name, namespace) }, hbonePort: HBONE_PORT };
+}
+
+/** Kubernetes appProtocol (and Istio's port-name convention) to the workload API's enum. */
+function appProtocol(value: string | undefined, portName: string | undefined): AppProtocol | undefined {
+  const v = (value ?? portName?.split('-')[0] ?? '').toLowerCase();
+  if (v === 'http' || v === 'http1' || v === 'kubernetes.io/http') return 'HTTP11';
+  if (v === 'http2' || v === 'h2c' || v === 'kubernetes.io/h2c') return 'HTTP2';
+  if (v === 'grpc') return 'GRPC';
+  if (v === 'tcp') return 'TCP';
+  if (v === 'tls' || v === 'https') return 'TLS';
+  return undefined;
+}
+
+function policySelects(policy: AuthorizationPolicyObject, pod: PodObject): boolean {
+  if (policy.metadata.namespace !== pod.metadata.namespace) return false;
+  const spec = policy.raw.spec as { selector?: { matchLabels?: Record<string, string> } } | undefined;
+  const selector = spec?.selector?.matchLabels;
+  return selector !== undefined && matches(selector, pod.metadata.labels);
+}
+
+function matches(selector: Record<string, string>, labels: Record<string, string>): boolean {
+  const entries = Object.entries(selector);
+  return entries.length > 0 && entries.every(([k, v]) => labels[k] === v);
+}

@@ -1,0 +1,91 @@
+/**
+ * The Kubernetes and Istio object shapes the control plane reads (the subset it acts on).
+ * Parsing keeps what compilation needs, already checked; AuthorizationPolicy and HTTPRoute
+ * are kept raw for their own converters.
+ */
+export interface Meta {
+  name: string;
+  namespace: string;
+  uid?: string;
+  labels: Record<string, string>;
+}
+
+export interface NamespaceObject {
+  kind: 'Namespace';
+  metadata: Meta;
+}
+
+export interface PodObject {
+  kind: 'Pod';
+  metadata: Meta;
+  spec: { serviceAccountName: string; nodeName: string };
+  /** Canonical IP text; podIPs when given, else [podIP]. */
+  status: { podIPs: string[]; phase?: string };
+}
+
+export interface ServicePortSpec {
+  name?: string;
+  port: number;
+  targetPort: number;
+  appProtocol?: string;
+}
+
+export interface ServiceObject {
+  kind: 'Service';
+  metadata: Meta;
+  spec: { clusterIPs: string[]; ports: ServicePortSpec[]; selector?: Record<string, string> };
+}
+
+export interface ServiceAccountObject {
+  kind: 'ServiceAccount';
+  metadata: Meta;
+}
+
+export interface GatewayObject {
+  kind: 'Gateway';
+  metadata: Meta;
+  spec: { gatewayClassName: string; addresses: string[] };
+  raw: Record<string, unknown>;
+}
+
+/** Kept raw for the authz converter. */
+export interface AuthorizationPolicyObject {
+  kind: 'AuthorizationPolicy';
+  metadata: Meta;
+  raw: Record<string, unknown>;
+}
+
+/** Kept raw for the waypoint's route compiler. */
+export interface HttpRouteObject {
+  kind: 'HTTPRoute';
+  metadata: Meta;
+  raw: Record<string, unknown>;
+}
+
+export type StoreObject =
+  | NamespaceObject
+  | PodObject
+  | ServiceObject
+  | ServiceAccountObject
+  | GatewayObject
+  | AuthorizationPolicyObject
+  | HttpRouteObject;
+
+export type Kind = StoreObject['kind'];
+
+export const KINDS: readonly Kind[] = [
+  'Namespace',
+  'Pod',
+  'Service',
+  'ServiceAccount',
+  'AuthorizationPolicy',
+  'Gateway',
+  'HTTPRoute',
+];
+
+/** Identity of an object in the store: `Kind/namespace/name` (namespace empty for Namespace). */
+export function objectKey(o: { kind: string; metadata: { namespace: string; name: string } }): string {
+  return `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`;
+}
+
+export const WAYPOINT_CLASS = 'istio-waypoint';

@@ -1,0 +1,167 @@
+import { canonicalIp } from '@zmesh/shared';
+import {
+  type GatewayObject,
+  KINDS,
+  type Kind,
+  type Meta,
+  type ServicePortSpec,
+  type StoreObject,
+} from './k8s-objects.js';
+
+type Obj = Record<string, unknown>;
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/**
+ * Checks one decoded YAML document and returns the store's form of it, or pushes
+ * `field: reason` for every problem found. Never throws.
+ */
+export function parseObject(doc: unknown, reasons: string[]): StoreObject | undefined {
+  if (!isObj(doc)) {
+    reasons.push('document: not a mapping');
+    return undefined;
+  }
+  const kind = doc.kind;
+  if (typeof kind !== 'string' || !(KINDS as readonly string[]).includes(kind)) {
+    reasons.push(`kind: ${JSON.stringify(kind)} is not one of ${KINDS.join(', ')}`);
+    return undefined;
+  }
+  const metadata = parseMeta(doc.metadata, kind as Kind, reasons);
+  const spec = isObj(doc.spec) ? doc.spec : {};
+  const status = isObj(doc.status) ? doc.status : {};
+  switch (kind as Kind) {
+    case 'Namespace':
+      return { kind: 'Namespace', metadata };
+    case 'ServiceAccount':
+      return { kind: 'ServiceAccount', metadata };
+    case 'Pod':
+      return parsePod(metadata, spec, status, reasons);
+    case 'Service':
+      return parseService(metadata, spec, reasons);
+    case 'Gateway':
+      return parseGateway(metadata, doc, spec, status, reasons);
+    case 'AuthorizationPolicy':
+      return { kind: 'AuthorizationPolicy', metadata, raw: doc };
+    case 'HTTPRoute':
+      return { kind: 'HTTPRoute', metadata, raw: doc };
+  }
+}
+
+function parseMeta(value: unknown, kind: Kind, reasons: string[]): Meta {
+  const m = isObj(value) ? value : {};
+  if (!isObj(value)) reasons.push('metadata: missing');
+  const name = typeof m.name === 'string' ? m.name : '';
+  if (!DNS_SUBDOMAIN.test(name) || name.length > 253)
+    reasons.push(`metadata.name: ${JSON.stringify(m.name)} is not a DNS-1123 name`);
+  let namespace = '';
+  if (kind !== 'Namespace') {
+    namespace = m.namespace === undefined ? 'default' : String(m.namespace);
+    if (!DNS_LABEL.test(namespace) || namespace.length > 63) {
+      reasons.push(`metadata.namespace: ${JSON.stringify(m.namespace)} is not a DNS-1123 label`);
+    }
+  } else if (!DNS_LABEL.test(name) || name.length > 63) {
+    reasons.push(`metadata.name: ${JSON.stringify(name)} is not a DNS-1123 label`);
+  }
+  const meta: Meta = { name, namespace, labels: stringMap(m.labels, 'metadata.labels', reasons) };
+  if (m.uid !== undefined) meta.uid = String(m.uid);
+  return meta;
+}
+
+function parsePod(metadata: Meta, spec: Obj, status: Obj, reasons: string[]): StoreObject {
+  const serviceAccountName =
+    spec.serviceAccountName === undefined ? 'default' : String(spec.serviceAccountName);
+  if (!DNS_SUBDOMAIN.test(serviceAccountName)) {
+    reasons.push(`spec.serviceAccountName: ${JSON.stringify(serviceAccountName)} is not a DNS-1123 name`);
+  }
+  const nodeName = typeof spec.nodeName === 'string' ? spec.nodeName : '';
+  if (nodeName === '') reasons.push('spec.nodeName: must be set (zmesh serves only scheduled pods)');
+  const listed = Array.isArray(status.podIPs)
+    ? status.podIPs.map((p: unknown) => (isObj(p) ? p.ip : p))
+    : status.podIP === undefined
+      ? []
+      : [status.podIP];
+  const podIPs = ips(listed, Array.isArray(status.podIPs) ? 'status.podIPs' : 'status.podIP', reasons);
+  const pod: StoreObject = {
+    kind: 'Pod',
+    metadata,
+    spec: { serviceAccountName, nodeName },
+    status: { podIPs },
+  };
+  if (typeof status.phase === 'string') pod.status.phase = status.phase;
+  return pod;
+}
+
+function parseService(metadata: Meta, spec: Obj, reasons: string[]): StoreObject {
+  const listed = Array.isArray(spec.clusterIPs)
+    ? spec.clusterIPs
+    : spec.clusterIP === undefined
+      ? []
+      : [spec.clusterIP];
+  const clusterIPs = ips(
+    listed.filter((ip) => ip !== 'None'),
+    'spec.clusterIPs',
+    reasons,
+  );
+  const rawPorts = Array.isArray(spec.ports) ? spec.ports : [];
+  if (spec.ports !== undefined && !Array.isArray(spec.ports)) reasons.push('spec.ports: not a list');
+  const ports = rawPorts.map((p, i) => parseServicePort(p, `spec.ports[${i}]`, reasons));
+  const service: StoreObject = { kind: 'Service', metadata, spec: { clusterIPs, ports } };
+  if (spec.selector !== undefined) service.spec.selector = stringMap(spec.selector, 'spec.selector', reasons);
+  return service;
+}
+
+function parseServicePort(value: unknown, path: string, reasons: string[]): ServicePortSpec {
+  const p = isObj(value) ? value : {};
+  const port = portNumber(p.port, `${path}.port`, reasons);
+  let targetPort = port;
+  if (typeof p.targetPort === 'string')
+    reasons.push(`${path}.targetPort: named ports are not supported; use a number`);
+  else if (p.targetPort !== undefined) targetPort = portNumber(p.targetPort, `${path}.targetPort`, reasons);
+  const out: ServicePortSpec = { port, targetPort };
+  if (typeof p.name === 'string') out.name = p.name;
+  if (p.appProtocol !== undefined) out.appProtocol = String(p.appProtocol);
+  return out;
+}
+
+function parseGateway(metadata: Meta, doc: Obj, spec: Obj, status: Obj, reasons: string[]): GatewayObject {
+  const gatewayClassName = typeof spec.gatewayClassName === 'string' ? spec.gatewayClassName : '';
+  if (gatewayClassName === '') reasons.push('spec.gatewayClassName: must be set');
+  const listed = [spec.addresses, status.addresses].flatMap((a) => (Array.isArray(a) ? a : []));
+  const values = listed.map((a: unknown) => (isObj(a) ? a.value : a));
+  const addresses = [...new Set(ips(values, 'spec.addresses', reasons))];
+  return { kind: 'Gateway', metadata, spec: { gatewayClassName, addresses }, raw: doc };
+}
+
+function ips(values: unknown[], path: string, reasons: string[]): string[] {
+  return values.flatMap((v, i) => {
+    const ip = typeof v === 'string' ? canonicalIp(v) : undefined;
+    if (ip === undefined) reasons.push(`${path}[${i}]: ${JSON.stringify(v)} is not an IP address`);
+    return ip === undefined ? [] : [ip];
+  });
+}
+
+function portNumber(value: unknown, path: string, reasons: string[]): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 65535)
+    reasons.push(`${path}: ${JSON.stringify(value)} is not a port in 1..65535`);
+  return n;
+}
+
+function stringMap(value: unknown, path: string, reasons: string[]): Record<string, string> {
+  if (value === undefined || value === null) return {};
+  if (!isObj(value)) {
+    reasons.push(`${path}: not a mapping`);
+    return {};
+  }
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(value)) {
+    if (typeof v !== 'string') reasons.push(`${path}.${k}: not a string`);
+    else out[k] = v;
+  }
+  return out;
+}
+
+function isObj(v: unknown): v is Obj {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}

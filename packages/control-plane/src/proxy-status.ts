@@ -1,0 +1,114 @@
+import type { ResourceCache } from './resource-cache.js';
+
+/** Proxies that went away are remembered (their pending changes matter) up to this many. */
+export const MAX_PROXY_RECORDS = 10_000;
+/** Names listed per type in the report; the count is always exact. */
+const MAX_LISTED_NAMES = 20;
+
+/** What one proxy has been sent and has confirmed, for one type URL. */
+export interface TypeStatus {
+  sentVersion?: number;
+  ackedVersion?: number;
+  nacked?: { version: number; reason: string; at: number };
+  /** Resource name → version the proxy confirmed applying (or claimed on reconnect). */
+  readonly acked: Map<string, string>;
+  /** Resource name → why the proxy rejected its current version. */
+  readonly rejected: Map<string, string>;
+}
+
+export interface ProxyRecord {
+  readonly proxyId: string;
+  readonly node: string;
+  connected: boolean;
+  lastContact: number;
+  readonly types: Map<string, TypeStatus>;
+}
+
+export interface TypeReport {
+  current: number;
+  sent: number | null;
+  acked: number | null;
+  nacked: { version: number; reason: string } | null;
+  /** Changed in the store but not confirmed by the proxy: never reported as applied. */
+  pending: { count: number; names: string[] };
+  rejected: Array<{ name: string; reason: string }>;
+  state: 'SYNCED' | 'PENDING' | 'NACKED';
+}
+
+export interface ProxyReport {
+  proxy: string;
+  node: string;
+  connected: boolean;
+  lastContactSecondsAgo: number;
+  types: Record<string, TypeReport>;
+}
+
+/**
+ * Push/ACK bookkeeping for `zmesh proxy-status`. A change counts as applied only once the
+ * proxy ACKs a response carrying it; until then, and through an outage, it is pending.
+ */
+export class ProxyStatusRegistry {
+  readonly #records = new Map<string, ProxyRecord>();
+
+  record(proxyId: string, node: string): ProxyRecord {
+    let r = this.#records.get(proxyId);
+    if (r === undefined) {
+      this.#evictIfFull();
+      r = { proxyId, node, connected: false, lastContact: Date.now(), types: new Map() };
+      this.#records.set(proxyId, r);
+    }
+    return r;
+  }
+
+  typeStatus(record: ProxyRecord, typeUrl: string): TypeStatus {
+    let t = record.types.get(typeUrl);
+    if (t === undefined) {
+      t = { acked: new Map(), rejected: new Map() };
+      record.types.set(typeUrl, t);
+    }
+    return t;
+  }
+
+  report(cache: ResourceCache, now = Date.now()): ProxyReport[] {
+    return [...this.#records.values()]
+      .sort((a, b) => a.proxyId.localeCompare(b.proxyId))
+      .map((r) => ({
+        proxy: r.proxyId,
+        node: r.node,
+        connected: r.connected,
+        lastContactSecondsAgo: Math.max(0, (now - r.lastContact) / 1000),
+        types: Object.fromEntries(
+          [...r.types].map(([typeUrl, t]) => [typeUrl, typeReport(cache, typeUrl, t)]),
+        ),
+      }));
+  }
+
+  toJSON(cache: ResourceCache): string {
+    return JSON.stringify(this.report(cache), null, 2);
+  }
+
+  #evictIfFull(): void {
+    if (this.#records.size < MAX_PROXY_RECORDS) return;
+    const oldest = [...this.#records.values()]
+      .filter((r) => !r.connected)
+      .sort((a, b) => a.lastContact - b.lastContact)[0];
+    if (oldest) this.#records.delete(oldest.proxyId);
+  }
+}
+
+function typeReport(cache: ResourceCache, typeUrl: string, t: TypeStatus): TypeReport {
+  const view = cache.view(typeUrl);
+  const pending: string[] = [];
+  for (const [name, r] of view.resources) if (t.acked.get(name) !== r.version) pending.push(name);
+  for (const name of t.acked.keys()) if (!view.resources.has(name)) pending.push(name);
+  const rejected = [...t.rejected].map(([name, reason]) => ({ name, reason }));
+  return {
+    current: view.version,
+    sent: t.sentVersion ?? null,
+    acked: t.ackedVersion ?? null,
+    nacked: t.nacked ? { version: t.nacked.version, reason: t.nacked.reason } : null,
+    pending: { count: pending.length, names: pending.sort().slice(0, MAX_LISTED_NAMES) },
+    rejected,
+    state: rejected.length > 0 ? 'NACKED' : pending.length > 0 ? 'PENDING' : 'SYNCED',
+  };
+}

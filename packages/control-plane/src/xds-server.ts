@@ -1,0 +1,249 @@
+import * as grpc from '@grpc/grpc-js';
+import {
+  ADDRESS_TYPE_URL,
+  ADS_METHOD,
+  AUTHORIZATION_TYPE_URL,
+  CA_METHOD,
+  certificateRequestCodec,
+  certificateResponseCodec,
+  deltaRequestCodec,
+  deltaResponseCodec,
+  encodeAddress,
+  encodeAuthorization,
+  logger,
+  serviceKey,
+  structString,
+  type Workload,
+  xdsAuthorizationKey,
+  ZmeshError,
+} from '@zmesh/shared';
+import { AdsSession, type AdsStream } from './ads-session.js';
+import { createCertificateHandler, type SignCsr } from './ca-service.js';
+import type { CompiledConfig } from './compiler.js';
+import type { NodeTokens } from './node-tokens.js';
+import { type ProxyReport, ProxyStatusRegistry } from './proxy-status.js';
+import { type CachedResource, contentVersion, ResourceCache } from './resource-cache.js';
+
+const log = logger('xds-server');
+
+export const SERVED_TYPES: readonly string[] = [ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL];
+/** Dependencies first: services (and waypoints, which are services) before workloads naming them. */
+const RANK_SERVICE = 0;
+const RANK_WORKLOAD = 1;
+
+export interface XdsServerOptions {
+  tokens: NodeTokens;
+  /** Serves the CA API when given; the CA library signs, this server only authorizes. */
+  signCsr?: SignCsr;
+  maxCertTtlSeconds?: number;
+}
+
+/**
+ * Delta ADS and the CA API on one gRPC server. Plaintext on loopback only for now: xDS
+ * over TLS (with the node token inside the channel) is still to come, so this refuses any
+ * non-loopback bind.
+ */
+export class XdsServer {
+  readonly cache = new ResourceCache();
+  readonly proxies = new ProxyStatusRegistry();
+  readonly #tokens: NodeTokens;
+  readonly #server: grpc.Server;
+  readonly #sessions = new Set<AdsSession>();
+  #workloadsByNode = new Map<string, Workload[]>();
+  /**
+   * No response before the first config: an empty answer to a proxy resuming with
+   * initial_resource_versions would remove everything it holds (say, after a restart of
+   * the control plane whose config has not loaded yet).
+   */
+  #primed = false;
+  /** Compiled objects are immutable and reused for unchanged inputs: encode each once. */
+  readonly #encoded = new WeakMap<object, CachedResource>();
+
+  constructor(opts: XdsServerOptions) {
+    this.#tokens = opts.tokens;
+    this.#server = new grpc.Server({
+      'grpc.keepalive_permit_without_calls': 1,
+      'grpc.http2.min_ping_interval_without_data_ms': 10_000,
+    });
+    this.#server.addService(
+      {
+        DeltaAggregatedResources: {
+          path: ADS_METHOD,
+          requestStream: true,
+          responseStream: true,
+          requestSerialize: deltaRequestCodec.serialize,
+          requestDeserialize: deltaRequestCodec.deserialize,
+          responseSerialize: deltaResponseCodec.serialize,
+          responseDeserialize: deltaResponseCodec.deserialize,
+        },
+      },
+      { DeltaAggregatedResources: (call: AdsStream) => this.#onStream(call) },
+    );
+    if (opts.signCsr) this.#addCaService(opts);
+  }
+
+  issueNodeToken(node: string): string {
+    return this.#tokens.issueNodeToken(node);
+  }
+
+  /** Installs a compiled config; proxies receive only what changed. */
+  setConfig(config: CompiledConfig): void {
+    const addresses: CachedResource[] = [
+      ...config.services.map((s) =>
+        this.#memo(s, () =>
+          cached(
+            serviceKey(s),
+            ADDRESS_TYPE_URL,
+            encodeAddress({ kind: 'service', service: s }),
+            RANK_SERVICE,
+          ),
+        ),
+      ),
+      ...config.workloads.map((w) =>
+        this.#memo(w, () =>
+          cached(w.uid, ADDRESS_TYPE_URL, encodeAddress({ kind: 'workload', workload: w }), RANK_WORKLOAD),
+        ),
+      ),
+    ];
+    const policies = config.authorizations.map((p) =>
+      this.#memo(p, () => cached(xdsAuthorizationKey(p), AUTHORIZATION_TYPE_URL, encodeAuthorization(p), 0)),
+    );
+    const byNode = new Map<string, Workload[]>();
+    for (const w of config.workloads) {
+      const list = byNode.get(w.node);
+      if (list) list.push(w);
+      else byNode.set(w.node, [w]);
+    }
+    this.#workloadsByNode = byNode;
+    const addressesChanged = this.cache.replace(ADDRESS_TYPE_URL, addresses);
+    const policiesChanged = this.cache.replace(AUTHORIZATION_TYPE_URL, policies);
+    if (!this.#primed) {
+      this.#primed = true;
+      for (const s of this.#sessions) s.pushAll();
+      return;
+    }
+    if (addressesChanged) this.#pushType(ADDRESS_TYPE_URL);
+    if (policiesChanged) this.#pushType(AUTHORIZATION_TYPE_URL);
+  }
+
+  /** Test hook: serves arbitrary bytes under a name, e.g. a malformed Address. */
+  injectRawResource(typeUrl: string, name: string, bytes: Uint8Array): void {
+    this.cache.put(typeUrl, cached(name, typeUrl, bytes, RANK_WORKLOAD));
+    this.#pushType(typeUrl);
+  }
+
+  proxyStatus(): ProxyReport[] {
+    return this.proxies.report(this.cache);
+  }
+
+  async listen(port = 0, host = '127.0.0.1'): Promise<number> {
+    if (!isLoopback(host)) throw new ZmeshError('ZM_ERR_XDS_BIND_REFUSED', { service: 'xDS/CA', host });
+    const address = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+    return new Promise((resolve, reject) => {
+      this.#server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (e, bound) =>
+        e ? reject(e) : resolve(bound),
+      );
+    });
+  }
+
+  async close(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      this.#server.tryShutdown(() => resolve());
+      // Open ADS streams never end on their own; cut them so shutdown completes.
+      setTimeout(() => this.#server.forceShutdown(), 100).unref();
+    });
+  }
+
+  #memo(source: object, encode: () => CachedResource): CachedResource {
+    let r = this.#encoded.get(source);
+    if (r === undefined) {
+      r = encode();
+      this.#encoded.set(source, r);
+    }
+    return r;
+  }
+
+  #pushType(typeUrl: string): void {
+    for (const s of this.#sessions) s.push(typeUrl);
+  }
+
+  #onStream(call: AdsStream): void {
+    const node = this.#tokens.nodeFromAuthorization(call.metadata.get('authorization')[0]);
+    if (node === undefined) {
+      log.warn({ peer: call.getPeer() }, 'xds stream without a valid node token');
+      call.emit('error', { code: grpc.status.UNAUTHENTICATED, details: 'missing or invalid node token' });
+      return;
+    }
+    call.sendMetadata(new grpc.Metadata());
+    let session: AdsSession | undefined;
+    let refused = false;
+    const fail = (code: grpc.status, details: string) => {
+      refused = true;
+      log.warn({ node, details }, 'xds stream refused');
+      call.emit('error', { code, details });
+    };
+    call.on('data', (req) => {
+      if (refused) return;
+      if (session === undefined) {
+        const id = req.node?.id;
+        if (!id) return fail(grpc.status.INVALID_ARGUMENT, 'the first request must carry the node');
+        const claimed = structString(req.node?.metadata, 'NODE_NAME');
+        if (claimed !== undefined && claimed !== node) {
+          return fail(grpc.status.PERMISSION_DENIED, `token is for node ${node}, not ${claimed}`);
+        }
+        const record = this.proxies.record(id, node);
+        record.connected = true;
+        session = new AdsSession(call, record, this.cache, this.proxies, () => this.#primed);
+        this.#sessions.add(session);
+        log.info({ proxy: id, node }, 'proxy connected');
+      }
+      session.onRequest(req, SERVED_TYPES);
+    });
+    const closed = () => {
+      if (session === undefined || !this.#sessions.delete(session)) return;
+      const record = session.record;
+      // A proxy may reconnect before its old stream is noticed gone; it stays connected then.
+      record.connected = [...this.#sessions].some((s) => s.record === record);
+      session.record.lastContact = Date.now();
+      log.info({ proxy: session.record.proxyId }, 'proxy disconnected');
+    };
+    call.on('end', () => {
+      closed();
+      call.end();
+    });
+    call.on('error', closed);
+    call.on('close', closed);
+    call.on('cancelled', closed);
+  }
+
+  #addCaService(opts: XdsServerOptions): void {
+    const handler = createCertificateHandler({
+      tokens: opts.tokens,
+      signCsr: opts.signCsr!,
+      workloadsOnNode: (node) => this.#workloadsByNode.get(node) ?? [],
+      ...(opts.maxCertTtlSeconds === undefined ? {} : { maxTtlSeconds: opts.maxCertTtlSeconds }),
+    });
+    this.#server.addService(
+      {
+        CreateCertificate: {
+          path: CA_METHOD,
+          requestStream: false,
+          responseStream: false,
+          requestSerialize: certificateRequestCodec.serialize,
+          requestDeserialize: certificateRequestCodec.deserialize,
+          responseSerialize: certificateResponseCodec.serialize,
+          responseDeserialize: certificateResponseCodec.deserialize,
+        },
+      },
+      { CreateCertificate: handler },
+    );
+  }
+}
+
+function cached(name: string, payloadType: string, bytes: Uint8Array, rank: number): CachedResource {
+  return { name, payloadType, bytes, rank, version: contentVersion(bytes) };
+}
+
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}

@@ -1,0 +1,308 @@
+import { EventEmitter } from 'node:events';
+import * as grpc from '@grpc/grpc-js';
+import type { Registry } from 'prom-client';
+import { logger } from '../log/index.js';
+import {
+  ADS_METHOD,
+  type DeltaRequest,
+  type DeltaResponse,
+  deltaRequestCodec,
+  deltaResponseCodec,
+  toStruct,
+} from './ads-messages.js';
+import {
+  advanceSnapshot,
+  buildSnapshot,
+  type ConfigSnapshot,
+  EMPTY_STATE,
+  type PendingResource,
+} from './config-snapshot.js';
+import { applyBatch, decodeResources, type RawResource } from './resource-decoder.js';
+import { loadSnapshot, writeSnapshot } from './snapshot-file.js';
+import { typeLabel, XdsMetrics } from './xds-metrics.js';
+
+const log = logger('xds-client');
+
+/** A full Address snapshot of 10,000 workloads is ~3 MB; grpc-js's 4 MiB default is too tight. */
+export const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
+/** Caps the backoff exponent so 2^n never overflows; the delay itself is capped by backoff.maxMs. */
+const MAX_BACKOFF_EXPONENT = 30;
+const KEEPALIVE_MS = 30_000;
+/** google.rpc.Code INVALID_ARGUMENT, the status a NACK carries. */
+const INVALID_ARGUMENT = 3;
+
+export interface XdsClientOptions {
+  address: string;
+  node: { id: string; cluster?: string; metadata?: Record<string, string | number | boolean> };
+  /** Node bootstrap token, sent as `authorization: Bearer <token>` metadata. */
+  token: string;
+  typeUrls: string[];
+  credentials: grpc.ChannelCredentials;
+  snapshotPath?: string;
+  backoff: { initialMs: number; maxMs: number };
+  registry?: Registry;
+}
+
+export interface NackEvent {
+  typeUrl: string;
+  nonce: string;
+  reasons: string[];
+}
+
+/**
+ * Delta ADS client for ztunnel and waypoint. Each response is decoded and validated off to
+ * the side; valid resources are applied in one atomic swap of the `ConfigSnapshot`, invalid
+ * ones are NACKed with every reason and change nothing (DESIGN.md §5). Events: 'snapshot',
+ * 'response', 'ack', 'nack', 'connected', 'synced', 'disconnected', 'written', 'loadFailed'.
+ * A stopped client is not restarted: make a new one.
+ */
+export class XdsClient extends EventEmitter {
+  readonly #opts: XdsClientOptions;
+  readonly #client: grpc.Client;
+  readonly #metrics: XdsMetrics | undefined;
+  #snapshot: ConfigSnapshot = buildSnapshot(EMPTY_STATE, 0);
+  #call: grpc.ClientDuplexStream<DeltaRequest, DeltaResponse> | undefined;
+  #current = false;
+  /** Types that have received at least one response on the current stream. */
+  #answered = new Set<string>();
+  #attempt = 0;
+  #timer: NodeJS.Timeout | undefined;
+  #stopped = false;
+  #disconnectedSince = Date.now();
+  #lastCurrentAt = Date.now();
+  #writing: Promise<void> | undefined;
+  #dirty = false;
+
+  constructor(opts: XdsClientOptions) {
+    super();
+    this.#opts = opts;
+    this.#client = new grpc.Client(opts.address, opts.credentials, {
+      'grpc.max_receive_message_length': MAX_RESPONSE_BYTES,
+      'grpc.keepalive_time_ms': KEEPALIVE_MS,
+      'grpc.initial_reconnect_backoff_ms': opts.backoff.initialMs,
+      'grpc.max_reconnect_backoff_ms': opts.backoff.maxMs,
+    });
+    this.#metrics =
+      opts.registry &&
+      new XdsMetrics(opts.registry, {
+        disconnectedSeconds: () =>
+          this.#call && this.#current ? 0 : (Date.now() - this.#disconnectedSince) / 1000,
+        snapshotAgeSeconds: () => (this.synced ? 0 : (Date.now() - this.#lastCurrentAt) / 1000),
+      });
+  }
+
+  /** Loads the on-disk snapshot (if any and intact), then connects. */
+  async start(): Promise<void> {
+    if (this.#opts.snapshotPath !== undefined) await this.#loadFromDisk(this.#opts.snapshotPath);
+    this.#connect();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    this.#call?.cancel();
+    this.#call = undefined;
+    this.#client.close();
+    await this.flush();
+  }
+
+  snapshot(): ConfigSnapshot {
+    return this.#snapshot;
+  }
+
+  pending(): readonly PendingResource[] {
+    return this.#snapshot.pending;
+  }
+
+  get connected(): boolean {
+    return this.#current;
+  }
+
+  /**
+   * Connected and every subscribed type has been answered on this stream: the snapshot is
+   * complete and current (what readiness waits for, DESIGN.md §5).
+   */
+  get synced(): boolean {
+    return this.#current && this.#answered.size === this.#opts.typeUrls.length;
+  }
+
+  /** Resolves when every scheduled snapshot write has reached the disk. */
+  async flush(): Promise<void> {
+    while (this.#writing) await this.#writing;
+  }
+
+  async #loadFromDisk(path: string): Promise<void> {
+    const loaded = await loadSnapshot(path);
+    if (!loaded.ok) {
+      if (!loaded.error[0]?.includes('ENOENT'))
+        log.warn({ path, reasons: loaded.error }, 'on-disk snapshot refused');
+      this.emit('loadFailed', loaded.error);
+      return;
+    }
+    this.#lastCurrentAt = loaded.value.activatedAt;
+    this.#swap(loaded.value);
+  }
+
+  #connect(): void {
+    if (this.#stopped) return;
+    const metadata = new grpc.Metadata();
+    metadata.set('authorization', `Bearer ${this.#opts.token}`);
+    const call = this.#client.makeBidiStreamRequest(
+      ADS_METHOD,
+      deltaRequestCodec.serialize,
+      deltaResponseCodec.deserialize,
+      metadata,
+    );
+    this.#call = call;
+    call.on('metadata', () => this.#markConnected(call));
+    call.on('data', (res: DeltaResponse) => this.#onResponse(call, res));
+    call.on('error', (e: grpc.ServiceError) =>
+      log.debug({ code: e.code, details: e.details }, 'stream error'),
+    );
+    call.on('status', (s: grpc.StatusObject) => this.#onStreamEnd(call, s));
+    this.#opts.typeUrls.forEach((typeUrl, i) => {
+      const request: DeltaRequest = {
+        typeUrl,
+        resourceNamesSubscribe: ['*'],
+        initialResourceVersions: Object.fromEntries(this.#snapshot.versions[typeUrl] ?? []),
+      };
+      // The node is sent once per stream, on its first request (xDS protocol, "Delta xDS").
+      if (i === 0) request.node = this.#wireNode();
+      call.write(request);
+    });
+  }
+
+  #wireNode(): DeltaRequest['node'] {
+    const { id, cluster, metadata } = this.#opts.node;
+    return { id, cluster: cluster ?? '', ...(metadata ? { metadata: toStruct(metadata) } : {}) };
+  }
+
+  #markConnected(call: grpc.ClientDuplexStream<DeltaRequest, DeltaResponse>): void {
+    if (call !== this.#call || this.#current) return;
+    this.#current = true;
+    this.#metrics?.connected.set(1);
+    log.info({ address: this.#opts.address }, 'xds connected');
+    this.emit('connected');
+  }
+
+  #onStreamEnd(call: grpc.ClientDuplexStream<DeltaRequest, DeltaResponse>, status: grpc.StatusObject): void {
+    if (call !== this.#call) return;
+    this.#call = undefined;
+    this.#answered = new Set();
+    if (this.#current) {
+      this.#current = false;
+      this.#disconnectedSince = Date.now();
+      this.#lastCurrentAt = Date.now();
+    }
+    this.#metrics?.connected.set(0);
+    if (this.#stopped) return;
+    const delay = this.#nextDelay();
+    log.warn(
+      { code: status.code, details: status.details, retryInMs: Math.round(delay) },
+      'xds stream ended',
+    );
+    this.emit('disconnected', { code: status.code, details: status.details });
+    this.#timer = setTimeout(() => this.#connect(), delay);
+  }
+
+  #nextDelay(): number {
+    return backoffDelay(this.#attempt++, this.#opts.backoff);
+  }
+
+  #onResponse(call: grpc.ClientDuplexStream<DeltaRequest, DeltaResponse>, res: DeltaResponse): void {
+    if (call !== this.#call) return;
+    this.#markConnected(call);
+    // Backoff resets on a response, not on headers: a server that accepts and then
+    // refuses the stream must not be retried at the initial rate forever.
+    this.#attempt = 0;
+    const typeUrl = res.typeUrl ?? '';
+    const nonce = res.nonce ?? '';
+    this.emit('response', {
+      typeUrl,
+      nonce,
+      names: (res.resources ?? []).map((r) => r.name ?? ''),
+      removed: res.removedResources ?? [],
+    });
+    const reasons = this.#opts.typeUrls.includes(typeUrl)
+      ? this.#apply(typeUrl, res)
+      : [`type ${typeUrl} was not subscribed`];
+    this.#lastCurrentAt = Date.now();
+    this.#noteAnswered(typeUrl);
+    const label = { type: typeLabel(typeUrl) };
+    if (reasons.length === 0) {
+      call.write({ typeUrl, responseNonce: nonce });
+      this.#metrics?.acks.inc(label);
+      this.emit('ack', { typeUrl, nonce });
+      return;
+    }
+    const message = reasons.join('; ');
+    call.write({ typeUrl, responseNonce: nonce, errorDetail: { code: INVALID_ARGUMENT, message } });
+    this.#metrics?.nacks.inc(label);
+    log.warn({ typeUrl, nonce, reasons }, 'xds response rejected');
+    this.emit('nack', { typeUrl, nonce, reasons } satisfies NackEvent);
+  }
+
+  #noteAnswered(typeUrl: string): void {
+    if (!this.#opts.typeUrls.includes(typeUrl) || this.#answered.has(typeUrl)) return;
+    this.#answered.add(typeUrl);
+    if (this.synced) this.emit('synced', this.#snapshot);
+  }
+
+  /** Validates the response off to the side and swaps in its valid part; returns the reject reasons. */
+  #apply(typeUrl: string, res: DeltaResponse): string[] {
+    const raws: RawResource[] = (res.resources ?? []).map((r) => ({
+      name: r.name ?? '',
+      version: r.version ?? '',
+      typeUrl: r.resource?.type_url ?? '',
+      bytes: r.resource?.value ?? new Uint8Array(),
+    }));
+    const batch = decodeResources(typeUrl, raws);
+    const removed = res.removedResources ?? [];
+    if (batch.addresses.size + batch.authorizations.size + removed.length > 0) {
+      const state = applyBatch(this.#snapshot.accepted, typeUrl, batch, removed);
+      const changed = [...batch.addresses.keys(), ...batch.authorizations.keys()];
+      this.#swap(advanceSnapshot(this.#snapshot, state, typeUrl, changed, removed, Date.now()));
+      this.#scheduleWrite();
+    }
+    return batch.reasons;
+  }
+
+  #swap(snapshot: ConfigSnapshot): void {
+    this.#snapshot = snapshot;
+    this.#metrics?.pendingResources.set(snapshot.pending.length);
+    this.emit('snapshot', snapshot);
+  }
+
+  /** At most one write in flight; activations during it collapse into one more write. */
+  #scheduleWrite(): void {
+    if (this.#opts.snapshotPath === undefined) return;
+    this.#dirty = true;
+    this.#writing ??= this.#drainWrites(this.#opts.snapshotPath);
+  }
+
+  async #drainWrites(path: string): Promise<void> {
+    while (this.#dirty) {
+      this.#dirty = false;
+      try {
+        await writeSnapshot(path, this.#snapshot);
+        this.emit('written', path);
+      } catch (e) {
+        log.warn({ path, err: (e as Error).message }, 'snapshot write failed');
+      }
+    }
+    this.#writing = undefined;
+  }
+}
+
+/**
+ * Exponential backoff with "equal jitter": half of the capped exponential delay is fixed,
+ * half random, so reconnecting proxies spread out but none retries at once.
+ */
+export function backoffDelay(
+  attempt: number,
+  backoff: { initialMs: number; maxMs: number },
+  random: () => number = Math.random,
+): number {
+  const base = Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.min(attempt, MAX_BACKOFF_EXPONENT));
+  return base / 2 + (random() * base) / 2;
+}
