@@ -11,6 +11,7 @@ import {
   type TrustBundle,
   type Workload,
 } from '@zmesh/shared';
+import type { Registry } from 'prom-client';
 import { AdminServers } from './admin/admin-servers.js';
 import { CapturedPods, type EnrolledPod } from './attribute/captured-pods.js';
 import { InboundAuthorizer } from './authz/inbound-authorizer.js';
@@ -48,6 +49,8 @@ export interface ZtunnelOptions {
    * Without it, explicit-proxy mode (DESIGN §11).
    */
   capture?: { bpf: BpfCapture; agentSocket: string };
+  /** A registry shared with components made before the proxy (the BPF loader's metrics). */
+  registry?: Registry;
 }
 
 export interface ConfigUpdate {
@@ -83,7 +86,10 @@ export class Ztunnel {
   private stopped = false;
 
   constructor(private readonly options: ZtunnelOptions) {
-    this.metrics = new MeshMetrics({ defaultMetrics: options.defaultMetrics ?? true });
+    this.metrics = new MeshMetrics({
+      defaultMetrics: options.defaultMetrics ?? true,
+      ...(options.registry ? { registry: options.registry } : {}),
+    });
     this.certs = new CertManager({
       signer: options.signer,
       ttlSeconds: options.certTtlSeconds ?? DEFAULT_CERT_TTL_SECONDS,
@@ -193,7 +199,9 @@ export class Ztunnel {
         uid: w.uid,
         identity: spiffeIdOf(w),
         inbound: this.inbound.has(w.uid),
+        status: this.certs.get(spiffeIdOf(w)) && this.inbound.has(w.uid) ? 'ready' : 'pending',
       })),
+      enrolled: this.captured?.uids(),
       forwards: this.forwardConfigs,
       certificates: this.certs.identities(),
       policies: { version: this.authorizer.store.version, items: this.authorizer.store.list() },

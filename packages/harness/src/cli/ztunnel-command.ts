@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CertificateAuthority, logger, TrustBundle } from '@zmesh/shared';
 import { LocalCaSigner, loadLocalConfig, Ztunnel } from '@zmesh/ztunnel';
+import { Registry } from 'prom-client';
 
 const log = logger('cli');
 
@@ -38,6 +39,7 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     certPem: await readFile(join(opts.caDir, 'root-cert.pem'), 'utf8'),
     keyPem: await readFile(join(opts.caDir, 'root-key.pem'), 'utf8'),
   });
+  const registry = new Registry();
   const ztunnel = new Ztunnel({
     node: opts.node,
     address: opts.address ?? '127.0.0.1',
@@ -49,7 +51,8 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     bundle: new TrustBundle(opts.trustDomain, [ca.rootPem]),
     signer: new LocalCaSigner(ca),
     passthrough: opts.passthrough === 'allow' ? 'allow' : 'deny',
-    ...(opts.agentSocket ? { capture: await captureMode(opts.node, opts.agentSocket) } : {}),
+    registry,
+    ...(opts.agentSocket ? { capture: await captureMode(opts.node, opts.agentSocket, registry) } : {}),
   });
   await ztunnel.start();
   await ztunnel.applyConfig(config.value);
@@ -65,12 +68,12 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
 }
 
 /** Capture mode needs root and BPF; without them the reason is printed and nothing starts. */
-async function captureMode(node: string, agentSocket: string) {
+async function captureMode(node: string, agentSocket: string, registry: Registry) {
   const { BpfCapture } = await import('@zmesh/ztunnel');
   const why = await BpfCapture.unavailableReason();
   if (why) {
     console.error(`zmesh ztunnel: capture mode unavailable: ${why}`);
     process.exit(2);
   }
-  return { bpf: new BpfCapture({ node }), agentSocket };
+  return { bpf: new BpfCapture({ node, registry }), agentSocket };
 }

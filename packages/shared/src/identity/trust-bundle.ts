@@ -15,6 +15,9 @@ export class TrustBundle extends EventEmitter {
 
   constructor(trustDomain: string, rootsPem: string[] = []) {
     super();
+    // One listener per HBONE listener (two per enrolled pod): hundreds is normal, and each
+    // removes itself when its server stops.
+    this.setMaxListeners(0);
     this.trustDomain = trustDomain;
     for (const pem of rootsPem) this.#put(pem);
   }

@@ -23,7 +23,7 @@ export type TcpLabels = Partial<Record<(typeof TCP_LABELS)[number], string>>;
  * in one test process keep separate counts.
  */
 export class MeshMetrics {
-  readonly registry = new Registry();
+  readonly registry: Registry;
   readonly tcpOpened: Counter<(typeof TCP_LABELS)[number]>;
   readonly tcpClosed: Counter<(typeof TCP_LABELS)[number]>;
   readonly tcpSent: Counter<(typeof TCP_LABELS)[number]>;
@@ -33,7 +33,10 @@ export class MeshMetrics {
   readonly hboneStreams: Gauge;
   readonly tunnelSetup: Histogram<'response_flags'>;
 
-  constructor(options: { defaultMetrics?: boolean; prefixLabels?: Record<string, string> } = {}) {
+  constructor(
+    options: { defaultMetrics?: boolean; prefixLabels?: Record<string, string>; registry?: Registry } = {},
+  ) {
+    this.registry = options.registry ?? new Registry();
     if (options.prefixLabels) this.registry.setDefaultLabels(options.prefixLabels);
     if (options.defaultMetrics) collectDefaultMetrics({ register: this.registry });
     const r = [this.registry];

@@ -1,0 +1,242 @@
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CertificateAuthority, logger } from '@zmesh/shared';
+import { BpfCapture, NodeAgentClient } from '@zmesh/ztunnel';
+import type { ResultPromise } from 'execa';
+import { stringify } from 'yaml';
+import { Cluster } from '../cluster/cluster.js';
+import type { ClusterSpec } from '../cluster/cluster-spec.js';
+import type { NodeInfo, PodInfo } from '../cluster/topology.js';
+import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
+import { netnsHttp } from './netns-http.js';
+
+const log = logger('mesh');
+
+/** A service of the local mesh: a VIP inside the cluster's pod range, backed by pods by name. */
+export interface MeshService {
+  name: string;
+  namespace: string;
+  vip: string;
+  ports: Array<{ port: number; targetPort: number }>;
+  /** Pods (by name) behind the service. */
+  pods: string[];
+}
+
+export interface MeshSpec extends ClusterSpec {
+  services?: MeshService[];
+}
+
+export interface MeshOptions {
+  /** Pods enrolled at start (default: all). */
+  enroll?: (pod: PodInfo) => boolean;
+  /** Pods left out of ztunnel's configuration, so they stay pending after enrollment. */
+  unconfigured?: (pod: PodInfo) => boolean;
+  ztunnelLog?: string;
+}
+
+/** VIPs live in 10.244.250.0/24: inside the harness's pod range, owned by no pod. */
+export const VIP_PREFIX = '10.244.250.';
+
+/**
+ * The local multi-node mesh of DESIGN §10: a cluster of network namespaces, one ztunnel
+ * per node (in the node's namespace and cgroup, capture mode), pods enrolled through each
+ * ztunnel's node-agent socket before any of their processes start. Everything is torn
+ * down on every exit path by `down()` and by the cluster's own exit hooks.
+ */
+export class LocalMesh {
+  private readonly ztunnels = new Map<string, ResultPromise>();
+  private readonly enrolled = new Set<string>();
+
+  private constructor(
+    readonly cluster: Cluster,
+    readonly dir: string,
+    readonly spec: MeshSpec,
+    private readonly options: MeshOptions,
+  ) {}
+
+  static async up(spec: MeshSpec, options: MeshOptions = {}): Promise<LocalMesh> {
+    const reason = await BpfCapture.unavailableReason();
+    if (reason) throw new Error(`capture unavailable: ${reason}`);
+    const cluster = await Cluster.up(spec);
+    const dir = await mkdtemp(join(tmpdir(), `zmesh-mesh-${cluster.runId}-`));
+    const mesh = new LocalMesh(cluster, dir, spec, options);
+    try {
+      const ca = await CertificateAuthority.create({ trustDomain: 'cluster.local' });
+      await writeFile(join(dir, 'root-cert.pem'), ca.rootPem);
+      await writeFile(join(dir, 'root-key.pem'), await ca.exportKeyPem(), { mode: 0o600 });
+      await mesh.writeConfig();
+      for (const node of cluster.nodes) await mesh.startZtunnel(node);
+      for (const pod of cluster.pods) if (options.enroll?.(pod) ?? true) await mesh.enroll(pod);
+      await mesh.waitReady();
+      return mesh;
+    } catch (e) {
+      await mesh.down();
+      throw e;
+    }
+  }
+
+  agentSocket(node: string): string {
+    return join(this.dir, node, 'agent.sock');
+  }
+
+  pod(name: string, namespace?: string): PodInfo {
+    return namespace ? this.cluster.pod(name, namespace) : this.cluster.pods.find((p) => p.name === name)!;
+  }
+
+  node(name: string): NodeInfo {
+    return this.cluster.node(name);
+  }
+
+  /** Enrolls a pod with its node's ztunnel; resolves once capture and listeners are in place. */
+  async enroll(pod: PodInfo): Promise<void> {
+    const client = new NodeAgentClient(this.agentSocket(pod.node));
+    try {
+      await client.addWorkload(this.cluster.workloadRequest(pod));
+      this.enrolled.add(pod.uid);
+    } finally {
+      client.close();
+    }
+  }
+
+  async unenroll(pod: PodInfo): Promise<void> {
+    const client = new NodeAgentClient(this.agentSocket(pod.node));
+    try {
+      await client.delWorkload(pod.uid);
+      this.enrolled.delete(pod.uid);
+    } finally {
+      client.close();
+    }
+  }
+
+  /** The pid of a node's ztunnel process (the harness's own child). */
+  ztunnelPid(node: string): number | undefined {
+    return this.ztunnels.get(node)?.pid;
+  }
+
+  /** GET (or another method) on a node's ztunnel admin, metrics or health port. */
+  admin(node: string, port: number, path: string, method = 'GET') {
+    return netnsHttp(this.node(node).netnsPath, port, path, method);
+  }
+
+  async metrics(node: string): Promise<string> {
+    return (await this.admin(node, 15020, '/metrics')).body;
+  }
+
+  /**
+   * Waits until every enrolled, configured pod is ready on its node's ztunnel
+   * (certificate and listeners up). Pods left unconfigured stay pending by design.
+   */
+  async waitReady(timeoutMs = 20_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (const node of this.cluster.nodes) {
+      const want = this.cluster.pods.filter(
+        (p) => p.node === node.name && this.enrolled.has(p.uid) && !(this.options.unconfigured?.(p) ?? false),
+      );
+      for (;;) {
+        const r = await this.admin(node.name, 15000, '/config_dump').catch(() => undefined);
+        const local =
+          r?.status === 200
+            ? (JSON.parse(r.body) as { local: Array<{ uid: string; status: string }> }).local
+            : [];
+        const ready = new Set(local.filter((l) => l.status === 'ready').map((l) => l.uid));
+        if (want.every((p) => ready.has(p.uid))) break;
+        if (Date.now() > deadline)
+          throw new Error(`ztunnel on ${node.name} not ready: ${r?.body ?? 'no answer'}`);
+        await new Promise((res) => setTimeout(res, 100));
+      }
+    }
+  }
+
+  /** Stops a node's ztunnel (capture stays attached: its pods are cut off, not uncaptured). */
+  async stopZtunnel(node: string): Promise<void> {
+    const child = this.ztunnels.get(node);
+    this.ztunnels.delete(node);
+    if (child) await stopChild(child);
+  }
+
+  /** Starts a node's ztunnel again and re-enrolls its pods, as a node agent would after a restart. */
+  async restartZtunnel(node: string): Promise<void> {
+    await this.stopZtunnel(node);
+    await this.startZtunnel(this.node(node));
+    for (const pod of this.cluster.pods)
+      if (pod.node === node && this.enrolled.has(pod.uid)) await this.enroll(pod);
+  }
+
+  async down(): Promise<void> {
+    await Promise.all([...this.ztunnels.keys()].map((n) => this.stopZtunnel(n)));
+    for (const node of this.cluster.nodes) {
+      await new BpfCapture({ node: node.name }).cleanupStale([]).catch((e: unknown) => {
+        log.warn({ node: node.name, err: (e as Error).message }, 'BPF cleanup failed');
+      });
+    }
+    await this.cluster.down();
+    await rm(this.dir, { recursive: true, force: true });
+  }
+
+  private async startZtunnel(node: NodeInfo): Promise<void> {
+    await mkdir(join(this.dir, node.name), { recursive: true, mode: 0o700 });
+    const argv = [
+      process.execPath,
+      '--enable-source-maps',
+      ZMESH_MAIN,
+      'ztunnel',
+      '--config',
+      join(this.dir, 'mesh.yaml'),
+      '--node',
+      node.name,
+      '--address',
+      '127.0.0.1',
+      '--ca-dir',
+      this.dir,
+      '--agent-socket',
+      this.agentSocket(node.name),
+    ];
+    const child = this.cluster.runInNode(node, argv, {
+      reject: false,
+      stdin: 'ignore',
+      stdout: 'ignore',
+      stderr: 'pipe',
+      env: { ZMESH_LOG: this.options.ztunnelLog ?? process.env.ZMESH_LOG ?? 'warn' },
+    });
+    child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[ztunnel ${node.name}] ${d}`));
+    this.ztunnels.set(node.name, child);
+    const deadline = Date.now() + 15_000;
+    while (!existsSync(this.agentSocket(node.name))) {
+      if (child.exitCode !== null) throw new Error(`ztunnel on ${node.name} exited with ${child.exitCode}`);
+      if (Date.now() > deadline) throw new Error(`ztunnel on ${node.name}: no agent socket after 15 s`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  private async writeConfig(): Promise<void> {
+    const configured = this.cluster.pods.filter((p) => !(this.options.unconfigured?.(p) ?? false));
+    const serviceKey = (s: MeshService) => `${s.namespace}/${s.name}.${s.namespace}.svc.cluster.local`;
+    const workloads = configured.map((p) => ({
+      uid: p.uid,
+      name: p.name,
+      namespace: p.namespace,
+      serviceAccount: p.serviceAccount,
+      addresses: [p.ipv4, p.ipv6],
+      node: p.node,
+      services: Object.fromEntries(
+        (this.spec.services ?? [])
+          .filter((s) => s.namespace === p.namespace && s.pods.includes(p.name))
+          .map((s) => [
+            serviceKey(s),
+            s.ports.map((x) => ({ servicePort: x.port, targetPort: x.targetPort })),
+          ]),
+      ),
+    }));
+    const services = (this.spec.services ?? []).map((s) => ({
+      name: s.name,
+      namespace: s.namespace,
+      addresses: [s.vip],
+      ports: s.ports.map((x) => ({ servicePort: x.port, targetPort: x.targetPort })),
+    }));
+    await writeFile(join(this.dir, 'mesh.yaml'), stringify({ workloads, services }));
+  }
+}
+
+const ZMESH_MAIN = ZMESH_BIN.replace(/bin\/zmesh$/, 'packages/harness/dist/cli/main.js');

@@ -1,0 +1,41 @@
+import { request } from 'node:http';
+import { connectInNetns } from '@zmesh/ztunnel';
+
+/** Bound on one admin request into a node's namespace. */
+export const NETNS_HTTP_TIMEOUT_MS = 5000;
+
+/**
+ * An HTTP request to a server inside another network namespace (a node's ztunnel admin
+ * ports, which are reachable only from inside that node), over a socket this process
+ * creates in that namespace. No route into the cluster is needed, so none exists.
+ */
+export function netnsHttp(
+  netnsPath: string,
+  port: number,
+  path: string,
+  method = 'GET',
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        method,
+        path,
+        host: '127.0.0.1',
+        port,
+        timeout: NETNS_HTTP_TIMEOUT_MS,
+        createConnection: () => connectInNetns(netnsPath, '127.0.0.1', port),
+      },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => {
+          body += d;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`timeout after ${NETNS_HTTP_TIMEOUT_MS} ms`)));
+    req.on('error', reject);
+    req.end();
+  });
+}
