@@ -21,9 +21,10 @@ async function bpfCounts(): Promise<{ progs: number; maps: number }> {
   return { progs: await count('prog'), maps: await count('map') };
 }
 
-function pins(node: string): number {
+/** Every pin (programs, maps, links) under this run's scope, counted recursively. */
+function pins(scope: string): number {
   try {
-    return readdirSync(`/sys/fs/bpf/zmesh/${node}`).length;
+    return readdirSync(`/sys/fs/bpf/zmesh/${scope}`, { recursive: true }).length;
   } catch {
     return 0;
   }
@@ -55,7 +56,7 @@ function pins(node: string): number {
         await mesh.waitReady(30_000);
         for (const pod of mesh.cluster.pods) await mesh.unenroll(pod);
         await new Promise((r) => setTimeout(r, 200));
-        samples.push({ fds: fds(), ...(await bpfCounts()), pins: pins('node-a') });
+        samples.push({ fds: fds(), ...(await bpfCounts()), pins: pins(mesh.captureScope('node-a')) });
       }
       t.log(samples.map((s, i) => `round ${i + 1}: ${JSON.stringify(s)}`).join('\n'));
       const first = samples[0]!;

@@ -164,7 +164,12 @@ test.serial(
     };
     t.is(dump.node, 'node-a');
     t.deepEqual(dump.local, [
-      { uid: 'Kubernetes//Pod/team-a/client', identity: spiffeIdOf(mesh.client), inbound: true },
+      {
+        uid: 'Kubernetes//Pod/team-a/client',
+        identity: spiffeIdOf(mesh.client),
+        inbound: true,
+        status: 'ready',
+      },
     ]);
     t.truthy(dump.certificates.find((c) => c.identity === spiffeIdOf(mesh.client))?.notAfter);
     t.is((await fetch(`${base(15021)}/healthz/ready`)).status, 200);

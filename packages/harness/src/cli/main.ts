@@ -21,6 +21,7 @@ program
   )
   .option('--trust-domain <domain>', 'SPIFFE trust domain', 'cluster.local')
   .option('--passthrough <allow|deny>', 'destinations outside the mesh: plain TCP or refused', 'deny')
+  .option('--capture-scope <name>', 'capture mode: BPF pin scope (default: the node name)')
   .option(
     '--agent-socket <path>',
     'capture mode: the node-agent Unix socket pods are enrolled through (needs root and BPF)',

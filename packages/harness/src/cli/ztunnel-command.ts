@@ -17,6 +17,7 @@ export interface ZtunnelCommandOptions {
   metricsPort: string;
   readyPort: string;
   agentSocket?: string;
+  captureScope?: string;
 }
 
 /**
@@ -52,7 +53,9 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     signer: new LocalCaSigner(ca),
     passthrough: opts.passthrough === 'allow' ? 'allow' : 'deny',
     registry,
-    ...(opts.agentSocket ? { capture: await captureMode(opts.node, opts.agentSocket, registry) } : {}),
+    ...(opts.agentSocket
+      ? { capture: await captureMode(opts.captureScope ?? opts.node, opts.agentSocket, registry) }
+      : {}),
   });
   await ztunnel.start();
   await ztunnel.applyConfig(config.value);
@@ -68,12 +71,12 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
 }
 
 /** Capture mode needs root and BPF; without them the reason is printed and nothing starts. */
-async function captureMode(node: string, agentSocket: string, registry: Registry) {
+async function captureMode(scope: string, agentSocket: string, registry: Registry) {
   const { BpfCapture } = await import('@zmesh/ztunnel');
   const why = await BpfCapture.unavailableReason();
   if (why) {
     console.error(`zmesh ztunnel: capture mode unavailable: ${why}`);
     process.exit(2);
   }
-  return { bpf: new BpfCapture({ node, registry }), agentSocket };
+  return { bpf: new BpfCapture({ node: scope, registry }), agentSocket };
 }

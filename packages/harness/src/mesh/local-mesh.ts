@@ -77,6 +77,11 @@ export class LocalMesh {
     }
   }
 
+  /** BPF pins of this run's node live under /sys/fs/bpf/zmesh/<scope>: runs never touch each other's. */
+  captureScope(node: string): string {
+    return `${this.cluster.runId}-${node}`;
+  }
+
   agentSocket(node: string): string {
     return join(this.dir, node, 'agent.sock');
   }
@@ -167,7 +172,7 @@ export class LocalMesh {
   async down(): Promise<void> {
     await Promise.all([...this.ztunnels.keys()].map((n) => this.stopZtunnel(n)));
     for (const node of this.cluster.nodes) {
-      await new BpfCapture({ node: node.name }).cleanupStale([]).catch((e: unknown) => {
+      await new BpfCapture({ node: this.captureScope(node.name) }).cleanupStale([]).catch((e: unknown) => {
         log.warn({ node: node.name, err: (e as Error).message }, 'BPF cleanup failed');
       });
     }
@@ -192,6 +197,8 @@ export class LocalMesh {
       this.dir,
       '--agent-socket',
       this.agentSocket(node.name),
+      '--capture-scope',
+      this.captureScope(node.name),
     ];
     const child = this.cluster.runInNode(node, argv, {
       reject: false,
