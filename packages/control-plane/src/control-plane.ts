@@ -1,4 +1,4 @@
-import { type XdsAuthorization, ZmeshError } from '@zmesh/shared';
+import { type Authorization, ZmeshError } from '@zmesh/shared';
 import type { SignCsr } from './ca-service.js';
 import { Compiler } from './compiler.js';
 import { ConfigStore, type StoreView } from './config-store.js';
@@ -15,7 +15,7 @@ export interface ControlPlaneOptions {
   signCsr?: SignCsr;
   /** HMAC key for node tokens; keep it to keep issued tokens valid across restarts. */
   tokenKey?: Buffer;
-  convertPolicy?: (raw: Record<string, unknown>) => XdsAuthorization | undefined;
+  convertPolicy?: (raw: Record<string, unknown>) => Authorization | undefined;
   maxCertTtlSeconds?: number;
 }
 

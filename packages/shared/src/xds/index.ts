@@ -16,18 +16,6 @@ export {
   type WireStruct,
 } from './ads-messages.js';
 export {
-  type Authorization as XdsAuthorization,
-  type AuthzAction as XdsAuthzAction,
-  type AuthzClause as XdsAuthzClause,
-  type AuthzMatch as XdsAuthzMatch,
-  type AuthzRule as XdsAuthzRule,
-  type AuthzScope as XdsAuthzScope,
-  authorizationKey as xdsAuthorizationKey,
-  type Cidr as XdsCidr,
-  type ServiceAccountMatch as XdsServiceAccountMatch,
-  type StringMatch as XdsStringMatch,
-} from './authorization.js';
-export {
   type DecodedAddress,
   decodeAddress,
   decodeAuthorization,
