@@ -32,7 +32,7 @@ export {
   EMPTY_STATE,
   type PendingResource,
 } from './config-snapshot.js';
-export { csrUriSans, MAX_CSR_PEM_BYTES } from './csr-info.js';
+export { csrPublicKey, csrUriSans, MAX_CSR_PEM_BYTES } from './csr-info.js';
 export { ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL, PROTO_DIR, protoRoot } from './proto-root.js';
 export { loadSnapshot, writeSnapshot } from './snapshot-file.js';
 export {
