@@ -16,6 +16,8 @@ import { waitFor } from './mesh-fixture.js';
 export interface XdsMesh {
   ca: CertificateAuthority;
   cp: ControlPlane;
+  /** Holds node-a.snapshot and node-b.snapshot. */
+  dir: string;
   xdsPort: number;
   adminUrl: string;
   nodes: Record<'a' | 'b', MeshNode>;
@@ -173,6 +175,7 @@ export async function startXdsMesh(block: number, opts: XdsMeshOptions): Promise
   return {
     ca,
     cp,
+    dir,
     xdsPort,
     adminUrl: `http://${ip('0.1')}:${admin.port}`,
     nodes: { a, b },

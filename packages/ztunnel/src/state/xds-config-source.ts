@@ -52,6 +52,7 @@ export class XdsConfigSource extends EventEmitter {
   #applying: Promise<void> | undefined;
   #forwardsSent = false;
   #lastRefusal: string[] | undefined;
+  #loadFailure: string[] | undefined;
 
   constructor(opts: XdsConfigSourceOptions) {
     super();
@@ -98,13 +99,25 @@ export class XdsConfigSource extends EventEmitter {
     return this.#lastRefusal;
   }
 
+  /** Why the on-disk snapshot was ignored at start, if it was (a missing file is not a failure). */
+  get loadFailure(): readonly string[] | undefined {
+    return this.#loadFailure;
+  }
+
   /** What /config_dump shows about the xDS side. */
-  status(): { connected: boolean; synced: boolean; pending: readonly PendingResource[]; refused?: string[] } {
+  status(): {
+    connected: boolean;
+    synced: boolean;
+    pending: readonly PendingResource[];
+    refused?: string[];
+    snapshotLoadFailure?: string[];
+  } {
     return {
       connected: this.client.connected,
       synced: this.client.synced,
       pending: this.pending(),
       ...(this.#lastRefusal ? { refused: [...this.#lastRefusal] } : {}),
+      ...(this.#loadFailure ? { snapshotLoadFailure: [...this.#loadFailure] } : {}),
     };
   }
 
@@ -161,6 +174,7 @@ export class XdsConfigSource extends EventEmitter {
 
   #onLoadFailed(reasons: string[]): void {
     if (reasons[0]?.includes('ENOENT')) return;
+    this.#loadFailure = reasons;
     log.error(
       { path: this.#opts.snapshotPath, reasons },
       'on-disk snapshot is damaged and was IGNORED: starting without config until the control plane answers',
