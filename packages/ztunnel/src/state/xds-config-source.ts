@@ -43,7 +43,7 @@ export interface AppliedEvent {
  * Feeds a Ztunnel from the control plane: every activated ConfigSnapshot (from ADS, or the
  * on-disk one at start) becomes one `applyConfig`. Snapshots that arrive while an apply is
  * running collapse into the newest, so the proxy never queues stale configurations.
- * Events: 'applied' (AppliedEvent), 'refused' (reasons), 'loadFailed' (reasons).
+ * Events: 'applied' (AppliedEvent, ConfigSnapshot), 'refused' (reasons), 'loadFailed' (reasons).
  */
 export class XdsConfigSource extends EventEmitter {
   readonly client: XdsClient;
@@ -53,6 +53,7 @@ export class XdsConfigSource extends EventEmitter {
   #forwardsSent = false;
   #lastRefusal: string[] | undefined;
   #loadFailure: string[] | undefined;
+  #applied: ConfigSnapshot | undefined;
 
   constructor(opts: XdsConfigSourceOptions) {
     super();
@@ -97,6 +98,11 @@ export class XdsConfigSource extends EventEmitter {
   /** Why the last snapshot was refused by the proxy (an invalid policy set), if it was. */
   get lastRefusal(): readonly string[] | undefined {
     return this.#lastRefusal;
+  }
+
+  /** The snapshot the proxy last applied (what its traffic acts on now). */
+  appliedSnapshot(): ConfigSnapshot | undefined {
+    return this.#applied;
   }
 
   /** Why the on-disk snapshot was ignored at start, if it was (a missing file is not a failure). */
@@ -161,6 +167,7 @@ export class XdsConfigSource extends EventEmitter {
     }
     this.#forwardsSent = true;
     this.#lastRefusal = undefined;
+    this.#applied = snapshot;
     const applied: AppliedEvent = {
       version: result.value,
       workloads: update.workloads.length,
@@ -169,7 +176,7 @@ export class XdsConfigSource extends EventEmitter {
       pending: snapshot.pending.length,
     };
     log.debug(applied, 'xDS snapshot applied');
-    this.emit('applied', applied);
+    this.emit('applied', applied, snapshot);
   }
 
   #onLoadFailed(reasons: string[]): void {
