@@ -110,7 +110,7 @@ test.serial(
     await copyFile(join(mesh.dir, 'node-a.snapshot'), good);
     const bytes = await readFile(good);
     const at = bytes.length - 10;
-  bytes.writeUInt8(bytes.readUInt8(at) ^ 0x01, at);
+    bytes.writeUInt8(bytes.readUInt8(at) ^ 0x01, at);
     await writeFile(bad, bytes);
 
     const restarted = await mesh.startNode('node-a', ip('0.5'), { snapshotPath: good });

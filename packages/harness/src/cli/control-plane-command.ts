@@ -9,6 +9,7 @@ export interface ControlPlaneCommandOptions {
   caDir?: string;
   rootsFile?: string;
   maxCertTtl?: string;
+  host: string;
 }
 
 /**
@@ -26,10 +27,10 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
     ...(options.maxCertTtl ? { maxCertTtlSeconds: Number(options.maxCertTtl) } : {}),
     ...(options.config ? { configDir: options.config, watch: true } : {}),
   });
-  const port = await cp.start(Number(options.port));
-  const admin = await startAdminServer(cp, Number(options.adminPort));
+  const port = await cp.start(Number(options.port), options.host);
+  const admin = await startAdminServer(cp, Number(options.adminPort), options.host);
   console.error(
-    `control plane: xDS and CA on 127.0.0.1:${port} (plaintext, loopback), admin on 127.0.0.1:${admin.port}` +
+    `control plane: xDS and CA on ${options.host}:${port} (plaintext, loopback), admin on ${options.host}:${admin.port}` +
       (options.rootsFile ? `, roots in ${options.rootsFile}` : ''),
   );
   const stop = async () => {

@@ -45,6 +45,7 @@ program
   .command('control-plane')
   .description('run the control plane: YAML config store, delta ADS (and CA) on loopback, admin endpoint')
   .option('-c, --config <dir>', 'directory of YAML config (watched)')
+  .option('--host <ip>', 'loopback address to serve xDS, CA and admin on', '127.0.0.1')
   .option('--port <port>', 'xDS/CA gRPC port (loopback, plaintext)', '15010')
   .option('--admin-port <port>', 'admin port for apply / proxy-status (loopback)', '15014')
   .option('--trust-domain <domain>', 'SPIFFE trust domain', 'cluster.local')
