@@ -81,6 +81,24 @@ test.serial(
 );
 
 test.serial(
+  'an AuthorizationPolicy in YAML reaches the destination ztunnel as one Authorization and is enforced',
+  async (t) => {
+    const policy = {
+      apiVersion: 'security.istio.io/v1',
+      kind: 'AuthorizationPolicy',
+      metadata: { name: 'deny-team-a', namespace: 'team-b' },
+      spec: { action: 'DENY', rules: [{ from: [{ source: { namespaces: ['team-a'] } }] }] },
+    };
+    t.true(mesh.cp.store.apply([policy]).ok);
+    await waitFor(() => mesh.nodes.b.z.authorizer.store.list().some((p) => p.name === 'deny-team-a'), 5000);
+    t.false(await echoes(ip('1.1'), 18000), 'denied at the destination');
+    t.true(mesh.cp.store.remove(['AuthorizationPolicy/team-b/deny-team-a']).ok);
+    await waitFor(() => mesh.nodes.b.z.authorizer.store.list().length === 0, 5000);
+    t.true(await echoes(ip('1.1'), 18000), 'allowed again once removed');
+  },
+);
+
+test.serial(
   'an invalid resource is NACKed with its reason in proxy status while traffic keeps flowing',
   async (t) => {
     const bad = encodeMessage('istio.workload.Address', {
