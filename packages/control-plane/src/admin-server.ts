@@ -2,12 +2,15 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { logger, ZmeshError } from '@zmesh/shared';
 import type { ControlPlane } from './control-plane.js';
+import { DEFAULT_ACK_TIMEOUT_MS, DEFAULT_WAYPOINT_NAME } from './namespace-waypoint.js';
 import { isLoopback } from './xds-server.js';
 
 const log = logger('cp-admin');
 
 /** An apply body is YAML for a cluster; far larger is a mistake, not config. */
 export const MAX_APPLY_BYTES = 16 * 1024 * 1024;
+/** An operator waiting longer than this for ACKs wants proxy-status, not a hanging request. */
+export const MAX_ACK_TIMEOUT_MS = 120_000;
 
 /**
  * The control plane's operator endpoint, loopback only: `GET /proxy-status` (JSON),
@@ -51,12 +54,31 @@ async function handle(cp: ControlPlane, req: IncomingMessage, res: ServerRespons
       ? reply(res, 200, { generation: result.value.generation })
       : reply(res, 400, { reasons: result.error });
   }
+  if (req.method === 'POST' && url.pathname === '/namespace-l7') return namespaceL7(cp, url, res);
   if (req.method === 'POST' && url.pathname === '/node-token') {
     const node = url.searchParams.get('node');
     if (!node) return reply(res, 400, { reasons: ['node query parameter is required'] });
     return reply(res, 200, { node, token: cp.issueNodeToken(node) });
   }
   reply(res, 404, { error: `no route ${req.method} ${url.pathname}` });
+}
+
+/**
+ * `POST /namespace-l7?namespace=<ns>&state=on|off[&waypoint=<name>][&timeoutMs=<ms>]`:
+ * 200 when every connected proxy ACKed, 504 naming those that did not.
+ */
+async function namespaceL7(cp: ControlPlane, url: URL, res: ServerResponse): Promise<void> {
+  const namespace = url.searchParams.get('namespace') ?? '';
+  const state = url.searchParams.get('state');
+  const timeoutMs = Number(url.searchParams.get('timeoutMs') ?? DEFAULT_ACK_TIMEOUT_MS);
+  if (namespace === '' || (state !== 'on' && state !== 'off'))
+    return reply(res, 400, { reasons: ['namespace and state=on|off are required'] });
+  if (!Number.isFinite(timeoutMs) || timeoutMs < 0 || timeoutMs > MAX_ACK_TIMEOUT_MS)
+    return reply(res, 400, { reasons: [`timeoutMs must be in 0..${MAX_ACK_TIMEOUT_MS}`] });
+  const waypoint = state === 'on' ? (url.searchParams.get('waypoint') ?? DEFAULT_WAYPOINT_NAME) : undefined;
+  const result = await cp.setNamespaceL7(namespace, waypoint, timeoutMs);
+  if (!result.ok) return reply(res, 400, { reasons: result.error });
+  reply(res, result.value.notAcked.length === 0 ? 200 : 504, result.value);
 }
 
 async function readBody(req: IncomingMessage): Promise<string | undefined> {

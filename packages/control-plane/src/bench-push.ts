@@ -72,7 +72,8 @@ export async function benchPush(workloads: number, clients = 3, changes = 100): 
   }
 }
 
-function clusterDocs(workloads: number): unknown[] {
+/** Namespaces of 1,000 pods, a Service per 10 pods, pods spread over 10 nodes. */
+export function clusterDocs(workloads: number): unknown[] {
   const namespaces = Math.ceil(workloads / 1000);
   const docs: unknown[] = [];
   for (let n = 0; n < namespaces; n++) {
@@ -97,7 +98,7 @@ function clusterDocs(workloads: number): unknown[] {
   return docs;
 }
 
-function podDoc(i: number, ip: string): unknown {
+export function podDoc(i: number, ip: string): unknown {
   return {
     kind: 'Pod',
     metadata: {
@@ -111,7 +112,7 @@ function podDoc(i: number, ip: string): unknown {
 }
 
 /** Distinct IPs per pod; `generation` picks a second octet so a change moves the pod. */
-function podIp(i: number, generation: number): string {
+export function podIp(i: number, generation: number): string {
   return `10.${generation * 10 + (i >> 16)}.${(i >> 8) & 0xff}.${i & 0xff}`;
 }
 
@@ -138,7 +139,7 @@ function until(c: XdsClient, predicate: (s: ConfigSnapshot) => boolean): Promise
   });
 }
 
-function heapAfterGc(): number | null {
+export function heapAfterGc(): number | null {
   const gc = (globalThis as { gc?: () => void }).gc;
   if (gc === undefined) return null;
   gc();
@@ -146,7 +147,7 @@ function heapAfterGc(): number | null {
   return process.memoryUsage().heapUsed + process.memoryUsage().arrayBuffers;
 }
 
-function quantile(sorted: number[], q: number): number {
+export function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 }
 

@@ -1,4 +1,4 @@
-import type { AppProtocol, GatewayRef, Port, Service, Workload, XdsAuthorization } from '@zmesh/shared';
+import type { AppProtocol, Authorization, GatewayRef, Port, Service, Workload } from '@zmesh/shared';
 import { objectsOf, type StoreView } from './config-store.js';
 import {
   type AuthorizationPolicyObject,
@@ -23,13 +23,13 @@ export interface CompilerOptions {
   clusterDomain?: string;
   clusterId?: string;
   /** Converts a raw AuthorizationPolicy; undefined drops it (the authz helper supplies this). */
-  convertPolicy?: (raw: Record<string, unknown>) => XdsAuthorization | undefined;
+  convertPolicy?: (raw: Record<string, unknown>) => Authorization | undefined;
 }
 
 export interface CompiledConfig {
   workloads: Workload[];
   services: Service[];
-  authorizations: XdsAuthorization[];
+  authorizations: Authorization[];
 }
 
 /** Compiles the store into the resources served over xDS. Pure: same view, same output. */
@@ -51,7 +51,7 @@ export class Compiler {
     { ns: NamespaceObject | undefined; deps: object; workload: Workload }
   >();
   readonly #services = new WeakMap<object, { ns: NamespaceObject | undefined; service: Service }>();
-  readonly #policies = new WeakMap<AuthorizationPolicyObject, XdsAuthorization | undefined>();
+  readonly #policies = new WeakMap<AuthorizationPolicyObject, Authorization | undefined>();
   #deps: { objects: readonly object[]; token: object } = { objects: [], token: {} };
 
   constructor(opts: CompilerOptions) {

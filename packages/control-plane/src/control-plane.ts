@@ -1,7 +1,14 @@
-import { type XdsAuthorization, ZmeshError } from '@zmesh/shared';
+import {
+  ADDRESS_TYPE_URL,
+  type Authorization,
+  convertAuthorizationPolicy,
+  logger,
+  ZmeshError,
+} from '@zmesh/shared';
 import type { SignCsr } from './ca-service.js';
 import { Compiler } from './compiler.js';
 import { ConfigStore, type StoreView } from './config-store.js';
+import { type RolloutReport, setNamespaceWaypoint, waitForAcks } from './namespace-waypoint.js';
 import { NodeTokens } from './node-tokens.js';
 import type { ProxyReport } from './proxy-status.js';
 import { XdsServer } from './xds-server.js';
@@ -15,9 +22,12 @@ export interface ControlPlaneOptions {
   signCsr?: SignCsr;
   /** HMAC key for node tokens; keep it to keep issued tokens valid across restarts. */
   tokenKey?: Buffer;
-  convertPolicy?: (raw: Record<string, unknown>) => XdsAuthorization | undefined;
+  /** Default: Istio's conversion (`convertAuthorizationPolicy`); waypoint-targeted policies are dropped. */
+  convertPolicy?: (raw: Record<string, unknown>) => Authorization | undefined;
   maxCertTtlSeconds?: number;
 }
+
+const log = logger('control-plane');
 
 /** The control plane: config store → compiler → xDS/CA server, wired together. */
 export class ControlPlane {
@@ -37,7 +47,7 @@ export class ControlPlane {
     this.#compiler = new Compiler({
       trustDomain: opts.trustDomain,
       ...(opts.clusterDomain ? { clusterDomain: opts.clusterDomain } : {}),
-      ...(opts.convertPolicy ? { convertPolicy: opts.convertPolicy } : {}),
+      convertPolicy: opts.convertPolicy ?? convertForZtunnel,
     });
     this.store.on('change', (view: StoreView) => this.server.setConfig(this.#compiler.compile(view)));
     if (opts.watch) this.store.watch();
@@ -63,6 +73,22 @@ export class ControlPlane {
     return this.tokens.issueNodeToken(node);
   }
 
+  /**
+   * `zmesh ns l7 on|off`: sets or removes the namespace's waypoint, pushes, and waits until
+   * every connected proxy has ACKed the version that carries it (or `timeoutMs` passes).
+   */
+  async setNamespaceL7(
+    namespace: string,
+    waypoint: string | undefined,
+    timeoutMs: number,
+  ): Promise<{ ok: true; value: RolloutReport } | { ok: false; error: string[] }> {
+    const applied = setNamespaceWaypoint(this.store, namespace, waypoint);
+    if (!applied.ok) return applied;
+    const version = this.server.cache.view(ADDRESS_TYPE_URL).version;
+    const split = await waitForAcks(() => this.proxyStatus(), version, timeoutMs);
+    return { ok: true, value: { namespace, waypoint: waypoint ?? null, version, ...split } };
+  }
+
   proxyStatus(): ProxyReport[] {
     return this.server.proxyStatus();
   }
@@ -71,4 +97,15 @@ export class ControlPlane {
     this.store.close();
     await this.server.close();
   }
+}
+
+function convertForZtunnel(raw: Record<string, unknown>): Authorization | undefined {
+  const converted = convertAuthorizationPolicy(raw);
+  if (!converted.ok) {
+    log.warn({ reasons: converted.error }, 'AuthorizationPolicy not served');
+    return undefined;
+  }
+  if (converted.value.warnings.length > 0)
+    log.warn({ warnings: converted.value.warnings }, 'AuthorizationPolicy');
+  return converted.value.target === 'ztunnel' ? converted.value.authorization : undefined;
 }

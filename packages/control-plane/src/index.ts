@@ -1,5 +1,15 @@
-export { MAX_APPLY_BYTES, startAdminServer } from './admin-server.js';
+export { MAX_ACK_TIMEOUT_MS, MAX_APPLY_BYTES, startAdminServer } from './admin-server.js';
 export { AdsSession } from './ads-session.js';
+export {
+  benchPush,
+  clusterDocs,
+  heapAfterGc,
+  type PushBenchResult,
+  podDoc as benchPodDoc,
+  podIp as benchPodIp,
+  quantile,
+} from './bench-push.js';
+export { loadOrCreateCa, ROOT_CERT_FILE, ROOT_KEY_FILE, writeRootsFile } from './ca-files.js';
 export {
   authorize,
   createCertificateHandler,
@@ -21,6 +31,13 @@ export {
 export { ConfigStore, type ConfigStoreOptions, objectsOf, type StoreView } from './config-store.js';
 export { ControlPlane, type ControlPlaneOptions } from './control-plane.js';
 export * from './k8s-objects.js';
+export {
+  DEFAULT_ACK_TIMEOUT_MS,
+  DEFAULT_WAYPOINT_NAME,
+  type RolloutReport,
+  setNamespaceWaypoint,
+  waitForAcks,
+} from './namespace-waypoint.js';
 export { NodeTokens } from './node-tokens.js';
 export { type ProxyReport, ProxyStatusRegistry, type TypeReport } from './proxy-status.js';
 export { type CachedResource, ResourceCache } from './resource-cache.js';

@@ -11,10 +11,10 @@ import {
   encodeAddress,
   encodeAuthorization,
   logger,
+  policyKey,
   serviceKey,
   structString,
   type Workload,
-  xdsAuthorizationKey,
   ZmeshError,
 } from '@zmesh/shared';
 import { AdsSession, type AdsStream } from './ads-session.js';
@@ -106,7 +106,7 @@ export class XdsServer {
       ),
     ];
     const policies = config.authorizations.map((p) =>
-      this.#memo(p, () => cached(xdsAuthorizationKey(p), AUTHORIZATION_TYPE_URL, encodeAuthorization(p), 0)),
+      this.#memo(p, () => cached(policyKey(p), AUTHORIZATION_TYPE_URL, encodeAuthorization(p), 0)),
     );
     const byNode = new Map<string, Workload[]>();
     for (const w of config.workloads) {

@@ -2,8 +2,11 @@ export { AdminServers } from './admin/admin-servers.js';
 export * from './capture/index.js';
 export { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
 export { bidirectionalCopy } from './forward/bidirectional-copy.js';
+export { CaClient, type CaClientOptions, DEFAULT_CA_TIMEOUT_MS } from './identity/ca-client.js';
+export { drainOnCertChange } from './identity/cert-drain.js';
 export { type CertificateSigner, CertManager } from './identity/cert-manager.js';
 export { LocalCaSigner } from './identity/local-ca-signer.js';
+export { parseRootsPem, RootsFileWatcher } from './identity/roots-file.js';
 export { InboundListener } from './inbound/inbound-listener.js';
 export { HbonePool, type PoolKey } from './pool/hbone-pool.js';
 export {
@@ -13,5 +16,10 @@ export {
   parseLocalConfig,
 } from './state/local-config.js';
 export { HBONE_PORT, ProxyState, type Route } from './state/proxy-state.js';
+export {
+  type AppliedEvent,
+  XdsConfigSource,
+  type XdsConfigSourceOptions,
+} from './state/xds-config-source.js';
 export * from './tenancy/index.js';
 export { type ConfigUpdate, DEFAULT_PORTS, toCredential, Ztunnel, type ZtunnelOptions } from './ztunnel.js';

@@ -226,7 +226,8 @@ export class Ztunnel {
     if (this.stopped) return;
     const local = new Map(this.localWorkloads().map((w) => [w.uid, w]));
     for (const [uid, listener] of this.inbound) {
-      if (local.has(uid)) continue;
+      // A workload whose addresses or identity changed gets a new listener, not the stale one.
+      if (local.has(uid) && boundFor.get(listener) === inboundKey(local.get(uid)!)) continue;
       this.inbound.delete(uid);
       await listener.drain();
     }
@@ -250,6 +251,7 @@ export class Ztunnel {
       authorizer: this.authorizer,
     });
     this.inbound.set(w.uid, listener);
+    boundFor.set(listener, inboundKey(w));
     try {
       await listener.listen(this.inboundTargets(w));
     } catch (e) {
@@ -332,6 +334,10 @@ export class Ztunnel {
     return (_w, host, port) => whenConnected(connectInNetns(pod.netnsPath, host, port));
   }
 }
+
+/** What an inbound listener was made for: the identity it presents and the addresses it binds. */
+const boundFor = new WeakMap<InboundListener, string>();
+const inboundKey = (w: Workload) => `${spiffeIdOf(w)}|${w.addresses.join(',')}`;
 
 function forwardKey(f: ForwardConfig): string {
   return `${f.workloadUid}|${f.listen.host}:${f.listen.port}|${f.destination.host}:${f.destination.port}`;

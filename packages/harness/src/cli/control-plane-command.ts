@@ -1,27 +1,37 @@
 import { readFile } from 'node:fs/promises';
-import { ControlPlane, startAdminServer } from '@zmesh/control-plane';
+import { ControlPlane, loadOrCreateCa, startAdminServer, writeRootsFile } from '@zmesh/control-plane';
 
 export interface ControlPlaneCommandOptions {
   config?: string;
   port: string;
   adminPort: string;
   trustDomain: string;
+  caDir?: string;
+  rootsFile?: string;
+  maxCertTtl?: string;
+  host: string;
 }
 
 /**
- * `zmesh control-plane`: config store (watched directory) → xDS on loopback, plus the
- * admin endpoint that `zmesh apply` and `zmesh proxy-status` talk to. The CA service is
- * served once a signer is wired in (the identity library's CertificateAuthority).
+ * `zmesh control-plane`: config store (watched directory) → xDS and the CA on loopback, plus
+ * the admin endpoint that `zmesh apply`, `zmesh proxy-status` and `zmesh ns` talk to. The
+ * CA root comes from --ca-dir (created there if absent; in memory without it); the roots
+ * proxies must trust are written to --roots-file, which they watch.
  */
 export async function runControlPlane(options: ControlPlaneCommandOptions): Promise<void> {
+  const ca = await loadOrCreateCa(options.trustDomain, options.caDir);
+  if (options.rootsFile) await writeRootsFile(options.rootsFile, [ca.rootPem]);
   const cp = new ControlPlane({
     trustDomain: options.trustDomain,
+    signCsr: (csr, opts) => ca.signCsr(csr, opts),
+    ...(options.maxCertTtl ? { maxCertTtlSeconds: Number(options.maxCertTtl) } : {}),
     ...(options.config ? { configDir: options.config, watch: true } : {}),
   });
-  const port = await cp.start(Number(options.port));
-  const admin = await startAdminServer(cp, Number(options.adminPort));
+  const port = await cp.start(Number(options.port), options.host);
+  const admin = await startAdminServer(cp, Number(options.adminPort), options.host);
   console.error(
-    `control plane: xDS on 127.0.0.1:${port} (plaintext, loopback), admin on 127.0.0.1:${admin.port}`,
+    `control plane: xDS and CA on ${options.host}:${port} (plaintext, loopback), admin on ${options.host}:${admin.port}` +
+      (options.rootsFile ? `, roots in ${options.rootsFile}` : ''),
   );
   const stop = async () => {
     await admin.close();
@@ -47,5 +57,37 @@ export async function runApply(file: string, admin: string): Promise<number> {
 export async function runProxyStatus(admin: string): Promise<number> {
   const res = await fetch(`${admin}/proxy-status`);
   console.log(await res.text());
+  return res.ok ? 0 : 1;
+}
+
+/** `zmesh ns l7 on|off <namespace>`: exit 0 when every connected ztunnel ACKed, 1 naming those that did not. */
+export async function runNamespaceL7(
+  state: string,
+  namespace: string,
+  opts: { admin: string; waypoint?: string; timeout: string },
+): Promise<number> {
+  if (state !== 'on' && state !== 'off') {
+    console.error(`zmesh ns l7: state must be on or off, got ${state}`);
+    return 2;
+  }
+  const query = new URLSearchParams({ namespace, state, timeoutMs: String(Number(opts.timeout) * 1000) });
+  if (opts.waypoint) query.set('waypoint', opts.waypoint);
+  const res = await fetch(`${opts.admin}/namespace-l7?${query}`, { method: 'POST' });
+  const out = (await res.json()) as {
+    reasons?: string[];
+    version?: number;
+    acked?: string[];
+    notAcked?: Array<{ proxy: string; state: string; reason?: string }>;
+  };
+  if (res.status === 400) {
+    console.error(`zmesh ns l7: refused:\n  ${(out.reasons ?? []).join('\n  ')}`);
+    return 1;
+  }
+  console.log(
+    `namespace ${namespace}: L7 ${state} (version ${out.version}), acked by ${out.acked?.length ?? 0} proxies`,
+  );
+  for (const p of out.notAcked ?? []) {
+    console.error(`  not acked: ${p.proxy} (${p.state}${p.reason ? `: ${p.reason}` : ''})`);
+  }
   return res.ok ? 0 : 1;
 }

@@ -26,6 +26,14 @@ program
     '--agent-socket <path>',
     'capture mode: the node-agent Unix socket pods are enrolled through (needs root and BPF)',
   )
+  .option('--xds <host:port>', 'control plane (xDS and CA); --config then only supplies forwards')
+  .option('--token-file <file>', 'node bootstrap token for xDS and the CA (with --xds)')
+  .option('--roots-file <file>', 'trusted roots, watched (with --xds)')
+  .option('--snapshot <file>', 'last-known-good xDS snapshot (with --xds)')
+  .option(
+    '--trust-ca-roots',
+    'trust a new root found at the end of a CA-returned chain (authenticated CA channel only)',
+  )
   .option('--admin-port <port>', 'admin port (/config_dump, /logging, /quitquitquit)', '15000')
   .option('--metrics-port <port>', 'Prometheus /metrics port', '15020')
   .option('--ready-port <port>', 'readiness and liveness port', '15021')
@@ -38,9 +46,16 @@ program
   .command('control-plane')
   .description('run the control plane: YAML config store, delta ADS (and CA) on loopback, admin endpoint')
   .option('-c, --config <dir>', 'directory of YAML config (watched)')
+  .option('--host <ip>', 'loopback address to serve xDS, CA and admin on', '127.0.0.1')
   .option('--port <port>', 'xDS/CA gRPC port (loopback, plaintext)', '15010')
   .option('--admin-port <port>', 'admin port for apply / proxy-status (loopback)', '15014')
   .option('--trust-domain <domain>', 'SPIFFE trust domain', 'cluster.local')
+  .option(
+    '--ca-dir <dir>',
+    'root CA (root-cert.pem, root-key.pem); created there if absent, in memory if not given',
+  )
+  .option('--roots-file <file>', 'write the trusted roots here for proxies to watch')
+  .option('--max-cert-ttl <seconds>', 'upper bound on workload certificate lifetime')
   .action(async (options) => {
     const { runControlPlane } = await import('./control-plane-command.js');
     await runControlPlane(options);
@@ -63,6 +78,19 @@ program
   .action(async (options) => {
     const { runProxyStatus } = await import('./control-plane-command.js');
     process.exitCode = await runProxyStatus(options.admin);
+  });
+
+const ns = program.command('ns').description('namespace-wide operations');
+ns.command('l7')
+  .description('turn the namespace waypoint on or off; waits until every connected ztunnel has ACKed')
+  .argument('<state>', 'on or off')
+  .argument('<namespace>')
+  .option('--waypoint <name>', 'waypoint (Gateway) name', 'waypoint')
+  .option('--timeout <seconds>', 'how long to wait for ACKs', '10')
+  .option('--admin <url>', 'control-plane admin URL', 'http://127.0.0.1:15014')
+  .action(async (state: string, namespace: string, options) => {
+    const { runNamespaceL7 } = await import('./control-plane-command.js');
+    process.exitCode = await runNamespaceL7(state, namespace, options);
   });
 
 program

@@ -1,7 +1,17 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CertificateAuthority, logger, TrustBundle } from '@zmesh/shared';
-import { LocalCaSigner, loadLocalConfig, Ztunnel } from '@zmesh/ztunnel';
+import {
+  CaClient,
+  type CertificateSigner,
+  drainOnCertChange,
+  LocalCaSigner,
+  type LocalConfig,
+  loadLocalConfig,
+  RootsFileWatcher,
+  XdsConfigSource,
+  Ztunnel,
+} from '@zmesh/ztunnel';
 import { Registry } from 'prom-client';
 
 const log = logger('cli');
@@ -18,56 +28,150 @@ export interface ZtunnelCommandOptions {
   readyPort: string;
   agentSocket?: string;
   captureScope?: string;
+  xds?: string;
+  tokenFile?: string;
+  rootsFile?: string;
+  snapshot?: string;
+  trustCaRoots?: boolean;
+}
+
+/** Trust, signing and config for one of the two modes; `start` and `stop` bracket the proxy's life. */
+interface Mode {
+  bundle: TrustBundle;
+  signer: CertificateSigner;
+  start(z: Ztunnel): Promise<void>;
+  stop(): Promise<void>;
 }
 
 /**
- * `zmesh ztunnel`: explicit-proxy mode from a local config file (DESIGN §11). Exits
- * non-zero with every reason when the config is invalid; stops cleanly on SIGINT/SIGTERM
- * or POST /quitquitquit.
+ * `zmesh ztunnel`: with --xds, config and certificates come from the control plane (the
+ * local --config, if any, supplies only forward listeners); without it, explicit-proxy mode
+ * from a local config file and a local CA (DESIGN §11). Exits non-zero with every reason
+ * when inputs are invalid; stops cleanly on SIGINT/SIGTERM or POST /quitquitquit.
  */
 export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
-  if (!opts.config || !opts.node || !opts.caDir) {
-    console.error('zmesh ztunnel: --config, --node and --ca-dir are required in explicit-proxy mode');
+  const usage = usageError(opts);
+  if (usage) {
+    console.error(`zmesh ztunnel: ${usage}`);
     return 2;
   }
-  const config = await loadLocalConfig(opts.config);
-  if (!config.ok) {
-    for (const reason of config.error) console.error(`zmesh ztunnel: ${reason}`);
+  let config: LocalConfig | undefined;
+  if (opts.config) {
+    const loaded = await loadLocalConfig(opts.config);
+    if (!loaded.ok) {
+      for (const reason of loaded.error) console.error(`zmesh ztunnel: ${reason}`);
+      return 2;
+    }
+    config = loaded.value;
+  }
+  const mode = opts.xds ? await controlPlaneMode(opts, config) : await localMode(opts, config!);
+  if (typeof mode === 'string') {
+    console.error(`zmesh ztunnel: ${mode}`);
     return 2;
   }
-  const ca = await CertificateAuthority.fromPem({
-    trustDomain: opts.trustDomain,
-    certPem: await readFile(join(opts.caDir, 'root-cert.pem'), 'utf8'),
-    keyPem: await readFile(join(opts.caDir, 'root-key.pem'), 'utf8'),
-  });
   const registry = new Registry();
   const ztunnel = new Ztunnel({
-    node: opts.node,
+    node: opts.node!,
     address: opts.address ?? '127.0.0.1',
     ports: {
       admin: Number(opts.adminPort),
       metrics: Number(opts.metricsPort),
       ready: Number(opts.readyPort),
     },
-    bundle: new TrustBundle(opts.trustDomain, [ca.rootPem]),
-    signer: new LocalCaSigner(ca),
+    bundle: mode.bundle,
+    signer: mode.signer,
     passthrough: opts.passthrough === 'allow' ? 'allow' : 'deny',
     registry,
     ...(opts.agentSocket
-      ? { capture: await captureMode(opts.captureScope ?? opts.node, opts.agentSocket, registry) }
+      ? { capture: await captureMode(opts.captureScope ?? opts.node!, opts.agentSocket, registry) }
       : {}),
   });
+  const undrain = drainOnCertChange(ztunnel.certs, ztunnel.pool);
   await ztunnel.start();
-  await ztunnel.applyConfig(config.value);
+  await mode.start(ztunnel);
   if (!opts.agentSocket)
     log.warn('explicit-proxy mode: no capture, no strict inbound; attribution comes from forward listeners');
-  const done = new Promise<void>((resolve) => {
+  await new Promise<void>((resolve) => {
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
   });
-  await done;
   log.info('shutting down');
+  undrain();
+  await mode.stop();
   await ztunnel.stop();
   return 0;
+}
+
+function usageError(opts: ZtunnelCommandOptions): string | undefined {
+  if (!opts.node) return '--node is required';
+  if (opts.xds) {
+    if (!opts.tokenFile || !opts.rootsFile) return '--xds needs --token-file and --roots-file';
+    return undefined;
+  }
+  if (!opts.config || !opts.caDir)
+    return '--config and --ca-dir are required without --xds (explicit-proxy mode)';
+  return undefined;
+}
+
+async function localMode(opts: ZtunnelCommandOptions, config: LocalConfig): Promise<Mode> {
+  const ca = await CertificateAuthority.fromPem({
+    trustDomain: opts.trustDomain,
+    certPem: await readFile(join(opts.caDir!, 'root-cert.pem'), 'utf8'),
+    keyPem: await readFile(join(opts.caDir!, 'root-key.pem'), 'utf8'),
+  });
+  return {
+    bundle: new TrustBundle(opts.trustDomain, [ca.rootPem]),
+    signer: new LocalCaSigner(ca),
+    start: async (z) => {
+      await z.applyConfig(config);
+    },
+    stop: async () => {},
+  };
+}
+
+/** Roots from the watched file, certificates from the CA API, config over delta ADS. */
+async function controlPlaneMode(opts: ZtunnelCommandOptions, config?: LocalConfig): Promise<Mode | string> {
+  const readToken = async () => (await readFile(opts.tokenFile!, 'utf8')).trim();
+  let token: string;
+  try {
+    token = await readToken();
+  } catch (e) {
+    return `--token-file: ${(e as Error).message}`;
+  }
+  const bundle = new TrustBundle(opts.trustDomain);
+  const roots = new RootsFileWatcher(opts.rootsFile!, bundle);
+  const loaded = await roots.start();
+  if (!loaded.ok) {
+    roots.stop();
+    return `--roots-file: ${loaded.error.join('; ')}`;
+  }
+  const ca = new CaClient({
+    address: opts.xds!,
+    token: () => token,
+    bundle,
+    trustRootsFromCa: opts.trustCaRoots === true,
+  });
+  let source: XdsConfigSource | undefined;
+  return {
+    bundle,
+    signer: ca,
+    start: async (z) => {
+      source = new XdsConfigSource({
+        ztunnel: z,
+        address: opts.xds!,
+        node: opts.node!,
+        proxyAddress: opts.address ?? '127.0.0.1',
+        token,
+        ...(opts.snapshot ? { snapshotPath: opts.snapshot } : {}),
+        ...(config ? { forwards: config.forwards } : {}),
+      });
+      await source.start();
+    },
+    stop: async () => {
+      roots.stop();
+      await source?.stop();
+      ca.close();
+    },
+  };
 }
 
 /** Capture mode needs root and BPF; without them the reason is printed and nothing starts. */

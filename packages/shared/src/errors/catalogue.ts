@@ -22,6 +22,7 @@ export const CATALOGUE = {
   },
   ZM_ERR_CERT_MISSING: { message: 'no certificate for {identity}', status: 503, flag: 'TLS' },
   ZM_ERR_CA_REFUSED: { message: 'CA refused {identity}: {reason}', status: 403, flag: 'TLS' },
+  ZM_ERR_CA_UNAVAILABLE: { message: 'CA unreachable for {identity}: {reason}', status: 503, flag: 'TLS' },
   ZM_ERR_TLS_PEER_IDENTITY: {
     message: 'peer identity {actual} is not one of the expected identities {expected}',
     status: 503,

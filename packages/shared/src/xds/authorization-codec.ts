@@ -1,13 +1,13 @@
-import { ipToBytes } from '../net/ip.js';
-import { err, ok, type Result } from '../result.js';
 import type {
   Authorization,
-  AuthzMatch,
-  AuthzRule,
-  Cidr,
+  Address as Cidr,
+  Match,
+  Rule,
   ServiceAccountMatch,
   StringMatch,
-} from './authorization.js';
+} from '../authz/policy-model.js';
+import { ipToBytes } from '../net/ip.js';
+import { err, ok, type Result } from '../result.js';
 import { decodeMessage, encodeMessage } from './message-codec.js';
 import { enumName, ipBytes, namespaceName, nonEmpty, port, type Reasons } from './validate.js';
 import type {
@@ -51,7 +51,7 @@ export function encodeAuthorization(policy: Authorization): Uint8Array {
     namespace: policy.namespace,
     scope: policy.scope,
     action: policy.action,
-    rules: policy.rules.map((rule: AuthzRule) => ({
+    rules: policy.rules.map((rule: Rule) => ({
       clauses: rule.clauses.map((clause) => ({ matches: clause.matches.map(matchToWire) })),
     })),
     dryRun: policy.dryRun,
@@ -59,7 +59,7 @@ export function encodeAuthorization(policy: Authorization): Uint8Array {
   return encodeMessage(TYPE, wire);
 }
 
-function matchFromWire(m: WireMatch, path: string, reasons: Reasons): AuthzMatch {
+function matchFromWire(m: WireMatch, path: string, reasons: Reasons): Match {
   const strings = (list: WireStringMatch[] | undefined, field: string) =>
     (list ?? []).map((s, i) => stringMatchFromWire(s, `${path}.${field}[${i}]`, reasons));
   const accounts = (list: WireServiceAccountMatch[] | undefined, field: string) =>
@@ -96,7 +96,7 @@ function stringMatchFromWire(s: WireStringMatch, path: string, reasons: Reasons)
     case 'suffix':
       return { suffix: s.suffix ?? '' };
     case 'presence':
-      return { presence: true };
+      return { presence: {} };
     default:
       reasons.push(`${path}: no match_type set`);
       return { exact: '' };
@@ -113,20 +113,22 @@ function cidrFromWire(c: WireCidr, path: string, reasons: Reasons): Cidr {
   return { address, length };
 }
 
-function matchToWire(m: AuthzMatch): WireMatch {
+/** The model's fields are optional (absent = no constraint); the wire has empty lists. */
+function matchToWire(m: Match): WireMatch {
+  const accounts = (list: readonly ServiceAccountMatch[] | undefined) => (list ?? []).map((s) => ({ ...s }));
   return {
-    namespaces: m.namespaces.map(stringMatchToWire),
-    notNamespaces: m.notNamespaces.map(stringMatchToWire),
-    serviceAccounts: m.serviceAccounts.map((s: ServiceAccountMatch) => ({ ...s })),
-    notServiceAccounts: m.notServiceAccounts.map((s) => ({ ...s })),
-    principals: m.principals.map(stringMatchToWire),
-    notPrincipals: m.notPrincipals.map(stringMatchToWire),
-    sourceIps: m.sourceIps.map(cidrToWire),
-    notSourceIps: m.notSourceIps.map(cidrToWire),
-    destinationIps: m.destinationIps.map(cidrToWire),
-    notDestinationIps: m.notDestinationIps.map(cidrToWire),
-    destinationPorts: m.destinationPorts,
-    notDestinationPorts: m.notDestinationPorts,
+    namespaces: (m.namespaces ?? []).map(stringMatchToWire),
+    notNamespaces: (m.notNamespaces ?? []).map(stringMatchToWire),
+    serviceAccounts: accounts(m.serviceAccounts),
+    notServiceAccounts: accounts(m.notServiceAccounts),
+    principals: (m.principals ?? []).map(stringMatchToWire),
+    notPrincipals: (m.notPrincipals ?? []).map(stringMatchToWire),
+    sourceIps: (m.sourceIps ?? []).map(cidrToWire),
+    notSourceIps: (m.notSourceIps ?? []).map(cidrToWire),
+    destinationIps: (m.destinationIps ?? []).map(cidrToWire),
+    notDestinationIps: (m.notDestinationIps ?? []).map(cidrToWire),
+    destinationPorts: [...(m.destinationPorts ?? [])],
+    notDestinationPorts: [...(m.notDestinationPorts ?? [])],
   };
 }
 

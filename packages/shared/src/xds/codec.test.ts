@@ -1,6 +1,6 @@
 import test from 'ava';
+import type { Authorization } from '../authz/policy-model.js';
 import type { Service, Workload } from '../model/workload.js';
-import type { Authorization } from './authorization.js';
 import {
   decodeAddress,
   decodeAuthorization,
@@ -71,7 +71,7 @@ const policy: Authorization = {
           matches: [
             {
               namespaces: [],
-              notNamespaces: [{ presence: true }],
+              notNamespaces: [{ presence: {} }],
               serviceAccounts: [],
               notServiceAccounts: [],
               principals: [{ exact: 'cluster.local/ns/ns1/sa/a' }],

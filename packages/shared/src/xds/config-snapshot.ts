@@ -1,7 +1,7 @@
+import type { Authorization } from '../authz/policy-model.js';
 import type { Service, Workload } from '../model/workload.js';
 import { serviceKey } from '../model/workload.js';
 import type { DecodedAddress } from './address-codec.js';
-import type { Authorization } from './authorization.js';
 import { ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL } from './proto-root.js';
 
 /** One accepted resource: its decoded value, its version and the bytes it came in. */

@@ -47,6 +47,24 @@ export function csrUriSans(pem: string): Result<string[]> {
   }
 }
 
+/** The CSR's SubjectPublicKeyInfo as DER (RFC 2986 §4.1), so a returned leaf can be matched to it. */
+export function csrPublicKey(pem: string): Result<Buffer> {
+  const match =
+    /-----BEGIN (?:NEW )?CERTIFICATE REQUEST-----([\s\S]+?)-----END (?:NEW )?CERTIFICATE REQUEST-----/.exec(
+      pem.slice(0, MAX_CSR_PEM_BYTES),
+    );
+  if (match === null) return err(['csr: no PEM CERTIFICATE REQUEST block']);
+  try {
+    const der = Buffer.from(match[1]!.replace(/\s+/g, ''), 'base64');
+    const [request] = children(der, 0, der.length);
+    const [info] = children(der, request!.start, request!.end);
+    const [, , spki] = children(der, info!.start, info!.end);
+    return ok(Buffer.from(der.subarray(spki!.header, spki!.end)));
+  } catch (e) {
+    return err([`csr: malformed DER: ${(e as Error).message}`]);
+  }
+}
+
 interface Tlv {
   tag: number;
   /** Offset of the tag byte. */

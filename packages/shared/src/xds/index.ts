@@ -16,18 +16,6 @@ export {
   type WireStruct,
 } from './ads-messages.js';
 export {
-  type Authorization as XdsAuthorization,
-  type AuthzAction as XdsAuthzAction,
-  type AuthzClause as XdsAuthzClause,
-  type AuthzMatch as XdsAuthzMatch,
-  type AuthzRule as XdsAuthzRule,
-  type AuthzScope as XdsAuthzScope,
-  authorizationKey as xdsAuthorizationKey,
-  type Cidr as XdsCidr,
-  type ServiceAccountMatch as XdsServiceAccountMatch,
-  type StringMatch as XdsStringMatch,
-} from './authorization.js';
-export {
   type DecodedAddress,
   decodeAddress,
   decodeAuthorization,
@@ -44,7 +32,7 @@ export {
   EMPTY_STATE,
   type PendingResource,
 } from './config-snapshot.js';
-export { csrUriSans, MAX_CSR_PEM_BYTES } from './csr-info.js';
+export { csrPublicKey, csrUriSans, MAX_CSR_PEM_BYTES } from './csr-info.js';
 export { ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL, PROTO_DIR, protoRoot } from './proto-root.js';
 export { loadSnapshot, writeSnapshot } from './snapshot-file.js';
 export {

@@ -1,6 +1,6 @@
+import { type Authorization, policyKey } from '../authz/policy-model.js';
 import type { Result } from '../result.js';
 import { type DecodedAddress, decodeAddress } from './address-codec.js';
-import { type Authorization, authorizationKey } from './authorization.js';
 import { decodeAuthorization } from './authorization-codec.js';
 import { type Accepted, type AcceptedState, expectedName } from './config-snapshot.js';
 import { ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL } from './proto-root.js';
@@ -39,7 +39,7 @@ function decodeOne(typeUrl: string, r: RawResource, batch: DecodedBatch): string
   }
   if (typeUrl === AUTHORIZATION_TYPE_URL) {
     const result = decodeAuthorization(r.bytes);
-    return accept(result, r, authorizationKey, batch.authorizations);
+    return accept(result, r, policyKey, batch.authorizations);
   }
   return [`unsupported type ${typeUrl}`];
 }

@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { open, readFile, rename, unlink } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { err, ok, type Result } from '../result.js';
 import { type AcceptedState, buildSnapshot, type ConfigSnapshot, EMPTY_STATE } from './config-snapshot.js';
 import { ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL } from './proto-root.js';
@@ -22,7 +22,9 @@ interface Body {
 export async function writeSnapshot(path: string, snapshot: ConfigSnapshot): Promise<void> {
   const body = Buffer.from(JSON.stringify(bodyOf(snapshot.accepted, snapshot.activatedAt)));
   const header = JSON.stringify({ format: FORMAT, sha256: createHash('sha256').update(body).digest('hex') });
-  const tmp = join(dirname(path), `.${process.pid}.${Date.now()}.snapshot.tmp`);
+  // Unique per target and write: proxies sharing a directory (and a process, in tests) must
+  // never rename each other's half-written files.
+  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
   const handle = await open(tmp, 'w', 0o600);
   try {
     await handle.writeFile(Buffer.concat([Buffer.from(`${header}\n`), body]));

@@ -16,6 +16,12 @@ export interface CertManagerOptions {
   /** Bound on CSRs in flight at once, so a burst of new pods cannot flood the CA. */
   maxInFlight?: number;
   backoff?: { initialMs: number; maxMs: number };
+  /**
+   * How long before a certificate's not-after 'expiring' is emitted, so connections that
+   * use it can be drained while it is still valid. Default: a tenth of its lifetime,
+   * at most DEFAULT_MAX_EXPIRING_LEAD_MS.
+   */
+  expiringLeadMs?: (lifetimeMs: number) => number;
   registry?: Registry;
   now?: () => number;
   /** Builds the credential from key and chain; injected so this module stays free of X.509 parsing. */
@@ -23,12 +29,15 @@ export interface CertManagerOptions {
 }
 
 export const DEFAULT_MAX_CSRS_IN_FLIGHT = 8;
+export const DEFAULT_MAX_EXPIRING_LEAD_MS = 60_000;
 
 interface Slot {
   identity: string;
   current?: Credential;
   inflight?: Promise<Credential>;
   timer?: NodeJS.Timeout;
+  /** One per credential issued and not yet expired: at most the current and the one it replaced. */
+  readonly expiring: Set<NodeJS.Timeout>;
   failures: number;
   waiters: number;
 }
@@ -37,7 +46,9 @@ interface Slot {
  * One certificate per identity, fetched as soon as a local workload appears, renewed at
  * half-life. A failed renewal keeps the still-valid certificate and retries with
  * jittered exponential backoff; an expired certificate is never handed out.
- * Emits 'rotated' (identity, credential) so listeners swap their TLS context.
+ * Emits 'rotated' (identity, credential, previous?) so listeners swap their TLS context, and
+ * 'expiring' (identity, credential) shortly before a credential's not-after, whether or not
+ * it has been replaced, so connections still using it can be drained (`drainOnCertChange`).
  */
 export class CertManager extends EventEmitter {
   private readonly slots = new Map<string, Slot>();
@@ -96,7 +107,7 @@ export class CertManager extends EventEmitter {
 
   forget(identity: string): void {
     const slot = this.slots.get(identity);
-    if (slot?.timer) clearTimeout(slot.timer);
+    if (slot) clearTimers(slot);
     this.slots.delete(identity);
   }
 
@@ -110,13 +121,13 @@ export class CertManager extends EventEmitter {
 
   stop(): void {
     this.stopped = true;
-    for (const s of this.slots.values()) if (s.timer) clearTimeout(s.timer);
+    for (const s of this.slots.values()) clearTimers(s);
   }
 
   private slot(identity: string): Slot {
     let slot = this.slots.get(identity);
     if (!slot) {
-      slot = { identity, failures: 0, waiters: 0 };
+      slot = { identity, failures: 0, waiters: 0, expiring: new Set() };
       this.slots.set(identity, slot);
     }
     return slot;
@@ -131,11 +142,13 @@ export class CertManager extends EventEmitter {
     slot.inflight = attempt.then(
       (cred) => {
         slot.inflight = undefined;
+        const previous = slot.current;
         slot.current = cred;
         slot.failures = 0;
         this.scheduleRenewal(slot, halfLife(cred, this.now()));
+        this.scheduleExpiring(slot, cred);
         log.info({ identity: slot.identity, notAfter: cred.notAfter.toISOString() }, 'certificate issued');
-        this.emit('rotated', slot.identity, cred);
+        this.emit('rotated', slot.identity, cred, previous);
         return cred;
       },
       (e: unknown) => {
@@ -168,6 +181,27 @@ export class CertManager extends EventEmitter {
     slot.timer.unref();
   }
 
+  private scheduleExpiring(slot: Slot, cred: Credential): void {
+    if (this.stopped) return;
+    const lifetime = cred.notAfter.getTime() - cred.notBefore.getTime();
+    const lead =
+      this.options.expiringLeadMs?.(lifetime) ?? Math.min(DEFAULT_MAX_EXPIRING_LEAD_MS, lifetime / 10);
+    const timer = setTimeout(
+      () => {
+        slot.expiring.delete(timer);
+        if (this.slots.get(slot.identity) !== slot) return;
+        log.info(
+          { identity: slot.identity, notAfter: cred.notAfter.toISOString(), current: slot.current === cred },
+          'certificate expiring: draining its connections',
+        );
+        this.emit('expiring', slot.identity, cred);
+      },
+      Math.max(0, cred.notAfter.getTime() - lead - this.now()),
+    );
+    timer.unref();
+    slot.expiring.add(timer);
+  }
+
   private async withSlot<T>(work: () => Promise<T>): Promise<T> {
     if (this.inFlight >= this.maxInFlight) await new Promise<void>((r) => this.queue.push(r));
     this.inFlight += 1;
@@ -178,6 +212,12 @@ export class CertManager extends EventEmitter {
       this.queue.shift()?.();
     }
   }
+}
+
+function clearTimers(slot: Slot): void {
+  if (slot.timer) clearTimeout(slot.timer);
+  for (const t of slot.expiring) clearTimeout(t);
+  slot.expiring.clear();
 }
 
 /** Milliseconds from now until half of the certificate's lifetime has passed. */

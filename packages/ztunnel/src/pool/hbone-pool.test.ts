@@ -109,3 +109,17 @@ test('a stream refused unprocessed after GOAWAY is retried once on a new connect
   t.is(connects, 2);
   p.close();
 });
+
+test('drainSource closes only that identity’s connections; the next stream opens a fresh one', async (t) => {
+  const { p, sessions } = pool();
+  const other = { ...key, sourceIdentity: 'other' };
+  const open = await p.openTunnel(key, { authority: '127.0.0.1:80' });
+  await p.openTunnel(other, { authority: '127.0.0.1:80' });
+  t.is(p.drainSource('a'), 1);
+  t.true(sessions[0]!.closed, 'GOAWAY-style close: the open tunnel is left to finish');
+  t.false(sessions[1]!.closed);
+  t.false(open.destroyed);
+  await p.openTunnel(key, { authority: '127.0.0.1:80' });
+  t.is(sessions.length, 3);
+  p.close();
+});

@@ -114,6 +114,26 @@ export class HbonePool {
     return n;
   }
 
+  /**
+   * Stops new streams on every connection made with `sourceIdentity`'s certificate (a
+   * rotated or expiring one); open tunnels run on until they end, then the connection
+   * closes with GOAWAY (RFC 9113 §6.8). The next stream opens a connection with the
+   * certificate held then. Returns how many connections were drained.
+   */
+  drainSource(sourceIdentity: string): number {
+    let drained = 0;
+    for (const [mapKey, list] of this.entries) {
+      if (mapKey.split('|')[1] !== sourceIdentity) continue;
+      // A connection still being set up may be waited on by its first stream; it is
+      // drained by the 'expiring' of the certificate it used, if that was the old one.
+      for (const e of list.filter((x) => x.session !== undefined)) {
+        this.retire(mapKey, e);
+        drained += 1;
+      }
+    }
+    return drained;
+  }
+
   /** Closes every connection; in-flight tunnels are reset. */
   close(): void {
     this.closed = true;

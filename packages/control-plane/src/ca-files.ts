@@ -1,0 +1,56 @@
+import { mkdir, open, readFile, rename, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { CertificateAuthority, logger } from '@zmesh/shared';
+
+const log = logger('ca-files');
+
+export const ROOT_CERT_FILE = 'root-cert.pem';
+export const ROOT_KEY_FILE = 'root-key.pem';
+
+/**
+ * The control plane's CA: loaded from `dir` (root-cert.pem, root-key.pem), or created — and,
+ * when `dir` is given, written there (key mode 0600) so a restart keeps the same root.
+ */
+export async function loadOrCreateCa(trustDomain: string, dir?: string): Promise<CertificateAuthority> {
+  if (dir !== undefined) {
+    const existing = await readPair(dir);
+    if (existing) return CertificateAuthority.fromPem({ trustDomain, ...existing });
+  }
+  const ca = await CertificateAuthority.create({ trustDomain });
+  if (dir !== undefined) {
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    await writeFile(join(dir, ROOT_KEY_FILE), await ca.exportKeyPem(), { mode: 0o600, flag: 'wx' });
+    await writeFile(join(dir, ROOT_CERT_FILE), ca.rootPem, { mode: 0o644, flag: 'wx' });
+    log.info({ dir }, 'created a new root CA');
+  }
+  return ca;
+}
+
+async function readPair(dir: string): Promise<{ certPem: string; keyPem: string } | undefined> {
+  try {
+    return {
+      certPem: await readFile(join(dir, ROOT_CERT_FILE), 'utf8'),
+      keyPem: await readFile(join(dir, ROOT_KEY_FILE), 'utf8'),
+    };
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw e;
+  }
+}
+
+/**
+ * Writes the roots proxies trust (concatenated PEM) atomically: temp file, fsync, rename,
+ * so a watcher never reads half a file (and refuses one that it somehow does).
+ */
+export async function writeRootsFile(path: string, rootsPem: readonly string[]): Promise<void> {
+  await mkdir(dirname(path), { recursive: true });
+  const tmp = `${path}.tmp-${process.pid}`;
+  const handle = await open(tmp, 'w', 0o644);
+  try {
+    await handle.writeFile(rootsPem.map((p) => p.trim()).join('\n') + '\n');
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await rename(tmp, path);
+}

@@ -1,0 +1,152 @@
+import { X509Certificate } from 'node:crypto';
+import * as grpc from '@grpc/grpc-js';
+import {
+  CA_METHOD,
+  type CertificateRequest,
+  type CertificateResponse,
+  certificateRequestCodec,
+  certificateResponseCodec,
+  csrPublicKey,
+  err,
+  logger,
+  ok,
+  type Result,
+  type TrustBundle,
+  toStruct,
+  validateSvid,
+  ZmeshError,
+} from '@zmesh/shared';
+import type { CertificateSigner } from './cert-manager.js';
+
+const log = logger('ca-client');
+
+/** Per request: a CA that has not answered by then is treated as down (CertManager backs off). */
+export const DEFAULT_CA_TIMEOUT_MS = 10_000;
+/** A chain longer than this is not something our CA (or Istio's) ever returns. */
+export const MAX_CHAIN_LENGTH = 8;
+/** Metadata key of Istio's CA API for a node proxy asking on behalf of a workload. */
+const IMPERSONATED_IDENTITY = 'ImpersonatedIdentity';
+
+export interface CaClientOptions {
+  /** `host:port` of `istio.v1.auth.IstioCertificateService`. */
+  address: string;
+  /** The node bootstrap token, re-read on every request (a projected token rotates). */
+  token: () => string;
+  bundle: TrustBundle;
+  /** Plaintext on loopback until the CA serves TLS (docs/xds.md, Transport). */
+  credentials?: grpc.ChannelCredentials;
+  timeoutMs?: number;
+  /**
+   * Accept a chain whose last element is a self-signed root not yet in the bundle, and add
+   * that root to it. Only safe when the channel to the CA is itself authenticated; otherwise
+   * new roots arrive through the watched roots file and a chain must anchor in the bundle.
+   */
+  trustRootsFromCa?: boolean;
+}
+
+/**
+ * `CertificateSigner` over the CA API (DESIGN §4, §5). The node token goes as
+ * `authorization: Bearer`, the workload's identity as `ImpersonatedIdentity` in the request
+ * metadata. A returned chain is accepted only if it is a valid X.509-SVID for exactly the
+ * identity asked for, certifies the key of our CSR, and leads to a trusted root.
+ */
+export class CaClient implements CertificateSigner {
+  readonly #opts: CaClientOptions;
+  readonly #client: grpc.Client;
+
+  constructor(opts: CaClientOptions) {
+    this.#opts = opts;
+    this.#client = new grpc.Client(opts.address, opts.credentials ?? grpc.credentials.createInsecure());
+  }
+
+  async sign(csrPem: string, identity: string, ttlSeconds: number): Promise<string[]> {
+    const chain = await this.#call(identity, {
+      csr: csrPem,
+      validityDuration: ttlSeconds,
+      metadata: toStruct({ [IMPERSONATED_IDENTITY]: identity }),
+    });
+    const checked = this.verifyChain(chain, identity, csrPem);
+    if (!checked.ok) {
+      log.warn({ identity, reasons: checked.error }, 'CA answer rejected');
+      throw new ZmeshError('ZM_ERR_CERT_INVALID', { reason: `from CA: ${checked.error.join('; ')}` });
+    }
+    return chain;
+  }
+
+  /** Checks a CA answer; offers a new self-signed root to the bundle when allowed. */
+  verifyChain(chain: readonly string[], identity: string, csrPem: string): Result<string[]> {
+    if (chain.length === 0 || chain.length > MAX_CHAIN_LENGTH) {
+      return err([`chain has ${chain.length} certificates (1..${MAX_CHAIN_LENGTH})`]);
+    }
+    const candidate = this.#newRoot(chain);
+    const roots = [...this.#opts.bundle.roots(), ...(candidate ? [candidate] : [])];
+    const svid = validateSvid([...chain], { roots });
+    if (!svid.ok) return svid;
+    const reasons: string[] = [];
+    if (svid.value.identity !== identity)
+      reasons.push(`leaf is for ${svid.value.identity}, asked ${identity}`);
+    if (!sameKey(chain[0]!, csrPem)) reasons.push('leaf does not certify the key of the CSR');
+    if (reasons.length > 0) return err(reasons);
+    if (candidate) {
+      log.warn({ identity }, 'trusting a new root from the CA chain');
+      this.#opts.bundle.add(candidate);
+    }
+    return ok([...chain]);
+  }
+
+  close(): void {
+    this.#client.close();
+  }
+
+  /** The chain's last element when it is a self-signed CA outside the bundle and may be trusted. */
+  #newRoot(chain: readonly string[]): string | undefined {
+    if (!this.#opts.trustRootsFromCa) return undefined;
+    try {
+      const last = new X509Certificate(chain.at(-1)!);
+      const known = this.#opts.bundle.roots().some((r) => new X509Certificate(r).raw.equals(last.raw));
+      return !known && last.ca && last.checkIssued(last) && last.verify(last.publicKey)
+        ? last.toString()
+        : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  #call(identity: string, request: CertificateRequest): Promise<string[]> {
+    const metadata = new grpc.Metadata();
+    metadata.set('authorization', `Bearer ${this.#opts.token()}`);
+    const deadline = Date.now() + (this.#opts.timeoutMs ?? DEFAULT_CA_TIMEOUT_MS);
+    return new Promise((resolve, reject) => {
+      this.#client.makeUnaryRequest(
+        CA_METHOD,
+        certificateRequestCodec.serialize,
+        certificateResponseCodec.deserialize,
+        request,
+        metadata,
+        { deadline },
+        (e: grpc.ServiceError | null, res?: CertificateResponse) => {
+          if (e) return reject(callError(identity, e));
+          resolve(res?.certChain ?? []);
+        },
+      );
+    });
+  }
+}
+
+function callError(identity: string, e: grpc.ServiceError): ZmeshError {
+  const refused = [grpc.status.PERMISSION_DENIED, grpc.status.UNAUTHENTICATED, grpc.status.INVALID_ARGUMENT];
+  const code = refused.includes(e.code) ? 'ZM_ERR_CA_REFUSED' : 'ZM_ERR_CA_UNAVAILABLE';
+  return new ZmeshError(code, { identity, reason: `${grpc.status[e.code]}: ${e.details}` }, { cause: e });
+}
+
+/** The leaf's public key equals the CSR's: otherwise our private key could not use it. */
+function sameKey(leafPem: string, csrPem: string): boolean {
+  try {
+    const csrKey = csrPublicKey(csrPem);
+    if (!csrKey.ok) return false;
+    const leafKey = new X509Certificate(leafPem).publicKey.export({ type: 'spki', format: 'der' });
+    return leafKey.equals(csrKey.value);
+  } catch {
+    return false;
+  }
+}
