@@ -1,4 +1,4 @@
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { logger, ZmeshError } from '@zmesh/shared';
 import type { Options, ResultPromise } from 'execa';
 import { cgroup2Mount, createCgroup, removeCgroupTree } from './cgroups.js';
@@ -136,6 +136,11 @@ export class Cluster {
     for (const dir of cgroups) {
       if (!live.has(dir.slice(PREFIX.length))) removeCgroupTree(`${mount}/${dir}`);
     }
+    for (const scope of existsSync(BPF_PIN_ROOT) ? readdirSync(BPF_PIN_ROOT) : []) {
+      const run = scope.split('-')[0] ?? '';
+      if (RUN_SCOPE.test(scope) && !live.has(run))
+        rmSync(`${BPF_PIN_ROOT}/${scope}`, { recursive: true, force: true });
+    }
     if (removed.length > 0 || orphans.length > 0)
       log.warn({ runs: removed, orphans }, 'removed stale cluster');
     return removed;
@@ -220,6 +225,8 @@ export class Cluster {
       }
     };
     attempt(() => removeCgroupTree(runGroup(this.#state.cgroupMount, t.runId)));
+    // Before the namespaces go: removing the pins detaches the pods' BPF links.
+    attempt(() => removeRunPins(t.runId));
     attempt(() =>
       deleteNetwork([...t.pods.map((p) => p.netns), ...t.nodes.map((n) => n.netns), t.fabricNetns]),
     );
@@ -230,6 +237,20 @@ export class Cluster {
   /** Internal: exit-path teardown of every cluster this process owns. */
   static teardownOwned(): void {
     for (const c of [...owned]) c.#teardown();
+  }
+}
+
+/**
+ * BPF pins of a harness run: ztunnels started by the harness pin under
+ * <root>/<runId>-<node> (LocalMesh.captureScope), so a run's pins are found by its id.
+ */
+const BPF_PIN_ROOT = '/sys/fs/bpf/zmesh';
+const RUN_SCOPE = /^[0-9a-f]{6}-[a-z0-9-]+$/;
+
+function removeRunPins(runId: string): void {
+  if (!existsSync(BPF_PIN_ROOT)) return;
+  for (const scope of readdirSync(BPF_PIN_ROOT)) {
+    if (scope.startsWith(`${runId}-`)) rmSync(`${BPF_PIN_ROOT}/${scope}`, { recursive: true, force: true });
   }
 }
 

@@ -115,9 +115,9 @@ export async function runClusterDemo(): Promise<number> {
     );
     return ok ? 0 : 1;
   } finally {
-    for (const s of servers) s.kill('SIGKILL');
-    await Promise.allSettled(servers);
     step('tearing down namespaces, cgroups, BPF programs and ztunnels');
+    // down() kills every process in the pods' cgroups; the servers go with them.
+    for (const s of servers) s.kill('SIGKILL');
     await mesh.down();
   }
 }
