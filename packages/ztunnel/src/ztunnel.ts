@@ -23,6 +23,7 @@ import { type CertificateSigner, CertManager } from './identity/cert-manager.js'
 import { InboundListener, type ListenTarget } from './inbound/inbound-listener.js';
 import { ForwardListener } from './outbound/forward-listener.js';
 import type { OutboundInputs, PassthroughPolicy } from './outbound/outbound-handler.js';
+import { type TenancyOptions, TenantAdmission } from './outbound/tenant-admission.js';
 import { HbonePool, type PoolKey } from './pool/hbone-pool.js';
 import type { ForwardListener as ForwardConfig } from './state/local-config.js';
 import { HBONE_PORT, ProxyState } from './state/proxy-state.js';
@@ -51,6 +52,8 @@ export interface ZtunnelOptions {
   capture?: { bpf: BpfCapture; agentSocket: string };
   /** A registry shared with components made before the proxy (the BPF loader's metrics). */
   registry?: Registry;
+  /** Tenant isolation (DESIGN §7); on by default. */
+  tenancy?: TenancyOptions;
 }
 
 export interface ConfigUpdate {
@@ -74,6 +77,7 @@ export class Ztunnel {
   readonly certs: CertManager;
   readonly pool: HbonePool;
   readonly authorizer: InboundAuthorizer;
+  readonly tenancy: TenantAdmission;
   private state = ProxyState.empty();
   private forwardConfigs: readonly ForwardConfig[] = [];
   private readonly inbound = new Map<string, InboundListener>();
@@ -97,6 +101,7 @@ export class Ztunnel {
       toCredential,
     });
     this.certs.on('rotated', (identity: string, cred: Credential) => this.onRotated(identity, cred));
+    this.tenancy = new TenantAdmission(options.tenancy ?? {}, this.metrics.registry);
     this.authorizer = new InboundAuthorizer(this.metrics.registry, (uid) => this.state.workload(uid));
     this.pool = new HbonePool({ ...options.pool, metrics: this.metrics, connect: (key) => this.dial(key) });
     this.outbound = {
@@ -106,6 +111,7 @@ export class Ztunnel {
       passthrough: options.passthrough ?? 'deny',
       tenantOf,
       bindSource: true,
+      tenancy: this.tenancy,
     };
     if (options.capture) {
       this.captured = new CapturedPods({
@@ -216,6 +222,7 @@ export class Ztunnel {
     await this.agent?.close();
     await this.captured?.close();
     this.pool.close();
+    this.tenancy.close();
     await Promise.all([...this.forwards.values()].map((f) => f.close()));
     await Promise.all([...this.inbound.values()].map((l) => l.close()));
     await this.admin.stop();

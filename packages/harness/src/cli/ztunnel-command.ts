@@ -28,6 +28,7 @@ export interface ZtunnelCommandOptions {
   readyPort: string;
   agentSocket?: string;
   captureScope?: string;
+  fairness?: string;
   xds?: string;
   tokenFile?: string;
   rootsFile?: string;
@@ -82,6 +83,7 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     signer: mode.signer,
     passthrough: opts.passthrough === 'allow' ? 'allow' : 'deny',
     registry,
+    tenancy: { fairness: opts.fairness !== 'off' },
     ...(opts.agentSocket
       ? { capture: await captureMode(opts.captureScope ?? opts.node!, opts.agentSocket, registry) }
       : {}),

@@ -34,6 +34,10 @@ export interface MeshOptions {
   /** Pods left out of ztunnel's configuration, so they stay pending after enrollment. */
   unconfigured?: (pod: PodInfo) => boolean;
   ztunnelLog?: string;
+  /** Extra `zmesh ztunnel` arguments for every node (e.g. `--fairness off`). */
+  ztunnelArgs?: string[];
+  /** CPU list the ztunnels are pinned to with taskset (benchmarks and harnesses). */
+  ztunnelCpus?: string;
 }
 
 /** VIPs live in 10.244.250.0/24: inside the harness's pod range, owned by no pod. */
@@ -199,7 +203,9 @@ export class LocalMesh {
       this.agentSocket(node.name),
       '--capture-scope',
       this.captureScope(node.name),
+      ...(this.options.ztunnelArgs ?? []),
     ];
+    if (this.options.ztunnelCpus) argv.unshift('taskset', '-c', this.options.ztunnelCpus);
     const child = this.cluster.runInNode(node, argv, {
       reject: false,
       stdin: 'ignore',

@@ -11,10 +11,10 @@ import {
   type Workload,
   ZmeshError,
 } from '@zmesh/shared';
-import { bidirectionalCopy } from '../forward/bidirectional-copy.js';
 import { recordClosed, recordOpened, tcpLabels } from '../forward/tcp-metrics.js';
 import type { HbonePool } from '../pool/hbone-pool.js';
 import type { ProxyState, Route } from '../state/proxy-state.js';
+import type { TenantAdmission } from './tenant-admission.js';
 
 const log = logger('outbound');
 
@@ -29,6 +29,7 @@ export interface OutboundInputs {
   tenantOf: (workload: Workload) => string;
   /** Bind tunnels to the source workload's address (explicit mode: it is a local address). */
   bindSource: boolean;
+  tenancy: TenantAdmission;
 }
 
 /**
@@ -42,14 +43,24 @@ export async function handleOutbound(
   destination: { host: string; port: number },
 ): Promise<void> {
   const started = Date.now();
+  const tenant = inputs.tenantOf(source);
+  const admitted = inputs.tenancy.admit(tenant);
+  if (!admitted.ok) {
+    refuse(inputs, downstream, source, destination, admitted.error);
+    return;
+  }
+  const admission = admitted.value;
   const route = inputs.state().resolve(destination.host, destination.port);
   let upstream: Duplex;
   try {
     if (route instanceof ZmeshError) throw route;
-    upstream = await openUpstream(inputs, route, source, downstream);
+    upstream = await inputs.tenancy.setup(tenant, () => openUpstream(inputs, route, source, downstream));
   } catch (e) {
+    admission.release();
     refuse(inputs, downstream, source, destination, e);
     return;
+  } finally {
+    admission.setupDone();
   }
   const target = route as Route;
   const labels = tcpLabels({
@@ -61,7 +72,8 @@ export async function handleOutbound(
   });
   recordOpened(inputs.metrics, labels);
   inputs.metrics.tunnelSetup.observe({ response_flags: '-' }, (Date.now() - started) / 1000);
-  const copy = await bidirectionalCopy(downstream, upstream);
+  const copy = await inputs.tenancy.copy(tenant, downstream, upstream);
+  admission.release();
   recordClosed(inputs.metrics, labels, copy);
   log.info(
     {

@@ -89,12 +89,30 @@ test('under event loop lag the heaviest tenant is paused, the light one keeps fl
   t.is(heavy.up.written, 10 * 64 * 1024, 'nothing was lost while paused');
 });
 
-test('a lag penalty lasts pauseMs and is followed by as long unpaused', async (t) => {
+test('a lone tenant is never paused for lag: there is nobody to yield to', async (t) => {
   const { fair, clock } = manual({ lag: () => 100 });
   const s = { down: socket(), up: socket() };
   fair.attach('only', s.down, s.up);
   await turn();
+  for (let i = 0; i < 5; i++) {
+    s.down.push(Buffer.alloc(1000));
+    await turn();
+    fair.tick();
+    clock.now += 25;
+    t.false(s.down.isPaused());
+  }
+  t.is(fair.stats().only!.paused, 0);
+});
+
+test('a lag penalty lasts pauseMs and is followed by as long unpaused', async (t) => {
+  const { fair, clock } = manual({ lag: () => 100 });
+  const s = { down: socket(), up: socket() };
+  const light = { down: socket(), up: socket() };
+  fair.attach('only', s.down, s.up);
+  fair.attach('light', light.down, light.up);
+  await turn();
   s.down.push(Buffer.alloc(1000));
+  light.down.push(Buffer.alloc(10));
   await turn();
   fair.tick();
   t.true(s.down.isPaused());

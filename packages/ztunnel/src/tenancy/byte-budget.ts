@@ -297,7 +297,10 @@ export class ByteFairness {
       if (t.penaltyUntil !== 0 || now < t.cooldownUntil) continue;
       if (!top || t.windowBytes > top.windowBytes) top = t;
     }
-    if (!top || (active > 1 && top.windowBytes <= total / active)) return undefined;
+    // A lone tenant is never paused for lag: with nobody to yield to, a pause only adds
+    // latency (a loaded machine lags whatever we do). Only a tenant above its equal share
+    // of an actually shared loop is slowed.
+    if (!top || active < 2 || top.windowBytes <= total / active) return undefined;
     return top;
   }
 

@@ -1,0 +1,124 @@
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { ok, type Result, type ZmeshError } from '@zmesh/shared';
+import type { Registry } from 'prom-client';
+import { bidirectionalCopy, type CopyResult } from '../forward/bidirectional-copy.js';
+import { ByteFairness } from '../tenancy/byte-budget.js';
+import { FairScheduler } from '../tenancy/fair-scheduler.js';
+import { MemoryGuard } from '../tenancy/memory-guard.js';
+import { type QuotaLimits, TenantQuotas } from '../tenancy/tenant-quotas.js';
+
+export interface TenancyOptions {
+  /**
+   * On (default): per-tenant quotas, deficit-round-robin setup scheduling and byte-copy
+   * fairness. Off: one FIFO queue and plain copying, as a proxy without tenancy does;
+   * kept so the noisy-neighbor harness can show the difference in one run.
+   */
+  fairness?: boolean;
+  limits?: Partial<QuotaLimits>;
+  overrides?: Record<string, Partial<QuotaLimits>>;
+  /** Node-wide cap on bytes buffered in flight; the largest consumer is shed first. */
+  memoryCapBytes?: number;
+  /** Connection setups (TCP + TLS + CONNECT) in progress at once, node-wide. */
+  maxSetupsInFlight?: number;
+}
+
+/** A tenant's admission of one connection: released when the connection closes. */
+export interface Admission {
+  /** The connect finished (or failed): it no longer counts as pending. */
+  setupDone(): void;
+  release(): void;
+}
+
+/**
+ * Setups in flight node-wide. Most are a new stream on a pooled connection (a round trip),
+ * few a TLS handshake; a tenant may hold at most ¾ of them (FairScheduler), so one
+ * tenant's storm leaves a quarter to the others even before round-robin applies.
+ */
+export const DEFAULT_MAX_SETUPS_IN_FLIGHT = 256;
+/** Pending connects per tenant: 500 connects/s at up to 2 s each under load. */
+export const DEFAULT_MAX_PENDING_CONNECTS = 1024;
+
+/**
+ * Everything the outbound path shares between tenants (DESIGN §7), in one place: the
+ * connection-rate, open-connection and pending-connect quotas, the fair queue for
+ * connection setup and stream admission, and fair byte copying under event-loop lag.
+ */
+export class TenantAdmission {
+  readonly fairness: boolean;
+  readonly quotas?: TenantQuotas;
+  readonly memory: MemoryGuard;
+  private readonly scheduler: FairScheduler;
+  private readonly bytes?: ByteFairness;
+
+  constructor(options: TenancyOptions, registry: Registry) {
+    this.fairness = options.fairness ?? true;
+    this.memory = new MemoryGuard({
+      registry,
+      ...(options.memoryCapBytes ? { capBytes: options.memoryCapBytes } : {}),
+    });
+    this.scheduler = new FairScheduler({
+      name: 'outbound_setup',
+      mode: this.fairness ? 'fair' : 'fifo',
+      maxInFlight: options.maxSetupsInFlight ?? DEFAULT_MAX_SETUPS_IN_FLIGHT,
+      registry,
+    });
+    if (this.fairness) {
+      this.quotas = new TenantQuotas({
+        registry,
+        memory: this.memory,
+        defaults: { maxPendingConnects: DEFAULT_MAX_PENDING_CONNECTS, ...options.limits },
+        ...(options.overrides ? { overrides: options.overrides } : {}),
+      });
+      this.bytes = new ByteFairness({ registry, memory: this.memory });
+    }
+  }
+
+  /** Takes a connection-rate token, an open-connection lease and a pending-connect lease. */
+  admit(tenant: string): Result<Admission, ZmeshError> {
+    const quotas = this.quotas;
+    if (!quotas) return ok({ setupDone: () => {}, release: () => {} });
+    const token = quotas.takeConnectToken(tenant);
+    if (!token.ok) return token;
+    const connection = quotas.acquireConnection(tenant);
+    if (!connection.ok) return connection;
+    const pending = quotas.acquirePending(tenant);
+    if (!pending.ok) {
+      connection.value.release();
+      return pending;
+    }
+    return ok({
+      setupDone: () => pending.value.release(),
+      release: () => {
+        pending.value.release();
+        connection.value.release();
+      },
+    });
+  }
+
+  /** Runs one connection setup in the tenant's turn. */
+  setup<T>(tenant: string, work: () => Promise<T>): Promise<T> {
+    return this.scheduler.schedule(tenant, 1, work);
+  }
+
+  /** Copies both ways; with fairness, a lagging event loop reads the heaviest tenants less. */
+  copy(tenant: string, downstream: Socket, upstream: Duplex): Promise<CopyResult> {
+    const bytes = this.bytes;
+    if (!bytes) return bidirectionalCopy(downstream, upstream);
+    return new Promise((resolve) => {
+      let open = 2;
+      const done = () => {
+        open -= 1;
+        if (open > 0) return;
+        resolve({ sent: downstream.bytesRead, received: downstream.bytesWritten });
+      };
+      downstream.once('close', done);
+      upstream.once('close', done);
+      bytes.attach(tenant, downstream, upstream);
+    });
+  }
+
+  close(): void {
+    this.bytes?.close();
+  }
+}
