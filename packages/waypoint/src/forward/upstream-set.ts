@@ -1,0 +1,147 @@
+import * as http from 'node:http';
+import * as http2 from 'node:http2';
+import type { Duplex } from 'node:stream';
+import { logger, type OpenTunnelRequest, ZmeshError } from '@zmesh/shared';
+import type { Endpoint } from '../config/config-view.js';
+import type { TunnelPool } from './tunnel-pool.js';
+
+const log = logger('waypoint');
+
+/** HTTP/2 sessions to one endpoint from one downstream connection. */
+export const MAX_H2_SESSIONS_PER_ENDPOINT = 4;
+/** Streams on one upstream HTTP/2 session before another is opened. */
+export const MAX_STREAMS_PER_H2_SESSION = 100;
+/** Idle HTTP/1.1 upstream connections kept per endpoint per downstream connection. */
+export const MAX_FREE_H1_SOCKETS = 2;
+/** HTTP/1.1 upstream connections per endpoint per downstream connection (one request in flight each). */
+export const MAX_H1_SOCKETS = 8;
+export const UPSTREAM_IDLE_MS = 15_000;
+
+export interface UpstreamDeps {
+  tunnels: TunnelPool;
+  hbonePort: number;
+  /** Tunnel headers for this downstream connection (forwarded, baggage, traceparent). */
+  tunnelHeaders: Omit<OpenTunnelRequest, 'authority'>;
+  onConnection: (endpoint: Endpoint, opened: boolean) => void;
+}
+
+interface H2Entry {
+  session: http2.ClientHttp2Session;
+  active: number;
+}
+
+/**
+ * The upstream HTTP connections of one downstream connection. Each rides its own HBONE
+ * tunnel to the endpoint's ztunnel, opened with the waypoint's identity and carrying
+ * `forwarded: for=<original source>`; because that header belongs to one source, upstream
+ * connections are reused by the requests of one downstream connection only and closed
+ * with it. Requests are written with node:http / node:http2 directly over the tunnel
+ * (createConnection) rather than http2-wrapper's proxy agents: those dial a proxy URL
+ * themselves, while here the tunnel must come from our HBONE pool with a per-endpoint
+ * expected SPIFFE identity and per-source headers.
+ */
+export class UpstreamSet {
+  readonly #agents = new Map<string, http.Agent>();
+  readonly #h2 = new Map<string, H2Entry[]>();
+  #closed = false;
+
+  constructor(private readonly deps: UpstreamDeps) {}
+
+  agent(endpoint: Endpoint): http.Agent {
+    let agent = this.#agents.get(endpoint.key);
+    if (!agent) {
+      agent = new TunnelAgent(() => this.#tunnel(endpoint));
+      this.#agents.set(endpoint.key, agent);
+    }
+    return agent;
+  }
+
+  async h2Session(endpoint: Endpoint): Promise<{ session: http2.ClientHttp2Session; done: () => void }> {
+    const list = this.#h2.get(endpoint.key) ?? [];
+    this.#h2.set(endpoint.key, list);
+    let entry = list.find((e) => !e.session.closed && !e.session.destroyed && e.active < MAX_STREAMS_PER_H2_SESSION);
+    if (!entry) {
+      if (list.length >= MAX_H2_SESSIONS_PER_ENDPOINT)
+        throw new ZmeshError('ZM_ERR_WAYPOINT_OVERFLOW', { what: `h2 sessions to ${endpoint.key}`, limit: MAX_H2_SESSIONS_PER_ENDPOINT });
+      const tunnel = await this.#tunnel(endpoint);
+      const session = http2.connect(`http://${endpoint.key}`, { createConnection: () => tunnel });
+      session.on('error', (e) => log.debug({ endpoint: endpoint.key, err: e.message }, 'upstream h2 session error'));
+      session.setTimeout(UPSTREAM_IDLE_MS, () => session.close());
+      const created: H2Entry = { session, active: 0 };
+      session.once('close', () => {
+        const i = list.indexOf(created);
+        if (i >= 0) list.splice(i, 1);
+      });
+      list.push(created);
+      entry = created;
+    }
+    const e = entry;
+    e.active++;
+    let finished = false;
+    return {
+      session: e.session,
+      done: () => {
+        if (!finished) e.active--;
+        finished = true;
+      },
+    };
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const a of this.#agents.values()) a.destroy();
+    for (const list of this.#h2.values()) for (const e of list) e.session.destroy();
+  }
+
+  async #tunnel(endpoint: Endpoint): Promise<Duplex> {
+    if (this.#closed) throw new ZmeshError('ZM_ERR_WAYPOINT_UPSTREAM', { endpoint: endpoint.key, reason: 'downstream closed' });
+    const tunnel = await this.deps.tunnels.open(
+      { address: endpoint.address, hbonePort: this.deps.hbonePort, identity: spiffeOf(endpoint) },
+      { ...this.deps.tunnelHeaders, authority: endpoint.key },
+    );
+    this.deps.onConnection(endpoint, true);
+    tunnel.once('close', () => this.deps.onConnection(endpoint, false));
+    return tunnel;
+  }
+}
+
+function spiffeOf(e: Endpoint): string {
+  const w = e.workload;
+  return `spiffe://${w.trustDomain}/ns/${w.namespace}/sa/${w.serviceAccount}`;
+}
+
+/**
+ * An http.Agent whose connections are HBONE tunnels. Agent supports an asynchronous
+ * createConnection(options, callback); the socket-only calls it makes on kept-alive
+ * connections (setKeepAlive, ref/unref) are skipped because a tunnel is an HTTP/2 stream.
+ */
+class TunnelAgent extends http.Agent {
+  constructor(private readonly open: () => Promise<Duplex>) {
+    super({ keepAlive: true, maxSockets: MAX_H1_SOCKETS, maxFreeSockets: MAX_FREE_H1_SOCKETS, timeout: UPSTREAM_IDLE_MS });
+  }
+
+  override createConnection(
+    _options: http.ClientRequestArgs,
+    callback?: (err: Error | null, stream: Duplex) => void,
+  ): Duplex | null | undefined {
+    this.open().then(
+      (tunnel) => callback?.(null, withSocketShims(tunnel)),
+      (e: Error) => callback?.(e, undefined as never),
+    );
+    return undefined;
+  }
+
+  override keepSocketAlive(socket: Duplex & { setTimeout?: (ms: number) => void }): boolean {
+    socket.setTimeout?.(UPSTREAM_IDLE_MS);
+    return true;
+  }
+
+  override reuseSocket(): void {}
+}
+
+function withSocketShims(d: Duplex): Duplex {
+  const s = d as Duplex & Record<string, unknown>;
+  for (const name of ['setKeepAlive', 'setNoDelay', 'ref', 'unref']) if (typeof s[name] !== 'function') s[name] = () => s;
+  return d;
+}

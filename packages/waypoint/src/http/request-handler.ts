@@ -1,0 +1,136 @@
+import { logger, type Service, serviceKey, ZmeshError } from '@zmesh/shared';
+import { authorize } from '../authz/l7-authorizer.js';
+import type { ConfigView, Destination, Endpoint } from '../config/config-view.js';
+import { endpointOf } from '../config/config-view.js';
+import type { RouteRule } from '../config/waypoint-config.js';
+import { type ForwardPlan, forward } from '../forward/forwarder.js';
+import type { UpstreamSet } from '../forward/upstream-set.js';
+import type { BackendCluster } from '../resilience/backend-cluster.js';
+import type { Clock } from '../resilience/clock.js';
+import { incomingBudgetMs } from '../resilience/deadline.js';
+import { planFault } from '../resilience/fault-injector.js';
+import type { TokenBucket } from '../resilience/rate-limiter.js';
+import { pickWeighted } from '../route/route-table.js';
+import type { WaypointMetrics } from '../telemetry/waypoint-metrics.js';
+import { type Exchange, replyError } from './http-exchange.js';
+import { type RequestRecord, recordRequest } from './request-record.js';
+
+const log = logger('waypoint');
+
+/** What every request on one tunnel shares: who sent it and where the tunnel was for. */
+export interface TunnelContext {
+  /** The source workload's SPIFFE ID (the HBONE peer: ztunnel presents the source's certificate). */
+  peerIdentity: string;
+  authority: { host: string; port: number };
+  forwardedFor?: string;
+  traceparent?: string;
+  upstream: UpstreamSet;
+}
+
+export interface HandlerDeps {
+  view: () => ConfigView;
+  cluster: (key: string, service: Service | undefined, view: ConfigView) => BackendCluster;
+  bucket: (ruleId: string, rule: RouteRule) => TokenBucket | undefined;
+  metrics: WaypointMetrics;
+  clock: Clock;
+  random: () => number;
+  /** `namespace/name` of this waypoint, for x-zmesh-retry-owner. */
+  self: string;
+}
+
+/** The L7 pipeline: destination, authorization, route, rate limit, fault, deadline, forward. */
+export async function handleRequest(deps: HandlerDeps, tunnel: TunnelContext, ex: Exchange): Promise<void> {
+  const started = deps.clock.now();
+  const view = deps.view();
+  const record: RequestRecord = { ex, tunnel, started, view, flag: '-', attempts: 0 };
+  try {
+    await pipeline(deps, tunnel, ex, view, record);
+  } catch (e) {
+    const error = e instanceof ZmeshError ? e : new ZmeshError('ZM_ERR_INTERNAL_FAULT', { reason: (e as Error).message }, { cause: e });
+    record.flag = error.flag;
+    replyError(ex, error, record.replyHeaders);
+  }
+  recordRequest(deps.metrics, deps.clock, log, record);
+}
+
+async function pipeline(deps: HandlerDeps, tunnel: TunnelContext, ex: Exchange, view: ConfigView, record: RequestRecord): Promise<void> {
+  const { host, port } = tunnel.authority;
+  const dest = view.destination(host, port);
+  if (!dest) throw new ZmeshError('ZM_ERR_ROUTE_NO_DESTINATION', { address: `${host}:${port}` });
+  record.destination = dest;
+  const service = dest.kind === 'service' ? dest.service : dest.service;
+  const decision = authorize(
+    view.policies,
+    {
+      principal: tunnel.peerIdentity,
+      port,
+      ...(service ? { service: `${service.namespace}/${service.name}` } : {}),
+      http: { method: ex.method, path: ex.path, host: ex.authority, header: ex.header },
+    },
+    'http',
+  );
+  if (!decision.allowed) throw new ZmeshError('ZM_ERR_WAYPOINT_DENIED', { policy: decision.policy });
+  const target = chooseTarget(deps, view, dest, ex, record);
+  const rule = record.rule;
+  if (rule?.rateLimit) {
+    const d = deps.bucket(record.routeId!, rule)!.take();
+    const headers = {
+      'x-ratelimit-limit': String(d.limit),
+      'x-ratelimit-remaining': String(d.remaining),
+      'x-ratelimit-reset': String(Math.ceil(d.resetMs / 1000)),
+    };
+    record.replyHeaders = headers;
+    if (!d.allowed) throw new ZmeshError('ZM_ERR_WAYPOINT_RATE_LIMITED', { route: record.routeId });
+  }
+  const fault = planFault(rule?.fault, deps.random);
+  if (fault.delayMs > 0) await deps.clock.sleep(fault.delayMs);
+  if (fault.abortStatus !== undefined) {
+    record.flag = 'FI';
+    const body = `fault filter abort`;
+    ex.res.writeHead(fault.abortStatus, { 'content-type': 'text/plain', 'content-length': String(body.length) });
+    ex.res.end(body);
+    return;
+  }
+  const deadlineAt = deadlineOf(deps, ex, rule, record.started);
+  if (deadlineAt !== undefined && deadlineAt <= deps.clock.now())
+    throw new ZmeshError('ZM_ERR_WAYPOINT_DEADLINE', { budgetMs: deadlineAt - record.started, stage: 'the upstream call' });
+  const plan: ForwardPlan = { ...target, rule, deadlineAt, self: deps.self };
+  await forward(deps, tunnel, ex, plan, record);
+}
+
+/** The backend service (weighted) and its endpoints, or the one pod the tunnel named. */
+function chooseTarget(deps: HandlerDeps, view: ConfigView, dest: Destination, ex: Exchange, record: RequestRecord) {
+  if (dest.kind === 'workload') {
+    const key = dest.service ? serviceKey(dest.service) : `workload/${dest.workload.uid}`;
+    const endpoints: Endpoint[] = dest.workload.status === 'HEALTHY' ? [endpointOf(dest.workload, dest.port)] : [];
+    record.backend = dest.service;
+    return { cluster: deps.cluster(key, dest.service, view), endpoints, serviceName: key };
+  }
+  let backend = dest.service;
+  let port = dest.port.servicePort;
+  const table = view.routes(dest.service);
+  if (table) {
+    const matched = table.match({ method: ex.method, path: ex.path, host: ex.authority, header: ex.header });
+    if (!matched) throw new ZmeshError('ZM_ERR_ROUTE_NO_DESTINATION', { address: `${ex.authority}${ex.path}` });
+    record.rule = matched.rule;
+    record.routeId = matched.id;
+    if (matched.rule.backendRefs.length > 0) {
+      const i = pickWeighted(matched.rule.backendRefs.map((b) => b.weight), deps.random);
+      const ref = i >= 0 ? matched.rule.backendRefs[i]! : undefined;
+      const svc = ref ? view.serviceByName(ref.namespace, ref.name) : undefined;
+      if (!ref || !svc) throw new ZmeshError('ZM_ERR_ROUTE_NO_DESTINATION', { address: ref ? `${ref.namespace}/${ref.name}` : record.routeId });
+      backend = svc;
+      port = ref.port ?? port;
+    }
+  }
+  record.backend = backend;
+  return { cluster: deps.cluster(serviceKey(backend), backend, view), endpoints: view.endpoints(backend, port), serviceName: serviceKey(backend) };
+}
+
+function deadlineOf(deps: HandlerDeps, ex: Exchange, rule: RouteRule | undefined, started: number): number | undefined {
+  const budget = incomingBudgetMs(ex.header);
+  const routeMs = rule?.timeouts?.requestMs;
+  const candidates = [budget, routeMs && routeMs > 0 ? routeMs : undefined].filter((x): x is number => x !== undefined);
+  if (candidates.length === 0) return undefined;
+  return started + Math.min(...candidates);
+}
