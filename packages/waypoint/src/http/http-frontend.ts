@@ -58,12 +58,15 @@ export class HttpFrontend {
     if (protocol === 'h1') {
       this.#contexts.set(duplex, ctx);
       this.#h1.emit('connection', duplex);
+      // Detection paused the stream; a 'data' listener alone does not undo an explicit pause.
+      duplex.resume();
       return;
     }
     // The h2 server creates the session (and emits 'session') synchronously in here.
     this.#pending = ctx;
     try {
       this.#h2.emit('connection', duplex);
+      duplex.resume();
     } finally {
       this.#pending = undefined;
     }

@@ -29,7 +29,8 @@ interface CompiledMatch {
  * Gateway API precedence (HTTPRouteRule "matches" doc): Exact path, then the longest
  * PathPrefix, then method, then the most header matches, then route order (namespace/name,
  * rule index). RegularExpression precedence is implementation-specific; here it ranks below
- * every PathPrefix, so that a broad regex cannot shadow a literal route.
+ * every PathPrefix but "/", so that a broad regex cannot shadow a literal route and the
+ * catch-all cannot shadow a regex.
  */
 export class RouteTable {
   readonly #matches: CompiledMatch[];
@@ -63,8 +64,9 @@ export class RouteTable {
 
 function rankOf(m: RouteMatch): number[] {
   const p = m.path;
-  const kind = !p ? 1 : p.type === 'Exact' ? 3 : p.type === 'PathPrefix' ? 2 : 1;
-  const length = p && p.type !== 'RegularExpression' ? p.value.length : 0;
+  const kind = !p ? 2 : p.type === 'Exact' ? 3 : 2;
+  // A regex ranks just above the catch-all prefix "/" and below every longer prefix.
+  const length = !p ? 1 : p.type === 'RegularExpression' ? 1.5 : p.value.length;
   return [kind, length, m.method ? 1 : 0, m.headers.length];
 }
 
