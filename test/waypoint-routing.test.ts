@@ -101,3 +101,108 @@ test.serial('traceparent keeps the trace id with a new span id; the request coun
   t.true(line!.includes('destination_service="server-v1.team-b.svc.cluster.local"'));
   t.true(text.includes('istio_request_duration_milliseconds_bucket{'));
 });
+
+const POLICIES = `
+authorizationPolicies:
+  - name: deny-admin
+    namespace: team-b
+    targetRefs: [{ kind: Gateway, group: gateway.networking.k8s.io, name: waypoint }]
+    action: DENY
+    rules:
+      - to: [{ operation: { paths: ["/admin*"] } }]
+      - when: [{ key: "request.headers[x-block]", values: ["yes"] }]
+  - name: allow-client
+    namespace: team-b
+    targetRefs: [{ kind: Gateway, name: waypoint }]
+    action: ALLOW
+    rules:
+      - from: [{ source: { principals: ["cluster.local/ns/team-a/sa/client"] } }]
+        to: [{ operation: { methods: ["GET", "HEAD"], notPaths: ["/private*"] } }]
+      - from: [{ source: { namespaces: ["team-a"], notPrincipals: ["cluster.local/ns/team-a/sa/client"] } }]
+        to: [{ operation: { methods: ["GET"], paths: ["/public*"] } }]
+        when: [{ key: "request.headers[x-token]", values: ["t-*"] }]
+  - name: someone-elses
+    namespace: team-b
+    targetRefs: [{ kind: Gateway, name: other-waypoint }]
+    action: DENY
+    rules: [{}]
+`;
+
+test.serial('L7 authorization table through the real path: 403 "RBAC: access denied" on denial', async (t) => {
+  mesh.waypoint.setConfig(mesh.config(ROUTES + POLICIES));
+  const client = mesh.port.client;
+  const intruder = mesh.port.intruder;
+  const table: Array<[number, string, string, Record<string, string>, number]> = [
+    [client, 'GET', '/', {}, 200],
+    [client, 'HEAD', '/', {}, 200],
+    [client, 'POST', '/', {}, 403],
+    [client, 'GET', '/private/x', {}, 403],
+    [client, 'GET', '/admin', {}, 403],
+    [client, 'GET', '/', { 'x-block': 'yes' }, 403],
+    [client, 'GET', '/', { 'x-block': 'no' }, 200],
+    [intruder, 'GET', '/', {}, 403],
+    [intruder, 'GET', '/public/a', {}, 403],
+    [intruder, 'GET', '/public/a', { 'x-token': 't-1' }, 200],
+    [intruder, 'GET', '/public/a', { 'x-token': 'bad' }, 403],
+    [intruder, 'POST', '/public/a', { 'x-token': 't-1' }, 403],
+    [intruder, 'GET', '/admin/public', { 'x-token': 't-1' }, 403],
+  ];
+  for (const [port, method, path, headers, status] of table) {
+    const res = await h1Request(port === client ? mesh.ip.client : mesh.ip.intruder, port, { method, path, headers });
+    const who = port === client ? 'client' : 'intruder';
+    t.is(res.status, status, `${who} ${method} ${path} ${JSON.stringify(headers)}`);
+    if (status === 403) t.is(res.body, 'RBAC: access denied');
+  }
+  mesh.waypoint.setConfig(mesh.config(ROUTES));
+});
+
+test.serial('an unknown :authority is refused 400; a principal every rule denies is refused 401 at CONNECT', async (t) => {
+  const { connectHbone } = await import('@zmesh/shared');
+  const credential = await mesh.a.certs.fetch('spiffe://cluster.local/ns/team-a/sa/intruder');
+  const session = await connectHbone({
+    host: mesh.ip.waypoint,
+    port: 15008,
+    credential,
+    bundle: mesh.bundle,
+    expectedIdentities: ['spiffe://cluster.local/ns/team-b/sa/waypoint'],
+  });
+  const status = async (authority: string) => {
+    try {
+      const tunnel = await session.openTunnel({ authority });
+      tunnel.destroy();
+      return 200;
+    } catch (e) {
+      return Number((e as { context?: { status?: number } }).context?.status);
+    }
+  };
+  t.is(await status(`${mesh.ip.vip}:80`), 200);
+  t.is(await status(`${mesh.ip.vip}:81`), 400, 'port the service does not have');
+  t.is(await status(`127.61.200.1:80`), 400, 'address nobody has');
+  t.is(await status(`${mesh.ip.v1}:7000`), 200, 'a pod of a served service, on its target port');
+  t.is(await status(`${mesh.ip.v1}:15008`), 400, 'mesh ports are never a destination');
+  mesh.waypoint.setConfig(
+    mesh.config(`
+authorizationPolicies:
+  - name: client-only
+    targetRefs: [{ kind: Gateway, name: waypoint }]
+    rules: [{ from: [{ source: { principals: ["cluster.local/ns/team-a/sa/client"] } }] }]
+`),
+  );
+  t.is(await status(`${mesh.ip.vip}:80`), 401);
+  session.close();
+  mesh.waypoint.setConfig(mesh.config(ROUTES));
+});
+
+test.serial('waypoint down: the namespace fails closed at the source ztunnel; restarted, traffic recovers', async (t) => {
+  await mesh.waypoint.stop();
+  const err = await t.throwsAsync(get('/'));
+  t.truthy(err, 'the client connection is reset, never routed around the waypoint');
+  const before = mesh.apps.v1.hits + mesh.apps.v2.hits;
+  await t.throwsAsync(get('/'));
+  t.is(mesh.apps.v1.hits + mesh.apps.v2.hits, before, 'no request reached a backend');
+  const text = await mesh.a.metrics.registry.metrics();
+  t.regex(text, /zmesh_errors_total\{code="ZM_ERR_HBONE_SESSION",flag="UF"\} [1-9]/);
+  mesh.waypoint = await mesh.startWaypoint(mesh.config(ROUTES));
+  const res = await get('/');
+  t.is(res.status, 200);
+});
