@@ -1,9 +1,9 @@
 import * as http from 'node:http';
 import * as http2 from 'node:http2';
 import type { Duplex } from 'node:stream';
-import { logger } from '@zmesh/shared';
+import { logger, ZmeshError } from '@zmesh/shared';
 import type { WaypointMetrics } from '../telemetry/waypoint-metrics.js';
-import { exchangeOf } from './http-exchange.js';
+import { exchangeOf, replyError } from './http-exchange.js';
 import { handleRequest, type HandlerDeps, type TunnelContext } from './request-handler.js';
 
 const log = logger('waypoint');
@@ -40,7 +40,8 @@ export class HttpFrontend {
       requestTimeout: 0,
       keepAliveTimeout: KEEPALIVE_TIMEOUT_MS,
       insecureHTTPParser: false,
-      requireHostHeader: true,
+      // Checked in #onRequest instead, so that the refusal is counted like every other.
+      requireHostHeader: false,
     });
     this.#h1.on('request', (req, res) => this.#onRequest('h1', this.#contexts.get(req.socket), req, res));
     this.#h1.on('clientError', (e: Error & { code?: string }, socket: Duplex) => this.#onClientError(e, socket));
@@ -81,7 +82,14 @@ export class HttpFrontend {
       res.destroy();
       return;
     }
-    void handleRequest(this.deps, ctx, exchangeOf(protocol, req, res));
+    const ex = exchangeOf(protocol, req, res);
+    // RFC 9112 §3.2: a request without Host (or with several) is answered 400.
+    if (protocol === 'h1' && (ex.authority === '' || req.rawHeaders.filter((h, i) => i % 2 === 0 && h.toLowerCase() === 'host').length !== 1)) {
+      this.metrics.badRequests.inc({ protocol: 'http1', reason: 'host' });
+      replyError(ex, new ZmeshError('ZM_ERR_WAYPOINT_BAD_REQUEST', { reason: 'exactly one Host header is required' }), { connection: 'close' });
+      return;
+    }
+    void handleRequest(this.deps, ctx, ex);
   }
 
   #onClientError(e: Error & { code?: string }, socket: Duplex): void {
