@@ -34,10 +34,22 @@ function raw(bytes: string | Buffer, waitMs = 3000): Promise<string> {
 }
 
 const HOSTILE: Array<[string, string]> = [
-  ['Content-Length with Transfer-Encoding (CL.TE smuggling)', 'POST / HTTP/1.1\r\nHost: s\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: s\r\n\r\n'],
-  ['two different Content-Lengths', 'POST / HTTP/1.1\r\nHost: s\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab'],
-  ['an obfuscated Transfer-Encoding', 'POST / HTTP/1.1\r\nHost: s\r\nTransfer-Encoding: xchunked\r\n\r\n0\r\n\r\n'],
-  ['a bad chunk size', 'POST / HTTP/1.1\r\nHost: s\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n'],
+  [
+    'Content-Length with Transfer-Encoding (CL.TE smuggling)',
+    'POST / HTTP/1.1\r\nHost: s\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: s\r\n\r\n',
+  ],
+  [
+    'two different Content-Lengths',
+    'POST / HTTP/1.1\r\nHost: s\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab',
+  ],
+  [
+    'an obfuscated Transfer-Encoding',
+    'POST / HTTP/1.1\r\nHost: s\r\nTransfer-Encoding: xchunked\r\n\r\n0\r\n\r\n',
+  ],
+  [
+    'a bad chunk size',
+    'POST / HTTP/1.1\r\nHost: s\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n',
+  ],
   ['a bare CR inside a header (injection)', 'GET / HTTP/1.1\r\nHost: s\r\nX-A: a\rX-Injected: 1\r\n\r\n'],
   ['a bare LF inside a header value', 'GET / HTTP/1.1\r\nHost: s\r\nX-A: a\nX-Injected: 1\r\n\r\n'],
   ['a space in a header name', 'GET / HTTP/1.1\r\nHost: s\r\nX A: b\r\n\r\n'],
@@ -91,7 +103,13 @@ function literal(name: string, value: string): Buffer {
     out.push(v);
     return Buffer.from(out);
   };
-  return Buffer.concat([Buffer.from([0]), len(name.length), Buffer.from(name), len(value.length), Buffer.from(value)]);
+  return Buffer.concat([
+    Buffer.from([0]),
+    len(name.length),
+    Buffer.from(name),
+    len(value.length),
+    Buffer.from(value),
+  ]);
 }
 
 function rawH2(): Promise<{ socket: Socket; closed: Promise<void> }> {
@@ -101,7 +119,9 @@ function rawH2(): Promise<{ socket: Socket; closed: Promise<void> }> {
     socket.resume();
     const closed = new Promise<void>((r) => socket.once('close', () => r()));
     socket.once('connect', () => {
-      socket.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), frame(4, 0, 0, Buffer.alloc(0))]));
+      socket.write(
+        Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), frame(4, 0, 0, Buffer.alloc(0))]),
+      );
       resolve({ socket, closed });
     });
   });
@@ -124,7 +144,10 @@ test.serial('HTTP/2 rapid reset closes only that connection', async (t) => {
   const burst: Buffer[] = [];
   for (let id = 1; id < 2 * 400; id += 2) burst.push(frame(1, 0x4 | 0x1, id, block), frame(3, 0, id, cancel));
   socket.write(Buffer.concat(burst));
-  const ended = await Promise.race([closed.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 5000))]);
+  const ended = await Promise.race([
+    closed.then(() => true),
+    new Promise<boolean>((r) => setTimeout(() => r(false), 5000)),
+  ]);
   t.true(ended, 'the attacking connection was closed');
   t.is((await h2Request(bystander, { ':path': '/' })).status, 200, 'the bystander is unaffected');
   bystander.close();
@@ -137,7 +160,10 @@ test.serial('an HTTP/2 CONTINUATION flood closes only that connection', async (t
   const frames: Buffer[] = [frame(1, 0, 1, Buffer.concat(REQUEST.map(([n, v]) => literal(n, v))))];
   for (let i = 0; i < 2000; i++) frames.push(frame(9, 0, 1, literal(`x-flood-${i}`, 'v')));
   socket.write(Buffer.concat(frames));
-  const ended = await Promise.race([closed.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 5000))]);
+  const ended = await Promise.race([
+    closed.then(() => true),
+    new Promise<boolean>((r) => setTimeout(() => r(false), 5000)),
+  ]);
   t.true(ended, 'the flooding connection was closed');
   t.is((await h2Request(bystander, { ':path': '/' })).status, 200, 'the bystander is unaffected');
   bystander.close();

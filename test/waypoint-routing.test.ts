@@ -31,27 +31,33 @@ test.after.always(async () => {
 const get = (path: string, headers: Record<string, string> = {}, method = 'GET') =>
   h1Request(mesh.ip.client, mesh.port.client, { path, headers, method });
 
-test.serial('HTTP/1.1 through source ztunnel → waypoint → destination ztunnel reaches the routed backend', async (t) => {
-  const res = await get('/');
-  t.is(res.status, 200);
-  t.is(JSON.parse(res.body).app, 'server-v1');
-});
+test.serial(
+  'HTTP/1.1 through source ztunnel → waypoint → destination ztunnel reaches the routed backend',
+  async (t) => {
+    const res = await get('/');
+    t.is(res.status, 200);
+    t.is(JSON.parse(res.body).app, 'server-v1');
+  },
+);
 
-test.serial('route precedence: Exact, header match over plain prefix, regex with method, default rule', async (t) => {
-  const cases: Array<[string, Record<string, string>, string, string]> = [
-    ['/only-v2', {}, 'GET', 'server-v2'],
-    ['/only-v2/x', {}, 'GET', 'server-v1'],
-    ['/api/x', { 'x-canary': '1' }, 'GET', 'server-v2'],
-    ['/re/42', {}, 'POST', 'server-v2'],
-    ['/re/42', {}, 'GET', 'server-v1'],
-    ['/apix', {}, 'GET', 'server-v1'],
-  ];
-  for (const [path, headers, method, app] of cases) {
-    const res = await get(path, headers, method);
-    t.is(res.status, 200, `${method} ${path}`);
-    t.is(JSON.parse(res.body).app, app, `${method} ${path} ${JSON.stringify(headers)}`);
-  }
-});
+test.serial(
+  'route precedence: Exact, header match over plain prefix, regex with method, default rule',
+  async (t) => {
+    const cases: Array<[string, Record<string, string>, string, string]> = [
+      ['/only-v2', {}, 'GET', 'server-v2'],
+      ['/only-v2/x', {}, 'GET', 'server-v1'],
+      ['/api/x', { 'x-canary': '1' }, 'GET', 'server-v2'],
+      ['/re/42', {}, 'POST', 'server-v2'],
+      ['/re/42', {}, 'GET', 'server-v1'],
+      ['/apix', {}, 'GET', 'server-v1'],
+    ];
+    for (const [path, headers, method, app] of cases) {
+      const res = await get(path, headers, method);
+      t.is(res.status, 200, `${method} ${path}`);
+      t.is(JSON.parse(res.body).app, app, `${method} ${path} ${JSON.stringify(headers)}`);
+    }
+  },
+);
 
 test.serial('a 90/10 weighted split holds within ±5% over 2,000 h2c requests', async (t) => {
   const session = http2.connect(`http://${mesh.ip.client}:${mesh.port.client}`);
@@ -61,7 +67,10 @@ test.serial('a 90/10 weighted split holds within ±5% over 2,000 h2c requests', 
   const worker = async () => {
     while (next < total) {
       next++;
-      const res = await h2Request(session, { ':path': '/api/split', ':authority': 'server.team-b.svc.cluster.local' });
+      const res = await h2Request(session, {
+        ':path': '/api/split',
+        ':authority': 'server.team-b.svc.cluster.local',
+      });
       const app = JSON.parse(res.body).app as string;
       counts[app] = (counts[app] ?? 0) + 1;
     }
@@ -86,21 +95,26 @@ test.serial('gRPC-style h2 keeps trailers (grpc-status) end to end', async (t) =
   t.is(res.headers['x-app'], 'server-v1');
 });
 
-test.serial('traceparent keeps the trace id with a new span id; the request counts in istio_requests_total', async (t) => {
-  const trace = '0af7651916cd43dd8448eb211c80319c';
-  const res = await get('/', { traceparent: `00-${trace}-b7ad6b7169203331-01` });
-  t.is(res.status, 200);
-  const seen = String(mesh.apps.v1.last?.traceparent);
-  t.regex(seen, new RegExp(`^00-${trace}-[0-9a-f]{16}-01$`));
-  t.not(seen.split('-')[2], 'b7ad6b7169203331');
-  const text = await mesh.waypoint.metrics.registry.metrics();
-  const line = text.split('\n').find((l) => l.startsWith('istio_requests_total{') && l.includes('response_code="200"'));
-  t.truthy(line);
-  t.true(line!.includes('reporter="waypoint"'));
-  t.true(line!.includes('source_principal="spiffe://cluster.local/ns/team-a/sa/client"'));
-  t.true(line!.includes('destination_service="server-v1.team-b.svc.cluster.local"'));
-  t.true(text.includes('istio_request_duration_milliseconds_bucket{'));
-});
+test.serial(
+  'traceparent keeps the trace id with a new span id; the request counts in istio_requests_total',
+  async (t) => {
+    const trace = '0af7651916cd43dd8448eb211c80319c';
+    const res = await get('/', { traceparent: `00-${trace}-b7ad6b7169203331-01` });
+    t.is(res.status, 200);
+    const seen = String(mesh.apps.v1.last?.traceparent);
+    t.regex(seen, new RegExp(`^00-${trace}-[0-9a-f]{16}-01$`));
+    t.not(seen.split('-')[2], 'b7ad6b7169203331');
+    const text = await mesh.waypoint.metrics.registry.metrics();
+    const line = text
+      .split('\n')
+      .find((l) => l.startsWith('istio_requests_total{') && l.includes('response_code="200"'));
+    t.truthy(line);
+    t.true(line!.includes('reporter="waypoint"'));
+    t.true(line!.includes('source_principal="spiffe://cluster.local/ns/team-a/sa/client"'));
+    t.true(line!.includes('destination_service="server-v1.team-b.svc.cluster.local"'));
+    t.true(text.includes('istio_request_duration_milliseconds_bucket{'));
+  },
+);
 
 const POLICIES = `
 authorizationPolicies:
@@ -128,81 +142,94 @@ authorizationPolicies:
     rules: [{}]
 `;
 
-test.serial('L7 authorization table through the real path: 403 "RBAC: access denied" on denial', async (t) => {
-  mesh.waypoint.setConfig(mesh.config(ROUTES + POLICIES));
-  const client = mesh.port.client;
-  const intruder = mesh.port.intruder;
-  const table: Array<[number, string, string, Record<string, string>, number]> = [
-    [client, 'GET', '/', {}, 200],
-    [client, 'HEAD', '/', {}, 200],
-    [client, 'POST', '/', {}, 403],
-    [client, 'GET', '/private/x', {}, 403],
-    [client, 'GET', '/admin', {}, 403],
-    [client, 'GET', '/', { 'x-block': 'yes' }, 403],
-    [client, 'GET', '/', { 'x-block': 'no' }, 200],
-    [intruder, 'GET', '/', {}, 403],
-    [intruder, 'GET', '/public/a', {}, 403],
-    [intruder, 'GET', '/public/a', { 'x-token': 't-1' }, 200],
-    [intruder, 'GET', '/public/a', { 'x-token': 'bad' }, 403],
-    [intruder, 'POST', '/public/a', { 'x-token': 't-1' }, 403],
-    [intruder, 'GET', '/admin/public', { 'x-token': 't-1' }, 403],
-  ];
-  for (const [port, method, path, headers, status] of table) {
-    const res = await h1Request(port === client ? mesh.ip.client : mesh.ip.intruder, port, { method, path, headers });
-    const who = port === client ? 'client' : 'intruder';
-    t.is(res.status, status, `${who} ${method} ${path} ${JSON.stringify(headers)}`);
-    if (status === 403) t.is(res.body, 'RBAC: access denied');
-  }
-  mesh.waypoint.setConfig(mesh.config(ROUTES));
-});
-
-test.serial('an unknown :authority is refused 400; a principal every rule denies is refused 401 at CONNECT', async (t) => {
-  const { connectHbone } = await import('@zmesh/shared');
-  const credential = await mesh.a.certs.fetch('spiffe://cluster.local/ns/team-a/sa/intruder');
-  const session = await connectHbone({
-    host: mesh.ip.waypoint,
-    port: 15008,
-    credential,
-    bundle: mesh.bundle,
-    expectedIdentities: ['spiffe://cluster.local/ns/team-b/sa/waypoint'],
-  });
-  const status = async (authority: string) => {
-    try {
-      const tunnel = await session.openTunnel({ authority });
-      tunnel.destroy();
-      return 200;
-    } catch (e) {
-      return Number((e as { context?: { status?: number } }).context?.status);
+test.serial(
+  'L7 authorization table through the real path: 403 "RBAC: access denied" on denial',
+  async (t) => {
+    mesh.waypoint.setConfig(mesh.config(ROUTES + POLICIES));
+    const client = mesh.port.client;
+    const intruder = mesh.port.intruder;
+    const table: Array<[number, string, string, Record<string, string>, number]> = [
+      [client, 'GET', '/', {}, 200],
+      [client, 'HEAD', '/', {}, 200],
+      [client, 'POST', '/', {}, 403],
+      [client, 'GET', '/private/x', {}, 403],
+      [client, 'GET', '/admin', {}, 403],
+      [client, 'GET', '/', { 'x-block': 'yes' }, 403],
+      [client, 'GET', '/', { 'x-block': 'no' }, 200],
+      [intruder, 'GET', '/', {}, 403],
+      [intruder, 'GET', '/public/a', {}, 403],
+      [intruder, 'GET', '/public/a', { 'x-token': 't-1' }, 200],
+      [intruder, 'GET', '/public/a', { 'x-token': 'bad' }, 403],
+      [intruder, 'POST', '/public/a', { 'x-token': 't-1' }, 403],
+      [intruder, 'GET', '/admin/public', { 'x-token': 't-1' }, 403],
+    ];
+    for (const [port, method, path, headers, status] of table) {
+      const res = await h1Request(port === client ? mesh.ip.client : mesh.ip.intruder, port, {
+        method,
+        path,
+        headers,
+      });
+      const who = port === client ? 'client' : 'intruder';
+      t.is(res.status, status, `${who} ${method} ${path} ${JSON.stringify(headers)}`);
+      if (status === 403) t.is(res.body, 'RBAC: access denied');
     }
-  };
-  t.is(await status(`${mesh.ip.vip}:80`), 200);
-  t.is(await status(`${mesh.ip.vip}:81`), 400, 'port the service does not have');
-  t.is(await status(`127.61.200.1:80`), 400, 'address nobody has');
-  t.is(await status(`${mesh.ip.v1}:7000`), 200, 'a pod of a served service, on its target port');
-  t.is(await status(`${mesh.ip.v1}:15008`), 400, 'mesh ports are never a destination');
-  mesh.waypoint.setConfig(
-    mesh.config(`
+    mesh.waypoint.setConfig(mesh.config(ROUTES));
+  },
+);
+
+test.serial(
+  'an unknown :authority is refused 400; a principal every rule denies is refused 401 at CONNECT',
+  async (t) => {
+    const { connectHbone } = await import('@zmesh/shared');
+    const credential = await mesh.a.certs.fetch('spiffe://cluster.local/ns/team-a/sa/intruder');
+    const session = await connectHbone({
+      host: mesh.ip.waypoint,
+      port: 15008,
+      credential,
+      bundle: mesh.bundle,
+      expectedIdentities: ['spiffe://cluster.local/ns/team-b/sa/waypoint'],
+    });
+    const status = async (authority: string) => {
+      try {
+        const tunnel = await session.openTunnel({ authority });
+        tunnel.destroy();
+        return 200;
+      } catch (e) {
+        return Number((e as { context?: { status?: number } }).context?.status);
+      }
+    };
+    t.is(await status(`${mesh.ip.vip}:80`), 200);
+    t.is(await status(`${mesh.ip.vip}:81`), 400, 'port the service does not have');
+    t.is(await status(`127.61.200.1:80`), 400, 'address nobody has');
+    t.is(await status(`${mesh.ip.v1}:7000`), 200, 'a pod of a served service, on its target port');
+    t.is(await status(`${mesh.ip.v1}:15008`), 400, 'mesh ports are never a destination');
+    mesh.waypoint.setConfig(
+      mesh.config(`
 authorizationPolicies:
   - name: client-only
     targetRefs: [{ kind: Gateway, name: waypoint }]
     rules: [{ from: [{ source: { principals: ["cluster.local/ns/team-a/sa/client"] } }] }]
 `),
-  );
-  t.is(await status(`${mesh.ip.vip}:80`), 401);
-  session.close();
-  mesh.waypoint.setConfig(mesh.config(ROUTES));
-});
+    );
+    t.is(await status(`${mesh.ip.vip}:80`), 401);
+    session.close();
+    mesh.waypoint.setConfig(mesh.config(ROUTES));
+  },
+);
 
-test.serial('waypoint down: the namespace fails closed at the source ztunnel; restarted, traffic recovers', async (t) => {
-  await mesh.waypoint.stop();
-  const err = await t.throwsAsync(get('/'));
-  t.truthy(err, 'the client connection is reset, never routed around the waypoint');
-  const before = mesh.apps.v1.hits + mesh.apps.v2.hits;
-  await t.throwsAsync(get('/'));
-  t.is(mesh.apps.v1.hits + mesh.apps.v2.hits, before, 'no request reached a backend');
-  const text = await mesh.a.metrics.registry.metrics();
-  t.regex(text, /zmesh_errors_total\{code="ZM_ERR_HBONE_SESSION",flag="UF"\} [1-9]/);
-  mesh.waypoint = await mesh.startWaypoint(mesh.config(ROUTES));
-  const res = await get('/');
-  t.is(res.status, 200);
-});
+test.serial(
+  'waypoint down: the namespace fails closed at the source ztunnel; restarted, traffic recovers',
+  async (t) => {
+    await mesh.waypoint.stop();
+    const err = await t.throwsAsync(get('/'));
+    t.truthy(err, 'the client connection is reset, never routed around the waypoint');
+    const before = mesh.apps.v1.hits + mesh.apps.v2.hits;
+    await t.throwsAsync(get('/'));
+    t.is(mesh.apps.v1.hits + mesh.apps.v2.hits, before, 'no request reached a backend');
+    const text = await mesh.a.metrics.registry.metrics();
+    t.regex(text, /zmesh_errors_total\{code="ZM_ERR_HBONE_SESSION",flag="UF"\} [1-9]/);
+    mesh.waypoint = await mesh.startWaypoint(mesh.config(ROUTES));
+    const res = await get('/');
+    t.is(res.status, 200);
+  },
+);

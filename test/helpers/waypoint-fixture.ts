@@ -19,7 +19,16 @@ export interface WaypointMesh {
   b: Ztunnel;
   waypoint: Waypoint;
   apps: { v1: App; v2: App };
-  ip: { a: string; b: string; waypoint: string; client: string; intruder: string; v1: string; v2: string; vip: string };
+  ip: {
+    a: string;
+    b: string;
+    waypoint: string;
+    client: string;
+    intruder: string;
+    v1: string;
+    v2: string;
+    vip: string;
+  };
   /** Forward listeners on node-a: `client` and `intruder` identities to the server VIP:80. */
   port: { client: number; intruder: number };
   /** Builds a waypoint config from the base YAML plus extra top-level sections. */
@@ -37,7 +46,10 @@ export interface App {
   close(): void;
 }
 
-export async function startWaypointMesh(block: number, opts: { extraYaml?: string; clock?: Clock; random?: () => number } = {}): Promise<WaypointMesh> {
+export async function startWaypointMesh(
+  block: number,
+  opts: { extraYaml?: string; clock?: Clock; random?: () => number } = {},
+): Promise<WaypointMesh> {
   const ip = {
     a: `127.${block}.0.2`,
     b: `127.${block}.0.3`,
@@ -89,18 +101,45 @@ services:
     canonicalName: name,
     workloadName: name,
   });
-  const waypointWorkload: Workload = { ...clientWorkload('waypoint', ip.waypoint), uid: 'Kubernetes//Pod/team-b/waypoint', namespace: 'team-b', node: 'waypoint-node' };
-  const workloads = [...base.workloads, clientWorkload('client', ip.client), clientWorkload('intruder', ip.intruder), waypointWorkload];
+  const waypointWorkload: Workload = {
+    ...clientWorkload('waypoint', ip.waypoint),
+    uid: 'Kubernetes//Pod/team-b/waypoint',
+    namespace: 'team-b',
+    node: 'waypoint-node',
+  };
+  const workloads = [
+    ...base.workloads,
+    clientWorkload('client', ip.client),
+    clientWorkload('intruder', ip.intruder),
+    waypointWorkload,
+  ];
   const services = base.services.map((s) =>
-    s.name === 'server' ? { ...s, waypoint: { address: { network: '', address: ip.waypoint }, hbonePort: 15008 } } : s,
+    s.name === 'server'
+      ? { ...s, waypoint: { address: { network: '', address: ip.waypoint }, hbonePort: 15008 } }
+      : s,
   );
   const port = { client: 18080, intruder: 18081 };
   const forwards: ForwardConfig[] = [
-    { workloadUid: 'Kubernetes//Pod/team-a/client', listen: { host: ip.client, port: port.client }, destination: { host: ip.vip, port: 80 } },
-    { workloadUid: 'Kubernetes//Pod/team-a/intruder', listen: { host: ip.intruder, port: port.intruder }, destination: { host: ip.vip, port: 80 } },
+    {
+      workloadUid: 'Kubernetes//Pod/team-a/client',
+      listen: { host: ip.client, port: port.client },
+      destination: { host: ip.vip, port: 80 },
+    },
+    {
+      workloadUid: 'Kubernetes//Pod/team-a/intruder',
+      listen: { host: ip.intruder, port: port.intruder },
+      destination: { host: ip.vip, port: 80 },
+    },
   ];
   const make = (node: string, address: string) =>
-    new Ztunnel({ node, address, bundle, signer: new LocalCaSigner(ca), defaultMetrics: false, pool: { idleTimeoutMs: 2000 } });
+    new Ztunnel({
+      node,
+      address,
+      bundle,
+      signer: new LocalCaSigner(ca),
+      defaultMetrics: false,
+      pool: { idleTimeoutMs: 2000 },
+    });
   const a = make('node-a', ip.a);
   const b = make('node-b', ip.b);
   await a.start();
@@ -151,7 +190,10 @@ services:
 export async function startApp(name: string, host: string, port: number): Promise<App> {
   const sockets = new Set<Socket>();
   const app: App = { name, hits: 0, failWith: 0, close: () => {} };
-  const handle = (req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse) => {
+  const handle = (
+    req: http.IncomingMessage | http2.Http2ServerRequest,
+    res: http.ServerResponse | http2.Http2ServerResponse,
+  ) => {
     app.hits++;
     app.last = req.headers;
     const chunks: Buffer[] = [];
@@ -161,7 +203,12 @@ export async function startApp(name: string, host: string, port: number): Promis
       const slow = /^\/slow\/(\d+)/.exec(url);
       if (slow) await new Promise((r) => setTimeout(r, Number(slow[1])));
       const status = app.failWith || Number(/^\/status\/(\d{3})/.exec(url)?.[1] ?? 200);
-      const body = JSON.stringify({ app: name, method: req.method, url, bytes: Buffer.concat(chunks).length });
+      const body = JSON.stringify({
+        app: name,
+        method: req.method,
+        url,
+        bytes: Buffer.concat(chunks).length,
+      });
       const grpc = String(req.headers['content-type'] ?? '').startsWith('application/grpc');
       if (grpc) {
         res.writeHead(200, { 'content-type': 'application/grpc', 'x-app': name });
@@ -202,11 +249,24 @@ export async function startApp(name: string, host: string, port: number): Promis
 export function h1Request(
   host: string,
   port: number,
-  opts: { method?: string; path?: string; headers?: Record<string, string>; body?: string; agent?: http.Agent } = {},
+  opts: {
+    method?: string;
+    path?: string;
+    headers?: Record<string, string>;
+    body?: string;
+    agent?: http.Agent;
+  } = {},
 ): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
     const req = http.request(
-      { host, port, method: opts.method ?? 'GET', path: opts.path ?? '/', headers: { host: 'server.team-b.svc.cluster.local', ...opts.headers }, agent: opts.agent ?? false },
+      {
+        host,
+        port,
+        method: opts.method ?? 'GET',
+        path: opts.path ?? '/',
+        headers: { host: 'server.team-b.svc.cluster.local', ...opts.headers },
+        agent: opts.agent ?? false,
+      },
       (res) => {
         let body = '';
         res.setEncoding('utf8');
@@ -226,7 +286,12 @@ export function h2Request(
   session: http2.ClientHttp2Session,
   headers: Record<string, string>,
   body?: string,
-): Promise<{ status: number; headers: http2.IncomingHttpHeaders; body: string; trailers?: http2.IncomingHttpHeaders }> {
+): Promise<{
+  status: number;
+  headers: http2.IncomingHttpHeaders;
+  body: string;
+  trailers?: http2.IncomingHttpHeaders;
+}> {
   return new Promise((resolve, reject) => {
     const stream = session.request({ ':path': '/', ':method': 'GET', ...headers });
     let out = '';
@@ -242,7 +307,14 @@ export function h2Request(
     stream.on('data', (d: string) => {
       out += d;
     });
-    stream.on('end', () => resolve({ status: Number(head[':status']), headers: head, body: out, ...(trailers ? { trailers } : {}) }));
+    stream.on('end', () =>
+      resolve({
+        status: Number(head[':status']),
+        headers: head,
+        body: out,
+        ...(trailers ? { trailers } : {}),
+      }),
+    );
     stream.on('error', reject);
     stream.end(body);
   });

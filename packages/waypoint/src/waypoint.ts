@@ -12,6 +12,7 @@ import {
 import { authorize } from './authz/l7-authorizer.js';
 import { ConfigView } from './config/config-view.js';
 import { defaultBackendPolicy, type RouteRule, type WaypointConfig } from './config/waypoint-config.js';
+import { forwardOpaque } from './forward/opaque-forwarder.js';
 import { TunnelPool } from './forward/tunnel-pool.js';
 import { UpstreamSet } from './forward/upstream-set.js';
 import { duplexPair } from './http/duplex-pair.js';
@@ -22,7 +23,6 @@ import { BackendCluster } from './resilience/backend-cluster.js';
 import { type Clock, systemClock } from './resilience/clock.js';
 import { TokenBucket } from './resilience/rate-limiter.js';
 import { WaypointMetrics } from './telemetry/waypoint-metrics.js';
-import { forwardOpaque } from './forward/opaque-forwarder.js';
 
 const log = logger('waypoint');
 
@@ -89,7 +89,10 @@ export class Waypoint {
     this.#view = new ConfigView(config);
     this.#buckets.clear();
     this.waypointMetrics.configApplied.inc({ result: 'applied' });
-    log.info({ services: config.services.length, routes: config.routes.length, policies: config.policies.length }, 'config applied');
+    log.info(
+      { services: config.services.length, routes: config.routes.length, policies: config.policies.length },
+      'config applied',
+    );
   }
 
   get config(): WaypointConfig {
@@ -156,7 +159,11 @@ export class Waypoint {
     const dest = view.destination(host, port);
     if (!dest) throw new ZmeshError('ZM_ERR_HBONE_UNKNOWN_DESTINATION', { authority: `${host}:${port}` });
     const svc = dest.service;
-    const ctx = { principal: req.peerIdentity, port, ...(svc ? { service: `${svc.namespace}/${svc.name}` } : {}) };
+    const ctx = {
+      principal: req.peerIdentity,
+      port,
+      ...(svc ? { service: `${svc.namespace}/${svc.name}` } : {}),
+    };
     // Refuse at CONNECT only what every request would be refused; the rest is judged per request.
     const verdict = authorize(view.policies, ctx, 'tunnel');
     if (!verdict.allowed) throw new ZmeshError('ZM_ERR_AUTHZ_DENIED', { policy: verdict.policy });
@@ -197,10 +204,16 @@ export class Waypoint {
       upstream,
     };
     if (protocol === 'tcp') {
-      await forwardOpaque(this.#handlerDeps(), this.#tunnels, this.#opts.endpointHbonePort ?? WAYPOINT_HBONE_PORT, ctx, inner, svc);
+      await forwardOpaque(
+        this.#handlerDeps(),
+        this.#tunnels,
+        this.#opts.endpointHbonePort ?? WAYPOINT_HBONE_PORT,
+        ctx,
+        inner,
+        svc,
+      );
       return;
     }
     this.#frontend.serve(protocol, inner, ctx);
   }
 }
-

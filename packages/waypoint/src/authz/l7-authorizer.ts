@@ -1,4 +1,10 @@
-import type { L7Policy, PolicyCondition, PolicyOperation, PolicyRule, PolicySource } from '../config/waypoint-config.js';
+import type {
+  L7Policy,
+  PolicyCondition,
+  PolicyOperation,
+  PolicyRule,
+  PolicySource,
+} from '../config/waypoint-config.js';
 
 /** What a request is judged on. `http` is absent for opaque TCP and at CONNECT time. */
 export interface AuthzContext {
@@ -32,17 +38,24 @@ type Tri = boolean | undefined;
 
 /** Istio semantics: any matching DENY denies; else with ALLOW policies one must match; else allow. */
 export function authorize(policies: readonly L7Policy[], ctx: AuthzContext, mode: AuthzMode): AuthzDecision {
-  const applicable = policies.filter((p) => !p.targetServices || (ctx.service !== undefined && p.targetServices.includes(ctx.service)));
+  const applicable = policies.filter(
+    (p) => !p.targetServices || (ctx.service !== undefined && p.targetServices.includes(ctx.service)),
+  );
   for (const p of applicable) {
     if (p.action !== 'DENY') continue;
     const unknownMatches = mode === 'tcp';
-    if (p.rules.some((rule) => resolve(matchRule(rule, ctx), unknownMatches))) return { allowed: false, policy: `${p.namespace}/${p.name}` };
+    if (p.rules.some((rule) => resolve(matchRule(rule, ctx), unknownMatches)))
+      return { allowed: false, policy: `${p.namespace}/${p.name}` };
   }
   const allows = applicable.filter((p) => p.action === 'ALLOW');
   if (allows.length === 0) return { allowed: true };
   const unknownMatches = mode === 'tunnel';
-  if (allows.some((p) => p.rules.some((rule) => resolve(matchRule(rule, ctx), unknownMatches)))) return { allowed: true };
-  return { allowed: false, policy: allows.length === 1 ? `${allows[0]!.namespace}/${allows[0]!.name}` : 'allow-list' };
+  if (allows.some((p) => p.rules.some((rule) => resolve(matchRule(rule, ctx), unknownMatches))))
+    return { allowed: true };
+  return {
+    allowed: false,
+    policy: allows.length === 1 ? `${allows[0]!.namespace}/${allows[0]!.name}` : 'allow-list',
+  };
 }
 
 function resolve(t: Tri, unknownMatches: boolean): boolean {
@@ -75,7 +88,8 @@ function matchOperation(o: PolicyOperation, ctx: AuthzContext): Tri {
   };
   const host = h?.host.toLowerCase() ?? '';
   const hostNoPort = host.replace(/:\d+$/, '');
-  const hostTest = (v: string) => stringMatch(v.toLowerCase(), host) || stringMatch(v.toLowerCase(), hostNoPort);
+  const hostTest = (v: string) =>
+    stringMatch(v.toLowerCase(), host) || stringMatch(v.toLowerCase(), hostNoPort);
   return allOf([
     httpField(o.methods, false, (v) => v === h?.method),
     httpField(o.notMethods, true, (v) => v === h?.method),

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CertificateAuthority, logger, TrustBundle } from '@zmesh/shared';
 import { loadWaypointConfig } from '../config/config-parser.js';
-import { Waypoint, WAYPOINT_HBONE_PORT } from '../waypoint.js';
+import { WAYPOINT_HBONE_PORT, Waypoint } from '../waypoint.js';
 
 const log = logger('cli');
 
@@ -24,7 +24,9 @@ export interface RunWaypointOptions {
  */
 export async function runWaypoint(opts: RunWaypointOptions): Promise<number> {
   if (!opts.config || !opts.caDir || !opts.address) {
-    process.stderr.write('zmesh waypoint: --config, --address and --ca-dir are required without a control plane\n');
+    process.stderr.write(
+      'zmesh waypoint: --config, --address and --ca-dir are required without a control plane\n',
+    );
     return 2;
   }
   const config = await loadWaypointConfig(opts.config);

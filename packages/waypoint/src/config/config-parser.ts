@@ -1,5 +1,14 @@
 import { readFile } from 'node:fs/promises';
-import { canonicalIp, err, ok, type Port, type Result, type Service, serviceKey, type Workload } from '@zmesh/shared';
+import {
+  canonicalIp,
+  err,
+  ok,
+  type Port,
+  type Result,
+  type Service,
+  serviceKey,
+  type Workload,
+} from '@zmesh/shared';
 import { parse as parseYaml } from 'yaml';
 import { FieldReader } from './field-reader.js';
 import { readBackendPolicy, readPolicy } from './policy-parser.js';
@@ -8,7 +17,14 @@ import type { WaypointConfig } from './waypoint-config.js';
 
 export const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DEFAULT_TRUST_DOMAIN = 'cluster.local';
-const ROOT_KEYS = ['waypoint', 'workloads', 'services', 'httpRoutes', 'authorizationPolicies', 'backendPolicies'];
+const ROOT_KEYS = [
+  'waypoint',
+  'workloads',
+  'services',
+  'httpRoutes',
+  'authorizationPolicies',
+  'backendPolicies',
+];
 
 export async function loadWaypointConfig(file: string): Promise<Result<WaypointConfig>> {
   let text: string;
@@ -44,9 +60,12 @@ export function decodeWaypointConfig(doc: unknown, source: string): Result<Waypo
   const cfg: WaypointConfig = {
     name,
     namespace,
-    trustDomain: r.string(self.trustDomain, 'waypoint.trustDomain', { optional: true }) ?? DEFAULT_TRUST_DOMAIN,
+    trustDomain:
+      r.string(self.trustDomain, 'waypoint.trustDomain', { optional: true }) ?? DEFAULT_TRUST_DOMAIN,
     serviceAccount: r.string(self.serviceAccount, 'waypoint.serviceAccount', { optional: true }) ?? name,
-    workloads: r.array(root.workloads, 'workloads').flatMap((w, i) => readWorkload(r, w, `workloads[${i}]`) ?? []),
+    workloads: r
+      .array(root.workloads, 'workloads')
+      .flatMap((w, i) => readWorkload(r, w, `workloads[${i}]`) ?? []),
     services: r.array(root.services, 'services').flatMap((s, i) => readService(r, s, `services[${i}]`) ?? []),
     routes: r
       .array(root.httpRoutes, 'httpRoutes')
@@ -63,7 +82,12 @@ export function decodeWaypointConfig(doc: unknown, source: string): Result<Waypo
 }
 
 function checkReferences(r: FieldReader, cfg: WaypointConfig): void {
-  unique(r, cfg.workloads.map((w) => w.uid), 'workloads', 'uid');
+  unique(
+    r,
+    cfg.workloads.map((w) => w.uid),
+    'workloads',
+    'uid',
+  );
   unique(r, cfg.services.map(serviceKey), 'services', 'namespace/hostname');
   const byName = new Set(cfg.services.map((s) => `${s.namespace}/${s.name}`));
   cfg.routes.forEach((route, i) => {
@@ -71,12 +95,12 @@ function checkReferences(r: FieldReader, cfg: WaypointConfig): void {
       if (!byName.has(`${p.namespace}/${p.name}`))
         r.fail(`httpRoutes[${i}].parentRefs[${j}]`, `no service ${p.namespace}/${p.name}`);
     });
-    route.rules.forEach((rule, j) =>
+    route.rules.forEach((rule, j) => {
       rule.backendRefs.forEach((b, k) => {
         if (!byName.has(`${b.namespace}/${b.name}`))
           r.fail(`httpRoutes[${i}].rules[${j}].backendRefs[${k}]`, `no service ${b.namespace}/${b.name}`);
-      }),
-    );
+      });
+    });
   });
 }
 
@@ -91,8 +115,16 @@ function unique(r: FieldReader, keys: string[], path: string, what: string): voi
 function readWorkload(r: FieldReader, value: unknown, path: string): Workload | undefined {
   const o = r.object(value, path);
   if (!o) return undefined;
-  r.onlyKeys(o, path, ['uid', 'name', 'namespace', 'addresses', 'node', 'serviceAccount', 'trustDomain']
-    .concat(['network', 'services', 'status', 'tunnelProtocol']));
+  r.onlyKeys(
+    o,
+    path,
+    ['uid', 'name', 'namespace', 'addresses', 'node', 'serviceAccount', 'trustDomain'].concat([
+      'network',
+      'services',
+      'status',
+      'tunnelProtocol',
+    ]),
+  );
   const name = r.string(o.name, `${path}.name`, { pattern: DNS_LABEL }) ?? '';
   const namespace = r.string(o.namespace, `${path}.namespace`, { pattern: DNS_LABEL }) ?? '';
   const services: Record<string, Port[]> = {};
@@ -127,8 +159,13 @@ function readService(r: FieldReader, value: unknown, path: string): Service | un
   return {
     name,
     namespace,
-    hostname: r.string(o.hostname, `${path}.hostname`, { optional: true }) ?? `${name}.${namespace}.svc.cluster.local`,
-    addresses: readAddresses(r, o.addresses, `${path}.addresses`).map((address) => ({ network: '', address })),
+    hostname:
+      r.string(o.hostname, `${path}.hostname`, { optional: true }) ??
+      `${name}.${namespace}.svc.cluster.local`,
+    addresses: readAddresses(r, o.addresses, `${path}.addresses`).map((address) => ({
+      network: '',
+      address,
+    })),
     ports: readPorts(r, o.ports, `${path}.ports`),
     subjectAltNames: r.strings(o.subjectAltNames, `${path}.subjectAltNames`) ?? [],
   };
@@ -148,7 +185,8 @@ function readPorts(r: FieldReader, value: unknown, path: string): Port[] {
     if (!o) return [];
     r.onlyKeys(o, `${path}[${i}]`, ['servicePort', 'targetPort', 'appProtocol']);
     const servicePort = r.port(o.servicePort, `${path}[${i}].servicePort`);
-    const targetPort = o.targetPort === undefined ? servicePort : r.port(o.targetPort, `${path}[${i}].targetPort`);
+    const targetPort =
+      o.targetPort === undefined ? servicePort : r.port(o.targetPort, `${path}[${i}].targetPort`);
     const appProtocol = r.oneOf(o.appProtocol, `${path}[${i}].appProtocol`, protocols, 'UNKNOWN');
     return servicePort && targetPort ? [{ servicePort, targetPort, appProtocol }] : [];
   });

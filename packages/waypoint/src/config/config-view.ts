@@ -1,6 +1,11 @@
 import { canonicalIp, type Port, type Service, serviceKey, type Workload } from '@zmesh/shared';
 import { RouteTable } from '../route/route-table.js';
-import { type BackendPolicy, defaultBackendPolicy, type L7Policy, type WaypointConfig } from './waypoint-config.js';
+import {
+  type BackendPolicy,
+  defaultBackendPolicy,
+  type L7Policy,
+  type WaypointConfig,
+} from './waypoint-config.js';
 
 /** Ports of the mesh's own listeners: never a destination, so a request cannot loop into a proxy. */
 const RESERVED_PORTS = new Set([15000, 15001, 15006, 15008, 15020, 15021, 15053]);
@@ -42,10 +47,13 @@ export class ConfigView {
     }
     for (const w of config.workloads) {
       for (const ip of w.addresses) this.#byIp.set(ip, w);
-      for (const key of Object.keys(w.services)) this.#endpoints.set(key, [...(this.#endpoints.get(key) ?? []), w]);
+      for (const key of Object.keys(w.services))
+        this.#endpoints.set(key, [...(this.#endpoints.get(key) ?? []), w]);
     }
     for (const s of config.services) {
-      const attached = config.routes.filter((r) => r.parentRefs.some((p) => p.namespace === s.namespace && p.name === s.name));
+      const attached = config.routes.filter((r) =>
+        r.parentRefs.some((p) => p.namespace === s.namespace && p.name === s.name),
+      );
       if (attached.length > 0) this.#routes.set(serviceKey(s), new RouteTable(attached));
     }
     for (const p of config.backendPolicies) this.#backendPolicies.set(p.service, p);
@@ -94,7 +102,8 @@ export class ConfigView {
     const svcPort = service.ports.find((p) => p.servicePort === servicePort);
     return (this.#endpoints.get(key) ?? []).flatMap((w) => {
       if (w.status !== 'HEALTHY' || w.addresses.length === 0) return [];
-      const target = w.services[key]?.find((p) => p.servicePort === servicePort)?.targetPort ?? svcPort?.targetPort;
+      const target =
+        w.services[key]?.find((p) => p.servicePort === servicePort)?.targetPort ?? svcPort?.targetPort;
       return target === undefined ? [] : [endpointOf(w, target)];
     });
   }
@@ -102,5 +111,10 @@ export class ConfigView {
 
 export function endpointOf(workload: Workload, port: number): Endpoint {
   const address = workload.addresses[0]!;
-  return { workload, address, port, key: address.includes(':') ? `[${address}]:${port}` : `${address}:${port}` };
+  return {
+    workload,
+    address,
+    port,
+    key: address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`,
+  };
 }

@@ -29,7 +29,11 @@ export class FieldReader {
     return [];
   }
 
-  string(value: unknown, path: string, opts: { optional?: boolean; pattern?: RegExp } = {}): string | undefined {
+  string(
+    value: unknown,
+    path: string,
+    opts: { optional?: boolean; pattern?: RegExp } = {},
+  ): string | undefined {
     if (value === undefined && opts.optional) return undefined;
     if (typeof value !== 'string' || value === '') return this.fail(path, 'must be a non-empty string');
     if (opts.pattern && !opts.pattern.test(value)) return this.fail(path, `must match ${opts.pattern}`);
@@ -43,7 +47,8 @@ export class FieldReader {
 
   int(value: unknown, path: string, min: number, max: number, fallback?: number): number | undefined {
     if (value === undefined && fallback !== undefined) return fallback;
-    if (Number.isInteger(value) && (value as number) >= min && (value as number) <= max) return value as number;
+    if (Number.isInteger(value) && (value as number) >= min && (value as number) <= max)
+      return value as number;
     return this.fail(path, `must be an integer ${min}..${max}`);
   }
 
@@ -77,6 +82,7 @@ export class FieldReader {
 
   /** Rejects keys this reader does not know, so a typo is an error rather than a silent default. */
   onlyKeys(obj: Record<string, unknown>, path: string, known: readonly string[]): void {
-    for (const key of Object.keys(obj)) if (!known.includes(key)) this.fail(`${path}.${key}`, 'unknown field');
+    for (const key of Object.keys(obj))
+      if (!known.includes(key)) this.fail(`${path}.${key}`, 'unknown field');
   }
 }

@@ -29,7 +29,9 @@ export function readPolicy(
   const name = r.string(o.name, `${path}.name`) ?? '';
   const namespace = r.string(o.namespace, `${path}.namespace`, { optional: true }) ?? self.namespace;
   const action = r.oneOf(o.action, `${path}.action`, ['ALLOW', 'DENY'] as const, 'ALLOW');
-  const rules = r.array(o.rules, `${path}.rules`).flatMap((x, i) => readRule(r, x, `${path}.rules[${i}]`) ?? []);
+  const rules = r
+    .array(o.rules, `${path}.rules`)
+    .flatMap((x, i) => readRule(r, x, `${path}.rules[${i}]`) ?? []);
   let targetsGateway = false;
   const targetServices: string[] = [];
   r.array(o.targetRefs, `${path}.targetRefs`).forEach((t, i) => {
@@ -57,7 +59,9 @@ function readRule(r: FieldReader, value: unknown, path: string): PolicyRule | un
     const op = r.object(r.object(t, `${path}.to[${i}]`)?.operation, `${path}.to[${i}].operation`);
     return op ? [readOperation(r, op, `${path}.to[${i}].operation`)] : [];
   });
-  const when = r.array(o.when, `${path}.when`).flatMap((w, i) => readCondition(r, w, `${path}.when[${i}]`) ?? []);
+  const when = r
+    .array(o.when, `${path}.when`)
+    .flatMap((w, i) => readCondition(r, w, `${path}.when[${i}]`) ?? []);
   return { from, to, when };
 }
 
@@ -109,24 +113,53 @@ export function readBackendPolicy(r: FieldReader, value: unknown, path: string):
   const cb = r.optionalObject(o.circuitBreaker, `${path}.circuitBreaker`) ?? {};
   r.onlyKeys(cb, `${path}.circuitBreaker`, ['maxConnections', 'maxPendingRequests', 'maxRequests']);
   const od = r.optionalObject(o.outlierDetection, `${path}.outlierDetection`) ?? {};
-  r.onlyKeys(od, `${path}.outlierDetection`, ['consecutive5xx', 'interval', 'baseEjectionTime', 'maxEjectionTime', 'maxEjectionPercent']);
+  r.onlyKeys(od, `${path}.outlierDetection`, [
+    'consecutive5xx',
+    'interval',
+    'baseEjectionTime',
+    'maxEjectionTime',
+    'maxEjectionPercent',
+  ]);
   const big = 1_000_000;
   const d = DEFAULT_CIRCUIT_BREAKER;
   const e = DEFAULT_OUTLIER;
   return {
     service,
-    loadBalancer: r.oneOf(o.loadBalancer, `${path}.loadBalancer`, ['ROUND_ROBIN', 'LEAST_REQUEST'] as const, 'ROUND_ROBIN'),
+    loadBalancer: r.oneOf(
+      o.loadBalancer,
+      `${path}.loadBalancer`,
+      ['ROUND_ROBIN', 'LEAST_REQUEST'] as const,
+      'ROUND_ROBIN',
+    ),
     circuitBreaker: {
-      maxConnections: r.int(cb.maxConnections, `${path}.circuitBreaker.maxConnections`, 1, big, d.maxConnections) ?? 1,
-      maxPendingRequests: r.int(cb.maxPendingRequests, `${path}.circuitBreaker.maxPendingRequests`, 0, big, d.maxPendingRequests) ?? 0,
+      maxConnections:
+        r.int(cb.maxConnections, `${path}.circuitBreaker.maxConnections`, 1, big, d.maxConnections) ?? 1,
+      maxPendingRequests:
+        r.int(
+          cb.maxPendingRequests,
+          `${path}.circuitBreaker.maxPendingRequests`,
+          0,
+          big,
+          d.maxPendingRequests,
+        ) ?? 0,
       maxRequests: r.int(cb.maxRequests, `${path}.circuitBreaker.maxRequests`, 1, big, d.maxRequests) ?? 1,
     },
     outlier: {
-      consecutive5xx: r.int(od.consecutive5xx, `${path}.outlierDetection.consecutive5xx`, 0, big, e.consecutive5xx) ?? 0,
+      consecutive5xx:
+        r.int(od.consecutive5xx, `${path}.outlierDetection.consecutive5xx`, 0, big, e.consecutive5xx) ?? 0,
       intervalMs: r.duration(od.interval, `${path}.outlierDetection.interval`, e.intervalMs) ?? e.intervalMs,
-      baseEjectionMs: r.duration(od.baseEjectionTime, `${path}.outlierDetection.baseEjectionTime`, e.baseEjectionMs) ?? 0,
-      maxEjectionMs: r.duration(od.maxEjectionTime, `${path}.outlierDetection.maxEjectionTime`, e.maxEjectionMs) ?? 0,
-      maxEjectionPercent: r.int(od.maxEjectionPercent, `${path}.outlierDetection.maxEjectionPercent`, 0, 100, e.maxEjectionPercent) ?? 0,
+      baseEjectionMs:
+        r.duration(od.baseEjectionTime, `${path}.outlierDetection.baseEjectionTime`, e.baseEjectionMs) ?? 0,
+      maxEjectionMs:
+        r.duration(od.maxEjectionTime, `${path}.outlierDetection.maxEjectionTime`, e.maxEjectionMs) ?? 0,
+      maxEjectionPercent:
+        r.int(
+          od.maxEjectionPercent,
+          `${path}.outlierDetection.maxEjectionPercent`,
+          0,
+          100,
+          e.maxEjectionPercent,
+        ) ?? 0,
     },
   };
 }

@@ -16,7 +16,12 @@ export const MAX_REGEX_LENGTH = 1024;
 const RETRY_ON: readonly RetryOn[] = ['5xx', 'gateway-error', 'reset', 'connect-failure'];
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
-export function readRoute(r: FieldReader, value: unknown, path: string, defaultNs: string): HttpRoute | undefined {
+export function readRoute(
+  r: FieldReader,
+  value: unknown,
+  path: string,
+  defaultNs: string,
+): HttpRoute | undefined {
   const o = r.object(value, path);
   if (!o) return undefined;
   r.onlyKeys(o, path, ['name', 'namespace', 'parentRefs', 'hostnames', 'rules']);
@@ -32,7 +37,9 @@ export function readRoute(r: FieldReader, value: unknown, path: string, defaultN
     return name ? [{ name, namespace: ns, ...(port ? { port } : {}) }] : [];
   });
   if (parentRefs.length === 0) r.fail(`${path}.parentRefs`, 'needs at least one Service');
-  const rules = r.array(o.rules, `${path}.rules`).flatMap((x, i) => readRule(r, x, `${path}.rules[${i}]`, namespace) ?? []);
+  const rules = r
+    .array(o.rules, `${path}.rules`)
+    .flatMap((x, i) => readRule(r, x, `${path}.rules[${i}]`, namespace) ?? []);
   return {
     name: r.string(o.name, `${path}.name`) ?? '',
     namespace,
@@ -47,8 +54,12 @@ function readRule(r: FieldReader, value: unknown, path: string, ns: string): Rou
   if (!o) return undefined;
   r.onlyKeys(o, path, ['matches', 'backendRefs', 'timeouts', 'retry', 'rateLimit', 'fault']);
   const rule: RouteRule = {
-    matches: r.array(o.matches, `${path}.matches`).flatMap((m, i) => readMatch(r, m, `${path}.matches[${i}]`) ?? []),
-    backendRefs: r.array(o.backendRefs, `${path}.backendRefs`).flatMap((b, i) => readBackend(r, b, `${path}.backendRefs[${i}]`, ns) ?? []),
+    matches: r
+      .array(o.matches, `${path}.matches`)
+      .flatMap((m, i) => readMatch(r, m, `${path}.matches[${i}]`) ?? []),
+    backendRefs: r
+      .array(o.backendRefs, `${path}.backendRefs`)
+      .flatMap((b, i) => readBackend(r, b, `${path}.backendRefs[${i}]`, ns) ?? []),
   };
   const timeouts = r.optionalObject(o.timeouts, `${path}.timeouts`);
   if (timeouts) {
@@ -69,18 +80,30 @@ function readMatch(r: FieldReader, value: unknown, path: string): RouteMatch | u
   const match: RouteMatch = { headers: [] };
   const p = r.optionalObject(o.path, `${path}.path`);
   if (p) {
-    const type = r.oneOf(p.type, `${path}.path.type`, ['Exact', 'PathPrefix', 'RegularExpression'] as const, 'PathPrefix');
+    const type = r.oneOf(
+      p.type,
+      `${path}.path.type`,
+      ['Exact', 'PathPrefix', 'RegularExpression'] as const,
+      'PathPrefix',
+    );
     const v = r.string(p.value, `${path}.path.value`);
-    if (v !== undefined && type !== 'RegularExpression' && !v.startsWith('/')) r.fail(`${path}.path.value`, 'must start with /');
+    if (v !== undefined && type !== 'RegularExpression' && !v.startsWith('/'))
+      r.fail(`${path}.path.value`, 'must start with /');
     if (v !== undefined && type === 'RegularExpression') checkRegex(r, v, `${path}.path.value`);
     if (v !== undefined) match.path = { type, value: v };
   }
   match.headers = r.array(o.headers, `${path}.headers`).flatMap((h, i) => {
     const q = r.object(h, `${path}.headers[${i}]`);
     if (!q) return [];
-    const type = r.oneOf(q.type, `${path}.headers[${i}].type`, ['Exact', 'RegularExpression'] as const, 'Exact');
+    const type = r.oneOf(
+      q.type,
+      `${path}.headers[${i}].type`,
+      ['Exact', 'RegularExpression'] as const,
+      'Exact',
+    );
     const name = r.string(q.name, `${path}.headers[${i}].name`, { pattern: TOKEN });
-    const v = typeof q.value === 'string' ? q.value : r.fail(`${path}.headers[${i}].value`, 'must be a string');
+    const v =
+      typeof q.value === 'string' ? q.value : r.fail(`${path}.headers[${i}].value`, 'must be a string');
     if (v !== undefined && type === 'RegularExpression') checkRegex(r, v, `${path}.headers[${i}].value`);
     return name !== undefined && v !== undefined ? [{ type, name: name.toLowerCase(), value: v }] : [];
   });
@@ -114,10 +137,19 @@ function readBackend(r: FieldReader, value: unknown, path: string, ns: string): 
 
 function readRetry(r: FieldReader, value: unknown, path: string): RetryPolicy {
   const o = r.object(value, path) ?? {};
-  r.onlyKeys(o, path, ['attempts', 'retryOn', 'perTryTimeout', 'backoffBase', 'backoffMax', 'retryNonIdempotent']);
+  r.onlyKeys(o, path, [
+    'attempts',
+    'retryOn',
+    'perTryTimeout',
+    'backoffBase',
+    'backoffMax',
+    'retryNonIdempotent',
+  ]);
   const retryOnText = typeof o.retryOn === 'string' ? o.retryOn.split(',').map((s) => s.trim()) : o.retryOn;
   const retryOn = (r.strings(retryOnText, `${path}.retryOn`) ?? DEFAULT_RETRY.retryOn).flatMap((s) =>
-    RETRY_ON.includes(s as RetryOn) ? [s as RetryOn] : (r.fail(`${path}.retryOn`, `unknown condition ${s}`) ?? []),
+    RETRY_ON.includes(s as RetryOn)
+      ? [s as RetryOn]
+      : (r.fail(`${path}.retryOn`, `unknown condition ${s}`) ?? []),
   );
   const policy: RetryPolicy = {
     attempts: r.int(o.attempts, `${path}.attempts`, 0, 10, DEFAULT_RETRY.attempts) ?? 0,

@@ -3,14 +3,14 @@ import { ZmeshError } from '@zmesh/shared';
 import type { Endpoint } from '../config/config-view.js';
 import type { RetryPolicy, RouteRule } from '../config/waypoint-config.js';
 import { type Exchange, forwardableHeaders, responseHeaders } from '../http/http-exchange.js';
-import type { RequestRecord } from '../http/request-record.js';
 import type { HandlerDeps, TunnelContext } from '../http/request-handler.js';
+import type { RequestRecord } from '../http/request-record.js';
 import type { BackendCluster } from '../resilience/backend-cluster.js';
 import { DEADLINE_HEADER, grpcTimeoutValue } from '../resilience/deadline.js';
 import { backoffMs, isIdempotent } from '../resilience/retry-budget.js';
 import { childTraceparent } from '../telemetry/trace-context.js';
-import { AttemptError, type AttemptResponse, attempt } from './upstream-attempt.js';
 import { RequestBody } from './request-body.js';
+import { AttemptError, type AttemptResponse, attempt } from './upstream-attempt.js';
 
 export const RETRY_OWNER_HEADER = 'x-zmesh-retry-owner';
 
@@ -32,7 +32,13 @@ type Outcome = { response: AttemptResponse; endpoint: Endpoint } | { error: Zmes
  * under the backend's retry budget, and never when an outer hop already owns retries
  * (x-zmesh-retry-owner on the request), so that retries do not multiply across hops.
  */
-export async function forward(deps: HandlerDeps, tunnel: TunnelContext, ex: Exchange, plan: ForwardPlan, record: RequestRecord): Promise<void> {
+export async function forward(
+  deps: HandlerDeps,
+  tunnel: TunnelContext,
+  ex: Exchange,
+  plan: ForwardPlan,
+  record: RequestRecord,
+): Promise<void> {
   const body = new RequestBody(ex.req);
   // The client went away (reset, disconnect, malformed body): stop the attempt in flight.
   const gone = new AbortController();
@@ -72,44 +78,73 @@ async function attempts(
   body: RequestBody,
   policy: RetryPolicy | undefined,
 ): Promise<Outcome> {
-  const metrics = deps.metrics;
   const traceparent = childTraceparent(ex.header('traceparent'), tunnel.traceparent);
   let exclude: string | undefined;
-  let holdingRetry = false;
-  for (let i = 0; ; i++) {
-    const single = await oneAttempt(deps, ex, plan, record, body, traceparent, exclude);
-    if (holdingRetry) plan.cluster.retryBudget.release();
-    holdingRetry = false;
-    record.attempts++;
-    const failure = failureOf(single);
-    metrics.attempts.inc({ destination_service: plan.serviceName, outcome: failure ?? 'ok' });
-    if (!failure || !policy || plan.downstream?.aborted || i >= policy.attempts || !retriable(failure, policy) || !body.replayable) {
-      if (failure && i > 0) record.flag = 'URX';
-      return single;
+  let slots = 0;
+  try {
+    for (let i = 0; ; i++) {
+      const single = await oneAttempt(deps, ex, plan, record, body, traceparent, exclude);
+      record.attempts++;
+      const next = await afterAttempt(deps, plan, record, body, policy, single, i);
+      if (next === 'done') return single;
+      slots++;
+      exclude = 'response' in single ? single.endpoint.key : record.endpoint;
     }
-    if (!plan.cluster.retryBudget.tryAcquire()) {
-      metrics.retries.inc({ destination_service: plan.serviceName, result: 'budget_exhausted' });
-      return single;
-    }
-    holdingRetry = true;
-    metrics.retries.inc({ destination_service: plan.serviceName, result: 'attempted' });
-    if ('response' in single) {
-      exclude = single.endpoint.key;
-      single.response.abort();
-    }
-    const wait = backoffMs(i, policy.backoffBaseMs, policy.backoffMaxMs, deps.random);
-    if (plan.deadlineAt !== undefined && deps.clock.now() + wait >= plan.deadlineAt) {
-      plan.cluster.retryBudget.release();
-      return single;
-    }
-    await deps.clock.sleep(wait);
+  } finally {
+    for (let i = 0; i < slots; i++) plan.cluster.retryBudget.release();
   }
+}
+
+/**
+ * Decides whether attempt `i` is retried; if so takes a budget slot and sleeps the backoff.
+ * Slots are kept until the whole request ends (stricter than Envoy, which frees a slot when
+ * its attempt ends): with every host failing, a request retrying twice then still counts,
+ * which keeps total attempts within (1 + percent) × requests + minConcurrency.
+ */
+async function afterAttempt(
+  deps: HandlerDeps,
+  plan: ForwardPlan,
+  record: RequestRecord,
+  body: RequestBody,
+  policy: RetryPolicy | undefined,
+  single: Outcome,
+  i: number,
+): Promise<'done' | 'retry'> {
+  const metrics = deps.metrics;
+  const failure = failureOf(single);
+  metrics.attempts.inc({ destination_service: plan.serviceName, outcome: failure ?? 'ok' });
+  if (
+    !failure ||
+    !policy ||
+    plan.downstream?.aborted ||
+    i >= policy.attempts ||
+    !retriable(failure, policy) ||
+    !body.replayable
+  ) {
+    if (failure && i > 0) record.flag = 'URX';
+    return 'done';
+  }
+  const wait = backoffMs(i, policy.backoffBaseMs, policy.backoffMaxMs, deps.random);
+  if (plan.deadlineAt !== undefined && deps.clock.now() + wait >= plan.deadlineAt) return 'done';
+  if (!plan.cluster.retryBudget.tryAcquire()) {
+    metrics.retries.inc({ destination_service: plan.serviceName, result: 'budget_exhausted' });
+    return 'done';
+  }
+  metrics.retries.inc({ destination_service: plan.serviceName, result: 'attempted' });
+  if ('response' in single) single.response.abort();
+  await deps.clock.sleep(wait);
+  return 'retry';
 }
 
 type Failure = '5xx' | 'gateway-error' | 'reset' | 'connect-failure' | 'timeout' | 'local';
 
 function failureOf(o: Outcome): Failure | undefined {
-  if ('response' in o) return o.response.status >= 500 ? ([502, 503, 504].includes(o.response.status) ? 'gateway-error' : '5xx') : undefined;
+  if ('response' in o)
+    return o.response.status >= 500
+      ? [502, 503, 504].includes(o.response.status)
+        ? 'gateway-error'
+        : '5xx'
+      : undefined;
   const kind = (o.error.cause as AttemptError | undefined)?.kind;
   return kind ?? 'local';
 }
@@ -134,7 +169,12 @@ async function oneAttempt(
 ): Promise<Outcome> {
   const admission = plan.cluster.admitRequest();
   if (!admission.ok)
-    return { error: new ZmeshError('ZM_ERR_WAYPOINT_OVERFLOW', { what: `${plan.serviceName} ${admission.reason}`, limit: plan.cluster.policy.circuitBreaker.maxRequests }) };
+    return {
+      error: new ZmeshError('ZM_ERR_WAYPOINT_OVERFLOW', {
+        what: `${plan.serviceName} ${admission.reason}`,
+        limit: plan.cluster.policy.circuitBreaker.maxRequests,
+      }),
+    };
   const endpoint = plan.cluster.pick(plan.endpoints, exclude);
   if (!endpoint) {
     admission.release();
@@ -143,11 +183,20 @@ async function oneAttempt(
   const pending = plan.cluster.admitPending();
   if (!pending.ok) {
     admission.release();
-    return { error: new ZmeshError('ZM_ERR_WAYPOINT_OVERFLOW', { what: `${plan.serviceName} max_pending`, limit: plan.cluster.policy.circuitBreaker.maxPendingRequests }) };
+    return {
+      error: new ZmeshError('ZM_ERR_WAYPOINT_OVERFLOW', {
+        what: `${plan.serviceName} max_pending`,
+        limit: plan.cluster.policy.circuitBreaker.maxPendingRequests,
+      }),
+    };
   }
   record.endpoint = endpoint.key;
   const w = endpoint.workload;
-  record.endpointWorkload = { name: w.workloadName, namespace: w.namespace, principal: `spiffe://${w.trustDomain}/ns/${w.namespace}/sa/${w.serviceAccount}` };
+  record.endpointWorkload = {
+    name: w.workloadName,
+    namespace: w.namespace,
+    principal: `spiffe://${w.trustDomain}/ns/${w.namespace}/sa/${w.serviceAccount}`,
+  };
   const controller = new AbortController();
   plan.downstream?.addEventListener('abort', () => controller.abort(), { once: true });
   const remaining = plan.deadlineAt === undefined ? undefined : plan.deadlineAt - deps.clock.now();
@@ -196,12 +245,22 @@ function tunnelSet(_ex: Exchange, record: RequestRecord) {
 function upstreamError(endpoint: Endpoint, e: unknown): ZmeshError {
   const kind = e instanceof AttemptError ? e.kind : 'reset';
   const reason = `${kind}: ${(e as Error).message}`;
-  if (kind === 'timeout') return new ZmeshError('ZM_ERR_WAYPOINT_DEADLINE', { budgetMs: '?', stage: `a response from ${endpoint.key}` }, { cause: e });
+  if (kind === 'timeout')
+    return new ZmeshError(
+      'ZM_ERR_WAYPOINT_DEADLINE',
+      { budgetMs: '?', stage: `a response from ${endpoint.key}` },
+      { cause: e },
+    );
   return new ZmeshError('ZM_ERR_WAYPOINT_UPSTREAM', { endpoint: endpoint.key, reason }, { cause: e });
 }
 
-function commit(ex: Exchange, response: AttemptResponse, record: RequestRecord, retryOwner: string | undefined): void {
-  const headers = responseHeaders(response.headers);
+function commit(
+  ex: Exchange,
+  response: AttemptResponse,
+  record: RequestRecord,
+  retryOwner: string | undefined,
+): void {
+  const headers = { ...responseHeaders(response.headers), ...record.replyHeaders };
   if (retryOwner) headers[RETRY_OWNER_HEADER] = retryOwner;
   ex.res.writeHead(response.status, headers);
   const sink = ex.res as unknown as Writable;

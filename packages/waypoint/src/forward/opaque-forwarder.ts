@@ -30,14 +30,23 @@ export async function forwardOpaque(
     'tcp',
   );
   if (!dest || !decision.allowed) {
-    log.info({ src: ctx.peerIdentity, dst: `${host}:${port}`, policy: decision.allowed ? undefined : decision.policy }, 'tcp refused');
+    log.info(
+      {
+        src: ctx.peerIdentity,
+        dst: `${host}:${port}`,
+        policy: decision.allowed ? undefined : decision.policy,
+      },
+      'tcp refused',
+    );
     inner.destroy();
     return;
   }
   const key = svc ? serviceKey(svc) : `workload/${dest.kind === 'workload' ? dest.workload.uid : '?'}`;
   const cluster = deps.cluster(key, svc, view);
   const endpoints =
-    dest.kind === 'workload' ? [endpointOf(dest.workload, dest.port)] : view.endpoints(dest.service, dest.port.servicePort);
+    dest.kind === 'workload'
+      ? [endpointOf(dest.workload, dest.port)]
+      : view.endpoints(dest.service, dest.port.servicePort);
   const endpoint = cluster.pick(endpoints);
   if (!endpoint) {
     inner.destroy();
@@ -46,7 +55,11 @@ export async function forwardOpaque(
   const w = endpoint.workload;
   try {
     const tunnel = await tunnels.open(
-      { address: endpoint.address, hbonePort, identity: `spiffe://${w.trustDomain}/ns/${w.namespace}/sa/${w.serviceAccount}` },
+      {
+        address: endpoint.address,
+        hbonePort,
+        identity: `spiffe://${w.trustDomain}/ns/${w.namespace}/sa/${w.serviceAccount}`,
+      },
       {
         authority: endpoint.key,
         ...(ctx.forwardedFor ? { forwardedFor: ctx.forwardedFor } : {}),
@@ -56,11 +69,17 @@ export async function forwardOpaque(
     cluster.outlier.record(endpoint.key, false, endpoints.length);
     const started = deps.clock.now();
     spliceTunnel(tunnel as Http2Stream, inner, (stats) =>
-      log.info({ src: ctx.peerIdentity, upstream: endpoint.key, ...stats, ms: deps.clock.now() - started }, 'tcp closed'),
+      log.info(
+        { src: ctx.peerIdentity, upstream: endpoint.key, ...stats, ms: deps.clock.now() - started },
+        'tcp closed',
+      ),
     );
   } catch (e) {
     cluster.outlier.record(endpoint.key, true, endpoints.length);
-    log.info({ src: ctx.peerIdentity, upstream: endpoint.key, err: (e as Error).message }, 'tcp upstream failed');
+    log.info(
+      { src: ctx.peerIdentity, upstream: endpoint.key, err: (e as Error).message },
+      'tcp upstream failed',
+    );
     inner.destroy();
   }
 }

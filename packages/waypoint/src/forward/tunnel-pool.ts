@@ -84,7 +84,10 @@ export class TunnelPool {
     let entry = list.find((e) => !e.dead && e.reserved < MAX_STREAMS_PER_SESSION && !e.session?.draining);
     if (!entry) {
       if (list.length >= MAX_SESSIONS_PER_HOST)
-        throw new ZmeshError('ZM_ERR_WAYPOINT_OVERFLOW', { what: `hbone sessions to ${target.address}`, limit: MAX_SESSIONS_PER_HOST });
+        throw new ZmeshError('ZM_ERR_WAYPOINT_OVERFLOW', {
+          what: `hbone sessions to ${target.address}`,
+          limit: MAX_SESSIONS_PER_HOST,
+        });
       entry = this.#connect(key, target);
       list.push(entry);
     }

@@ -61,7 +61,11 @@ function attemptH1(set: UpstreamSet, endpoint: Endpoint, req: AttemptRequest): P
     up.once('error', (e) => {
       req.body.detach(up);
       req.signal.removeEventListener('abort', onAbort);
-      reject(e instanceof AttemptError ? e : new AttemptError(connected ? 'reset' : 'connect-failure', e.message, { cause: e }));
+      reject(
+        e instanceof AttemptError
+          ? e
+          : new AttemptError(connected ? 'reset' : 'connect-failure', e.message, { cause: e }),
+      );
     });
     up.once('response', (res) => {
       req.signal.removeEventListener('abort', onAbort);
@@ -69,7 +73,8 @@ function attemptH1(set: UpstreamSet, endpoint: Endpoint, req: AttemptRequest): P
         status: res.statusCode ?? 502,
         headers: res.headers as Record<string, string | string[]>,
         body: res,
-        trailers: () => (Object.keys(res.trailers).length > 0 ? (res.trailers as Record<string, string>) : undefined),
+        trailers: () =>
+          Object.keys(res.trailers).length > 0 ? (res.trailers as Record<string, string>) : undefined,
         abort: () => up.destroy(),
       });
     });
@@ -77,7 +82,11 @@ function attemptH1(set: UpstreamSet, endpoint: Endpoint, req: AttemptRequest): P
   });
 }
 
-async function attemptH2(set: UpstreamSet, endpoint: Endpoint, req: AttemptRequest): Promise<AttemptResponse> {
+async function attemptH2(
+  set: UpstreamSet,
+  endpoint: Endpoint,
+  req: AttemptRequest,
+): Promise<AttemptResponse> {
   let lease: Awaited<ReturnType<UpstreamSet['h2Session']>>;
   try {
     lease = await set.h2Session(endpoint);
@@ -86,7 +95,13 @@ async function attemptH2(set: UpstreamSet, endpoint: Endpoint, req: AttemptReque
   }
   return new Promise((resolve, reject) => {
     const stream = lease.session.request(
-      { ...req.headers, ':method': req.method, ':path': req.path, ':authority': req.authority, ':scheme': 'http' },
+      {
+        ...req.headers,
+        ':method': req.method,
+        ':path': req.path,
+        ':authority': req.authority,
+        ':scheme': 'http',
+      },
       { endStream: false },
     );
     let trailers: Record<string, string | string[]> | undefined;
@@ -102,7 +117,8 @@ async function attemptH2(set: UpstreamSet, endpoint: Endpoint, req: AttemptReque
       reject(e instanceof AttemptError ? e : new AttemptError('reset', e.message, { cause: e }));
     };
     stream.once('error', fail);
-    const onEarlyClose = () => fail(new AttemptError('reset', `stream closed before response (code ${stream.rstCode})`));
+    const onEarlyClose = () =>
+      fail(new AttemptError('reset', `stream closed before response (code ${stream.rstCode})`));
     stream.once('close', onEarlyClose);
     stream.once('response', (headers) => {
       stream.off('close', onEarlyClose).off('error', fail);
@@ -124,6 +140,7 @@ const http2Cancel = 0x8;
 
 function stripPseudo(h: IncomingHttpHeaders): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
-  for (const [k, v] of Object.entries(h)) if (!k.startsWith(':') && v !== undefined) out[k] = v as string | string[];
+  for (const [k, v] of Object.entries(h))
+    if (!k.startsWith(':') && v !== undefined) out[k] = v as string | string[];
   return out;
 }

@@ -26,8 +26,12 @@ export interface UpstreamDeps {
 }
 
 interface H2Entry {
-  session: http2.ClientHttp2Session;
+  ready: Promise<http2.ClientHttp2Session>;
+  session?: http2.ClientHttp2Session;
+  /** Streams reserved on this session, counted from reservation (before it is up). */
   active: number;
+  /** Closed or GOAWAY received: no new streams. */
+  dead: boolean;
 }
 
 /**
@@ -56,46 +60,82 @@ export class UpstreamSet {
     return agent;
   }
 
+  /**
+   * A stream slot on an upstream HTTP/2 session to `endpoint`. The slot is reserved before
+   * the session exists, so a burst of requests opens ceil(burst / streams) sessions, not one each.
+   */
   async h2Session(endpoint: Endpoint): Promise<{ session: http2.ClientHttp2Session; done: () => void }> {
     const list = this.#h2.get(endpoint.key) ?? [];
     this.#h2.set(endpoint.key, list);
-    let entry = list.find((e) => !e.session.closed && !e.session.destroyed && e.active < MAX_STREAMS_PER_H2_SESSION);
+    let entry = list.find((e) => !e.dead && e.active < MAX_STREAMS_PER_H2_SESSION);
     if (!entry) {
       if (list.length >= MAX_H2_SESSIONS_PER_ENDPOINT)
-        throw new ZmeshError('ZM_ERR_WAYPOINT_OVERFLOW', { what: `h2 sessions to ${endpoint.key}`, limit: MAX_H2_SESSIONS_PER_ENDPOINT });
-      const tunnel = await this.#tunnel(endpoint);
-      const session = http2.connect(`http://${endpoint.key}`, { createConnection: () => tunnel });
-      session.on('error', (e) => log.debug({ endpoint: endpoint.key, err: e.message }, 'upstream h2 session error'));
-      session.setTimeout(UPSTREAM_IDLE_MS, () => session.close());
-      const created: H2Entry = { session, active: 0 };
-      session.once('close', () => {
-        const i = list.indexOf(created);
-        if (i >= 0) list.splice(i, 1);
-      });
-      list.push(created);
-      entry = created;
+        throw new ZmeshError('ZM_ERR_WAYPOINT_OVERFLOW', {
+          what: `h2 sessions to ${endpoint.key}`,
+          limit: MAX_H2_SESSIONS_PER_ENDPOINT,
+        });
+      entry = this.#openH2(endpoint, list);
     }
     const e = entry;
     e.active++;
     let finished = false;
-    return {
-      session: e.session,
-      done: () => {
-        if (!finished) e.active--;
-        finished = true;
-      },
+    const done = () => {
+      if (!finished) e.active--;
+      finished = true;
     };
+    try {
+      return { session: await e.ready, done };
+    } catch (err) {
+      done();
+      throw err;
+    }
+  }
+
+  #openH2(endpoint: Endpoint, list: H2Entry[]): H2Entry {
+    const entry: H2Entry = { active: 0, dead: false, ready: Promise.resolve(undefined as never) };
+    const remove = () => {
+      entry.dead = true;
+      const i = list.indexOf(entry);
+      if (i >= 0) list.splice(i, 1);
+    };
+    entry.ready = this.#tunnel(endpoint).then(
+      (tunnel) => {
+        const session = http2.connect(`http://${endpoint.key}`, { createConnection: () => tunnel });
+        session.on('error', (e) =>
+          log.debug({ endpoint: endpoint.key, err: e.message }, 'upstream h2 session error'),
+        );
+        session.setTimeout(UPSTREAM_IDLE_MS, () => session.close());
+        session.once('close', remove);
+        session.once('goaway', () => {
+          entry.dead = true;
+        });
+        if (this.#closed) session.destroy();
+        entry.session = session;
+        return session;
+      },
+      (e: unknown) => {
+        remove();
+        throw e;
+      },
+    );
+    entry.ready.catch(() => {});
+    list.push(entry);
+    return entry;
   }
 
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
     for (const a of this.#agents.values()) a.destroy();
-    for (const list of this.#h2.values()) for (const e of list) e.session.destroy();
+    for (const list of this.#h2.values()) for (const e of list) e.session?.destroy();
   }
 
   async #tunnel(endpoint: Endpoint): Promise<Duplex> {
-    if (this.#closed) throw new ZmeshError('ZM_ERR_WAYPOINT_UPSTREAM', { endpoint: endpoint.key, reason: 'downstream closed' });
+    if (this.#closed)
+      throw new ZmeshError('ZM_ERR_WAYPOINT_UPSTREAM', {
+        endpoint: endpoint.key,
+        reason: 'downstream closed',
+      });
     const tunnel = await this.deps.tunnels.open(
       { address: endpoint.address, hbonePort: this.deps.hbonePort, identity: spiffeOf(endpoint) },
       { ...this.deps.tunnelHeaders, authority: endpoint.key },
@@ -118,7 +158,12 @@ function spiffeOf(e: Endpoint): string {
  */
 class TunnelAgent extends http.Agent {
   constructor(private readonly open: () => Promise<Duplex>) {
-    super({ keepAlive: true, maxSockets: MAX_H1_SOCKETS, maxFreeSockets: MAX_FREE_H1_SOCKETS, timeout: UPSTREAM_IDLE_MS });
+    super({
+      keepAlive: true,
+      maxSockets: MAX_H1_SOCKETS,
+      maxFreeSockets: MAX_FREE_H1_SOCKETS,
+      timeout: UPSTREAM_IDLE_MS,
+    });
   }
 
   override createConnection(
@@ -142,6 +187,7 @@ class TunnelAgent extends http.Agent {
 
 function withSocketShims(d: Duplex): Duplex {
   const s = d as Duplex & Record<string, unknown>;
-  for (const name of ['setKeepAlive', 'setNoDelay', 'ref', 'unref']) if (typeof s[name] !== 'function') s[name] = () => s;
+  for (const name of ['setKeepAlive', 'setNoDelay', 'ref', 'unref'])
+    if (typeof s[name] !== 'function') s[name] = () => s;
   return d;
 }

@@ -28,8 +28,8 @@ class PairEnd extends Duplex {
   }
 
   override _write(chunk: Buffer, _enc: BufferEncoding, cb: (error?: Error | null) => void): void {
-    if (this.peer.destroyed) return cb(new Error('peer closed'));
-    if (this.peer.push(chunk)) cb();
+    if (this.peer.destroyed) cb(new Error('peer closed'));
+    else if (this.peer.push(chunk)) cb();
     else this.#waiting = cb;
   }
 

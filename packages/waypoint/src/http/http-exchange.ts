@@ -63,7 +63,9 @@ export function forwardableHeaders(ex: Exchange): Record<string, string | string
   return out;
 }
 
-export function responseHeaders(headers: Record<string, string | string[]>): Record<string, string | string[]> {
+export function responseHeaders(
+  headers: Record<string, string | string[]>,
+): Record<string, string | string[]> {
   const named = connectionTokens(headers.connection);
   const out: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(headers)) if (!HOP_BY_HOP.has(k) && !named.has(k)) out[k] = v;
@@ -72,7 +74,12 @@ export function responseHeaders(headers: Record<string, string | string[]>): Rec
 
 function connectionTokens(value: string | string[] | undefined): Set<string> {
   const text = Array.isArray(value) ? value.join(',') : (value ?? '');
-  return new Set(text.split(',').map((t) => t.trim().toLowerCase()).filter(Boolean));
+  return new Set(
+    text
+      .split(',')
+      .map((t) => t.trim().toLowerCase())
+      .filter(Boolean),
+  );
 }
 
 /** A local reply; the L7 denial body is Envoy's, which clients and tests look for. */
@@ -82,7 +89,8 @@ export function replyError(ex: Exchange, error: ZmeshError, headers: Record<stri
     res.destroy();
     return;
   }
-  const body = error.code === 'ZM_ERR_WAYPOINT_DENIED' ? 'RBAC: access denied' : `${error.code}: ${error.message}`;
+  const body =
+    error.code === 'ZM_ERR_WAYPOINT_DENIED' ? 'RBAC: access denied' : `${error.code}: ${error.message}`;
   res.writeHead(error.status, {
     'content-type': 'text/plain',
     'content-length': String(Buffer.byteLength(body)),

@@ -4,7 +4,7 @@ import type { Duplex } from 'node:stream';
 import { logger, ZmeshError } from '@zmesh/shared';
 import type { WaypointMetrics } from '../telemetry/waypoint-metrics.js';
 import { exchangeOf, replyError } from './http-exchange.js';
-import { handleRequest, type HandlerDeps, type TunnelContext } from './request-handler.js';
+import { type HandlerDeps, handleRequest, type TunnelContext } from './request-handler.js';
 
 const log = logger('waypoint');
 
@@ -44,7 +44,9 @@ export class HttpFrontend {
       requireHostHeader: false,
     });
     this.#h1.on('request', (req, res) => this.#onRequest('h1', this.#contexts.get(req.socket), req, res));
-    this.#h1.on('clientError', (e: Error & { code?: string }, socket: Duplex) => this.#onClientError(e, socket));
+    this.#h1.on('clientError', (e: Error & { code?: string }, socket: Duplex) =>
+      this.#onClientError(e, socket),
+    );
     this.#h2 = http2.createServer({
       maxHeaderListPairs: MAX_HEADER_PAIRS,
       maxSessionInvalidFrames: 100,
@@ -52,7 +54,9 @@ export class HttpFrontend {
       settings: { maxHeaderListSize: MAX_HEADER_BYTES, maxConcurrentStreams: 200, enablePush: false },
     });
     this.#h2.on('session', (s) => this.#onH2Session(s));
-    this.#h2.on('request', (req, res) => this.#onRequest('h2', this.#contexts.get(req.stream.session as object), req, res));
+    this.#h2.on('request', (req, res) =>
+      this.#onRequest('h2', this.#contexts.get(req.stream.session as object), req, res),
+    );
   }
 
   serve(protocol: 'h1' | 'h2', duplex: Duplex, ctx: TunnelContext): void {
@@ -77,16 +81,29 @@ export class HttpFrontend {
     this.#h1.closeAllConnections();
   }
 
-  #onRequest(protocol: 'h1' | 'h2', ctx: TunnelContext | undefined, req: http.IncomingMessage | http2.Http2ServerRequest, res: http.ServerResponse | http2.Http2ServerResponse): void {
+  #onRequest(
+    protocol: 'h1' | 'h2',
+    ctx: TunnelContext | undefined,
+    req: http.IncomingMessage | http2.Http2ServerRequest,
+    res: http.ServerResponse | http2.Http2ServerResponse,
+  ): void {
     if (!ctx) {
       res.destroy();
       return;
     }
     const ex = exchangeOf(protocol, req, res);
     // RFC 9112 §3.2: a request without Host (or with several) is answered 400.
-    if (protocol === 'h1' && (ex.authority === '' || req.rawHeaders.filter((h, i) => i % 2 === 0 && h.toLowerCase() === 'host').length !== 1)) {
+    if (
+      protocol === 'h1' &&
+      (ex.authority === '' ||
+        req.rawHeaders.filter((h, i) => i % 2 === 0 && h.toLowerCase() === 'host').length !== 1)
+    ) {
       this.metrics.badRequests.inc({ protocol: 'http1', reason: 'host' });
-      replyError(ex, new ZmeshError('ZM_ERR_WAYPOINT_BAD_REQUEST', { reason: 'exactly one Host header is required' }), { connection: 'close' });
+      replyError(
+        ex,
+        new ZmeshError('ZM_ERR_WAYPOINT_BAD_REQUEST', { reason: 'exactly one Host header is required' }),
+        { connection: 'close' },
+      );
       return;
     }
     void handleRequest(this.deps, ctx, ex);

@@ -40,7 +40,8 @@ export function detectProtocol(stream: Duplex, timeoutMs = DETECT_TIMEOUT_MS): P
 /** undefined: not enough bytes yet to tell. */
 export function classify(b: Buffer): DetectedProtocol | undefined {
   const n = Math.min(b.length, H2_PREFACE.length);
-  if (b.subarray(0, n).equals(H2_PREFACE.subarray(0, n))) return b.length >= H2_PREFACE.length ? 'h2' : undefined;
+  if (b.subarray(0, n).equals(H2_PREFACE.subarray(0, n)))
+    return b.length >= H2_PREFACE.length ? 'h2' : undefined;
   for (let i = 0; i < Math.min(b.length, MAX_METHOD_LENGTH + 1); i++) {
     const c = b[i]!;
     if (c === 0x20) return i > 0 ? 'h1' : 'tcp';

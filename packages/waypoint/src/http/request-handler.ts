@@ -46,14 +46,23 @@ export async function handleRequest(deps: HandlerDeps, tunnel: TunnelContext, ex
   try {
     await pipeline(deps, tunnel, ex, view, record);
   } catch (e) {
-    const error = e instanceof ZmeshError ? e : new ZmeshError('ZM_ERR_INTERNAL_FAULT', { reason: (e as Error).message }, { cause: e });
+    const error =
+      e instanceof ZmeshError
+        ? e
+        : new ZmeshError('ZM_ERR_INTERNAL_FAULT', { reason: (e as Error).message }, { cause: e });
     record.flag = error.flag;
     replyError(ex, error, record.replyHeaders);
   }
   recordRequest(deps.metrics, deps.clock, log, record);
 }
 
-async function pipeline(deps: HandlerDeps, tunnel: TunnelContext, ex: Exchange, view: ConfigView, record: RequestRecord): Promise<void> {
+async function pipeline(
+  deps: HandlerDeps,
+  tunnel: TunnelContext,
+  ex: Exchange,
+  view: ConfigView,
+  record: RequestRecord,
+): Promise<void> {
   const { host, port } = tunnel.authority;
   const dest = view.destination(host, port);
   if (!dest) throw new ZmeshError('ZM_ERR_ROUTE_NO_DESTINATION', { address: `${host}:${port}` });
@@ -87,22 +96,35 @@ async function pipeline(deps: HandlerDeps, tunnel: TunnelContext, ex: Exchange, 
   if (fault.abortStatus !== undefined) {
     record.flag = 'FI';
     const body = `fault filter abort`;
-    ex.res.writeHead(fault.abortStatus, { 'content-type': 'text/plain', 'content-length': String(body.length) });
+    ex.res.writeHead(fault.abortStatus, {
+      'content-type': 'text/plain',
+      'content-length': String(body.length),
+    });
     ex.res.end(body);
     return;
   }
-  const deadlineAt = deadlineOf(deps, ex, rule, record.started);
+  const deadlineAt = deadlineOf(ex, rule, record.started);
   if (deadlineAt !== undefined && deadlineAt <= deps.clock.now())
-    throw new ZmeshError('ZM_ERR_WAYPOINT_DEADLINE', { budgetMs: deadlineAt - record.started, stage: 'the upstream call' });
+    throw new ZmeshError('ZM_ERR_WAYPOINT_DEADLINE', {
+      budgetMs: deadlineAt - record.started,
+      stage: 'the upstream call',
+    });
   const plan: ForwardPlan = { ...target, rule, deadlineAt, self: deps.self };
   await forward(deps, tunnel, ex, plan, record);
 }
 
 /** The backend service (weighted) and its endpoints, or the one pod the tunnel named. */
-function chooseTarget(deps: HandlerDeps, view: ConfigView, dest: Destination, ex: Exchange, record: RequestRecord) {
+function chooseTarget(
+  deps: HandlerDeps,
+  view: ConfigView,
+  dest: Destination,
+  ex: Exchange,
+  record: RequestRecord,
+) {
   if (dest.kind === 'workload') {
     const key = dest.service ? serviceKey(dest.service) : `workload/${dest.workload.uid}`;
-    const endpoints: Endpoint[] = dest.workload.status === 'HEALTHY' ? [endpointOf(dest.workload, dest.port)] : [];
+    const endpoints: Endpoint[] =
+      dest.workload.status === 'HEALTHY' ? [endpointOf(dest.workload, dest.port)] : [];
     record.backend = dest.service;
     return { cluster: deps.cluster(key, dest.service, view), endpoints, serviceName: key };
   }
@@ -111,26 +133,39 @@ function chooseTarget(deps: HandlerDeps, view: ConfigView, dest: Destination, ex
   const table = view.routes(dest.service);
   if (table) {
     const matched = table.match({ method: ex.method, path: ex.path, host: ex.authority, header: ex.header });
-    if (!matched) throw new ZmeshError('ZM_ERR_ROUTE_NO_DESTINATION', { address: `${ex.authority}${ex.path}` });
+    if (!matched)
+      throw new ZmeshError('ZM_ERR_ROUTE_NO_DESTINATION', { address: `${ex.authority}${ex.path}` });
     record.rule = matched.rule;
     record.routeId = matched.id;
     if (matched.rule.backendRefs.length > 0) {
-      const i = pickWeighted(matched.rule.backendRefs.map((b) => b.weight), deps.random);
+      const i = pickWeighted(
+        matched.rule.backendRefs.map((b) => b.weight),
+        deps.random,
+      );
       const ref = i >= 0 ? matched.rule.backendRefs[i]! : undefined;
       const svc = ref ? view.serviceByName(ref.namespace, ref.name) : undefined;
-      if (!ref || !svc) throw new ZmeshError('ZM_ERR_ROUTE_NO_DESTINATION', { address: ref ? `${ref.namespace}/${ref.name}` : record.routeId });
+      if (!ref || !svc)
+        throw new ZmeshError('ZM_ERR_ROUTE_NO_DESTINATION', {
+          address: ref ? `${ref.namespace}/${ref.name}` : record.routeId,
+        });
       backend = svc;
       port = ref.port ?? port;
     }
   }
   record.backend = backend;
-  return { cluster: deps.cluster(serviceKey(backend), backend, view), endpoints: view.endpoints(backend, port), serviceName: serviceKey(backend) };
+  return {
+    cluster: deps.cluster(serviceKey(backend), backend, view),
+    endpoints: view.endpoints(backend, port),
+    serviceName: serviceKey(backend),
+  };
 }
 
-function deadlineOf(deps: HandlerDeps, ex: Exchange, rule: RouteRule | undefined, started: number): number | undefined {
+function deadlineOf(ex: Exchange, rule: RouteRule | undefined, started: number): number | undefined {
   const budget = incomingBudgetMs(ex.header);
   const routeMs = rule?.timeouts?.requestMs;
-  const candidates = [budget, routeMs && routeMs > 0 ? routeMs : undefined].filter((x): x is number => x !== undefined);
+  const candidates = [budget, routeMs && routeMs > 0 ? routeMs : undefined].filter(
+    (x): x is number => x !== undefined,
+  );
   if (candidates.length === 0) return undefined;
   return started + Math.min(...candidates);
 }

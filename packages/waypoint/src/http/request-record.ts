@@ -29,12 +29,15 @@ export function recordRequest(metrics: WaypointMetrics, clock: Clock, log: Logge
   const finish = () => {
     const ms = clock.now() - r.started;
     const status = r.ex.res.statusCode;
-    const source = r.view.config.workloads.find((w) => `spiffe://${w.trustDomain}/ns/${w.namespace}/sa/${w.serviceAccount}` === r.tunnel.peerIdentity);
+    const source = r.view.config.workloads.find(
+      (w) => `spiffe://${w.trustDomain}/ns/${w.namespace}/sa/${w.serviceAccount}` === r.tunnel.peerIdentity,
+    );
     const grpc = (r.ex.header('content-type') ?? '').startsWith('application/grpc');
     const labels = {
       reporter: 'waypoint',
       source_workload: source?.workloadName ?? 'unknown',
-      source_workload_namespace: source?.namespace ?? /\/ns\/([^/]+)\//.exec(r.tunnel.peerIdentity)?.[1] ?? 'unknown',
+      source_workload_namespace:
+        source?.namespace ?? /\/ns\/([^/]+)\//.exec(r.tunnel.peerIdentity)?.[1] ?? 'unknown',
       source_principal: r.tunnel.peerIdentity,
       destination_workload: r.endpointWorkload?.name ?? 'unknown',
       destination_workload_namespace: r.endpointWorkload?.namespace ?? 'unknown',

@@ -1,10 +1,12 @@
-import type { BackendPolicy } from '../config/waypoint-config.js';
 import type { Endpoint } from '../config/config-view.js';
+import type { BackendPolicy } from '../config/waypoint-config.js';
 import type { Clock } from './clock.js';
 import { OutlierDetector } from './outlier-detector.js';
 import { RetryBudget } from './retry-budget.js';
 
-export type Admission = { ok: true; release: () => void } | { ok: false; reason: 'max_requests' | 'max_pending' };
+export type Admission =
+  | { ok: true; release: () => void }
+  | { ok: false; reason: 'max_requests' | 'max_pending' };
 
 /**
  * Per-backend-service state that outlives config swaps: circuit-breaker counters (Envoy's
@@ -37,7 +39,8 @@ export class BackendCluster {
 
   /** One attempt's admission: counted against max_requests until release(). */
   admitRequest(): Admission {
-    if (this.#activeRequests >= this.#policy.circuitBreaker.maxRequests) return { ok: false, reason: 'max_requests' };
+    if (this.#activeRequests >= this.#policy.circuitBreaker.maxRequests)
+      return { ok: false, reason: 'max_requests' };
     this.#activeRequests++;
     let released = false;
     return {
@@ -55,8 +58,10 @@ export class BackendCluster {
    * beyond max_pending_requests it overflows.
    */
   admitPending(): Admission {
-    if (this.#connections < this.#policy.circuitBreaker.maxConnections) return { ok: true, release: () => {} };
-    if (this.#pending >= this.#policy.circuitBreaker.maxPendingRequests) return { ok: false, reason: 'max_pending' };
+    if (this.#connections < this.#policy.circuitBreaker.maxConnections)
+      return { ok: true, release: () => {} };
+    if (this.#pending >= this.#policy.circuitBreaker.maxPendingRequests)
+      return { ok: false, reason: 'max_pending' };
     this.#pending++;
     let released = false;
     return {

@@ -14,7 +14,8 @@ export function incomingBudgetMs(header: (name: string) => string | undefined): 
   const m = grpc === undefined ? null : GRPC_TIMEOUT.exec(grpc);
   if (m) budget = Number(m[1]) * GRPC_UNIT_MS[m[2]!]!;
   const own = header(DEADLINE_HEADER);
-  if (own !== undefined && /^-?\d{1,12}$/.test(own)) budget = Math.min(budget ?? Number.POSITIVE_INFINITY, Number(own));
+  if (own !== undefined && /^-?\d{1,12}$/.test(own))
+    budget = Math.min(budget ?? Number.POSITIVE_INFINITY, Number(own));
   return budget;
 }
 

@@ -36,12 +36,18 @@ export class RouteTable {
   readonly #matches: CompiledMatch[];
 
   constructor(routes: readonly HttpRoute[]) {
-    const sorted = [...routes].sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`));
+    const sorted = [...routes].sort((a, b) =>
+      `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`),
+    );
     const out: CompiledMatch[] = [];
     for (const route of sorted) {
       route.rules.forEach((rule, ruleIndex) => {
-        const matches: RouteMatch[] = rule.matches.length > 0 ? rule.matches : [{ path: { type: 'PathPrefix', value: '/' }, headers: [] }];
-        for (const m of matches) out.push({ route, rule, ruleIndex, test: compile(m), rank: rankOf(m), hostnames: route.hostnames });
+        const matches: RouteMatch[] =
+          rule.matches.length > 0
+            ? rule.matches
+            : [{ path: { type: 'PathPrefix', value: '/' }, headers: [] }];
+        for (const m of matches)
+          out.push({ route, rule, ruleIndex, test: compile(m), rank: rankOf(m), hostnames: route.hostnames });
       });
     }
     // Stable sort keeps route order for equal ranks.
@@ -56,7 +62,8 @@ export class RouteTable {
     const host = req.host.toLowerCase().replace(/:\d+$/, '');
     for (const m of this.#matches) {
       if (m.hostnames.length > 0 && !m.hostnames.some((h) => hostMatches(h, host))) continue;
-      if (m.test(req)) return { route: m.route, rule: m.rule, id: `${m.route.namespace}/${m.route.name}#${m.ruleIndex}` };
+      if (m.test(req))
+        return { route: m.route, rule: m.rule, id: `${m.route.namespace}/${m.route.name}#${m.ruleIndex}` };
     }
     return undefined;
   }
@@ -85,7 +92,8 @@ function compile(m: RouteMatch): (req: RequestFacts) => boolean {
       return v !== undefined && re.test(v);
     };
   });
-  return (req) => (m.method === undefined || req.method === m.method) && path(req.path) && headers.every((t) => t(req));
+  return (req) =>
+    (m.method === undefined || req.method === m.method) && path(req.path) && headers.every((t) => t(req));
 }
 
 function pathTest(p: RouteMatch['path']): (path: string) => boolean {

@@ -40,7 +40,12 @@ export class WaypointMetrics {
   constructor(registry: Registry) {
     const registers = [registry];
     const labelNames = REQUEST_LABELS;
-    this.requests = new Counter({ name: 'istio_requests_total', help: 'Requests handled', labelNames, registers });
+    this.requests = new Counter({
+      name: 'istio_requests_total',
+      help: 'Requests handled',
+      labelNames,
+      registers,
+    });
     this.duration = new Histogram({
       name: 'istio_request_duration_milliseconds',
       help: 'Request duration',
@@ -48,8 +53,20 @@ export class WaypointMetrics {
       buckets: MS_BUCKETS,
       registers,
     });
-    this.requestBytes = new Histogram({ name: 'istio_request_bytes', help: 'Request body bytes', labelNames, buckets: BYTE_BUCKETS, registers });
-    this.responseBytes = new Histogram({ name: 'istio_response_bytes', help: 'Response body bytes', labelNames, buckets: BYTE_BUCKETS, registers });
+    this.requestBytes = new Histogram({
+      name: 'istio_request_bytes',
+      help: 'Request body bytes',
+      labelNames,
+      buckets: BYTE_BUCKETS,
+      registers,
+    });
+    this.responseBytes = new Histogram({
+      name: 'istio_response_bytes',
+      help: 'Response body bytes',
+      labelNames,
+      buckets: BYTE_BUCKETS,
+      registers,
+    });
     this.attempts = new Counter({
       name: 'zmesh_waypoint_upstream_attempts_total',
       help: 'Upstream attempts, first tries and retries, by outcome',
@@ -62,15 +79,35 @@ export class WaypointMetrics {
       labelNames: ['destination_service', 'result'],
       registers,
     });
-    this.ejections = new Counter({ name: 'zmesh_waypoint_outlier_ejections_total', help: 'Hosts ejected', labelNames: ['destination_service'], registers });
-    this.ejected = new Gauge({ name: 'zmesh_waypoint_outlier_ejected_hosts', help: 'Hosts ejected now', labelNames: ['destination_service'], registers });
+    this.ejections = new Counter({
+      name: 'zmesh_waypoint_outlier_ejections_total',
+      help: 'Hosts ejected',
+      labelNames: ['destination_service'],
+      registers,
+    });
+    this.ejected = new Gauge({
+      name: 'zmesh_waypoint_outlier_ejected_hosts',
+      help: 'Hosts ejected now',
+      labelNames: ['destination_service'],
+      registers,
+    });
     this.badRequests = new Counter({
       name: 'zmesh_waypoint_bad_requests_total',
       help: 'Malformed or hostile HTTP refused',
       labelNames: ['protocol', 'reason'],
       registers,
     });
-    this.tunnels = new Counter({ name: 'zmesh_waypoint_tunnels_total', help: 'Tunnels accepted, by detected protocol', labelNames: ['protocol'], registers });
-    this.configApplied = new Counter({ name: 'zmesh_waypoint_config_total', help: 'Config updates', labelNames: ['result'], registers });
+    this.tunnels = new Counter({
+      name: 'zmesh_waypoint_tunnels_total',
+      help: 'Tunnels accepted, by detected protocol',
+      labelNames: ['protocol'],
+      registers,
+    });
+    this.configApplied = new Counter({
+      name: 'zmesh_waypoint_config_total',
+      help: 'Config updates',
+      labelNames: ['result'],
+      registers,
+    });
   }
 }
