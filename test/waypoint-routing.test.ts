@@ -1,4 +1,5 @@
 import * as http2 from 'node:http2';
+import { connect } from 'node:net';
 import test from 'ava';
 import { h1Request, h2Request, startWaypointMesh, type WaypointMesh } from './helpers/waypoint-fixture.js';
 
@@ -199,7 +200,7 @@ test.serial(
       }
     };
     t.is(await status(`${mesh.ip.vip}:80`), 200);
-    t.is(await status(`${mesh.ip.vip}:81`), 400, 'port the service does not have');
+    t.is(await status(`${mesh.ip.vip}:82`), 400, 'port the service does not have');
     t.is(await status(`127.61.200.1:80`), 400, 'address nobody has');
     t.is(await status(`${mesh.ip.v1}:7000`), 200, 'a pod of a served service, on its target port');
     t.is(await status(`${mesh.ip.v1}:15008`), 400, 'mesh ports are never a destination');
@@ -233,3 +234,47 @@ test.serial(
     t.is(res.status, 200);
   },
 );
+
+/** Sends bytes, half-closes, resolves with what came back (or null if the connection was reset). */
+function tcpRoundTrip(host: string, port: number, payload: Buffer): Promise<Buffer | null> {
+  return new Promise((resolve) => {
+    const s = connect({ host, port, allowHalfOpen: true });
+    const chunks: Buffer[] = [];
+    s.on('data', (d: Buffer) => chunks.push(d));
+    s.once('end', () => {
+      s.end();
+      resolve(Buffer.concat(chunks));
+    });
+    s.once('error', () => resolve(null));
+    s.once('close', () => resolve(null));
+    s.setTimeout(5000, () => s.destroy());
+    s.once('connect', () => s.end(payload));
+  });
+}
+
+test.serial('opaque TCP through the waypoint gets L4 rules only and byte-exact forwarding', async (t) => {
+  const payload = Buffer.from([0, 1, 2, 3, 255, 254, 10, 13]);
+  const back = await tcpRoundTrip(mesh.ip.client, mesh.port.clientTcp, payload);
+  t.deepEqual(back, payload);
+  mesh.waypoint.setConfig(
+    mesh.config(`
+authorizationPolicies:
+  - name: no-intruder-tcp
+    targetRefs: [{ kind: Gateway, name: waypoint }]
+    action: DENY
+    rules: [{ from: [{ source: { principals: ["cluster.local/ns/team-a/sa/intruder"] } }], to: [{ operation: { ports: ["81"] } }] }]
+  - name: http-only-deny
+    targetRefs: [{ kind: Gateway, name: waypoint }]
+    action: DENY
+    rules: [{ from: [{ source: { principals: ["cluster.local/ns/team-a/sa/client"] } }], to: [{ operation: { paths: ["/x"] } }] }]
+`),
+  );
+  t.is(await tcpRoundTrip(mesh.ip.intruder, mesh.port.intruderTcp, payload), null, 'denied by L4 fields');
+  const denied = await tcpRoundTrip(mesh.ip.client, mesh.port.clientTcp, payload);
+  t.true(
+    denied === null || denied.length === 0,
+    'a DENY rule with HTTP-only fields denies all TCP (Istio semantics)',
+  );
+  t.is((await get('/')).status, 200, 'HTTP from the same client is judged per request');
+  mesh.waypoint.setConfig(mesh.config(ROUTES));
+});

@@ -4,7 +4,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { CertificateAuthority, TrustBundle, type Workload } from '@zmesh/shared';
 import { type Clock, parseWaypointConfig, Waypoint, type WaypointConfig } from '@zmesh/waypoint';
 import { type ForwardConfig, LocalCaSigner, Ztunnel } from '@zmesh/ztunnel';
-import { waitFor } from './mesh-fixture.js';
+import { startEcho, waitFor } from './mesh-fixture.js';
 
 /**
  * A source ztunnel (node-a: clients), a destination ztunnel (node-b: server-v1, server-v2)
@@ -30,7 +30,7 @@ export interface WaypointMesh {
     vip: string;
   };
   /** Forward listeners on node-a: `client` and `intruder` identities to the server VIP:80. */
-  port: { client: number; intruder: number };
+  port: { client: number; intruder: number; clientTcp: number; intruderTcp: number };
   /** Builds a waypoint config from the base YAML plus extra top-level sections. */
   config(extraYaml?: string): WaypointConfig;
   startWaypoint(config?: WaypointConfig): Promise<Waypoint>;
@@ -61,6 +61,8 @@ export async function startWaypointMesh(
     vip: `127.${block}.96.10`,
   };
   const svcPorts = '[{ servicePort: 80, targetPort: 7000 }]';
+  const serverPorts =
+    '[{ servicePort: 80, targetPort: 7000 }, { servicePort: 81, targetPort: 7001, appProtocol: TCP }]';
   const baseYaml = `
 waypoint: { name: waypoint, namespace: team-b }
 workloads:
@@ -69,15 +71,15 @@ workloads:
     serviceAccount: server
     addresses: [${ip.v1}]
     node: node-b
-    services: { team-b/server.team-b.svc.cluster.local: ${svcPorts}, team-b/server-v1.team-b.svc.cluster.local: ${svcPorts} }
+    services: { team-b/server.team-b.svc.cluster.local: ${serverPorts}, team-b/server-v1.team-b.svc.cluster.local: ${svcPorts} }
   - name: server-v2
     namespace: team-b
     serviceAccount: server
     addresses: [${ip.v2}]
     node: node-b
-    services: { team-b/server.team-b.svc.cluster.local: ${svcPorts}, team-b/server-v2.team-b.svc.cluster.local: ${svcPorts} }
+    services: { team-b/server.team-b.svc.cluster.local: ${serverPorts}, team-b/server-v2.team-b.svc.cluster.local: ${svcPorts} }
 services:
-  - { name: server, namespace: team-b, addresses: [${ip.vip}], ports: ${svcPorts} }
+  - { name: server, namespace: team-b, addresses: [${ip.vip}], ports: ${serverPorts} }
   - { name: server-v1, namespace: team-b, addresses: [127.${block}.96.11], ports: ${svcPorts} }
   - { name: server-v2, namespace: team-b, addresses: [127.${block}.96.12], ports: ${svcPorts} }
 `;
@@ -118,18 +120,17 @@ services:
       ? { ...s, waypoint: { address: { network: '', address: ip.waypoint }, hbonePort: 15008 } }
       : s,
   );
-  const port = { client: 18080, intruder: 18081 };
-  const forwards: ForwardConfig[] = [
-    {
-      workloadUid: 'Kubernetes//Pod/team-a/client',
-      listen: { host: ip.client, port: port.client },
-      destination: { host: ip.vip, port: 80 },
-    },
-    {
-      workloadUid: 'Kubernetes//Pod/team-a/intruder',
-      listen: { host: ip.intruder, port: port.intruder },
-      destination: { host: ip.vip, port: 80 },
-    },
+  const port = { client: 18080, intruder: 18081, clientTcp: 18082, intruderTcp: 18083 };
+  const forward = (who: 'client' | 'intruder', listen: number, servicePort: number): ForwardConfig => ({
+    workloadUid: `Kubernetes//Pod/team-a/${who}`,
+    listen: { host: ip[who], port: listen },
+    destination: { host: ip.vip, port: servicePort },
+  });
+  const forwards = [
+    forward('client', port.client, 80),
+    forward('intruder', port.intruder, 80),
+    forward('client', port.clientTcp, 81),
+    forward('intruder', port.intruderTcp, 81),
   ];
   const make = (node: string, address: string) =>
     new Ztunnel({
@@ -148,6 +149,7 @@ services:
   await b.applyConfig({ workloads, services, forwards: [] });
   await waitFor(() => a.readiness().ready && b.readiness().ready, 10_000);
   const apps = { v1: await startApp('server-v1', ip.v1, 7000), v2: await startApp('server-v2', ip.v2, 7000) };
+  const echoes = [await startEcho(ip.v1, 7001), await startEcho(ip.v2, 7001)];
   const credential = await ca.issue('spiffe://cluster.local/ns/team-b/sa/waypoint', 3600);
   const startWaypoint = async (cfg: WaypointConfig = base) => {
     const w = new Waypoint({
@@ -176,6 +178,10 @@ services:
       await mesh.waypoint.stop();
       apps.v1.close();
       apps.v2.close();
+      for (const e of echoes) {
+        for (const sock of e.sockets) sock.destroy();
+        e.close();
+      }
       await a.stop();
       await b.stop();
     },

@@ -168,12 +168,21 @@ export class Waypoint {
     const verdict = authorize(view.policies, ctx, 'tunnel');
     if (!verdict.allowed) throw new ZmeshError('ZM_ERR_AUTHZ_DENIED', { policy: verdict.policy });
     const [outer, inner] = duplexPair();
-    void this.#serveTunnel(inner, req, svc);
+    // A port declared TCP skips sniffing (no wait for server-first protocols).
+    const declaredTcp = dest.kind === 'service' && dest.port.appProtocol === 'TCP';
+    void this.#serveTunnel(inner, req, svc, declaredTcp);
     return { upstream: outer };
   }
 
-  async #serveTunnel(inner: Duplex, req: TunnelRequest, svc: Service | undefined): Promise<void> {
+  async #serveTunnel(
+    inner: Duplex,
+    req: TunnelRequest,
+    svc: Service | undefined,
+    declaredTcp: boolean,
+  ): Promise<void> {
     inner.on('error', () => {});
+    // Let the HBONE server answer 200 and splice first: a refusal below must reach a live splice.
+    await new Promise((resolve) => setImmediate(resolve));
     const upstream = new UpstreamSet({
       tunnels: this.#tunnels,
       hbonePort: this.#opts.endpointHbonePort ?? WAYPOINT_HBONE_PORT,
@@ -182,19 +191,13 @@ export class Waypoint {
         ...(req.request.baggage ? { baggage: req.request.baggage } : {}),
         ...(req.request.traceparent ? { traceparent: req.request.traceparent } : {}),
       },
-      onConnection: (endpoint, opened) => {
-        const key = Object.keys(endpoint.workload.services)[0];
-        const c = key ? this.#clusters.get(key) : undefined;
-        if (opened) c?.connectionOpened();
-        else c?.connectionClosed();
-      },
     });
     this.#upstreams.add(upstream);
     inner.once('close', () => {
       upstream.close();
       this.#upstreams.delete(upstream);
     });
-    const protocol = await detectProtocol(inner, this.#opts.detectTimeoutMs);
+    const protocol = declaredTcp ? 'tcp' : await detectProtocol(inner, this.#opts.detectTimeoutMs);
     this.waypointMetrics.tunnels.inc({ protocol });
     const ctx: TunnelContext = {
       peerIdentity: req.peerIdentity,

@@ -93,7 +93,12 @@ export class ConfigView {
 
   backendPolicy(service: Service): BackendPolicy {
     const key = serviceKey(service);
-    return this.#backendPolicies.get(key) ?? defaultBackendPolicy(key);
+    let policy = this.#backendPolicies.get(key);
+    if (!policy) {
+      policy = defaultBackendPolicy(key);
+      this.#backendPolicies.set(key, policy);
+    }
+    return policy;
   }
 
   /** Healthy endpoints of `service` for `servicePort`, with each one's target port. */

@@ -220,6 +220,7 @@ async function oneAttempt(
       headers,
       body,
       signal: controller.signal,
+      cluster: plan.cluster,
     });
     plan.cluster.outlier.record(endpoint.key, response.status >= 500, plan.endpoints.length);
     response.body.once('close', () => plan.cluster.hostEnded(endpoint.key));

@@ -3,7 +3,7 @@ import type { IncomingHttpHeaders } from 'node:http2';
 import type { Readable } from 'node:stream';
 import type { Endpoint } from '../config/config-view.js';
 import type { RequestBody } from './request-body.js';
-import type { UpstreamSet } from './upstream-set.js';
+import type { ConnectionCounter, UpstreamSet } from './upstream-set.js';
 
 export type AttemptFailure = 'connect-failure' | 'reset' | 'timeout';
 
@@ -26,6 +26,7 @@ export interface AttemptRequest {
   headers: Record<string, string | string[]>;
   body: RequestBody;
   signal: AbortSignal;
+  cluster: ConnectionCounter;
 }
 
 export interface AttemptResponse {
@@ -45,7 +46,7 @@ function attemptH1(set: UpstreamSet, endpoint: Endpoint, req: AttemptRequest): P
   return new Promise((resolve, reject) => {
     let connected = false;
     const up = http.request({
-      agent: set.agent(endpoint),
+      agent: set.agent(endpoint, req.cluster),
       host: endpoint.address,
       port: endpoint.port,
       method: req.method,
@@ -89,7 +90,7 @@ async function attemptH2(
 ): Promise<AttemptResponse> {
   let lease: Awaited<ReturnType<UpstreamSet['h2Session']>>;
   try {
-    lease = await set.h2Session(endpoint);
+    lease = await set.h2Session(endpoint, req.cluster);
   } catch (e) {
     throw new AttemptError('connect-failure', (e as Error).message, { cause: e });
   }

@@ -22,7 +22,13 @@ export interface UpstreamDeps {
   hbonePort: number;
   /** Tunnel headers for this downstream connection (forwarded, baggage, traceparent). */
   tunnelHeaders: Omit<OpenTunnelRequest, 'authority'>;
-  onConnection: (endpoint: Endpoint, opened: boolean) => void;
+}
+
+/** Counts a backend's open connections for its circuit breaker (max_connections). */
+export interface ConnectionCounter {
+  readonly name: string;
+  connectionOpened(): void;
+  connectionClosed(): void;
 }
 
 interface H2Entry {
@@ -51,11 +57,13 @@ export class UpstreamSet {
 
   constructor(private readonly deps: UpstreamDeps) {}
 
-  agent(endpoint: Endpoint): http.Agent {
-    let agent = this.#agents.get(endpoint.key);
+  /** Pools are per backend and endpoint, as Envoy's are per cluster, so each breaker counts its own. */
+  agent(endpoint: Endpoint, counter: ConnectionCounter): http.Agent {
+    const key = `${counter.name}|${endpoint.key}`;
+    let agent = this.#agents.get(key);
     if (!agent) {
-      agent = new TunnelAgent(() => this.#tunnel(endpoint));
-      this.#agents.set(endpoint.key, agent);
+      agent = new TunnelAgent(() => this.#tunnel(endpoint, counter));
+      this.#agents.set(key, agent);
     }
     return agent;
   }
@@ -64,9 +72,13 @@ export class UpstreamSet {
    * A stream slot on an upstream HTTP/2 session to `endpoint`. The slot is reserved before
    * the session exists, so a burst of requests opens ceil(burst / streams) sessions, not one each.
    */
-  async h2Session(endpoint: Endpoint): Promise<{ session: http2.ClientHttp2Session; done: () => void }> {
-    const list = this.#h2.get(endpoint.key) ?? [];
-    this.#h2.set(endpoint.key, list);
+  async h2Session(
+    endpoint: Endpoint,
+    counter: ConnectionCounter,
+  ): Promise<{ session: http2.ClientHttp2Session; done: () => void }> {
+    const key = `${counter.name}|${endpoint.key}`;
+    const list = this.#h2.get(key) ?? [];
+    this.#h2.set(key, list);
     let entry = list.find((e) => !e.dead && e.active < MAX_STREAMS_PER_H2_SESSION);
     if (!entry) {
       if (list.length >= MAX_H2_SESSIONS_PER_ENDPOINT)
@@ -74,7 +86,7 @@ export class UpstreamSet {
           what: `h2 sessions to ${endpoint.key}`,
           limit: MAX_H2_SESSIONS_PER_ENDPOINT,
         });
-      entry = this.#openH2(endpoint, list);
+      entry = this.#openH2(endpoint, counter, list);
     }
     const e = entry;
     e.active++;
@@ -91,14 +103,14 @@ export class UpstreamSet {
     }
   }
 
-  #openH2(endpoint: Endpoint, list: H2Entry[]): H2Entry {
+  #openH2(endpoint: Endpoint, counter: ConnectionCounter, list: H2Entry[]): H2Entry {
     const entry: H2Entry = { active: 0, dead: false, ready: Promise.resolve(undefined as never) };
     const remove = () => {
       entry.dead = true;
       const i = list.indexOf(entry);
       if (i >= 0) list.splice(i, 1);
     };
-    entry.ready = this.#tunnel(endpoint).then(
+    entry.ready = this.#tunnel(endpoint, counter).then(
       (tunnel) => {
         const session = http2.connect(`http://${endpoint.key}`, { createConnection: () => tunnel });
         session.on('error', (e) =>
@@ -130,7 +142,7 @@ export class UpstreamSet {
     for (const list of this.#h2.values()) for (const e of list) e.session?.destroy();
   }
 
-  async #tunnel(endpoint: Endpoint): Promise<Duplex> {
+  async #tunnel(endpoint: Endpoint, counter: ConnectionCounter): Promise<Duplex> {
     if (this.#closed)
       throw new ZmeshError('ZM_ERR_WAYPOINT_UPSTREAM', {
         endpoint: endpoint.key,
@@ -140,8 +152,8 @@ export class UpstreamSet {
       { address: endpoint.address, hbonePort: this.deps.hbonePort, identity: spiffeOf(endpoint) },
       { ...this.deps.tunnelHeaders, authority: endpoint.key },
     );
-    this.deps.onConnection(endpoint, true);
-    tunnel.once('close', () => this.deps.onConnection(endpoint, false));
+    counter.connectionOpened();
+    tunnel.once('close', () => counter.connectionClosed());
     return tunnel;
   }
 }

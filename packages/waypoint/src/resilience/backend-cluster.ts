@@ -16,6 +16,8 @@ export type Admission =
 export class BackendCluster {
   readonly retryBudget = new RetryBudget();
   readonly outlier: OutlierDetector;
+  /** `namespace/hostname` of the service, or `workload/<uid>` for a pod addressed directly. */
+  readonly name: string;
   #policy: BackendPolicy;
   #activeRequests = 0;
   #pending = 0;
@@ -24,6 +26,7 @@ export class BackendCluster {
   readonly #activePerHost = new Map<string, number>();
 
   constructor(policy: BackendPolicy, clock: Clock, onEject?: (host: string, ejected: boolean) => void) {
+    this.name = policy.service;
     this.#policy = policy;
     this.outlier = new OutlierDetector(policy.outlier, clock, onEject);
   }
