@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import * as http from 'node:http';
 import { join } from 'node:path';
 import { CertificateAuthority, logger, TrustBundle } from '@zmesh/shared';
 import { loadWaypointConfig } from '../config/config-parser.js';
@@ -15,7 +16,11 @@ export interface RunWaypointOptions {
   caDir?: string;
   trustDomain?: string;
   certTtlSeconds?: string;
+  /** Prometheus /metrics and /healthz/ready on the waypoint's address (DESIGN §3 Ports); "0" disables. */
+  metricsPort?: string;
 }
+
+export const DEFAULT_METRICS_PORT = 15020;
 
 /**
  * `zmesh waypoint --config f.yaml`: runs one waypoint from a local file (no control plane).
@@ -51,10 +56,29 @@ export async function runWaypoint(opts: RunWaypointOptions): Promise<number> {
   });
   const at = await waypoint.start();
   log.info({ identity, ...at }, 'waypoint listening');
+  const metricsPort = Number(opts.metricsPort ?? DEFAULT_METRICS_PORT);
+  const metrics = metricsPort > 0 ? await serveMetrics(waypoint, opts.address, metricsPort) : undefined;
   await new Promise<void>((resolve) => {
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
   });
   log.info('shutting down');
+  metrics?.close();
   await waypoint.stop();
   return 0;
+}
+
+function serveMetrics(waypoint: Waypoint, host: string, port: number): Promise<http.Server> {
+  const server = http.createServer((req, res) => {
+    if (req.method !== 'GET') return void res.writeHead(405).end();
+    if (req.url === '/healthz/ready') return void res.writeHead(200).end('ready\n');
+    if (req.url !== '/metrics') return void res.writeHead(404).end();
+    waypoint.metrics.registry.metrics().then(
+      (text) => res.writeHead(200, { 'content-type': waypoint.metrics.registry.contentType }).end(text),
+      () => res.writeHead(500).end(),
+    );
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ host, port }, () => resolve(server));
+  });
 }
