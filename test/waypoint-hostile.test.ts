@@ -2,6 +2,7 @@ import * as http from 'node:http';
 import * as http2 from 'node:http2';
 import { connect, type Socket } from 'node:net';
 import test from 'ava';
+import { openFds, settledFds } from './helpers/fds.js';
 import { h1Request, h2Request, startWaypointMesh, type WaypointMesh } from './helpers/waypoint-fixture.js';
 
 let mesh: WaypointMesh;
@@ -59,6 +60,7 @@ const HOSTILE: Array<[string, string]> = [
 ];
 
 test.serial('hostile HTTP/1.1 is refused with 400, counted, and reaches no backend', async (t) => {
+  const fdsBefore = openFds();
   const keepAlive = new http.Agent({ keepAlive: true, maxSockets: 1 });
   // A bystander connection opened before the attacks keeps working after them.
   t.is((await h1Request(mesh.ip.client, mesh.port.client, { agent: keepAlive })).status, 200);
@@ -78,6 +80,9 @@ test.serial('hostile HTTP/1.1 is refused with 400, counted, and reaches no backe
     .filter((l) => l.startsWith('zmesh_waypoint_bad_requests_total{protocol="http1"'))
     .reduce((n, l) => n + Number(l.split(' ').pop()), 0);
   t.true(counted >= HOSTILE.length, `counted ${counted}`);
+  // Tunnels and upstream connections of the refused requests are all gone (pooled HBONE
+  // sessions to the waypoint and endpoints may stay: slack for those).
+  t.true((await settledFds(fdsBefore, 4)) <= fdsBefore + 4, 'no leaked sockets');
 });
 
 /** RFC 9113 §4.1 frame header + payload. */

@@ -278,3 +278,19 @@ authorizationPolicies:
   t.is((await get('/')).status, 200, 'HTTP from the same client is judged per request');
   mesh.waypoint.setConfig(mesh.config(ROUTES));
 });
+
+test.serial('a request no rule of the attached routes matches gets 404', async (t) => {
+  mesh.waypoint.setConfig(
+    mesh.config(`
+httpRoutes:
+  - name: narrow
+    parentRefs: [{ name: server }]
+    rules: [{ matches: [{ path: { type: Exact, value: /only } }], backendRefs: [{ name: server-v2, port: 80 }] }]
+`),
+  );
+  t.is((await get('/only')).status, 200);
+  const miss = await get('/other');
+  t.is(miss.status, 404);
+  t.is(miss.headers['x-zmesh-error'], 'ZM_ERR_WAYPOINT_NO_ROUTE');
+  mesh.waypoint.setConfig(mesh.config(ROUTES));
+});

@@ -133,8 +133,12 @@ function chooseTarget(
   const table = view.routes(dest.service);
   if (table) {
     const matched = table.match({ method: ex.method, path: ex.path, host: ex.authority, header: ex.header });
+    // Gateway API: a request that matches no rule of the attached routes gets 404.
     if (!matched)
-      throw new ZmeshError('ZM_ERR_ROUTE_NO_DESTINATION', { address: `${ex.authority}${ex.path}` });
+      throw new ZmeshError('ZM_ERR_WAYPOINT_NO_ROUTE', {
+        service: serviceKey(dest.service),
+        path: ex.path.slice(0, 256),
+      });
     record.rule = matched.rule;
     record.routeId = matched.id;
     if (matched.rule.backendRefs.length > 0) {
