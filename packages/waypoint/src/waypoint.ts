@@ -88,6 +88,9 @@ export class Waypoint {
   setConfig(config: WaypointConfig): void {
     this.#view = new ConfigView(config);
     this.#buckets.clear();
+    // Backends that left the config take their breaker, budget and outlier state with them.
+    const keep = this.#view.backendKeys();
+    for (const key of this.#clusters.keys()) if (!keep.has(key)) this.#clusters.delete(key);
     this.waypointMetrics.configApplied.inc({ result: 'applied' });
     log.info(
       { services: config.services.length, routes: config.routes.length, policies: config.policies.length },
@@ -109,6 +112,15 @@ export class Waypoint {
     return this.#clusters.get(key);
   }
 
+  /**
+   * Graceful: GOAWAY to every source ztunnel so new tunnels go elsewhere (or fail closed),
+   * open requests get `graceMs` to finish, then everything is closed.
+   */
+  async drain(graceMs?: number): Promise<void> {
+    await this.#server.drain(graceMs);
+    await this.stop();
+  }
+
   async stop(): Promise<void> {
     await this.#server.close();
     for (const u of this.#upstreams) u.close();
@@ -123,6 +135,7 @@ export class Waypoint {
       cluster: (key, service, view) => this.#cluster(key, service, view),
       bucket: (id, rule) => this.#bucket(id, rule),
       metrics: this.waypointMetrics,
+      mesh: this.metrics,
       clock: this.#clock,
       random: this.#opts.random ?? Math.random,
       self: `${config.namespace}/${config.name}`,

@@ -1,4 +1,4 @@
-import { canonicalIp, type Port, type Service, serviceKey, type Workload } from '@zmesh/shared';
+import { canonicalIp, type Port, type Service, serviceKey, spiffeIdOf, type Workload } from '@zmesh/shared';
 import { RouteTable } from '../route/route-table.js';
 import {
   type BackendPolicy,
@@ -34,6 +34,7 @@ export class ConfigView {
   readonly #byVip = new Map<string, Service>();
   readonly #byName = new Map<string, Service>();
   readonly #byIp = new Map<string, Workload>();
+  readonly #byIdentity = new Map<string, Workload>();
   readonly #endpoints = new Map<string, Workload[]>();
   readonly #routes = new Map<string, RouteTable>();
   readonly #backendPolicies = new Map<string, BackendPolicy>();
@@ -47,6 +48,7 @@ export class ConfigView {
     }
     for (const w of config.workloads) {
       for (const ip of w.addresses) this.#byIp.set(ip, w);
+      this.#byIdentity.set(spiffeIdOf(w), w);
       for (const key of Object.keys(w.services))
         this.#endpoints.set(key, [...(this.#endpoints.get(key) ?? []), w]);
     }
@@ -76,6 +78,19 @@ export class ConfigView {
       return svc ? { kind: 'workload', workload, port, service: svc } : { kind: 'workload', workload, port };
     }
     return undefined;
+  }
+
+  /** A workload with this SPIFFE ID (for metric labels only: several may share one). */
+  workloadByIdentity(identity: string): Workload | undefined {
+    return this.#byIdentity.get(identity);
+  }
+
+  /** Backend keys that exist in this config: service keys and `workload/<uid>`. */
+  backendKeys(): Set<string> {
+    return new Set([
+      ...this.config.services.map(serviceKey),
+      ...this.config.workloads.map((w) => `workload/${w.uid}`),
+    ]);
   }
 
   serviceByKey(key: string): Service | undefined {

@@ -1,5 +1,5 @@
 import type { Writable } from 'node:stream';
-import { ZmeshError } from '@zmesh/shared';
+import { spiffeIdOf, ZmeshError } from '@zmesh/shared';
 import type { Endpoint } from '../config/config-view.js';
 import type { RetryPolicy, RouteRule } from '../config/waypoint-config.js';
 import { type Exchange, forwardableHeaders, responseHeaders } from '../http/http-exchange.js';
@@ -195,7 +195,7 @@ async function oneAttempt(
   record.endpointWorkload = {
     name: w.workloadName,
     namespace: w.namespace,
-    principal: `spiffe://${w.trustDomain}/ns/${w.namespace}/sa/${w.serviceAccount}`,
+    principal: spiffeIdOf(w),
   };
   const controller = new AbortController();
   plan.downstream?.addEventListener('abort', () => controller.abort(), { once: true });
@@ -277,6 +277,8 @@ function commit(
     record.responseBytes = bytes;
     const trailers = response.trailers();
     if (trailers) ex.res.addTrailers(trailers);
+    const grpc = trailers?.['grpc-status'] ?? response.headers['grpc-status'];
+    if (typeof grpc === 'string') record.grpcStatus = grpc;
     ex.res.end();
   });
   response.body.once('error', () => ex.res.destroy());

@@ -1,6 +1,6 @@
 import type { Http2Stream } from 'node:http2';
 import type { Duplex } from 'node:stream';
-import { logger, type Service, serviceKey, spliceTunnel } from '@zmesh/shared';
+import { logger, type Service, serviceKey, spiffeIdOf, spliceTunnel } from '@zmesh/shared';
 import { authorize } from '../authz/l7-authorizer.js';
 import { endpointOf } from '../config/config-view.js';
 import type { HandlerDeps, TunnelContext } from '../http/request-handler.js';
@@ -58,7 +58,7 @@ export async function forwardOpaque(
       {
         address: endpoint.address,
         hbonePort,
-        identity: `spiffe://${w.trustDomain}/ns/${w.namespace}/sa/${w.serviceAccount}`,
+        identity: spiffeIdOf(w),
       },
       {
         authority: endpoint.key,

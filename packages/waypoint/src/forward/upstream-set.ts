@@ -1,7 +1,7 @@
 import * as http from 'node:http';
 import * as http2 from 'node:http2';
 import type { Duplex } from 'node:stream';
-import { logger, type OpenTunnelRequest, ZmeshError } from '@zmesh/shared';
+import { logger, type OpenTunnelRequest, spiffeIdOf, ZmeshError } from '@zmesh/shared';
 import type { Endpoint } from '../config/config-view.js';
 import type { TunnelPool } from './tunnel-pool.js';
 
@@ -149,18 +149,13 @@ export class UpstreamSet {
         reason: 'downstream closed',
       });
     const tunnel = await this.deps.tunnels.open(
-      { address: endpoint.address, hbonePort: this.deps.hbonePort, identity: spiffeOf(endpoint) },
+      { address: endpoint.address, hbonePort: this.deps.hbonePort, identity: spiffeIdOf(endpoint.workload) },
       { ...this.deps.tunnelHeaders, authority: endpoint.key },
     );
     counter.connectionOpened();
     tunnel.once('close', () => counter.connectionClosed());
     return tunnel;
   }
-}
-
-function spiffeOf(e: Endpoint): string {
-  const w = e.workload;
-  return `spiffe://${w.trustDomain}/ns/${w.namespace}/sa/${w.serviceAccount}`;
 }
 
 /**

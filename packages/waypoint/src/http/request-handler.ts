@@ -1,4 +1,4 @@
-import { logger, type Service, serviceKey, ZmeshError } from '@zmesh/shared';
+import { logger, type MeshMetrics, type Service, serviceKey, ZmeshError } from '@zmesh/shared';
 import { authorize } from '../authz/l7-authorizer.js';
 import type { ConfigView, Destination, Endpoint } from '../config/config-view.js';
 import { endpointOf } from '../config/config-view.js';
@@ -32,6 +32,8 @@ export interface HandlerDeps {
   cluster: (key: string, service: Service | undefined, view: ConfigView) => BackendCluster;
   bucket: (ruleId: string, rule: RouteRule) => TokenBucket | undefined;
   metrics: WaypointMetrics;
+  /** Shared TCP metrics (istio_tcp_*), for tunnels that are not HTTP. */
+  mesh: MeshMetrics;
   clock: Clock;
   random: () => number;
   /** `namespace/name` of this waypoint, for x-zmesh-retry-owner. */

@@ -23,15 +23,15 @@ export interface RequestRecord {
   replyHeaders?: Record<string, string>;
   requestBytes?: number;
   responseBytes?: number;
+  /** From the response trailers (gRPC puts its status there) or headers. */
+  grpcStatus?: string;
 }
 
 export function recordRequest(metrics: WaypointMetrics, clock: Clock, log: Logger, r: RecordLike): void {
   const finish = () => {
     const ms = clock.now() - r.started;
     const status = r.ex.res.statusCode;
-    const source = r.view.config.workloads.find(
-      (w) => `spiffe://${w.trustDomain}/ns/${w.namespace}/sa/${w.serviceAccount}` === r.tunnel.peerIdentity,
-    );
+    const source = r.view.workloadByIdentity(r.tunnel.peerIdentity);
     const grpc = (r.ex.header('content-type') ?? '').startsWith('application/grpc');
     const labels = {
       reporter: 'waypoint',
@@ -47,7 +47,7 @@ export function recordRequest(metrics: WaypointMetrics, clock: Clock, log: Logge
       destination_service_namespace: r.backend?.namespace ?? 'unknown',
       request_protocol: grpc ? 'grpc' : 'http',
       response_code: String(status),
-      grpc_response_status: grpc ? String(r.ex.res.getHeader('grpc-status') ?? '') : '',
+      grpc_response_status: grpc ? (r.grpcStatus ?? String(r.ex.res.getHeader('grpc-status') ?? '')) : '',
       response_flags: r.flag,
     };
     metrics.requests.inc(labels);
