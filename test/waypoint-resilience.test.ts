@@ -34,10 +34,13 @@ ${caseRule('limited', 'rateLimit: { maxTokens: 3, tokensPerFill: 3, fillInterval
 ${caseRule('fault', 'fault: { abort: { percent: 100, httpStatus: 418 } }')}
 ${caseRule('timeout', 'timeouts: { request: 150ms }')}
 ${caseRule('breaker', '', 'server-v1')}
+${caseRule('connections', '', 'server-v2')}
       - backendRefs: [{ name: server, port: 80 }]
 backendPolicies:
   - service: team-b/server-v1.team-b.svc.cluster.local
     circuitBreaker: { maxRequests: 2 }
+  - service: team-b/server-v2.team-b.svc.cluster.local
+    circuitBreaker: { maxConnections: 1 }
 `;
 
 let mesh: WaypointMesh;
@@ -180,5 +183,24 @@ test.serial(
     t.is(limited[2]!.headers['x-ratelimit-remaining'], '0');
     t.is(limited[0]!.headers['x-ratelimit-remaining'], '2');
     t.is((await get({ 'x-case': 'fault' })).status, 418, 'fault injection abort');
+  },
+);
+
+test.serial(
+  'circuit breaker: a new upstream connection beyond maxConnections overflows with 503 UO',
+  async (t) => {
+    await restartWaypoint();
+    const first = get({ 'x-case': 'connections' }, '/slow/300');
+    await new Promise((r) => setTimeout(r, 100));
+    const second = await get({ 'x-case': 'connections' });
+    t.is(second.status, 503);
+    t.regex(second.body, /max_connections/);
+    t.is((await first).status, 200);
+    const cluster = mesh.waypoint.cluster('team-b/server-v2.team-b.svc.cluster.local')!;
+    const deadline = Date.now() + 3000;
+    while (cluster.counts.connections > 0 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
+    t.is(cluster.counts.connections, 0, 'the connection closed with its downstream connection');
+    t.is((await get({ 'x-case': 'connections' })).status, 200);
   },
 );

@@ -145,8 +145,8 @@ function failureOf(o: Outcome): Failure | undefined {
         ? 'gateway-error'
         : '5xx'
       : undefined;
-  const kind = (o.error.cause as AttemptError | undefined)?.kind;
-  return kind ?? 'local';
+  const kind = o.error.cause instanceof AttemptError ? o.error.cause.kind : undefined;
+  return kind === undefined || kind === 'overflow' ? 'local' : kind;
 }
 
 function retriable(f: Failure, policy: RetryPolicy): boolean {
@@ -179,16 +179,6 @@ async function oneAttempt(
   if (!endpoint) {
     admission.release();
     return { error: new ZmeshError('ZM_ERR_ROUTE_NO_HEALTHY', { service: plan.serviceName }) };
-  }
-  const pending = plan.cluster.admitPending();
-  if (!pending.ok) {
-    admission.release();
-    return {
-      error: new ZmeshError('ZM_ERR_WAYPOINT_OVERFLOW', {
-        what: `${plan.serviceName} max_pending`,
-        limit: plan.cluster.policy.circuitBreaker.maxPendingRequests,
-      }),
-    };
   }
   record.endpoint = endpoint.key;
   const w = endpoint.workload;
@@ -232,10 +222,9 @@ async function oneAttempt(
     clearTimeout(timer);
     admission.release();
     plan.cluster.hostEnded(endpoint.key);
-    plan.cluster.outlier.record(endpoint.key, true, plan.endpoints.length);
+    const local = e instanceof AttemptError && e.kind === 'overflow';
+    if (!local) plan.cluster.outlier.record(endpoint.key, true, plan.endpoints.length);
     return { error: upstreamError(endpoint, e) };
-  } finally {
-    pending.release();
   }
 }
 
@@ -245,6 +234,12 @@ function tunnelSet(_ex: Exchange, record: RequestRecord) {
 
 function upstreamError(endpoint: Endpoint, e: unknown): ZmeshError {
   const kind = e instanceof AttemptError ? e.kind : 'reset';
+  if (kind === 'overflow') {
+    const cause = (e as AttemptError).cause;
+    return cause instanceof ZmeshError
+      ? cause
+      : new ZmeshError('ZM_ERR_WAYPOINT_OVERFLOW', { what: (e as Error).message, limit: '?' }, { cause: e });
+  }
   const reason = `${kind}: ${(e as Error).message}`;
   if (kind === 'timeout')
     return new ZmeshError(

@@ -1,11 +1,13 @@
 import * as http from 'node:http';
 import type { IncomingHttpHeaders } from 'node:http2';
 import type { Readable } from 'node:stream';
+import { isZmeshError } from '@zmesh/shared';
 import type { Endpoint } from '../config/config-view.js';
 import type { RequestBody } from './request-body.js';
 import type { ConnectionCounter, UpstreamSet } from './upstream-set.js';
 
-export type AttemptFailure = 'connect-failure' | 'reset' | 'timeout';
+/** `overflow`: refused locally by a breaker (no host was tried; never retried or held against a host). */
+export type AttemptFailure = 'connect-failure' | 'reset' | 'timeout' | 'overflow';
 
 export class AttemptError extends Error {
   constructor(
@@ -62,11 +64,7 @@ function attemptH1(set: UpstreamSet, endpoint: Endpoint, req: AttemptRequest): P
     up.once('error', (e) => {
       req.body.detach(up);
       req.signal.removeEventListener('abort', onAbort);
-      reject(
-        e instanceof AttemptError
-          ? e
-          : new AttemptError(connected ? 'reset' : 'connect-failure', e.message, { cause: e }),
-      );
+      reject(e instanceof AttemptError ? e : attemptErrorOf(e, connected ? 'reset' : 'connect-failure'));
     });
     up.once('response', (res) => {
       req.signal.removeEventListener('abort', onAbort);
@@ -92,7 +90,7 @@ async function attemptH2(
   try {
     lease = await set.h2Session(endpoint, req.cluster);
   } catch (e) {
-    throw new AttemptError('connect-failure', (e as Error).message, { cause: e });
+    throw attemptErrorOf(e, 'connect-failure');
   }
   return new Promise((resolve, reject) => {
     const stream = lease.session.request(
@@ -138,6 +136,11 @@ async function attemptH2(
 }
 
 const http2Cancel = 0x8;
+
+function attemptErrorOf(e: unknown, kind: AttemptFailure): AttemptError {
+  const overflow = isZmeshError(e, 'ZM_ERR_WAYPOINT_OVERFLOW');
+  return new AttemptError(overflow ? 'overflow' : kind, (e as Error).message, { cause: e });
+}
 
 function stripPseudo(h: IncomingHttpHeaders): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};

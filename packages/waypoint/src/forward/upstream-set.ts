@@ -27,8 +27,13 @@ export interface UpstreamDeps {
 /** Counts a backend's open connections for its circuit breaker (max_connections). */
 export interface ConnectionCounter {
   readonly name: string;
-  connectionOpened(): void;
+  readonly connectionLimit: number;
+  readonly pendingLimit: number;
+  /** False when the backend is at max_connections. */
+  tryOpenConnection(): boolean;
   connectionClosed(): void;
+  /** Counts a connection being set up (its request waits) against max_pending_requests. */
+  admitPending(): { ok: true; release: () => void } | { ok: false };
 }
 
 interface H2Entry {
@@ -148,11 +153,35 @@ export class UpstreamSet {
         endpoint: endpoint.key,
         reason: 'downstream closed',
       });
-    const tunnel = await this.deps.tunnels.open(
-      { address: endpoint.address, hbonePort: this.deps.hbonePort, identity: spiffeIdOf(endpoint.workload) },
-      { ...this.deps.tunnelHeaders, authority: endpoint.key },
-    );
-    counter.connectionOpened();
+    const pending = counter.admitPending();
+    if (!pending.ok)
+      throw new ZmeshError('ZM_ERR_WAYPOINT_OVERFLOW', {
+        what: `${counter.name} max_pending_requests`,
+        limit: counter.pendingLimit,
+      });
+    if (!counter.tryOpenConnection()) {
+      pending.release();
+      throw new ZmeshError('ZM_ERR_WAYPOINT_OVERFLOW', {
+        what: `${counter.name} max_connections`,
+        limit: counter.connectionLimit,
+      });
+    }
+    let tunnel: Duplex;
+    try {
+      tunnel = await this.deps.tunnels.open(
+        {
+          address: endpoint.address,
+          hbonePort: this.deps.hbonePort,
+          identity: spiffeIdOf(endpoint.workload),
+        },
+        { ...this.deps.tunnelHeaders, authority: endpoint.key },
+      );
+    } catch (e) {
+      counter.connectionClosed();
+      throw e;
+    } finally {
+      pending.release();
+    }
     tunnel.once('close', () => counter.connectionClosed());
     return tunnel;
   }

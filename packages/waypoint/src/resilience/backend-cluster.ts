@@ -57,12 +57,12 @@ export class BackendCluster {
   }
 
   /**
-   * A request that needs a new connection while max_connections are open waits as pending;
-   * beyond max_pending_requests it overflows.
+   * Envoy's max_pending_requests, for this design: requests waiting while a new upstream
+   * connection (HBONE tunnel) is set up for them. Beyond it they overflow rather than queue:
+   * upstream connections belong to one downstream connection, so there is no shared pool
+   * whose free connection a queued request could wait for.
    */
   admitPending(): Admission {
-    if (this.#connections < this.#policy.circuitBreaker.maxConnections)
-      return { ok: true, release: () => {} };
     if (this.#pending >= this.#policy.circuitBreaker.maxPendingRequests)
       return { ok: false, reason: 'max_pending' };
     this.#pending++;
@@ -77,12 +77,23 @@ export class BackendCluster {
     };
   }
 
-  connectionOpened(): void {
+  /** Envoy's max_connections: a new upstream connection beyond it is refused (overflow). */
+  tryOpenConnection(): boolean {
+    if (this.#connections >= this.#policy.circuitBreaker.maxConnections) return false;
     this.#connections++;
+    return true;
   }
 
   connectionClosed(): void {
     this.#connections--;
+  }
+
+  get pendingLimit(): number {
+    return this.#policy.circuitBreaker.maxPendingRequests;
+  }
+
+  get connectionLimit(): number {
+    return this.#policy.circuitBreaker.maxConnections;
   }
 
   get counts(): { activeRequests: number; pending: number; connections: number } {

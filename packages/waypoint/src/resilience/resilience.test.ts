@@ -1,5 +1,7 @@
 import test from 'ava';
-import { DEFAULT_OUTLIER } from '../config/waypoint-config.js';
+import type { Endpoint } from '../config/config-view.js';
+import { DEFAULT_OUTLIER, defaultBackendPolicy } from '../config/waypoint-config.js';
+import { BackendCluster } from './backend-cluster.js';
 import { ManualClock } from './clock.js';
 import { grpcTimeoutValue, incomingBudgetMs } from './deadline.js';
 import { planFault } from './fault-injector.js';
@@ -144,4 +146,45 @@ test('fault plan rolls delay and abort apart by percentage', (t) => {
     planFault(undefined, () => 0),
     { delayMs: 0 },
   );
+});
+
+test('circuit breaker counters: max requests, pending connects and connections', (t) => {
+  const policy = {
+    ...defaultBackendPolicy('n/s'),
+    circuitBreaker: { maxConnections: 2, maxPendingRequests: 1, maxRequests: 2 },
+  };
+  const c = new BackendCluster(policy, new ManualClock());
+  const a = c.admitRequest();
+  const b = c.admitRequest();
+  t.true(a.ok && b.ok);
+  t.deepEqual(c.admitRequest(), { ok: false, reason: 'max_requests' });
+  if (a.ok) a.release();
+  if (a.ok) a.release();
+  t.true(c.admitRequest().ok, 'release is idempotent and frees one slot');
+  const p = c.admitPending();
+  t.true(p.ok);
+  t.false(c.admitPending().ok);
+  if (p.ok) p.release();
+  t.true(c.tryOpenConnection() && c.tryOpenConnection());
+  t.false(c.tryOpenConnection());
+  c.connectionClosed();
+  t.true(c.tryOpenConnection());
+});
+
+test('load balancing: round robin skips ejected hosts and the host a retry just failed on', (t) => {
+  const c = new BackendCluster(defaultBackendPolicy('n/s'), new ManualClock());
+  const eps = ['a', 'b', 'c'].map((key) => ({ key }) as unknown as Endpoint);
+  t.deepEqual(
+    [c.pick(eps), c.pick(eps), c.pick(eps), c.pick(eps)].map((e) => e?.key),
+    ['a', 'b', 'c', 'a'],
+  );
+  t.not(c.pick(eps, 'c')?.key, 'c');
+  const lr = new BackendCluster(
+    { ...defaultBackendPolicy('n/s'), loadBalancer: 'LEAST_REQUEST' },
+    new ManualClock(),
+  );
+  for (let i = 0; i < 5; i++) lr.hostStarted('a');
+  let toA = 0;
+  for (let i = 0; i < 200; i++) if (lr.pick(eps)?.key === 'a') toA++;
+  t.true(toA < 40, `least-request sends little to the busy host (${toA}/200)`);
 });
