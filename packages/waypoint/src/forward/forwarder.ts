@@ -167,6 +167,52 @@ async function oneAttempt(
   traceparent: string,
   exclude: string | undefined,
 ): Promise<Outcome> {
+  const admitted = admit(plan, exclude);
+  if ('error' in admitted) return admitted;
+  const { endpoint, release } = admitted;
+  record.endpoint = endpoint.key;
+  const w = endpoint.workload;
+  record.endpointWorkload = { name: w.workloadName, namespace: w.namespace, principal: spiffeIdOf(w) };
+  const controller = new AbortController();
+  plan.downstream?.addEventListener('abort', () => controller.abort(), { once: true });
+  const remaining = plan.deadlineAt === undefined ? undefined : plan.deadlineAt - deps.clock.now();
+  const limit = Math.min(remaining ?? Infinity, plan.rule?.retry?.perTryTimeoutMs ?? Infinity);
+  const timer = Number.isFinite(limit) ? setTimeout(() => controller.abort(), Math.max(0, limit)) : undefined;
+  plan.cluster.hostStarted(endpoint.key);
+  try {
+    const response = await attempt(record.tunnel.upstream, endpoint, {
+      protocol: ex.protocol,
+      method: ex.method,
+      path: ex.rawPath,
+      authority: ex.authority,
+      headers: upstreamHeaders(ex, plan, traceparent, remaining),
+      body,
+      signal: controller.signal,
+      cluster: plan.cluster,
+    });
+    plan.cluster.outlier.record(endpoint.key, response.status >= 500, plan.endpoints.length);
+    response.body.once('end', () => clearTimeout(timer));
+    response.body.once('close', () => {
+      clearTimeout(timer);
+      plan.cluster.hostEnded(endpoint.key);
+      release();
+    });
+    return { response, endpoint };
+  } catch (e) {
+    clearTimeout(timer);
+    release();
+    plan.cluster.hostEnded(endpoint.key);
+    const local = e instanceof AttemptError && e.kind === 'overflow';
+    if (!local) plan.cluster.outlier.record(endpoint.key, true, plan.endpoints.length);
+    return { error: upstreamError(endpoint, e) };
+  }
+}
+
+/** max_requests, then a host from the load balancer (never the one a retry just failed on, if others exist). */
+function admit(
+  plan: ForwardPlan,
+  exclude: string | undefined,
+): { endpoint: Endpoint; release: () => void } | { error: ZmeshError } {
   const admission = plan.cluster.admitRequest();
   if (!admission.ok)
     return {
@@ -180,19 +226,16 @@ async function oneAttempt(
     admission.release();
     return { error: new ZmeshError('ZM_ERR_ROUTE_NO_HEALTHY', { service: plan.serviceName }) };
   }
-  record.endpoint = endpoint.key;
-  const w = endpoint.workload;
-  record.endpointWorkload = {
-    name: w.workloadName,
-    namespace: w.namespace,
-    principal: spiffeIdOf(w),
-  };
-  const controller = new AbortController();
-  plan.downstream?.addEventListener('abort', () => controller.abort(), { once: true });
-  const remaining = plan.deadlineAt === undefined ? undefined : plan.deadlineAt - deps.clock.now();
-  const perTry = plan.rule?.retry?.perTryTimeoutMs;
-  const limit = Math.min(remaining ?? Number.POSITIVE_INFINITY, perTry ?? Number.POSITIVE_INFINITY);
-  const timer = Number.isFinite(limit) ? setTimeout(() => controller.abort(), Math.max(0, limit)) : undefined;
+  return { endpoint, release: admission.release };
+}
+
+/** End-to-end headers plus this hop's trace span, the shrunk deadline and the retry owner. */
+function upstreamHeaders(
+  ex: Exchange,
+  plan: ForwardPlan,
+  traceparent: string,
+  remaining: number | undefined,
+): Record<string, string | string[]> {
   const headers = forwardableHeaders(ex);
   headers.traceparent = traceparent;
   if (remaining !== undefined) {
@@ -200,36 +243,7 @@ async function oneAttempt(
     if (headers['grpc-timeout'] !== undefined) headers['grpc-timeout'] = grpcTimeoutValue(remaining);
   }
   if (plan.rule?.retry) headers[RETRY_OWNER_HEADER] = plan.self;
-  plan.cluster.hostStarted(endpoint.key);
-  try {
-    const response = await attempt(tunnelSet(ex, record), endpoint, {
-      protocol: ex.protocol,
-      method: ex.method,
-      path: ex.rawPath,
-      authority: ex.authority,
-      headers,
-      body,
-      signal: controller.signal,
-      cluster: plan.cluster,
-    });
-    plan.cluster.outlier.record(endpoint.key, response.status >= 500, plan.endpoints.length);
-    response.body.once('close', () => plan.cluster.hostEnded(endpoint.key));
-    response.body.once('end', () => clearTimeout(timer));
-    response.body.once('close', () => clearTimeout(timer));
-    response.body.once('close', admission.release);
-    return { response, endpoint };
-  } catch (e) {
-    clearTimeout(timer);
-    admission.release();
-    plan.cluster.hostEnded(endpoint.key);
-    const local = e instanceof AttemptError && e.kind === 'overflow';
-    if (!local) plan.cluster.outlier.record(endpoint.key, true, plan.endpoints.length);
-    return { error: upstreamError(endpoint, e) };
-  }
-}
-
-function tunnelSet(_ex: Exchange, record: RequestRecord) {
-  return record.tunnel.upstream;
+  return headers;
 }
 
 function upstreamError(endpoint: Endpoint, e: unknown): ZmeshError {

@@ -69,35 +69,15 @@ async function pipeline(
   const dest = view.destination(host, port);
   if (!dest) throw new ZmeshError('ZM_ERR_ROUTE_NO_DESTINATION', { address: `${host}:${port}` });
   record.destination = dest;
-  const service = dest.kind === 'service' ? dest.service : dest.service;
-  const decision = authorize(
-    view.policies,
-    {
-      principal: tunnel.peerIdentity,
-      port,
-      ...(service ? { service: `${service.namespace}/${service.name}` } : {}),
-      http: { method: ex.method, path: ex.path, host: ex.authority, header: ex.header },
-    },
-    'http',
-  );
-  if (!decision.allowed) throw new ZmeshError('ZM_ERR_WAYPOINT_DENIED', { policy: decision.policy });
+  authorizeRequest(view, tunnel, ex, dest);
   const target = chooseTarget(deps, view, dest, ex, record);
   const rule = record.rule;
-  if (rule?.rateLimit) {
-    const d = deps.bucket(record.routeId!, rule)!.take();
-    const headers = {
-      'x-ratelimit-limit': String(d.limit),
-      'x-ratelimit-remaining': String(d.remaining),
-      'x-ratelimit-reset': String(Math.ceil(d.resetMs / 1000)),
-    };
-    record.replyHeaders = headers;
-    if (!d.allowed) throw new ZmeshError('ZM_ERR_WAYPOINT_RATE_LIMITED', { route: record.routeId });
-  }
+  if (rule?.rateLimit) takeToken(deps, rule, record);
   const fault = planFault(rule?.fault, deps.random);
   if (fault.delayMs > 0) await deps.clock.sleep(fault.delayMs);
   if (fault.abortStatus !== undefined) {
     record.flag = 'FI';
-    const body = `fault filter abort`;
+    const body = 'fault filter abort';
     ex.res.writeHead(fault.abortStatus, {
       'content-type': 'text/plain',
       'content-length': String(body.length),
@@ -115,14 +95,45 @@ async function pipeline(
   await forward(deps, tunnel, ex, plan, record);
 }
 
-/** The backend service (weighted) and its endpoints, or the one pod the tunnel named. */
+/** L7 policy on the tunnel's peer identity (the source workload) and this request. */
+function authorizeRequest(view: ConfigView, tunnel: TunnelContext, ex: Exchange, dest: Destination): void {
+  const service = dest.service;
+  const decision = authorize(
+    view.policies,
+    {
+      principal: tunnel.peerIdentity,
+      port: tunnel.authority.port,
+      ...(service ? { service: `${service.namespace}/${service.name}` } : {}),
+      http: { method: ex.method, path: ex.path, host: ex.authority, header: ex.header },
+    },
+    'http',
+  );
+  if (!decision.allowed) throw new ZmeshError('ZM_ERR_WAYPOINT_DENIED', { policy: decision.policy });
+}
+
+/** The route rule's local rate limit; its x-ratelimit-* headers go on every response. */
+function takeToken(deps: HandlerDeps, rule: RouteRule, record: RequestRecord): void {
+  const bucket = deps.bucket(record.routeId ?? '', rule);
+  if (!bucket) return;
+  const d = bucket.take();
+  record.replyHeaders = {
+    'x-ratelimit-limit': String(d.limit),
+    'x-ratelimit-remaining': String(d.remaining),
+    'x-ratelimit-reset': String(Math.ceil(d.resetMs / 1000)),
+  };
+  if (!d.allowed) throw new ZmeshError('ZM_ERR_WAYPOINT_RATE_LIMITED', { route: record.routeId });
+}
+
+type Target = Pick<ForwardPlan, 'cluster' | 'endpoints' | 'serviceName'>;
+
+/** The backend service (by route, weighted) and its endpoints, or the one pod the tunnel named. */
 function chooseTarget(
   deps: HandlerDeps,
   view: ConfigView,
   dest: Destination,
   ex: Exchange,
   record: RequestRecord,
-) {
+): Target {
   if (dest.kind === 'workload') {
     const key = dest.service ? serviceKey(dest.service) : `workload/${dest.workload.uid}`;
     const endpoints: Endpoint[] =
@@ -130,40 +141,48 @@ function chooseTarget(
     record.backend = dest.service;
     return { cluster: deps.cluster(key, dest.service, view), endpoints, serviceName: key };
   }
-  let backend = dest.service;
-  let port = dest.port.servicePort;
-  const table = view.routes(dest.service);
-  if (table) {
-    const matched = table.match({ method: ex.method, path: ex.path, host: ex.authority, header: ex.header });
-    // Gateway API: a request that matches no rule of the attached routes gets 404.
-    if (!matched)
-      throw new ZmeshError('ZM_ERR_WAYPOINT_NO_ROUTE', {
-        service: serviceKey(dest.service),
-        path: ex.path.slice(0, 256),
-      });
-    record.rule = matched.rule;
-    record.routeId = matched.id;
-    if (matched.rule.backendRefs.length > 0) {
-      const i = pickWeighted(
-        matched.rule.backendRefs.map((b) => b.weight),
-        deps.random,
-      );
-      const ref = i >= 0 ? matched.rule.backendRefs[i]! : undefined;
-      const svc = ref ? view.serviceByName(ref.namespace, ref.name) : undefined;
-      if (!ref || !svc)
-        throw new ZmeshError('ZM_ERR_ROUTE_NO_DESTINATION', {
-          address: ref ? `${ref.namespace}/${ref.name}` : record.routeId,
-        });
-      backend = svc;
-      port = ref.port ?? port;
-    }
-  }
+  const { backend, port } = routeBackend(deps, view, dest, ex, record);
   record.backend = backend;
   return {
     cluster: deps.cluster(serviceKey(backend), backend, view),
     endpoints: view.endpoints(backend, port),
     serviceName: serviceKey(backend),
   };
+}
+
+/** Route match (404 if routes exist and none matches), then a backendRef by weight. */
+function routeBackend(
+  deps: HandlerDeps,
+  view: ConfigView,
+  dest: Extract<Destination, { kind: 'service' }>,
+  ex: Exchange,
+  record: RequestRecord,
+): { backend: Service; port: number } {
+  const table = view.routes(dest.service);
+  const port = dest.port.servicePort;
+  if (!table) return { backend: dest.service, port };
+  const matched = table.match({ method: ex.method, path: ex.path, host: ex.authority, header: ex.header });
+  // Gateway API: a request that matches no rule of the attached routes gets 404.
+  if (!matched)
+    throw new ZmeshError('ZM_ERR_WAYPOINT_NO_ROUTE', {
+      service: serviceKey(dest.service),
+      path: ex.path.slice(0, 256),
+    });
+  record.rule = matched.rule;
+  record.routeId = matched.id;
+  const refs = matched.rule.backendRefs;
+  if (refs.length === 0) return { backend: dest.service, port };
+  const i = pickWeighted(
+    refs.map((b) => b.weight),
+    deps.random,
+  );
+  const ref = i >= 0 ? refs[i] : undefined;
+  const svc = ref ? view.serviceByName(ref.namespace, ref.name) : undefined;
+  if (!ref || !svc)
+    throw new ZmeshError('ZM_ERR_ROUTE_NO_DESTINATION', {
+      address: ref ? `${ref.namespace}/${ref.name}` : matched.id,
+    });
+  return { backend: svc, port: ref.port ?? port };
 }
 
 function deadlineOf(ex: Exchange, rule: RouteRule | undefined, started: number): number | undefined {
