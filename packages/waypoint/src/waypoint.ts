@@ -4,12 +4,14 @@ import {
   HboneServer,
   logger,
   MeshMetrics,
+  type Result,
   type Service,
   type TrustBundle,
   type TunnelRequest,
   ZmeshError,
 } from '@zmesh/shared';
 import { authorize } from './authz/l7-authorizer.js';
+import { decodeWaypointConfig } from './config/config-parser.js';
 import { ConfigView } from './config/config-view.js';
 import { defaultBackendPolicy, type RouteRule, type WaypointConfig } from './config/waypoint-config.js';
 import { forwardOpaque } from './forward/opaque-forwarder.js';
@@ -96,6 +98,20 @@ export class Waypoint {
       { services: config.services.length, routes: config.routes.length, policies: config.policies.length },
       'config applied',
     );
+  }
+
+  /**
+   * Decodes and applies an untyped config (an xDS payload or parsed file). Invalid input
+   * changes nothing and returns every reason, for a NACK.
+   */
+  applyConfig(doc: unknown, source: string): Result<WaypointConfig> {
+    const decoded = decodeWaypointConfig(doc, source);
+    if (decoded.ok) this.setConfig(decoded.value);
+    else {
+      this.waypointMetrics.configApplied.inc({ result: 'rejected' });
+      log.warn({ source, reasons: decoded.error }, 'config rejected; the active config stays');
+    }
+    return decoded;
   }
 
   get config(): WaypointConfig {
