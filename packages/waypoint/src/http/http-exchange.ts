@@ -91,11 +91,38 @@ export function replyError(ex: Exchange, error: ZmeshError, headers: Record<stri
   }
   const body =
     error.code === 'ZM_ERR_WAYPOINT_DENIED' ? 'RBAC: access denied' : `${error.code}: ${error.message}`;
+  // gRPC clients read grpc-status, not the HTTP status: answer trailers-only (gRPC over HTTP/2 spec).
+  const grpc = (ex.header('content-type') ?? '').startsWith('application/grpc')
+    ? { 'grpc-status': String(grpcStatusOf(error)), 'grpc-message': encodeURIComponent(body) }
+    : {};
   res.writeHead(error.status, {
     'content-type': 'text/plain',
     'content-length': String(Buffer.byteLength(body)),
     'x-zmesh-error': error.code,
+    ...grpc,
     ...headers,
   });
   res.end(body);
+}
+
+/** Envoy's HTTP → gRPC status mapping for local replies, with deadlines as DEADLINE_EXCEEDED. */
+export function grpcStatusOf(error: ZmeshError): number {
+  if (error.code === 'ZM_ERR_WAYPOINT_DEADLINE') return 4;
+  switch (error.status) {
+    case 400:
+      return 13;
+    case 401:
+      return 16;
+    case 403:
+      return 7;
+    case 404:
+      return 12;
+    case 429:
+    case 502:
+    case 503:
+    case 504:
+      return 14;
+    default:
+      return 2;
+  }
 }
