@@ -75,7 +75,7 @@ test.serial(
     const before = hits();
     const session = http2.connect(`http://${mesh.ip.client}:${mesh.port.client}`);
     const results = await Promise.all(
-      Array.from({ length: 60 }, () => h2Request(session, { ':path': '/slow/20', 'x-case': 'retry' })),
+      Array.from({ length: 60 }, () => h2Request(session, { ':path': '/slow/100', 'x-case': 'retry' })),
     );
     session.close();
     const attempts = hits() - before;
