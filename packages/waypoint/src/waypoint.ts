@@ -61,6 +61,7 @@ export class Waypoint {
   readonly #buckets = new Map<string, TokenBucket>();
   readonly #upstreams = new Set<UpstreamSet>();
   readonly #clock: Clock;
+  readonly #deps: HandlerDeps;
   #view: ConfigView;
   #credential: Credential;
 
@@ -72,7 +73,8 @@ export class Waypoint {
     this.waypointMetrics = new WaypointMetrics(this.metrics.registry);
     this.#view = new ConfigView(opts.config);
     this.#tunnels = new TunnelPool({ credential: () => this.#credential, bundle: opts.bundle });
-    this.#frontend = new HttpFrontend(this.#handlerDeps(), this.waypointMetrics);
+    this.#deps = this.#handlerDeps();
+    this.#frontend = new HttpFrontend(this.#deps, this.waypointMetrics);
     this.#server = new HboneServer({
       credential: opts.credential,
       bundle: opts.bundle,
@@ -121,6 +123,15 @@ export class Waypoint {
   updateCredential(cred: Credential): void {
     this.#credential = cred;
     this.#server.updateCredential(cred);
+  }
+
+  /** Open downstream tunnels, HBONE sessions to endpoints and backends with state: for tests and /config_dump. */
+  stats(): { downstreamTunnels: number; endpointSessions: number; backends: string[] } {
+    return {
+      downstreamTunnels: this.#upstreams.size,
+      endpointSessions: this.#tunnels.sessionCount(),
+      backends: [...this.#clusters.keys()],
+    };
   }
 
   /** The resilience state of one backend service (`namespace/hostname`), for tests and debugging. */
@@ -237,7 +248,7 @@ export class Waypoint {
     };
     if (protocol === 'tcp') {
       await forwardOpaque(
-        this.#handlerDeps(),
+        this.#deps,
         this.#tunnels,
         this.#opts.endpointHbonePort ?? WAYPOINT_HBONE_PORT,
         ctx,
