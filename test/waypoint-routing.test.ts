@@ -1,3 +1,4 @@
+import * as http from 'node:http';
 import * as http2 from 'node:http2';
 import { connect } from 'node:net';
 import test from 'ava';
@@ -304,4 +305,17 @@ httpRoutes:
   t.is(miss.status, 404);
   t.is(miss.headers['x-zmesh-error'], 'ZM_ERR_WAYPOINT_NO_ROUTE');
   mesh.waypoint.setConfig(mesh.config(ROUTES));
+});
+
+test.serial('requests on one keep-alive connection reuse one upstream connection per endpoint', async (t) => {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  for (let i = 0; i < 20; i++)
+    t.is((await h1Request(mesh.ip.client, mesh.port.client, { path: '/', agent })).status, 200);
+  const cluster = mesh.waypoint.cluster('team-b/server-v1.team-b.svc.cluster.local')!;
+  t.is(cluster.counts.connections, 1, 'one tunnel to server-v1 carried all 20');
+  t.is(mesh.waypoint.stats().downstreamTunnels, 1);
+  agent.destroy();
+  const deadline = Date.now() + 3000;
+  while (cluster.counts.connections > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  t.is(cluster.counts.connections, 0, 'closed with the downstream connection');
 });
