@@ -319,3 +319,55 @@ test.serial('requests on one keep-alive connection reuse one upstream connection
   while (cluster.counts.connections > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   t.is(cluster.counts.connections, 0, 'closed with the downstream connection');
 });
+
+function upgrade(
+  path: string,
+  host = mesh.ip.client,
+  port = mesh.port.client,
+): Promise<{ status: number; echo?: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({
+      host,
+      port,
+      path,
+      agent: false,
+      headers: { host: 'server.team-b.svc.cluster.local', connection: 'Upgrade', upgrade: 'echo' },
+    });
+    req.once('upgrade', (res, socket) => {
+      socket.once('data', (d: Buffer) => {
+        socket.destroy();
+        resolve({ status: res.statusCode ?? 0, echo: d.toString() });
+      });
+      socket.write('ping over the upgraded connection');
+    });
+    req.once('response', (res) => {
+      res.resume();
+      resolve({ status: res.statusCode ?? 0 });
+    });
+    req.once('error', reject);
+    req.end();
+  });
+}
+
+test.serial(
+  'HTTP/1.1 Upgrade (WebSocket-style) is routed, authorized, then spliced to the endpoint',
+  async (t) => {
+    const ok = await upgrade('/only-v2');
+    t.is(ok.status, 101);
+    t.is(ok.echo, 'ping over the upgraded connection');
+    t.truthy(mesh.apps.v2.last?.traceparent, 'the endpoint saw this hop’s traceparent');
+    t.is(mesh.apps.v2.last?.upgrade, 'echo');
+    mesh.waypoint.setConfig(
+      mesh.config(`${ROUTES}
+authorizationPolicies:
+  - name: no-upgrades-to-admin
+    targetRefs: [{ kind: Gateway, name: waypoint }]
+    action: DENY
+    rules: [{ to: [{ operation: { paths: ["/admin*"] } }] }]
+`),
+    );
+    t.is((await upgrade('/admin/socket')).status, 403);
+    t.is((await upgrade('/socket')).status, 101);
+    mesh.waypoint.setConfig(mesh.config(ROUTES));
+  },
+);

@@ -227,6 +227,17 @@ export async function startApp(name: string, host: string, port: number): Promis
     });
   };
   const h1 = http.createServer(handle);
+  // Upgrade: echo: answers 101 and then echoes every byte (a stand-in for WebSocket).
+  h1.on('upgrade', (req: http.IncomingMessage, socket: Socket, head: Buffer) => {
+    app.hits++;
+    app.last = req.headers;
+    socket.on('error', () => {});
+    socket.write(
+      `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\nx-app: ${name}\r\n\r\n`,
+    );
+    if (head.length > 0) socket.write(head);
+    socket.pipe(socket);
+  });
   const h2 = http2.createServer();
   h2.on('request', handle);
   h2.on('sessionError', () => {});

@@ -10,6 +10,7 @@ import { DEADLINE_HEADER, grpcTimeoutValue } from '../resilience/deadline.js';
 import { backoffMs, isIdempotent } from '../resilience/retry-budget.js';
 import { childTraceparent } from '../telemetry/trace-context.js';
 import { RequestBody } from './request-body.js';
+import { forwardUpgrade } from './upgrade-forwarder.js';
 import { AttemptError, type AttemptResponse, attempt } from './upstream-attempt.js';
 
 export const RETRY_OWNER_HEADER = 'x-zmesh-retry-owner';
@@ -24,7 +25,7 @@ export interface ForwardPlan {
   downstream?: AbortSignal;
 }
 
-type Outcome = { response: AttemptResponse; endpoint: Endpoint } | { error: ZmeshError };
+export type Outcome = { response: AttemptResponse; endpoint: Endpoint } | { error: ZmeshError };
 
 /**
  * Sends the request upstream with the route's retry policy: retries only idempotent
@@ -39,6 +40,7 @@ export async function forward(
   plan: ForwardPlan,
   record: RequestRecord,
 ): Promise<void> {
+  if (ex.upgrade) return forwardUpgrade(deps, ex, ex.upgrade, plan, record);
   const body = new RequestBody(ex.req);
   // The client went away (reset, disconnect, malformed body): stop the attempt in flight.
   const gone = new AbortController();
@@ -209,7 +211,7 @@ async function oneAttempt(
 }
 
 /** max_requests, then a host from the load balancer (never the one a retry just failed on, if others exist). */
-function admit(
+export function admit(
   plan: ForwardPlan,
   exclude: string | undefined,
 ): { endpoint: Endpoint; release: () => void } | { error: ZmeshError } {
@@ -246,7 +248,7 @@ function upstreamHeaders(
   return headers;
 }
 
-function upstreamError(endpoint: Endpoint, e: unknown): ZmeshError {
+export function upstreamError(endpoint: Endpoint, e: unknown): ZmeshError {
   const kind = e instanceof AttemptError ? e.kind : 'reset';
   if (kind === 'overflow') {
     const cause = (e as AttemptError).cause;

@@ -140,6 +140,11 @@ export class UpstreamSet {
     return entry;
   }
 
+  /** A raw tunnel to `endpoint` (an HTTP/1.1 Upgrade carries its own bytes after the head). */
+  rawTunnel(endpoint: Endpoint, counter: ConnectionCounter): Promise<Duplex> {
+    return this.#tunnel(endpoint, counter);
+  }
+
   close(): void {
     if (this.#closed) return;
     this.#closed = true;

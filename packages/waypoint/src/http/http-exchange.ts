@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
+import type { Duplex } from 'node:stream';
 import type { ZmeshError } from '@zmesh/shared';
 
 /** One downstream request and its response, the same shape for HTTP/1.1 and HTTP/2. */
@@ -14,6 +15,8 @@ export interface Exchange {
   path: string;
   authority: string;
   header(name: string): string | undefined;
+  /** HTTP/1.1 Upgrade (RFC 9110 §7.8): the client's socket and the bytes read past the head. */
+  upgrade?: { socket: Duplex; head: Buffer };
 }
 
 /** RFC 9110 §7.6.1 connection options, plus HTTP/2's banned connection-specific fields (RFC 9113 §8.2.2). */

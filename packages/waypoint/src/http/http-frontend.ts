@@ -44,6 +44,9 @@ export class HttpFrontend {
       requireHostHeader: false,
     });
     this.#h1.on('request', (req, res) => this.#onRequest('h1', this.#contexts.get(req.socket), req, res));
+    this.#h1.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) =>
+      this.#onUpgrade(req, socket, head),
+    );
     this.#h1.on('clientError', (e: Error & { code?: string }, socket: Duplex) =>
       this.#onClientError(e, socket),
     );
@@ -106,6 +109,24 @@ export class HttpFrontend {
       );
       return;
     }
+    void handleRequest(this.deps, ctx, ex);
+  }
+
+  /**
+   * HTTP/1.1 Upgrade: the same pipeline (policy, route, limits) with a ServerResponse bound to
+   * the socket for local replies; a successful one is spliced to the endpoint.
+   */
+  #onUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): void {
+    const ctx = this.#contexts.get(socket);
+    if (!ctx || req.headers.host === undefined) {
+      socket.destroy();
+      return;
+    }
+    const res = new http.ServerResponse(req);
+    res.assignSocket(socket as unknown as import('node:net').Socket);
+    res.shouldKeepAlive = false;
+    res.once('finish', () => socket.end());
+    const ex = { ...exchangeOf('h1', req, res), upgrade: { socket, head } };
     void handleRequest(this.deps, ctx, ex);
   }
 
