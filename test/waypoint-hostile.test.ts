@@ -155,6 +155,8 @@ test.serial('HTTP/2 rapid reset closes only that connection', async (t) => {
   ]);
   t.true(ended, 'the attacking connection was closed');
   t.is((await h2Request(bystander, { ':path': '/' })).status, 200, 'the bystander is unaffected');
+  const text = await mesh.waypoint.metrics.registry.metrics();
+  t.regex(text, /zmesh_waypoint_bad_requests_total\{protocol="http2",reason="rapid_reset"\} 1/);
   bystander.close();
   socket.destroy();
 });
