@@ -210,7 +210,10 @@ export class Waypoint {
     const [outer, inner] = duplexPair();
     // A port declared TCP skips sniffing (no wait for server-first protocols).
     const declaredTcp = dest.kind === 'service' && dest.port.appProtocol === 'TCP';
-    void this.#serveTunnel(inner, req, svc, declaredTcp);
+    this.#serveTunnel(inner, req, svc, declaredTcp).catch((e: unknown) => {
+      log.warn({ src: req.peerIdentity, err: (e as Error).message }, 'tunnel failed');
+      inner.destroy();
+    });
     return { upstream: outer };
   }
 

@@ -88,7 +88,7 @@ function connectionTokens(value: string | string[] | undefined): Set<string> {
 /** A local reply; the L7 denial body is Envoy's, which clients and tests look for. */
 export function replyError(ex: Exchange, error: ZmeshError, headers: Record<string, string> = {}): void {
   const res = ex.res;
-  if (res.headersSent) {
+  if (res.headersSent || res.destroyed || res.writableEnded) {
     res.destroy();
     return;
   }

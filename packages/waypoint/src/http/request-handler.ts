@@ -53,9 +53,19 @@ export async function handleRequest(deps: HandlerDeps, tunnel: TunnelContext, ex
         ? e
         : new ZmeshError('ZM_ERR_INTERNAL_FAULT', { reason: (e as Error).message }, { cause: e });
     record.flag = error.flag;
-    replyError(ex, error, record.replyHeaders);
+    try {
+      replyError(ex, error, record.replyHeaders);
+    } catch (replyFailure) {
+      // The client is gone (an HTTP/2 stream reset, say): nothing to answer, only to count.
+      log.debug({ err: (replyFailure as Error).message }, 'local reply not sent');
+      ex.res.destroy();
+    }
   }
-  recordRequest(deps.metrics, deps.clock, log, record);
+  try {
+    recordRequest(deps.metrics, deps.clock, log, record);
+  } catch (e) {
+    log.warn({ err: (e as Error).message }, 'request not recorded');
+  }
 }
 
 async function pipeline(
