@@ -99,9 +99,10 @@ async function attempts(
 
 /**
  * Decides whether attempt `i` is retried; if so takes a budget slot and sleeps the backoff.
- * Slots are kept until the whole request ends (stricter than Envoy, which frees a slot when
- * its attempt ends): with every host failing, a request retrying twice then still counts,
- * which keeps total attempts within (1 + percent) × requests + minConcurrency.
+ * A request keeps its slots until its last attempt has answered (stricter than Envoy, which
+ * frees a slot when the retried attempt ends): with every host failing, a request retrying
+ * twice still counts, which keeps total attempts within (1 + percent) × requests + minConcurrency
+ * for a burst of concurrent requests.
  */
 async function afterAttempt(
   deps: HandlerDeps,
