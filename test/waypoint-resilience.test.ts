@@ -184,7 +184,9 @@ test.serial(
     t.is(limited[3]!.headers['x-ratelimit-remaining'], '0');
     t.is(limited[2]!.headers['x-ratelimit-remaining'], '0');
     t.is(limited[0]!.headers['x-ratelimit-remaining'], '2');
-    t.is((await get({ 'x-case': 'fault' })).status, 418, 'fault injection abort');
+    const fault = await get({ 'x-case': 'fault' });
+    t.is(fault.status, 418, 'fault injection abort');
+    t.is(fault.headers['x-zmesh-error'], 'ZM_ERR_WAYPOINT_FAULT');
   },
 );
 

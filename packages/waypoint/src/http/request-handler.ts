@@ -86,11 +86,14 @@ async function pipeline(
   const fault = planFault(rule?.fault, deps.random);
   if (fault.delayMs > 0) await deps.clock.sleep(fault.delayMs);
   if (fault.abortStatus !== undefined) {
-    record.flag = 'FI';
-    const body = 'fault filter abort';
+    // The status is the route's choice, so this local reply is not replyError's catalogue status.
+    const error = new ZmeshError('ZM_ERR_WAYPOINT_FAULT', { route: record.routeId });
+    record.flag = error.flag;
+    const body = `${error.code}: ${error.message}`;
     ex.res.writeHead(fault.abortStatus, {
       'content-type': 'text/plain',
-      'content-length': String(body.length),
+      'content-length': String(Buffer.byteLength(body)),
+      'x-zmesh-error': error.code,
     });
     ex.res.end(body);
     return;
