@@ -41,7 +41,11 @@ if (!unavailable) {
           },
         ],
       },
-      { enroll: (p) => p.name !== 'outsider', unconfigured: (p) => p.name === 'pending', ztunnelArgs: process.env.ZT_ARGS ? process.env.ZT_ARGS.split(' ') : [] },
+      {
+        enroll: (p) => p.name !== 'outsider',
+        unconfigured: (p) => p.name === 'pending',
+        ztunnelArgs: process.env.ZT_ARGS ? process.env.ZT_ARGS.split(' ') : [],
+      },
     );
     const server = mesh.pod('server');
     const proc = mesh.cluster.runInPod(server, ['node', '-e', PEER_SERVER, '8080'], {
@@ -143,7 +147,9 @@ meshTest('500 connections per second for 10 s from one pod are all attributed to
   const othersBefore = other(await mesh.metrics('node-b'));
   const r = await rate('client', mesh.pod('server').ipv4, 5000, 500, 5000);
   t.log(`5000 connections in ${r.ms} ms: ${r.ok} ok, ${r.failed} failed ${JSON.stringify(r.errors)}`);
-  const refusals = (await mesh.metrics('node-a')).split('\n').filter((l) => /^zmesh_(tenant_quota_refused|capture_refused|errors)_total\{/.test(l));
+  const refusals = (await mesh.metrics('node-a'))
+    .split('\n')
+    .filter((l) => /^zmesh_(tenant_quota_refused|capture_refused|errors)_total\{/.test(l));
   if (refusals.length > 0) t.log(refusals.join('\n'));
   t.is(r.ok, 5000);
   const text = await mesh.metrics('node-b');

@@ -1,1 +1,13 @@
-export {};
+export { type AuthzContext, type AuthzDecision, type AuthzMode, authorize } from './authz/l7-authorizer.js';
+export { type RunWaypointOptions, runWaypoint } from './cli/waypoint-command.js';
+export { decodeWaypointConfig, loadWaypointConfig, parseWaypointConfig } from './config/config-parser.js';
+export { ConfigView, type Destination, type Endpoint } from './config/config-view.js';
+export * from './config/waypoint-config.js';
+export { BackendCluster } from './resilience/backend-cluster.js';
+export { type Clock, ManualClock, systemClock } from './resilience/clock.js';
+export { OutlierDetector } from './resilience/outlier-detector.js';
+export { TokenBucket } from './resilience/rate-limiter.js';
+export { RetryBudget } from './resilience/retry-budget.js';
+export { RouteTable } from './route/route-table.js';
+export { WaypointMetrics } from './telemetry/waypoint-metrics.js';
+export { WAYPOINT_HBONE_PORT, Waypoint, type WaypointOptions } from './waypoint.js';

@@ -21,7 +21,11 @@ program
   )
   .option('--trust-domain <domain>', 'SPIFFE trust domain', 'cluster.local')
   .option('--passthrough <allow|deny>', 'destinations outside the mesh: plain TCP or refused', 'deny')
-  .option('--fairness <on|off>', 'tenant isolation: quotas, fair setup queue, fair byte copying (off: plain FIFO)', 'on')
+  .option(
+    '--fairness <on|off>',
+    'tenant isolation: quotas, fair setup queue, fair byte copying (off: plain FIFO)',
+    'on',
+  )
   .option('--capture-scope <name>', 'capture mode: BPF pin scope (default: the node name)')
   .option(
     '--agent-socket <path>',

@@ -95,6 +95,18 @@ export const CATALOGUE = {
   ZM_ERR_AGENT_UNKNOWN_WORKLOAD: { message: 'workload {uid} is not enrolled', status: 404, flag: 'NR' },
   ZM_ERR_CLUSTER_SPEC: { message: 'invalid cluster spec: {reason}', status: 400, flag: 'CFG' },
   ZM_ERR_CLUSTER_SETUP: { message: 'cluster {step} failed: {reason}', status: 500, flag: 'INT' },
+  ZM_ERR_WAYPOINT_BAD_REQUEST: { message: 'malformed HTTP request: {reason}', status: 400, flag: 'DC' },
+  ZM_ERR_WAYPOINT_DENIED: { message: 'RBAC: access denied by {policy}', status: 403, flag: 'UAEX' },
+  ZM_ERR_WAYPOINT_OVERFLOW: { message: '{what} at its limit {limit}', status: 503, flag: 'UO' },
+  ZM_ERR_WAYPOINT_RATE_LIMITED: { message: 'route {route} over its rate limit', status: 429, flag: 'RL' },
+  ZM_ERR_WAYPOINT_DEADLINE: {
+    message: 'deadline of {budgetMs} ms expired before {stage}',
+    status: 504,
+    flag: 'UT',
+  },
+  ZM_ERR_WAYPOINT_FAULT: { message: 'fault injected by route {route}', status: 500, flag: 'FI' },
+  ZM_ERR_WAYPOINT_NO_ROUTE: { message: 'no route rule of {service} matches {path}', status: 404, flag: 'NR' },
+  ZM_ERR_WAYPOINT_UPSTREAM: { message: 'upstream {endpoint} failed: {reason}', status: 503, flag: 'UF' },
   ZM_ERR_INTERNAL_FAULT: { message: 'internal error: {reason}', status: 500, flag: 'INT' },
 } as const satisfies Record<string, CatalogueEntry>;
 

@@ -40,7 +40,10 @@ export const RESPONSE_FLAGS = [
   'UAEX', // denied by authorization
   'DC', // downstream protocol error or disconnect
   'UT', // timeout
-  'UO', // overflow: quota, breaker, rate limit
+  'UO', // overflow: quota, breaker, retry budget
+  'RL', // local rate limit
+  'FI', // fault injection abort
+  'URX', // retries exhausted, the last attempt failed
   'TLS', // handshake or certificate failure
   'CFG', // configuration missing or invalid
   'INT', // internal error

@@ -1,0 +1,131 @@
+import test from 'ava';
+import fc from 'fast-check';
+import { decodeWaypointConfig, parseWaypointConfig } from './config-parser.js';
+
+const BASE = `
+waypoint: { name: waypoint, namespace: team-b }
+workloads:
+  - { name: v1, namespace: team-b, addresses: [10.0.0.1], services: { team-b/server.team-b.svc.cluster.local: [{ servicePort: 80, targetPort: 8080 }] } }
+services:
+  - { name: server, namespace: team-b, addresses: [10.96.0.1], ports: [{ servicePort: 80, targetPort: 8080 }] }
+`;
+
+test('a full config parses into the model', (t) => {
+  const r = parseWaypointConfig(
+    `${BASE}
+httpRoutes:
+  - name: r
+    parentRefs: [{ name: server, port: 80 }]
+    rules:
+      - matches: [{ path: { type: PathPrefix, value: /api }, headers: [{ name: X-Canary, value: "1" }], method: get }]
+        backendRefs: [{ name: server, weight: 3 }]
+        timeouts: { request: 1.5s }
+        retry: { attempts: 3, retryOn: "5xx,reset", perTryTimeout: 200ms }
+        rateLimit: { maxTokens: 10, fillInterval: 1s }
+        fault: { delay: { percent: 50, fixedDelay: 10ms } }
+authorizationPolicies:
+  - name: p
+    targetRefs: [{ kind: Gateway, name: waypoint }]
+    action: DENY
+    rules: [{ from: [{ source: { notPrincipals: ["a/b"] } }], to: [{ operation: { ports: ["80"] } }], when: [{ key: "request.headers[X-User]", values: ["x"] }] }]
+  - name: for-ztunnel
+    action: ALLOW
+    rules: [{}]
+backendPolicies:
+  - service: team-b/server.team-b.svc.cluster.local
+    loadBalancer: LEAST_REQUEST
+    circuitBreaker: { maxRequests: 5 }
+    outlierDetection: { consecutive5xx: 3, baseEjectionTime: 10s }
+`,
+    'test',
+  );
+  if (!r.ok) return t.fail(r.error.join('\n'));
+  const cfg = r.value;
+  t.is(cfg.serviceAccount, 'waypoint');
+  const rule = cfg.routes[0]!.rules[0]!;
+  t.deepEqual(rule.matches[0], {
+    path: { type: 'PathPrefix', value: '/api' },
+    headers: [{ type: 'Exact', name: 'x-canary', value: '1' }],
+    method: 'GET',
+  });
+  t.deepEqual(rule.backendRefs, [{ name: 'server', namespace: 'team-b', weight: 3 }]);
+  t.is(rule.timeouts?.requestMs, 1500);
+  t.is(rule.retry?.attempts, 3);
+  t.deepEqual(rule.retry?.retryOn, ['5xx', 'reset']);
+  t.is(rule.retry?.perTryTimeoutMs, 200);
+  t.deepEqual(rule.rateLimit, { maxTokens: 10, tokensPerFill: 10, fillIntervalMs: 1000 });
+  t.deepEqual(rule.fault, { delay: { percent: 50, fixedDelayMs: 10 } });
+  t.is(cfg.policies.length, 1, 'a policy without targetRefs is ztunnel’s, not ours');
+  t.deepEqual(cfg.policies[0]!.rules[0]!.to, [{ ports: [80] }]);
+  t.deepEqual(cfg.policies[0]!.rules[0]!.when, [{ header: 'x-user', values: ['x'] }]);
+  t.is(cfg.backendPolicies[0]!.circuitBreaker.maxRequests, 5);
+  t.is(cfg.backendPolicies[0]!.circuitBreaker.maxConnections, 1024, "Envoy's default");
+  t.is(cfg.backendPolicies[0]!.outlier.baseEjectionMs, 10_000);
+  t.is(cfg.backendPolicies[0]!.outlier.intervalMs, 10_000);
+});
+
+test('an invalid config is refused with every reason, each naming its path', (t) => {
+  const r = parseWaypointConfig(
+    `${BASE}
+httpRoutes:
+  - name: r
+    parentRefs: [{ name: nope }]
+    rules:
+      - matches: [{ path: { type: RegularExpression, value: "(" } }, { path: { type: Exact, value: "no-slash" } }]
+        backendRefs: [{ name: missing, weight: -1 }]
+        retry: { attempts: 99, retryOn: "5xx,sometimes" }
+        typo: 1
+authorizationPolicies:
+  - name: p
+    targetRefs: [{ kind: Gateway, name: waypoint }]
+    action: AUDIT
+    rules: [{ when: [{ key: "source.ip" , values: [x] }] }]
+`,
+    'cfg.yaml',
+  );
+  t.false(r.ok);
+  if (r.ok) return;
+  const text = r.error.join('\n');
+  for (const needle of [
+    'httpRoutes[0].parentRefs[0]: no service team-b/nope',
+    'rules[0].matches[0].path.value: invalid regex',
+    'rules[0].matches[1].path.value: must start with /',
+    'backendRefs[0].weight',
+    'rules[0].retry.attempts',
+    'unknown condition sometimes',
+    'rules[0].typo: unknown field',
+    'authorizationPolicies[0].action: must be one of ALLOW, DENY',
+    'only request.headers[<name>] is supported',
+    'backendRefs[0]: no service team-b/missing',
+  ]) {
+    t.true(text.includes(needle), `missing reason: ${needle}\n${text}`);
+  }
+  t.true(r.error.every((e) => e.startsWith('cfg.yaml: ')));
+});
+
+test('broken YAML and non-objects are reasons, not exceptions', (t) => {
+  t.false(parseWaypointConfig('a: [', 'x').ok);
+  t.false(decodeWaypointConfig(42, 'x').ok);
+  t.false(decodeWaypointConfig([], 'x').ok);
+});
+
+test('decoding never throws on arbitrary input', (t) => {
+  fc.assert(
+    fc.property(fc.jsonValue(), (v) => {
+      decodeWaypointConfig(
+        {
+          waypoint: { name: 'w', namespace: 'n' },
+          httpRoutes: v,
+          authorizationPolicies: v,
+          services: v,
+          workloads: v,
+          backendPolicies: v,
+        },
+        'fuzz',
+      );
+      decodeWaypointConfig(v, 'fuzz');
+    }),
+    { numRuns: 300 },
+  );
+  t.pass();
+});

@@ -1,0 +1,174 @@
+import type { Service, Workload } from '@zmesh/shared';
+
+/**
+ * What a waypoint consumes: the services it serves and their endpoints (the shared
+ * workload model), Gateway API HTTPRoutes whose parentRefs name those services, L7
+ * AuthorizationPolicies targeting this waypoint, and per-backend traffic policy. The
+ * local YAML file and (later) xDS both produce this object; the waypoint swaps it whole.
+ */
+export interface WaypointConfig {
+  /** The waypoint's own name and namespace (its Gateway); policies target it by these. */
+  name: string;
+  namespace: string;
+  trustDomain: string;
+  serviceAccount: string;
+  services: Service[];
+  workloads: Workload[];
+  routes: HttpRoute[];
+  policies: L7Policy[];
+  backendPolicies: BackendPolicy[];
+}
+
+export type PathMatchType = 'Exact' | 'PathPrefix' | 'RegularExpression';
+
+export interface RouteMatch {
+  path?: { type: PathMatchType; value: string };
+  headers: Array<{ type: 'Exact' | 'RegularExpression'; name: string; value: string }>;
+  method?: string;
+}
+
+export interface BackendRef {
+  /** A Service name; `namespace` defaults to the route's. */
+  name: string;
+  namespace: string;
+  port?: number;
+  weight: number;
+}
+
+export interface RetryPolicy {
+  /** Retries after the first attempt (Istio's `attempts`). */
+  attempts: number;
+  retryOn: RetryOn[];
+  perTryTimeoutMs?: number;
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+  /** POST/PATCH and other non-idempotent methods are retried only when this is set. */
+  retryNonIdempotent: boolean;
+}
+
+export type RetryOn = '5xx' | 'gateway-error' | 'reset' | 'connect-failure';
+
+export interface RateLimitPolicy {
+  maxTokens: number;
+  tokensPerFill: number;
+  fillIntervalMs: number;
+}
+
+export interface FaultPolicy {
+  delay?: { percent: number; fixedDelayMs: number };
+  abort?: { percent: number; httpStatus: number };
+}
+
+export interface RouteRule {
+  /** Empty: matches every request (Gateway API: a PathPrefix "/" match). */
+  matches: RouteMatch[];
+  backendRefs: BackendRef[];
+  timeouts?: { requestMs?: number };
+  retry?: RetryPolicy;
+  rateLimit?: RateLimitPolicy;
+  fault?: FaultPolicy;
+}
+
+export interface HttpRoute {
+  name: string;
+  namespace: string;
+  /** Services (GAMMA: parentRef kind Service) this route attaches to. */
+  parentRefs: Array<{ name: string; namespace: string; port?: number }>;
+  hostnames: string[];
+  rules: RouteRule[];
+}
+
+export interface PolicySource {
+  principals?: string[];
+  notPrincipals?: string[];
+  namespaces?: string[];
+  notNamespaces?: string[];
+}
+
+export interface PolicyOperation {
+  methods?: string[];
+  notMethods?: string[];
+  paths?: string[];
+  notPaths?: string[];
+  hosts?: string[];
+  notHosts?: string[];
+  ports?: number[];
+  notPorts?: number[];
+}
+
+/** `key` is `request.headers[<name>]` (lowercased name kept). */
+export interface PolicyCondition {
+  header: string;
+  values?: string[];
+  notValues?: string[];
+}
+
+export interface PolicyRule {
+  from: PolicySource[];
+  to: PolicyOperation[];
+  when: PolicyCondition[];
+}
+
+export interface L7Policy {
+  name: string;
+  namespace: string;
+  action: 'ALLOW' | 'DENY';
+  rules: PolicyRule[];
+  /** targetRefs of kind Service (`namespace/name`): the policy applies to these only. */
+  targetServices?: string[];
+}
+
+export interface CircuitBreakerPolicy {
+  maxConnections: number;
+  maxPendingRequests: number;
+  maxRequests: number;
+}
+
+export interface OutlierPolicy {
+  consecutive5xx: number;
+  intervalMs: number;
+  baseEjectionMs: number;
+  maxEjectionMs: number;
+  maxEjectionPercent: number;
+}
+
+/** Like an Istio DestinationRule trafficPolicy, for one service (`namespace/hostname`). */
+export interface BackendPolicy {
+  service: string;
+  loadBalancer: 'ROUND_ROBIN' | 'LEAST_REQUEST';
+  circuitBreaker: CircuitBreakerPolicy;
+  outlier: OutlierPolicy;
+}
+
+/** Envoy's cluster circuit-breaker defaults. */
+export const DEFAULT_CIRCUIT_BREAKER: CircuitBreakerPolicy = {
+  maxConnections: 1024,
+  maxPendingRequests: 1024,
+  maxRequests: 1024,
+};
+
+/** Envoy's outlier-detection defaults (consecutive_5xx, interval, base ejection, max ejection). */
+export const DEFAULT_OUTLIER: OutlierPolicy = {
+  consecutive5xx: 5,
+  intervalMs: 10_000,
+  baseEjectionMs: 30_000,
+  maxEjectionMs: 300_000,
+  maxEjectionPercent: 10,
+};
+
+export const DEFAULT_RETRY: RetryPolicy = {
+  attempts: 2,
+  retryOn: ['connect-failure', 'reset', '5xx'],
+  backoffBaseMs: 25,
+  backoffMaxMs: 250,
+  retryNonIdempotent: false,
+};
+
+export function defaultBackendPolicy(service: string): BackendPolicy {
+  return {
+    service,
+    loadBalancer: 'ROUND_ROBIN',
+    circuitBreaker: { ...DEFAULT_CIRCUIT_BREAKER },
+    outlier: { ...DEFAULT_OUTLIER },
+  };
+}

@@ -1,0 +1,172 @@
+import * as http from 'node:http';
+import * as http2 from 'node:http2';
+import type { Duplex } from 'node:stream';
+import { logger, ZmeshError } from '@zmesh/shared';
+import type { WaypointMetrics } from '../telemetry/waypoint-metrics.js';
+import { exchangeOf, replyError } from './http-exchange.js';
+import { type HandlerDeps, handleRequest, type TunnelContext } from './request-handler.js';
+
+const log = logger('waypoint');
+
+/** RFC 9110 leaves the limit to us; Envoy's default max_request_headers_kb is 60, Node's 16 KiB. */
+export const MAX_HEADER_BYTES = 16 * 1024;
+export const MAX_HEADER_PAIRS = 100;
+/** A client that has not sent full headers by then is cut (slowloris). */
+export const HEADERS_TIMEOUT_MS = 10_000;
+/** An idle downstream HTTP/1.1 keep-alive connection is closed after this. */
+export const KEEPALIVE_TIMEOUT_MS = 60_000;
+/** Rapid reset (CVE-2023-44487): peer resets per session within the window before GOAWAY. */
+export const H2_RESET_LIMIT = 100;
+export const H2_RESET_WINDOW_MS = 1000;
+
+/**
+ * HTTP/1.1 and HTTP/2 (prior knowledge) servers that never listen: each tunnel's bytes are
+ * handed over with emit('connection', duplex), which Node's servers accept for any Duplex.
+ * Malformed requests are answered 400 and counted, and only their own connection ends.
+ */
+export class HttpFrontend {
+  readonly #h1: http.Server;
+  readonly #h2: http2.Http2Server;
+  readonly #contexts = new WeakMap<object, TunnelContext>();
+  #pending: TunnelContext | undefined;
+
+  constructor(
+    private readonly deps: HandlerDeps,
+    private readonly metrics: WaypointMetrics,
+  ) {
+    this.#h1 = http.createServer({
+      maxHeaderSize: MAX_HEADER_BYTES,
+      headersTimeout: HEADERS_TIMEOUT_MS,
+      requestTimeout: 0,
+      keepAliveTimeout: KEEPALIVE_TIMEOUT_MS,
+      insecureHTTPParser: false,
+      // Checked in #onRequest instead, so that the refusal is counted like every other.
+      requireHostHeader: false,
+    });
+    this.#h1.on('request', (req, res) => this.#onRequest('h1', this.#contexts.get(req.socket), req, res));
+    this.#h1.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) =>
+      this.#onUpgrade(req, socket, head),
+    );
+    this.#h1.on('clientError', (e: Error & { code?: string }, socket: Duplex) =>
+      this.#onClientError(e, socket),
+    );
+    this.#h2 = http2.createServer({
+      maxHeaderListPairs: MAX_HEADER_PAIRS,
+      maxSessionInvalidFrames: 100,
+      maxSessionRejectedStreams: 100,
+      settings: { maxHeaderListSize: MAX_HEADER_BYTES, maxConcurrentStreams: 200, enablePush: false },
+    });
+    this.#h2.on('session', (s) => this.#onH2Session(s));
+    this.#h2.on('request', (req, res) =>
+      this.#onRequest('h2', this.#contexts.get(req.stream.session as object), req, res),
+    );
+  }
+
+  serve(protocol: 'h1' | 'h2', duplex: Duplex, ctx: TunnelContext): void {
+    if (protocol === 'h1') {
+      this.#contexts.set(duplex, ctx);
+      this.#h1.emit('connection', duplex);
+      // Detection paused the stream; a 'data' listener alone does not undo an explicit pause.
+      duplex.resume();
+      return;
+    }
+    // The h2 server creates the session (and emits 'session') synchronously in here.
+    this.#pending = ctx;
+    try {
+      this.#h2.emit('connection', duplex);
+      duplex.resume();
+    } finally {
+      this.#pending = undefined;
+    }
+  }
+
+  close(): void {
+    this.#h1.closeAllConnections();
+  }
+
+  #onRequest(
+    protocol: 'h1' | 'h2',
+    ctx: TunnelContext | undefined,
+    req: http.IncomingMessage | http2.Http2ServerRequest,
+    res: http.ServerResponse | http2.Http2ServerResponse,
+  ): void {
+    if (!ctx) {
+      res.destroy();
+      return;
+    }
+    const ex = exchangeOf(protocol, req, res);
+    // RFC 9112 §3.2: a request without Host (or with several) is answered 400.
+    if (
+      protocol === 'h1' &&
+      (ex.authority === '' ||
+        req.rawHeaders.filter((h, i) => i % 2 === 0 && h.toLowerCase() === 'host').length !== 1)
+    ) {
+      this.metrics.badRequests.inc({ protocol: 'http1', reason: 'host' });
+      replyError(
+        ex,
+        new ZmeshError('ZM_ERR_WAYPOINT_BAD_REQUEST', { reason: 'exactly one Host header is required' }),
+        { connection: 'close' },
+      );
+      return;
+    }
+    void handleRequest(this.deps, ctx, ex);
+  }
+
+  /**
+   * HTTP/1.1 Upgrade: the same pipeline (policy, route, limits) with a ServerResponse bound to
+   * the socket for local replies; a successful one is spliced to the endpoint.
+   */
+  #onUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): void {
+    const ctx = this.#contexts.get(socket);
+    if (!ctx || req.headers.host === undefined) {
+      socket.destroy();
+      return;
+    }
+    const res = new http.ServerResponse(req);
+    res.assignSocket(socket as unknown as import('node:net').Socket);
+    res.shouldKeepAlive = false;
+    res.once('finish', () => socket.end());
+    const ex = { ...exchangeOf('h1', req, res), upgrade: { socket, head } };
+    void handleRequest(this.deps, ctx, ex);
+  }
+
+  #onClientError(e: Error & { code?: string }, socket: Duplex): void {
+    const reason = (e.code ?? 'unknown').replace(/^HPE_/, '').toLowerCase();
+    this.metrics.badRequests.inc({ protocol: 'http1', reason });
+    log.info({ reason, err: e.message }, 'malformed HTTP/1.1 request refused');
+    const inFlight = (socket as Duplex & { _httpMessage?: http.ServerResponse })._httpMessage;
+    if (socket.writable && !inFlight?.headersSent && e.code !== 'ECONNRESET') {
+      const body = `ZM_ERR_WAYPOINT_BAD_REQUEST: ${reason}`;
+      socket.end(
+        `HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: ${body.length}\r\nx-zmesh-error: ZM_ERR_WAYPOINT_BAD_REQUEST\r\nconnection: close\r\n\r\n${body}`,
+      );
+      // A body still arriving must not keep the connection (or the tunnel) open.
+      setTimeout(() => socket.destroy(), 1000).unref();
+      return;
+    }
+    socket.destroy();
+  }
+
+  #onH2Session(session: http2.ServerHttp2Session): void {
+    const ctx = this.#pending;
+    if (ctx) this.#contexts.set(session, ctx);
+    session.on('error', (e) => {
+      this.metrics.badRequests.inc({ protocol: 'http2', reason: 'session_error' });
+      log.info({ err: e.message }, 'downstream h2 session error');
+    });
+    const resets: number[] = [];
+    session.on('stream', (stream) => {
+      stream.once('close', () => {
+        if (stream.rstCode !== http2.constants.NGHTTP2_CANCEL || stream.headersSent) return;
+        const now = Date.now();
+        resets.push(now);
+        while (resets.length > 0 && resets[0]! < now - H2_RESET_WINDOW_MS) resets.shift();
+        if (resets.length <= H2_RESET_LIMIT || session.destroyed) return;
+        this.metrics.badRequests.inc({ protocol: 'http2', reason: 'rapid_reset' });
+        log.warn({ limit: H2_RESET_LIMIT }, 'rapid reset: closing the downstream h2 connection');
+        session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
+        session.destroy();
+      });
+    });
+  }
+}

@@ -1,0 +1,79 @@
+import type { Logger, ResponseFlag, Service } from '@zmesh/shared';
+import type { ConfigView, Destination } from '../config/config-view.js';
+import type { RouteRule } from '../config/waypoint-config.js';
+import type { Clock } from '../resilience/clock.js';
+import type { WaypointMetrics } from '../telemetry/waypoint-metrics.js';
+import type { Exchange } from './http-exchange.js';
+import type { TunnelContext } from './request-handler.js';
+
+/** What one request did, filled in as it goes; becomes one metric sample and one log line. */
+export interface RequestRecord {
+  ex: Exchange;
+  tunnel: TunnelContext;
+  started: number;
+  view: ConfigView;
+  flag: ResponseFlag;
+  attempts: number;
+  destination?: Destination;
+  backend?: Service;
+  rule?: RouteRule;
+  routeId?: string;
+  endpoint?: string;
+  endpointWorkload?: { name: string; namespace: string; principal: string };
+  replyHeaders?: Record<string, string>;
+  requestBytes?: number;
+  responseBytes?: number;
+  /** From the response trailers (gRPC puts its status there) or headers. */
+  grpcStatus?: string;
+}
+
+export function recordRequest(metrics: WaypointMetrics, clock: Clock, log: Logger, r: RecordLike): void {
+  const finish = () => {
+    const ms = clock.now() - r.started;
+    const status = r.ex.res.statusCode;
+    const source = r.view.workloadByIdentity(r.tunnel.peerIdentity);
+    const grpc = (r.ex.header('content-type') ?? '').startsWith('application/grpc');
+    const labels = {
+      reporter: 'waypoint',
+      source_workload: source?.workloadName ?? 'unknown',
+      source_workload_namespace:
+        source?.namespace ?? /\/ns\/([^/]+)\//.exec(r.tunnel.peerIdentity)?.[1] ?? 'unknown',
+      source_principal: r.tunnel.peerIdentity,
+      destination_workload: r.endpointWorkload?.name ?? 'unknown',
+      destination_workload_namespace: r.endpointWorkload?.namespace ?? 'unknown',
+      destination_principal: r.endpointWorkload?.principal ?? 'unknown',
+      destination_service: r.backend?.hostname ?? 'unknown',
+      destination_service_name: r.backend?.name ?? 'unknown',
+      destination_service_namespace: r.backend?.namespace ?? 'unknown',
+      request_protocol: grpc ? 'grpc' : 'http',
+      response_code: String(status),
+      grpc_response_status: grpc ? (r.grpcStatus ?? String(r.ex.res.getHeader('grpc-status') ?? '')) : '',
+      response_flags: r.flag,
+    };
+    metrics.requests.inc(labels);
+    metrics.duration.observe(labels, ms);
+    metrics.requestBytes.observe(labels, r.requestBytes ?? 0);
+    metrics.responseBytes.observe(labels, r.responseBytes ?? 0);
+    log.info(
+      {
+        src: r.tunnel.peerIdentity,
+        for: r.tunnel.forwardedFor,
+        method: r.ex.method,
+        authority: r.ex.authority,
+        path: r.ex.path.slice(0, 256),
+        proto: r.ex.protocol,
+        status,
+        flags: r.flag,
+        route: r.routeId,
+        upstream: r.endpoint,
+        attempts: r.attempts,
+        ms,
+      },
+      'request',
+    );
+  };
+  if (r.ex.res.writableFinished) finish();
+  else r.ex.res.once('close', finish);
+}
+
+type RecordLike = RequestRecord;

@@ -1,0 +1,82 @@
+import test from 'ava';
+import type { HttpRoute, RouteMatch } from '../config/waypoint-config.js';
+import { pickWeighted, type RequestFacts, RouteTable } from './route-table.js';
+
+const rule = (name: string, matches: RouteMatch[]) => ({
+  matches,
+  backendRefs: [{ name, namespace: 'n', weight: 1 }],
+});
+const route = (name: string, rules: HttpRoute['rules'], hostnames: string[] = []): HttpRoute => ({
+  name,
+  namespace: 'n',
+  parentRefs: [{ name: 's', namespace: 'n' }],
+  hostnames,
+  rules,
+});
+const req = (
+  path: string,
+  method = 'GET',
+  headers: Record<string, string> = {},
+  host = 's',
+): RequestFacts => ({ method, path, host, header: (n) => headers[n] });
+const m = (
+  type: 'Exact' | 'PathPrefix' | 'RegularExpression',
+  value: string,
+  extra: Partial<RouteMatch> = {},
+): RouteMatch => ({ path: { type, value }, headers: [], ...extra });
+
+const table = new RouteTable([
+  route('b-catchall', [rule('default', [])]),
+  route('a-main', [
+    rule('prefix-foo', [m('PathPrefix', '/foo')]),
+    rule('prefix-foo-bar', [m('PathPrefix', '/foo/bar/')]),
+    rule('exact-foo', [m('Exact', '/foo')]),
+    rule('post-foo', [m('PathPrefix', '/foo', { method: 'POST' })]),
+    rule('header-foo', [
+      m('PathPrefix', '/foo', {
+        headers: [
+          { type: 'Exact', name: 'x-a', value: '1' },
+          { type: 'RegularExpression', name: 'x-b', value: 'v[0-9]+' },
+        ],
+      }),
+    ]),
+    rule('regex', [m('RegularExpression', '/items/[0-9]+')]),
+  ]),
+]);
+
+test('Gateway API precedence: exact, longest prefix, method, header count, then route order', (t) => {
+  const cases: Array<[RequestFacts, string]> = [
+    [req('/foo'), 'exact-foo'],
+    [req('/foo/x'), 'prefix-foo'],
+    [req('/foobar'), 'default'],
+    [req('/foo/bar'), 'prefix-foo-bar'],
+    [req('/foo/bar/baz'), 'prefix-foo-bar'],
+    [req('/foo/x', 'POST'), 'post-foo'],
+    [req('/foo/x', 'GET', { 'x-a': '1', 'x-b': 'v12' }), 'header-foo'],
+    [req('/foo/x', 'GET', { 'x-a': '1', 'x-b': 'w12' }), 'prefix-foo'],
+    [req('/items/42'), 'regex'],
+    [req('/items/42x'), 'default'],
+  ];
+  for (const [r, want] of cases)
+    t.is(table.match(r)?.rule.backendRefs[0]?.name, want, `${r.method} ${r.path}`);
+});
+
+test('hostnames restrict a route; wildcards match one or more labels', (t) => {
+  const t2 = new RouteTable([route('h', [rule('only-api', [])], ['*.example.com', 'api'])]);
+  t.truthy(t2.match(req('/', 'GET', {}, 'a.example.com:80')));
+  t.truthy(t2.match(req('/', 'GET', {}, 'API')));
+  t.falsy(t2.match(req('/', 'GET', {}, 'example.com')));
+});
+
+test('weighted pick follows weights; all-zero weights pick nothing', (t) => {
+  let seed = 1;
+  const random = () => {
+    seed = (seed * 16807) % 2147483647;
+    return seed / 2147483647;
+  };
+  const counts = [0, 0, 0];
+  for (let i = 0; i < 10_000; i++) counts[pickWeighted([70, 0, 30], random)]!++;
+  t.is(counts[1], 0);
+  t.true(Math.abs(counts[0]! / 10_000 - 0.7) < 0.02);
+  t.is(pickWeighted([0, 0], random), -1);
+});
