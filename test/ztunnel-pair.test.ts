@@ -185,3 +185,32 @@ test.serial(
     t.is((await fetch(`${base(15020)}/config_dump`)).status, 404, 'the metrics port serves nothing else');
   },
 );
+
+test.serial(
+  'forwarded from a peer that is not the destination waypoint is ignored and counted',
+  async (t) => {
+    const metric = async () => {
+      const text = await mesh.b.metrics.registry.metrics();
+      const line = text
+        .split('\n')
+        .find((l) => l.startsWith('zmesh_errors_total{code="ZM_ERR_HBONE_FORWARDED_IGNORED"'));
+      return Number(line?.split(' ').pop() ?? 0);
+    };
+    const before = await metric();
+    const session = await connectHbone({
+      host: mesh.ip.server,
+      port: 15008,
+      credential: await mesh.a.certs.fetch(spiffeIdOf(mesh.client)),
+      bundle: mesh.bundle,
+      expectedIdentities: [spiffeIdOf(mesh.server)],
+    });
+    const tunnel = await session.openTunnel({
+      authority: `${mesh.ip.server}:7000`,
+      forwardedFor: '10.9.9.9:1234',
+    });
+    tunnel.end('x');
+    await new Promise((r) => tunnel.once('close', r).resume());
+    session.close();
+    t.is((await metric()) - before, 1);
+  },
+);

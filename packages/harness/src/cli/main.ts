@@ -99,6 +99,20 @@ ns.command('l7')
   });
 
 program
+  .command('waypoint')
+  .description('run a per-namespace L7 proxy (HBONE in, routing, L7 policy, resilience, HBONE out)')
+  .option('-c, --config <file>', 'waypoint YAML: services, endpoints, HTTPRoutes, L7 policies')
+  .option('--address <ip>', "the waypoint's own address (15008 and 15020 listen here)")
+  .option('--ca-dir <dir>', 'without a control plane: directory with root-cert.pem and root-key.pem')
+  .option('--trust-domain <domain>', 'SPIFFE trust domain')
+  .option('--port <port>', 'HBONE port', '15008')
+  .option('--metrics-port <port>', '/metrics and /healthz/ready port ("0" disables)', '15020')
+  .action(async (options) => {
+    const { runWaypoint } = await import('@zmesh/waypoint');
+    process.exitCode = await runWaypoint(options);
+  });
+
+program
   .command('demo')
   .description('run a local two-node mesh with real traffic and print what each side saw')
   .action(async () => {

@@ -52,6 +52,11 @@ export const CATALOGUE = {
     flag: 'UF',
   },
   ZM_ERR_HBONE_SESSION: { message: 'HBONE session to {address} failed: {reason}', status: 503, flag: 'UF' },
+  ZM_ERR_HBONE_FORWARDED_IGNORED: {
+    message: 'forwarded header from {peer}, which is not the destination waypoint, ignored',
+    status: 200,
+    flag: '-',
+  },
   ZM_ERR_HBONE_RAPID_RESET: {
     message: 'peer reset {count} streams within {windowMs} ms',
     status: 400,

@@ -134,9 +134,27 @@ export class InboundListener {
     }
   }
 
+  /**
+   * `forwarded` names the original source only when the destination's own waypoint says
+   * so (DESIGN §3); from any other peer it is ignored and counted, never believed.
+   */
+  private originalSource(workload: Workload, req: TunnelRequest): string | undefined {
+    const claimed = req.request.forwardedFor;
+    if (claimed === undefined) return undefined;
+    const waypoint = workload.waypoint ? this.inputs.state().waypointWorkload(workload.waypoint) : undefined;
+    if (waypoint && spiffeIdOf(waypoint) === req.peerIdentity) return claimed;
+    this.inputs.metrics.errors.inc({ code: 'ZM_ERR_HBONE_FORWARDED_IGNORED', flag: '-' });
+    log.debug(
+      { peer: req.peerIdentity, claimed, dst: workload.uid },
+      'forwarded from a non-waypoint peer ignored',
+    );
+    return undefined;
+  }
+
   /** The HBONE server copies the bytes; the app socket's own counters give the totals. */
   private account(workload: Workload, req: TunnelRequest, upstream: Socket): void {
     const source = this.inputs.state().workloadByIdentity(req.peerIdentity);
+    const forwardedFor = this.originalSource(workload, req);
     const labels = tcpLabels({
       reporter: 'destination',
       sourcePrincipal: req.peerIdentity,
@@ -154,6 +172,7 @@ export class InboundListener {
         {
           dir: 'inbound',
           src: req.peerIdentity,
+          ...(forwardedFor ? { via: 'waypoint', originalSrc: forwardedFor } : {}),
           dst: workload.uid,
           port: req.request.authority.port,
           ...copy,

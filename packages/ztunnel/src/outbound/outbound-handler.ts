@@ -116,9 +116,8 @@ async function openUpstream(
     },
     {
       authority: formatHostPort(route.authority.host, route.authority.port),
-      forwardedFor: downstream.remoteAddress
-        ? formatHostPort(downstream.remoteAddress, downstream.remotePort ?? 0)
-        : undefined,
+      // No `forwarded`: the tunnel leaves from the source's own address, and only a
+      // waypoint's `forwarded` is believed by the destination.
       baggage: {
         'k8s.namespace.name': source.namespace,
         'k8s.workload.name': source.workloadName,
