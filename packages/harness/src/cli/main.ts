@@ -112,6 +112,19 @@ program
     process.exitCode = await runWaypoint(options);
   });
 
+const harness = program.command('harness').description('prove isolation and resilience on the local cluster');
+
+harness
+  .command('noisy-neighbor')
+  .description('a victim tenant under four attacks by another tenant, fairness on and off')
+  .option('--quick', 'short scenarios (CI)')
+  .option('--json <file>', 'write the scenarios and verdict as JSON')
+  .option('--png <file>', 'write a chart as PNG')
+  .action(async (options) => {
+    const { runNoisyCommand } = await import('./noisy-command.js');
+    process.exitCode = await runNoisyCommand(options);
+  });
+
 program
   .command('demo')
   .description('run a local two-node mesh with real traffic and print what each side saw')

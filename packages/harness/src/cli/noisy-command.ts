@@ -1,0 +1,31 @@
+import { writeFile } from 'node:fs/promises';
+import { BpfCapture } from '@zmesh/ztunnel';
+import { runNoisyNeighbor } from '../noisy/noisy-neighbor.js';
+import { chart, table, verdictOf } from '../noisy/noisy-report.js';
+
+export interface NoisyCommandOptions {
+  json?: string;
+  png?: string;
+  quick?: boolean;
+}
+
+/** `zmesh harness noisy-neighbor`: prints progress, the table, and the verdict last; exit 1 if it failed. */
+export async function runNoisyCommand(opts: NoisyCommandOptions): Promise<number> {
+  const why = await BpfCapture.unavailableReason();
+  if (why) {
+    console.error(`noisy-neighbor needs the local cluster (root and BPF): ${why}`);
+    return 2;
+  }
+  const started = Date.now();
+  const { scenarios, capacityRps } = await runNoisyNeighbor({
+    quick: opts.quick === true,
+    progress: (line) => console.log(`[${((Date.now() - started) / 1000).toFixed(0)}s] ${line}`),
+  });
+  const verdict = verdictOf(scenarios);
+  console.log(`\n${table(scenarios)}\n`);
+  if (opts.json)
+    await writeFile(opts.json, `${JSON.stringify({ capacityRps, scenarios, verdict }, null, 2)}\n`);
+  if (opts.png) await writeFile(opts.png, await chart(scenarios));
+  console.log(verdict.passed ? 'verdict: PASSED' : `verdict: FAILED\n  ${verdict.reasons.join('\n  ')}`);
+  return verdict.passed ? 0 : 1;
+}

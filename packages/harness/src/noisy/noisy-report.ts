@@ -1,0 +1,90 @@
+import { barChartPng } from '../report/chart.js';
+import type { ScenarioResult } from './noisy-neighbor.js';
+
+export interface Verdict {
+  passed: boolean;
+  reasons: string[];
+}
+
+/** Targets of issue 8: fairness on keeps the victim within 2× p99 and ≥ 90% rps of solo. */
+export const P99_RATIO_TARGET = 2;
+export const RPS_RATIO_TARGET = 0.9;
+/** ztunnel RSS cap for the verdict (DESIGN §7 node-wide memory cap, with headroom). */
+export const RSS_CAP_MB = 512;
+
+export function verdictOf(scenarios: ScenarioResult[]): Verdict {
+  const reasons: string[] = [];
+  for (const s of scenarios.filter((x) => x.fairness === 'on')) {
+    if (s.p99_ratio > P99_RATIO_TARGET)
+      reasons.push(
+        `fairness on, ${s.name}: victim p99 ${s.p99_ratio.toFixed(2)}× solo > ${P99_RATIO_TARGET}×`,
+      );
+    if (s.rps_ratio < RPS_RATIO_TARGET)
+      reasons.push(
+        `fairness on, ${s.name}: victim rps ${s.rps_ratio.toFixed(2)}× solo < ${RPS_RATIO_TARGET}×`,
+      );
+    if (s.ztunnel.rss_mb > RSS_CAP_MB)
+      reasons.push(
+        `fairness on, ${s.name}: ztunnel RSS ${s.ztunnel.rss_mb.toFixed(0)} MB > ${RSS_CAP_MB} MB`,
+      );
+  }
+  for (const name of ['storm', 'flood'] as const) {
+    const off = scenarios.find((s) => s.fairness === 'off' && s.name === name);
+    if (off && off.p99_ratio <= P99_RATIO_TARGET && off.rps_ratio >= RPS_RATIO_TARGET) {
+      reasons.push(
+        `fairness off, ${name}: no clear degradation (p99 ${off.p99_ratio.toFixed(2)}×, rps ${off.rps_ratio.toFixed(2)}×): the scenario does not stress ztunnel enough`,
+      );
+    }
+  }
+  return { passed: reasons.length === 0, reasons };
+}
+
+export function table(scenarios: ScenarioResult[]): string {
+  const rows = [
+    [
+      'scenario',
+      'fairness',
+      'victim p50 solo→loaded',
+      'p99 solo→loaded',
+      'p99 ratio',
+      'rps ratio',
+      'aggressor ok/refused',
+      'ztunnel cpu s',
+      'rss MB',
+    ],
+  ];
+  for (const s of scenarios) {
+    rows.push([
+      s.name,
+      s.fairness,
+      `${s.victim.solo.p50_ms} → ${s.victim.loaded.p50_ms} ms`,
+      `${s.victim.solo.p99_ms} → ${s.victim.loaded.p99_ms} ms`,
+      `${s.p99_ratio.toFixed(2)}×`,
+      `${s.rps_ratio.toFixed(2)}×`,
+      `${s.aggressor.admitted}/${s.aggressor.refused}`,
+      s.ztunnel.cpu_s.toFixed(1),
+      s.ztunnel.rss_mb.toFixed(0),
+    ]);
+  }
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i]!)).join('  ')).join('\n');
+}
+
+export function chart(scenarios: ScenarioResult[]): Promise<Buffer> {
+  const rows = scenarios.flatMap((s) => [
+    {
+      group: 'victim p99 ÷ solo p99 (lower is better; target ≤ 2)',
+      series: `${s.name}, fairness ${s.fairness}`,
+      value: s.p99_ratio,
+    },
+    {
+      group: 'victim rps ÷ solo rps (target ≥ 0.9)',
+      series: `${s.name}, fairness ${s.fairness}`,
+      value: s.rps_ratio,
+    },
+  ]);
+  return barChartPng(rows, {
+    title: 'noisy neighbor: victim under each attack, fairness on vs off',
+    unit: 'ratio',
+  });
+}
