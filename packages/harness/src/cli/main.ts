@@ -112,6 +112,25 @@ program
     process.exitCode = await runWaypoint(options);
   });
 
+program
+  .command('cluster')
+  .description('the local cluster of network namespaces (root): up, down or status')
+  .argument('<action>', 'up | down | status')
+  .option('--spec <file>', 'YAML spec: nodes and pods (name, namespace, serviceAccount, node)')
+  .option('--nodes <n>', 'without a spec: a grid of n nodes', '2')
+  .option('--pods <m>', 'without a spec: m pods per node', '2')
+  .option('--run-id <id>', 'down/status: one run (default: every recorded cluster)')
+  .option('--json', 'status as JSON')
+  .action(async (action: string, options) => {
+    if (!['up', 'down', 'status'].includes(action)) {
+      console.error(`zmesh cluster: unknown action ${JSON.stringify(action)} (up, down, status)`);
+      process.exitCode = 2;
+      return;
+    }
+    const { runCluster } = await import('./cluster-command.js');
+    process.exitCode = await runCluster(action as 'up' | 'down' | 'status', options);
+  });
+
 const harness = program.command('harness').description('prove isolation and resilience on the local cluster');
 
 harness
