@@ -2,6 +2,7 @@ import { logger } from '@zmesh/shared';
 import type { ResultPromise } from 'execa';
 import type { PodInfo } from '../cluster/topology.js';
 import { LocalMesh } from '../mesh/local-mesh.js';
+import { principalLines } from '../report/principal-lines.js';
 
 const log = logger('demo');
 
@@ -143,16 +144,6 @@ async function startAndWait(
     proc.catch((e: unknown) => log.warn({ pod: pod.name, err: (e as Error).message }, 'pod process ended'));
   });
   return { proc };
-}
-
-function principalLines(metrics: string): string[] {
-  return metrics
-    .split('\n')
-    .filter((l) => l.startsWith('istio_tcp_connections_opened_total{'))
-    .map((l) => {
-      const label = (k: string) => new RegExp(`${k}="([^"]*)"`).exec(l)?.[1];
-      return `${label('reporter')}: ${label('source_principal')} → ${label('destination_principal')} [${label('response_flags')}] ${l.split(' ').pop()}`;
-    });
 }
 
 function step(text: string): void {

@@ -6,6 +6,7 @@ import { CertificateAuthority } from '@zmesh/shared';
 import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
 import { startZtunnelProcess, stopChild, waitReady } from '../local/ztunnel-process.js';
+import { principalLines } from '../report/principal-lines.js';
 import { startHttpServer, startSinkServer } from './demo-servers.js';
 
 const NODES = { 'node-a': '127.0.0.2', 'node-b': '127.0.0.3' } as const;
@@ -47,7 +48,8 @@ export async function runExplicitDemo(): Promise<number> {
     );
     for (const [node, address] of Object.entries(NODES)) {
       step(`what ${node} saw (istio_tcp_connections_opened_total from :15020/metrics)`);
-      for (const line of await principalLines(address)) console.log(`  ${line}`);
+      for (const line of principalLines(await (await fetch(`http://${address}:15020/metrics`)).text()))
+        console.log(`  ${line}`);
     }
     const ok = curl.exitCode === 0 && bulk.counted === BULK_BYTES;
     step(ok ? 'demo passed: traffic crossed the mesh with mutual TLS both ways' : 'demo FAILED');
@@ -120,17 +122,6 @@ function bulkTransfer(
     });
     socket.once('error', reject);
   });
-}
-
-async function principalLines(address: string): Promise<string[]> {
-  const text = await (await fetch(`http://${address}:15020/metrics`)).text();
-  return text
-    .split('\n')
-    .filter((l) => l.startsWith('istio_tcp_connections_opened_total{'))
-    .map((l) => {
-      const label = (k: string) => new RegExp(`${k}="([^"]*)"`).exec(l)?.[1];
-      return `${label('reporter')}: ${label('source_principal')} → ${label('destination_principal')} [${label('response_flags')}] ${l.split(' ').pop()}`;
-    });
 }
 
 function step(text: string): void {

@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import {
   canonicalIp,
   err,
+  FieldReader,
   ok,
   type Port,
   type Result,
@@ -10,7 +11,6 @@ import {
   type Workload,
 } from '@zmesh/shared';
 import { parse as parseYaml } from 'yaml';
-import { FieldReader } from './field-reader.js';
 import { readBackendPolicy, readPolicy } from './policy-parser.js';
 import { readRoute } from './route-parser.js';
 import type { WaypointConfig } from './waypoint-config.js';

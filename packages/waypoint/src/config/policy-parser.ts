@@ -1,4 +1,4 @@
-import type { FieldReader } from './field-reader.js';
+import type { FieldReader } from '@zmesh/shared';
 import {
   type BackendPolicy,
   DEFAULT_CIRCUIT_BREAKER,

@@ -3,6 +3,7 @@ import {
   type Authorization,
   canonicalIp,
   err,
+  FieldReader,
   type GatewayRef,
   ok,
   type Port,
@@ -13,7 +14,6 @@ import {
   type Workload,
 } from '@zmesh/shared';
 import { parse as parseYaml } from 'yaml';
-import { FieldReader } from './field-reader.js';
 
 /** An explicit-proxy forward listener: a local port that carries one workload's identity. */
 export interface ForwardListener {

@@ -1,0 +1,1 @@
+export { FieldReader } from './field-reader.js';
