@@ -47,7 +47,7 @@ const invalid: Array<[string, string, RegExp]> = [
   [
     'bad port',
     'services: [{ name: s, namespace: b, ports: [{ servicePort: 70000 }] }]',
-    /services\[0\]\.ports\[0\]\.servicePort: must be a port/,
+    /services\[0\]\.ports\[0\]\.servicePort: must be an integer 1\.\.65535/,
   ],
   [
     'bad enum',
