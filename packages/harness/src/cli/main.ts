@@ -134,6 +134,16 @@ program
 const harness = program.command('harness').description('prove isolation and resilience on the local cluster');
 
 harness
+  .command('capture-bench')
+  .description('connection setup rate and 1-connection latency: captured path vs direct pod-to-pod')
+  .option('--quick', 'fewer connections and round trips')
+  .option('--json <file>', 'write the rows as JSON')
+  .action(async (options) => {
+    const { captureTable, runCaptureBench } = await import('../bench/capture-bench.js');
+    console.log(captureTable(await runCaptureBench(options)));
+  });
+
+harness
   .command('noisy-neighbor')
   .description('a victim tenant under four attacks by another tenant, fairness on and off')
   .option('--quick', 'short scenarios (CI)')

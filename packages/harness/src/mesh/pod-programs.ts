@@ -58,3 +58,45 @@ export function parseRateResult(stdout: string): RateResult {
   const line = stdout.trim().split('\n').pop() ?? '';
   return JSON.parse(line) as RateResult;
 }
+
+/** Echoes every byte back (for round-trip latency), on [::]:port. */
+export const ECHO_SERVER = `
+const port = Number(process.argv[1]);
+require('net').createServer((s) => { s.on('error', () => {}); s.setNoDelay(true); s.pipe(s); })
+  .listen(port, '::', () => console.log(JSON.stringify({ listening: port })));
+`;
+
+/**
+ * Connection setup rate: \`count\` connect-and-close cycles, \`concurrency\` at a time, as fast
+ * as they go; then \`rounds\` 1-byte round trips on one connection. Prints one JSON line:
+ * { connPerSec, rttP50Us, rttP99Us, failed }.
+ */
+export const SETUP_AND_RTT = `
+const net = require('net');
+const [host, port, count, concurrency, rounds] = process.argv.slice(1).map((v, i) => (i ? Number(v) : v));
+let started = 0, done = 0, failed = 0; const t0 = process.hrtime.bigint();
+function one() {
+  if (started >= count) return;
+  started++;
+  const s = net.connect({ host, port });
+  s.on('connect', () => s.end());
+  s.on('error', () => { failed++; });
+  s.on('close', () => { done++; if (done === count) rtt(); else one(); });
+}
+for (let i = 0; i < concurrency; i++) one();
+function rtt() {
+  const secs = Number(process.hrtime.bigint() - t0) / 1e9;
+  const s = net.connect({ host, port }); s.setNoDelay(true);
+  const lat = []; let sentAt = 0n;
+  const ping = () => { sentAt = process.hrtime.bigint(); s.write('x'); };
+  s.on('connect', ping);
+  s.on('data', () => { lat.push(Number(process.hrtime.bigint() - sentAt) / 1000); if (lat.length < rounds) ping(); else { s.destroy(); report(secs, lat); } });
+  s.on('error', (e) => { console.log(JSON.stringify({ error: e.code })); process.exit(1); });
+}
+function report(secs, lat) {
+  lat.sort((a, b) => a - b);
+  const q = (p) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))];
+  console.log(JSON.stringify({ connPerSec: count / secs, rttP50Us: q(0.5), rttP99Us: q(0.99), failed }));
+  process.exit(0);
+}
+`;
