@@ -3,6 +3,7 @@ import {
   type Authorization,
   canonicalIp,
   err,
+  type GatewayRef,
   ok,
   type Port,
   type Result,
@@ -131,6 +132,7 @@ function readWorkload(r: FieldReader, value: unknown, path: string): Workload | 
     clusterId: 'Kubernetes',
   };
   if (o.labels !== undefined) workload.labels = readLabels(r, o.labels, `${path}.labels`);
+  if (o.waypoint !== undefined) workload.waypoint = readGatewayRef(r, o.waypoint, `${path}.waypoint`);
   return workload;
 }
 
@@ -140,7 +142,9 @@ function readService(r: FieldReader, value: unknown, path: string): Service | un
   r.onlyKeys(o, path, ['name', 'namespace', 'hostname', 'addresses', 'ports', 'subjectAltNames', 'waypoint']);
   const name = r.string(o.name, `${path}.name`, { pattern: DNS_LABEL }) ?? '';
   const namespace = r.string(o.namespace, `${path}.namespace`, { pattern: DNS_LABEL }) ?? '';
+  const waypoint = o.waypoint === undefined ? undefined : readGatewayRef(r, o.waypoint, `${path}.waypoint`);
   return {
+    ...(waypoint ? { waypoint } : {}),
     name,
     namespace,
     hostname:
@@ -195,6 +199,24 @@ function readHostPort(
   if (!m || !host) return text ? r.fail(path, 'must be ip:port or [ipv6]:port') : undefined;
   const port = r.port(Number(m[2]), path);
   return port ? { host, port } : undefined;
+}
+
+/** Istio's GatewayAddress: `{ address: ip, hbonePort? }` or `{ hostname: { namespace, hostname }, hbonePort? }`. */
+function readGatewayRef(r: FieldReader, value: unknown, path: string): GatewayRef | undefined {
+  const o = r.object(value, path);
+  if (!o) return undefined;
+  r.onlyKeys(o, path, ['address', 'hostname', 'hbonePort']);
+  const hbonePort = o.hbonePort === undefined ? 15008 : r.port(o.hbonePort, `${path}.hbonePort`);
+  if (hbonePort === undefined) return undefined;
+  if (o.address !== undefined) {
+    const ip = typeof o.address === 'string' ? canonicalIp(o.address) : undefined;
+    if (!ip) return r.fail(`${path}.address`, 'must be an IPv4 or IPv6 address');
+    return { address: { network: '', address: ip }, hbonePort };
+  }
+  const h = r.object(o.hostname, `${path}.hostname`);
+  const namespace = h ? r.string(h.namespace, `${path}.hostname.namespace`) : undefined;
+  const hostname = h ? r.string(h.hostname, `${path}.hostname.hostname`) : undefined;
+  return namespace && hostname ? { hostname: { namespace, hostname }, hbonePort } : undefined;
 }
 
 function readLabels(r: FieldReader, value: unknown, path: string): Record<string, string> {
