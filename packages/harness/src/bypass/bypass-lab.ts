@@ -83,6 +83,8 @@ function policies(clientIpv4: string): unknown[] {
 
 const NOT_ENROLLED = new Set(['outsider', 'late', 'waypoint']);
 const TARGETS = ['server', 'neighbor', 'guarded', 'sink'];
+/** The distribution's python3 (APT_PACKAGES): a root-only shim earlier on PATH is not executable by pod uids. */
+const SYSTEM_PYTHON = '/usr/bin/python3';
 /** Bound on one in-pod program (probes carry their own, shorter, per-target timeouts). */
 const PROGRAM_TIMEOUT_MS = 20_000;
 
@@ -232,9 +234,13 @@ export class BypassLab {
   }
 
   async privileges(pod: PodInfo, checks: Record<string, unknown>[]): Promise<PrivilegeResult[]> {
-    const r = await this.mesh.cluster.exec(pod, ['python3', '-c', PRIVILEGE_PROBE, JSON.stringify(checks)], {
-      timeoutMs: PROGRAM_TIMEOUT_MS,
-    });
+    const r = await this.mesh.cluster.exec(
+      pod,
+      [SYSTEM_PYTHON, '-c', PRIVILEGE_PROBE, JSON.stringify(checks)],
+      {
+        timeoutMs: PROGRAM_TIMEOUT_MS,
+      },
+    );
     return parseJson<PrivilegeResult[]>(r.stdout, r.stderr);
   }
 

@@ -162,7 +162,8 @@ def run(c):
             return res(k, True, 0, c['path'])
         except OSError as e: return res(k, False, e.errno, c['path'])
     if k == 'own_cgroup':
-        return res(k, True, 0, open('/proc/self/cgroup').read().strip())
+        lines = [l for l in open('/proc/self/cgroup').read().splitlines() if l.startswith('0::')]
+        return res(k, True, 0, 'cgroup v2 ' + ' '.join(lines))
     if k == 'ptrace':
         r = libc.ptrace(16, c['pid'], None, None)
         return res(k, r == 0, ctypes.get_errno() if r != 0 else 0, 'pid %d' % c['pid'])

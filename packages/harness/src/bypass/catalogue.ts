@@ -1,7 +1,20 @@
 import type { Attempt } from './attempt.js';
 import { directTcpAttempts } from './attempts-direct.js';
+import { certificateAttempts, identityAttempts } from './attempts-hbone.js';
+import { lifecycleAttempts } from './attempts-lifecycle.js';
+import { meshPathAttempts } from './attempts-loops.js';
+import { portAttempts } from './attempts-ports.js';
+import { processAttempts } from './attempts-process.js';
 
-/** Every attempt, in the order they run: lifecycle attempts (restarts) last, they disturb the others. */
+/** Every attempt, in the order they run: lifecycle attempts (enrollment, restarts) last, they disturb the rest. */
 export function catalogue(): Attempt[] {
-  return [...directTcpAttempts()];
+  return [
+    ...directTcpAttempts(),
+    ...portAttempts(),
+    ...certificateAttempts(),
+    ...identityAttempts(),
+    ...meshPathAttempts(),
+    ...processAttempts(),
+    ...lifecycleAttempts(),
+  ];
 }

@@ -60,15 +60,19 @@ export function judgeHbone(label: string, r: HboneResult, expectStatus?: number)
   return { observed: 'denied', evidence };
 }
 
+/** Checks that only report (where the pod is, what it sees), judged by no one. */
+const INFORMATIONAL = new Set(['own_cgroup', 'visible_pids']);
+
 /** Privilege checks a pod must fail: any that succeeded is a delivery (the pod got a power it must not have). */
 export function judgePrivileges(
   results: PrivilegeResult[],
   mustFail: (r: PrivilegeResult) => boolean,
 ): Outcome {
-  const evidence = results.map(
-    (r) =>
-      `${r.check}${r.detail ? ` (${r.detail.slice(0, 100)})` : ''}: ${r.ok ? 'ALLOWED' : `refused ${r.errno ?? ''}`}`,
+  const evidence = results.map((r) =>
+    INFORMATIONAL.has(r.check)
+      ? `${r.check}: ${r.detail.slice(0, 120)}`
+      : `${r.check}${r.detail ? ` (${r.detail.slice(0, 100)})` : ''}: ${r.ok ? 'ALLOWED' : `refused ${r.errno ?? ''}`}`,
   );
-  const escaped = results.some((r) => mustFail(r) && r.ok);
+  const escaped = results.some((r) => !INFORMATIONAL.has(r.check) && mustFail(r) && r.ok);
   return { observed: escaped ? 'delivered' : 'denied', evidence };
 }

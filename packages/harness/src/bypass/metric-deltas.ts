@@ -12,7 +12,7 @@ const RELEVANT = /^(zmesh_|istio_tcp_)/;
  * neither says anything about one attempt.
  */
 const IGNORED =
-  /^(zmesh_hbone_inbound_(sessions|streams)|zmesh_hbone_sessions|zmesh_pods_enrolled|zmesh_capture_pods)\b|_seconds[{ ]|_seconds$/;
+  /^(zmesh_hbone_inbound_(sessions|streams)|zmesh_hbone_sessions|zmesh_pods_enrolled|zmesh_capture_pods)\b|^[a-z_]*_seconds/;
 /** Series that name an enforcement decision come first in evidence. */
 const DECISIVE = [
   'zmesh_capture_inbound_drops',

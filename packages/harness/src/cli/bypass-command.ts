@@ -1,4 +1,5 @@
 import { writeFile } from 'node:fs/promises';
+import { setLogLevel } from '@zmesh/shared';
 import { BpfCapture } from '@zmesh/ztunnel';
 import type { BypassReport } from '../bypass/attempt.js';
 import { BypassLab } from '../bypass/bypass-lab.js';
@@ -23,6 +24,8 @@ export async function runBypass(opts: BypassOptions = {}): Promise<number> {
     console.error(`zmesh harness bypass: needs root and BPF: ${unavailable}`);
     return 2;
   }
+  // The table is the output; the harness's own info logs (cluster up, cleanup) are noise here.
+  if (!process.env.ZMESH_LOG) setLogLevel('*', 'warn');
   const attempts = catalogue().filter((a) => !opts.only || a.id.includes(opts.only));
   const lab = await BypassLab.up();
   let report: BypassReport;
