@@ -1,7 +1,8 @@
+import { execa } from 'execa';
 import type { PodInfo } from '../cluster/topology.js';
-import type { Attempt, Expected } from './attempt.js';
+import type { Attempt, Expected, Outcome } from './attempt.js';
 import { APP_PORT, type BypassLab } from './bypass-lab.js';
-import { judgeProbes } from './judge.js';
+import { combine, judgeProbes } from './judge.js';
 
 /** A dropped SYN is only seen as a timeout: long enough for a cross-node handshake, short for the suite. */
 export const DROP_TIMEOUT_MS = 1200;
@@ -70,6 +71,14 @@ export function directTcpAttempts(): Attempt[] {
   return [
     ...matrix,
     {
+      id: 'direct-tcp/link-local-same-node/ipv6',
+      description:
+        "direct TCP to a same-node pod's IPv6 link-local address (fe80::/10 on the shared bridge), enrolled and not",
+      expected: 'denied',
+      alsoAccepted: ['captured'],
+      run: linkLocal,
+    },
+    {
       id: 'direct-tcp/non-enrolled-same-node/ipv4',
       description: 'direct TCP over IPv4 from a pod outside the mesh to an enrolled pod on the same node',
       expected: 'denied',
@@ -83,6 +92,28 @@ export function directTcpAttempts(): Attempt[] {
       run: (lab) => directProbe(lab, { ...SOURCES[3]!, from: () => ({ node: 'node-b' }) }, 'IPv4'),
     },
   ];
+}
+
+/** The pod's link-local address, read as root from the node side (pods cannot be asked). */
+async function linkLocalOf(pod: PodInfo): Promise<string | undefined> {
+  const r = await execa('ip', ['-n', pod.netns, '-6', '-o', 'addr', 'show', 'dev', 'eth0', 'scope', 'link'], {
+    reject: false,
+  });
+  return /inet6 (fe80::[0-9a-f:]+)\//.exec(String(r.stdout))?.[1];
+}
+
+async function linkLocal(lab: BypassLab): Promise<Outcome> {
+  const ll = await linkLocalOf(lab.pod('neighbor'));
+  if (!ll)
+    return { observed: 'denied', evidence: ['the target pod has no link-local address: nothing to reach'] };
+  const targets = [{ host: `${ll}%eth0`, port: APP_PORT }];
+  const outside = judgeProbes(await lab.probe(lab.pod('outsider'), targets, DROP_TIMEOUT_MS), []);
+  const inside = await lab.probe(lab.pod('attacker'), targets, DROP_TIMEOUT_MS);
+  const enrolled = judgeProbes(inside, await lab.moves(), 'node-a');
+  return combine(
+    { observed: outside.observed, evidence: outside.evidence.map((e) => `outsider ${e}`) },
+    { observed: enrolled.observed, evidence: enrolled.evidence.map((e) => `attacker ${e}`) },
+  );
 }
 
 async function directProbe(lab: BypassLab, s: Source, family: Family) {

@@ -83,6 +83,12 @@ export function certificateAttempts(): Attempt[] {
       },
     },
     {
+      id: 'hbone/ca-certificate-as-client',
+      description: "HBONE presenting the mesh's own root CA certificate (and key) as the client certificate",
+      expected: 'denied',
+      run: (lab) => handshake(lab, 'root CA as leaf', { keyPem: lab.rootKeyPem, certPem: lab.ca.rootPem }),
+    },
+    {
       id: 'hbone/expired-certificate',
       description: "HBONE with the allowed client's certificate from our CA, expired an hour ago",
       expected: 'denied',
@@ -170,6 +176,22 @@ export function identityAttempts(): Attempt[] {
         'HBONE with a valid certificate for X claiming the allowed Y in forwarded/baggage/x-forwarded-*',
       expected: 'denied',
       run: forgedIdentity,
+    },
+    {
+      id: 'hbone/confused-deputy',
+      description:
+        "HBONE to a permissive pod's ztunnel listener (admits X) with a forbidden pod's address as authority",
+      expected: 'denied',
+      run: async (lab) => {
+        const cred = await lab.mint(ID.attacker);
+        const server = lab.pod('server');
+        const outcomes: Outcome[] = [];
+        for (const authority of [`${server.ipv4}:${APP_PORT}`, `[${server.ipv6}]:${APP_PORT}`]) {
+          const r = await lab.hbone(lab.pod(FROM), { host: lab.pod('sink').ipv4, authority, cred });
+          outcomes.push(judgeHbone(`via sink's 15008, authority ${authority}`, r, 400));
+        }
+        return combine(...outcomes);
+      },
     },
     {
       id: 'waypoint/forwarded-from-non-waypoint',

@@ -121,7 +121,7 @@ function run(o) {
  * where `ok` means the kernel let the pod do it.
  */
 export const PRIVILEGE_PROBE = `
-import ctypes, errno, json, os, socket, subprocess, sys
+import ctypes, errno, json, os, platform, socket, subprocess, sys
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 def res(check, ok, err=0, detail=''):
@@ -175,6 +175,28 @@ def run(c):
         if pidfd < 0: return res(k, False, ctypes.get_errno(), 'pidfd_open(%d)' % c['pid'])
         fd = libc.syscall(438, pidfd, c['fd'], 0)
         return res(k, fd >= 0, ctypes.get_errno() if fd < 0 else 0, 'pidfd_getfd(%d, %d)' % (c['pid'], c['fd']))
+    if k in ('sctp_connect', 'mptcp_connect'):
+        s = None
+        try:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 132 if k == 'sctp_connect' else 262)
+            s.settimeout(c['timeout']); s.connect((c['host'], c['port'])); data = s.recv(200)
+            return res(k, len(data) > 0, 0, 'answer: ' + data.decode(errors='replace'))
+        except socket.timeout: return res(k, False, errno.ETIMEDOUT, 'timeout')
+        except OSError as e: return res(k, False, e.errno)
+        finally:
+            if s: s.close()
+    if k in ('mkdir', 'unlink', 'rename'):
+        try:
+            if k == 'mkdir': os.mkdir(c['path'])
+            elif k == 'unlink': os.unlink(c['path'])
+            else: os.rename(c['path'], c['path'] + '.moved')
+            return res(k, True, 0, c['path'])
+        except OSError as e: return res(k, False, e.errno, c['path'])
+    if k == 'bpf_obj_get':
+        path = ctypes.create_string_buffer(c['path'].encode())
+        attr = (ctypes.c_uint64 * 3)(); attr[0] = ctypes.addressof(path)
+        fd = libc.syscall(321 if platform.machine() == 'x86_64' else 280, 7, ctypes.byref(attr), 24)
+        return res(k, fd >= 0, ctypes.get_errno() if fd < 0 else 0, c['path'])
     if k == 'visible_pids':
         return res(k, True, 0, ' '.join(sorted(d for d in os.listdir('/proc') if d.isdigit())))
     return res(k, False, errno.EINVAL, 'unknown check')

@@ -1,6 +1,7 @@
 import type { Attempt } from './attempt.js';
 import { directTcpAttempts } from './attempts-direct.js';
 import { certificateAttempts, identityAttempts } from './attempts-hbone.js';
+import { kernelAttempts } from './attempts-kernel.js';
 import { lifecycleAttempts } from './attempts-lifecycle.js';
 import { meshPathAttempts } from './attempts-loops.js';
 import { portAttempts } from './attempts-ports.js';
@@ -15,6 +16,7 @@ export function catalogue(): Attempt[] {
     ...identityAttempts(),
     ...meshPathAttempts(),
     ...processAttempts(),
+    ...kernelAttempts(),
     ...lifecycleAttempts(),
   ];
 }
