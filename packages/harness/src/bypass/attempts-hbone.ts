@@ -12,7 +12,8 @@ type Cred = { keyPem: string; certPem: string };
  * the TLS and CONNECT checks of the destination ztunnel are all that stand in the way.
  */
 const FROM = 'outsider';
-const HANDSHAKE_NOTE = 'sent from the outsider pod (not enrolled: packets leave from its own address)';
+export const FROM_OUTSIDER =
+  'sent by an in-pod client from the outsider pod (not enrolled: packets leave from its own address)';
 
 function toServer(lab: BypassLab) {
   const server = lab.pod('server');
@@ -22,7 +23,7 @@ function toServer(lab: BypassLab) {
 async function handshake(lab: BypassLab, label: string, cred: Cred | undefined): Promise<Outcome> {
   const r = await lab.hbone(lab.pod(FROM), { ...toServer(lab), ...(cred ? { cred } : {}) });
   const o = judgeHbone(label, r);
-  o.evidence.push(HANDSHAKE_NOTE);
+  o.evidence.push(FROM_OUTSIDER);
   return o;
 }
 
@@ -169,7 +170,7 @@ async function forgedIdentity(lab: BypassLab): Promise<Outcome> {
 
 /** Waypoint rules at the destination ztunnel (the waypoint itself is another issue; its identity is config). */
 export function identityAttempts(): Attempt[] {
-  return [
+  return noted([
     {
       id: 'hbone/identity-x-claims-y',
       description:
@@ -225,7 +226,7 @@ export function identityAttempts(): Attempt[] {
         return judgeHbone('VIP authority', await lab.hbone(lab.pod(FROM), req), 400);
       },
     },
-  ];
+  ]);
 }
 
 function toGuarded(lab: BypassLab) {
@@ -251,4 +252,15 @@ async function skipWaypoint(lab: BypassLab): Promise<Outcome> {
         observed: 'error',
         evidence: ['control did not get through: the test proves nothing'],
       });
+}
+
+/** Adds where the packets came from to each attempt's evidence. */
+export function noted(attempts: Attempt[]): Attempt[] {
+  return attempts.map((a) => ({
+    ...a,
+    run: async (lab: BypassLab) => {
+      const o = await a.run(lab);
+      return { ...o, evidence: [...o.evidence, FROM_OUTSIDER] };
+    },
+  }));
 }

@@ -1,5 +1,6 @@
 import type { Attempt, Outcome } from './attempt.js';
 import { DROP_TIMEOUT_MS } from './attempts-direct.js';
+import { FROM_OUTSIDER } from './attempts-hbone.js';
 import { APP_PORT, type BypassLab, ID, VIPS } from './bypass-lab.js';
 import { combine, judgeHbone, judgeProbes } from './judge.js';
 
@@ -106,5 +107,7 @@ async function authorities(lab: BypassLab, list: string[]): Promise<Outcome> {
       ),
     );
   }
-  return combine(...outcomes);
+  const o = combine(...outcomes);
+  o.evidence.push(FROM_OUTSIDER);
+  return o;
 }
