@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CertificateAuthority, type Credential } from '@zmesh/shared';
 import type { ResultPromise } from 'execa';
-import type { NodeInfo, PodInfo } from '../cluster/topology.js';
+import { buildTopology, type NodeInfo, type PodInfo } from '../cluster/topology.js';
 import { LocalMesh, type MeshSpec } from '../mesh/local-mesh.js';
 import { HBONE_PROBE, PRIVILEGE_PROBE, PROBE, TARGET_SERVER } from './bypass-programs.js';
 import { type Movement, movements, parseScrape, type Scrape } from './metric-deltas.js';
@@ -127,7 +127,8 @@ export class BypassLab {
   ) {}
 
   static async up(): Promise<BypassLab> {
-    const clientIp = `10.244.1.${BYPASS_SPEC.pods.filter((p) => p.node === 'node-a').findIndex((p) => p.name === 'client') + 2}`;
+    // Addresses follow from the spec alone, so the policy can name the client's before the cluster exists.
+    const clientIp = buildTopology(BYPASS_SPEC, 'policy', '').pods.find((p) => p.name === 'client')!.ipv4;
     const logs = new ZtunnelLogs();
     const mesh = await LocalMesh.up(
       { ...BYPASS_SPEC, policies: policies(clientIp) },
