@@ -1,9 +1,9 @@
 import { statSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Attempt, Outcome } from './attempt.js';
 import { DROP_TIMEOUT_MS } from './attempts-direct.js';
 import { APP_PORT, type BypassLab } from './bypass-lab.js';
-import { combine, describeProbe, judgeProbes } from './judge.js';
+import { combine, describeProbe, judgePrivileges, judgeProbes } from './judge.js';
 
 const HTTP_GET = (path: string) => `GET ${path} HTTP/1.0\r\nHost: x\r\n\r\n`;
 
@@ -72,6 +72,20 @@ export function portAttempts(): Attempt[] {
       expected: 'exempt',
       alsoAccepted: ['denied'],
       run: metricsFromPod,
+    },
+    {
+      id: 'node-secrets/from-pod',
+      description: "a pod reading the mesh CA's root key, the mesh config or ztunnel's environment",
+      expected: 'denied',
+      run: async (lab) => {
+        const pid = lab.mesh.ztunnelPid('node-a');
+        const r = await lab.privileges(lab.pod('attacker'), [
+          { check: 'read', path: join(lab.mesh.dir, 'root-key.pem') },
+          { check: 'read', path: join(lab.mesh.dir, 'mesh.yaml') },
+          { check: 'read', path: `/proc/${pid}/environ` },
+        ]);
+        return judgePrivileges(r, () => true);
+      },
     },
     {
       id: 'node-agent-socket/from-pod',

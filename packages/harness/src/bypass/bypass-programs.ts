@@ -185,6 +185,11 @@ def run(c):
         except OSError as e: return res(k, False, e.errno)
         finally:
             if s: s.close()
+    if k == 'read':
+        try:
+            with open(c['path'], 'rb') as f: data = f.read(64)
+            return res(k, True, 0, c['path'] + ': read %d bytes' % len(data))
+        except OSError as e: return res(k, False, e.errno, c['path'])
     if k in ('mkdir', 'unlink', 'rename'):
         try:
             if k == 'mkdir': os.mkdir(c['path'])
