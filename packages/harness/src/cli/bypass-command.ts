@@ -19,6 +19,12 @@ export interface BypassOptions {
  * attempt ran, and each came out as expected; 2 when the mesh cannot be run here.
  */
 export async function runBypass(opts: BypassOptions = {}): Promise<number> {
+  const attempts = catalogue().filter((a) => !opts.only || a.id.includes(opts.only));
+  // A run of no attempts proves nothing: say so rather than pass.
+  if (attempts.length === 0) {
+    console.error(`zmesh harness bypass: no attempt id contains "${opts.only}"`);
+    return 2;
+  }
   const unavailable = await BpfCapture.unavailableReason();
   if (unavailable) {
     console.error(`zmesh harness bypass: needs root and BPF: ${unavailable}`);
@@ -26,7 +32,6 @@ export async function runBypass(opts: BypassOptions = {}): Promise<number> {
   }
   // The table is the output; the harness's own info logs (cluster up, cleanup) are noise here.
   if (!process.env.ZMESH_LOG) setLogLevel('*', 'warn');
-  const attempts = catalogue().filter((a) => !opts.only || a.id.includes(opts.only));
   const lab = await BypassLab.up();
   let report: BypassReport;
   try {
