@@ -7,6 +7,7 @@ import { buildTopology, type NodeInfo, type PodInfo } from '../cluster/topology.
 import { LocalMesh, type MeshSpec } from '../mesh/local-mesh.js';
 import { HBONE_PROBE, PRIVILEGE_PROBE, PROBE, TARGET_SERVER } from './bypass-programs.js';
 import { type Movement, movements, parseScrape, type Scrape } from './metric-deltas.js';
+import { TargetWitness } from './target-witness.js';
 import { ZtunnelLogs } from './ztunnel-logs.js';
 
 /** The application port every target listens on (TCP and UDP). */
@@ -82,7 +83,11 @@ function policies(clientIpv4: string): unknown[] {
 }
 
 const NOT_ENROLLED = new Set(['outsider', 'late', 'waypoint']);
-const TARGETS = ['server', 'neighbor', 'guarded', 'sink'];
+/**
+ * Pods running the target program. The waypoint pod's copy is outside the mesh (not
+ * enrolled, so no strict inbound): the tests' proof that a delivery would be seen.
+ */
+const TARGETS = ['server', 'neighbor', 'guarded', 'sink', 'waypoint'];
 /** The distribution's python3 (APT_PACKAGES): a root-only shim earlier on PATH is not executable by pod uids. */
 const SYSTEM_PYTHON = '/usr/bin/python3';
 /** Bound on one in-pod program (probes carry their own, shorter, per-target timeouts). */
@@ -115,6 +120,8 @@ export interface PrivilegeResult {
 /** The local mesh set up for bypass attempts, with the tools attempts share. */
 export class BypassLab {
   private readonly servers: ResultPromise[] = [];
+  /** What the targets themselves saw. */
+  readonly witness: TargetWitness;
   private baseline = new Map<string, Scrape>();
 
   private constructor(
@@ -124,7 +131,9 @@ export class BypassLab {
     readonly rootKeyPem: string,
     /** Every ztunnel's log lines (bounded), for evidence. */
     readonly logs: ZtunnelLogs,
-  ) {}
+  ) {
+    this.witness = new TargetWitness(new Map(TARGETS.map((n) => [n, mesh.pod(n)])));
+  }
 
   static async up(): Promise<BypassLab> {
     // Addresses follow from the spec alone, so the policy can name the client's before the cluster exists.
@@ -254,6 +263,7 @@ export class BypassLab {
   async mark(): Promise<void> {
     this.baseline = await this.scrape();
     this.logs.mark();
+    this.witness.mark();
   }
 
   /** Counters that moved since `mark()`, on every node. */
@@ -272,9 +282,11 @@ export class BypassLab {
   }
 
   private async startTarget(pod: PodInfo): Promise<void> {
+    // buffer: false — the stream is read here, line by line, for the life of the run.
     const proc = this.mesh.cluster.runInPod(pod, ['node', '-e', TARGET_SERVER, String(APP_PORT)], {
       reject: false,
       stdout: 'pipe',
+      buffer: false,
     });
     this.servers.push(proc);
     await new Promise<void>((resolve, reject) => {
@@ -284,6 +296,7 @@ export class BypassLab {
         resolve();
       });
     });
+    proc.stdout?.on('data', (d: Buffer) => this.witness.add(pod.name, d.toString()));
   }
 }
 

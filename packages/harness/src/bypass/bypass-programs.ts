@@ -7,16 +7,18 @@
 /**
  * The target application: TCP on [::]:port (dual stack) answers each connection with the
  * peer address it saw, then closes; UDP on the same port answers each datagram the same
- * way. A delivery through ztunnel shows a loopback peer (ztunnel connects inside the pod);
- * a delivery around the mesh shows the attacker's address.
+ * way. It also prints every peer it sees (JSON lines), so the harness has the target's own
+ * record beside the attacker's. A delivery through ztunnel comes from inside the pod (its
+ * own address or loopback); one around the mesh shows the attacker's address.
  */
 export const TARGET_SERVER = `
 const port = Number(process.argv[1]);
 const net = require('net'), dgram = require('dgram');
+const seen = (kind, peer) => console.log(JSON.stringify({ [kind]: peer }));
 const udp = dgram.createSocket({ type: 'udp6', ipv6Only: false });
-udp.on('message', (m, r) => udp.send('udp:' + r.address, r.port, r.address));
+udp.on('message', (m, r) => { seen('udp', r.address); udp.send('udp:' + r.address, r.port, r.address); });
 udp.bind(port, '::', () => {
-  net.createServer((s) => { s.on('error', () => {}); s.end(String(s.remoteAddress)); })
+  net.createServer((s) => { seen('tcp', String(s.remoteAddress)); s.on('error', () => {}); s.end(String(s.remoteAddress)); })
     .listen(port, '::', () => console.log(JSON.stringify({ listening: port })));
 });
 `;

@@ -1,7 +1,8 @@
 import { logger } from '@zmesh/shared';
-import type { Attempt, AttemptReport, BypassReport } from './attempt.js';
+import type { Attempt, AttemptReport, BypassReport, Observed, Outcome } from './attempt.js';
 import type { BypassLab } from './bypass-lab.js';
 import { describeMovement } from './metric-deltas.js';
+import { describeTargetEvents } from './target-witness.js';
 import { describeLogLine } from './ztunnel-logs.js';
 
 const log = logger('bypass');
@@ -11,6 +12,8 @@ export const ATTEMPT_TIMEOUT_MS = 30_000;
 /** Evidence lines added from counters and logs, per attempt. */
 const MAX_COUNTER_LINES = 6;
 const MAX_LOG_EVIDENCE = 3;
+/** Time for a target's stdout to reach us after the attempt ended. */
+const WITNESS_SETTLE_MS = 50;
 
 /**
  * Runs attempts one after another (each attempt's counters must be its own), adds the
@@ -39,7 +42,7 @@ export async function runAttempts(
 }
 
 async function runOne(lab: BypassLab, a: Attempt): Promise<AttemptReport> {
-  let outcome: { observed: AttemptReport['observed']; evidence: string[] };
+  let outcome: Outcome;
   try {
     await lab.mark();
     outcome = await withTimeout(a.run(lab), ATTEMPT_TIMEOUT_MS);
@@ -47,24 +50,43 @@ async function runOne(lab: BypassLab, a: Attempt): Promise<AttemptReport> {
     log.warn({ attempt: a.id, err: (e as Error).message }, 'attempt could not be executed');
     outcome = { observed: 'error', evidence: [`not executed: ${(e as Error).message}`] };
   }
-  const evidence = [...outcome.evidence];
-  try {
-    const moved = await lab.moves();
-    evidence.push(...moved.slice(0, MAX_COUNTER_LINES).map((m) => `counter ${describeMovement(m)}`));
-    if (moved.length === 0) evidence.push('no mesh counter moved');
-  } catch (e) {
-    evidence.push(`counters unreadable: ${(e as Error).message}`);
-  }
-  evidence.push(...lab.logs.decisions().slice(0, MAX_LOG_EVIDENCE).map(describeLogLine));
-  const accepted = [a.expected, ...(a.alsoAccepted ?? [])] as string[];
+  const witnessed = await targetsSaw(lab);
+  const evidence = [...outcome.evidence, ...witnessed.evidence, ...(await meshEvidence(lab))];
+  const observed = witnessed.around ? 'delivered' : outcome.observed;
+  const accepted: Observed[] = [a.expected, ...(a.alsoAccepted ?? [])];
   return {
     id: a.id,
     description: a.description,
     expected: a.expected,
-    observed: outcome.observed,
-    passed: accepted.includes(outcome.observed),
+    observed,
+    passed: accepted.includes(observed),
     evidence,
   };
+}
+
+/** The targets' own record; a TCP peer from outside the target's pod is a bypass, whatever the attempt said. */
+async function targetsSaw(lab: BypassLab): Promise<{ evidence: string[]; around: boolean }> {
+  // Let the targets' last lines arrive: they print before answering, the pipe may lag.
+  await new Promise((r) => setTimeout(r, WITNESS_SETTLE_MS));
+  const seen = lab.witness.sinceMark();
+  const evidence = describeTargetEvents(lab.witness, seen);
+  const around = seen.find((e) => lab.witness.cameAround(e));
+  if (around) evidence.push(`BYPASS: ${around.target} accepted TCP from outside its pod (${around.peer})`);
+  return { evidence, around: around !== undefined };
+}
+
+/** The counters that moved and the decision lines the ztunnels logged. */
+async function meshEvidence(lab: BypassLab): Promise<string[]> {
+  const out: string[] = [];
+  try {
+    const moved = await lab.moves();
+    out.push(...moved.slice(0, MAX_COUNTER_LINES).map((m) => `counter ${describeMovement(m)}`));
+    if (moved.length === 0) out.push('no mesh counter moved');
+  } catch (e) {
+    out.push(`counters unreadable: ${(e as Error).message}`);
+  }
+  out.push(...lab.logs.decisions().slice(0, MAX_LOG_EVIDENCE).map(describeLogLine));
+  return out;
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
