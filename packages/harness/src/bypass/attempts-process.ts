@@ -24,16 +24,28 @@ export function processAttempts(): Attempt[] {
     {
       id: 'process/socket-mark-and-raw',
       description:
-        'a pod setting SO_MARK or IP_TRANSPARENT (CAP_NET_ADMIN) or opening a raw socket (CAP_NET_RAW)',
+        'a pod setting SO_MARK, IP_TRANSPARENT or TCP_REPAIR (CAP_NET_ADMIN) or opening a raw socket (CAP_NET_RAW)',
       expected: 'denied',
       run: async (lab) => {
         const r = await lab.privileges(lab.pod('attacker'), [
           { check: 'so_mark' },
+          { check: 'tcp_repair' },
           { check: 'ip_transparent' },
           { check: 'raw_socket' },
         ]);
         return judgePrivileges(r, () => true);
       },
+    },
+    {
+      id: 'process/userns-caps-on-pod-socket',
+      description:
+        'a pod that makes a socket, then a user namespace (full capabilities there) and sets SO_MARK/IP_TRANSPARENT/TCP_REPAIR on it',
+      expected: 'denied',
+      run: async (lab) =>
+        judgePrivileges(
+          await lab.privileges(lab.pod('attacker'), [{ check: 'userns_pod_socket' }]),
+          () => true,
+        ),
     },
     {
       id: 'process/spoof-source-freebind',

@@ -138,6 +138,17 @@ def run(c):
     k = c['check']
     if k == 'so_mark': return sockopt(k, socket.SOL_SOCKET, 36)
     if k == 'ip_transparent': return sockopt(k, socket.SOL_IP, 19)
+    if k == 'tcp_repair': return sockopt(k, socket.IPPROTO_TCP, 19)
+    if k == 'userns_pod_socket':
+        # A socket made in the pod's namespace, then a new user namespace: full capabilities
+        # there, none over the pod's network namespace, which the socket still belongs to.
+        s = socket.socket()
+        if libc.unshare(0x10000000) != 0: return res(k, False, ctypes.get_errno(), 'unshare(CLONE_NEWUSER)')
+        out = []
+        for name, level, opt in (('SO_MARK', socket.SOL_SOCKET, 36), ('IP_TRANSPARENT', socket.SOL_IP, 19), ('TCP_REPAIR', socket.IPPROTO_TCP, 19)):
+            try: s.setsockopt(level, opt, 1); out.append(name + ' ALLOWED')
+            except OSError as e: out.append(name + ' ' + errno.errorcode.get(e.errno, str(e.errno)))
+        return res(k, any(o.endswith('ALLOWED') for o in out), 0, 'in a new user namespace: ' + ', '.join(out))
     if k == 'raw_socket':
         try: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP).close(); return res(k, True)
         except OSError as e: return res(k, False, e.errno)
