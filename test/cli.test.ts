@@ -18,3 +18,9 @@ test('zmesh ztunnel with an invalid config exits 2 naming file, path and reason'
   t.is(r.exitCode, 2);
   t.regex(r.stderr, /\/nonexistent\.yaml: cannot read/);
 });
+
+test('zmesh harness bypass refuses to run zero attempts (nothing proven is not a pass)', async (t) => {
+  const r = await execa(ZMESH, ['harness', 'bypass', '--only', 'no-such-attempt'], { reject: false });
+  t.is(r.exitCode, 2);
+  t.regex(r.stderr, /no attempt id contains "no-such-attempt"/);
+});

@@ -1,3 +1,4 @@
+export * from './bypass/index.js';
 export * from './cluster/index.js';
 export {
   LocalMesh,

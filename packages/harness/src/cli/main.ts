@@ -173,4 +173,14 @@ program
     process.exitCode = await runBench(options);
   });
 
+harness
+  .command('bypass')
+  .description('try to reach forbidden targets around the mesh; prints each attempt with its evidence')
+  .option('--json <file>', 'write the report as JSON')
+  .option('--only <text>', 'run only attempts whose id contains this text')
+  .action(async (options) => {
+    const { runBypass } = await import('./bypass-command.js');
+    process.exitCode = await runBypass(options);
+  });
+
 await program.parseAsync(process.argv);

@@ -22,10 +22,16 @@ export interface MeshService {
   ports: Array<{ port: number; targetPort: number }>;
   /** Pods (by name) behind the service. */
   pods: string[];
+  /** Name of the pod whose address is the service's waypoint (Istio GatewayAddress by address). */
+  waypoint?: string;
 }
 
 export interface MeshSpec extends ClusterSpec {
   services?: MeshService[];
+  /** istio.security.Authorization resources, written to the config's `policies:` as given. */
+  policies?: unknown[];
+  /** Pod name → name of the pod that is its waypoint (a workload-attached waypoint by address). */
+  podWaypoints?: Record<string, string>;
 }
 
 export interface MeshOptions {
@@ -38,6 +44,10 @@ export interface MeshOptions {
   ztunnelArgs?: string[];
   /** CPU list the ztunnels are pinned to with taskset (benchmarks and harnesses). */
   ztunnelCpus?: string;
+  /** Extra environment for the ztunnels (e.g. ZMESH_LOG_<SCOPE> levels). */
+  ztunnelEnv?: Record<string, string>;
+  /** Receives each node's ztunnel stderr (JSON log lines); without it they go to our stderr. */
+  ztunnelStderr?: (node: string, chunk: string) => void;
 }
 
 /** VIPs live in 10.244.250.0/24: inside the harness's pod range, owned by no pod. */
@@ -211,9 +221,15 @@ export class LocalMesh {
       stdin: 'ignore',
       stdout: 'ignore',
       stderr: 'pipe',
-      env: { ZMESH_LOG: this.options.ztunnelLog ?? process.env.ZMESH_LOG ?? 'warn' },
+      env: {
+        ...this.options.ztunnelEnv,
+        ZMESH_LOG: this.options.ztunnelLog ?? process.env.ZMESH_LOG ?? 'warn',
+      },
     });
-    child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[ztunnel ${node.name}] ${d}`));
+    const sink = this.options.ztunnelStderr;
+    child.stderr?.on('data', (d: Buffer) =>
+      sink ? sink(node.name, d.toString()) : process.stderr.write(`[ztunnel ${node.name}] ${d}`),
+    );
     this.ztunnels.set(node.name, child);
     const deadline = Date.now() + 15_000;
     while (!existsSync(this.agentSocket(node.name))) {
@@ -226,7 +242,12 @@ export class LocalMesh {
   private async writeConfig(): Promise<void> {
     const configured = this.cluster.pods.filter((p) => !(this.options.unconfigured?.(p) ?? false));
     const serviceKey = (s: MeshService) => `${s.namespace}/${s.name}.${s.namespace}.svc.cluster.local`;
+    const waypointOf = (podName: string | undefined) => {
+      const pod = podName === undefined ? undefined : this.cluster.pods.find((x) => x.name === podName);
+      return pod ? { waypoint: { address: pod.ipv4 } } : {};
+    };
     const workloads = configured.map((p) => ({
+      ...waypointOf(this.spec.podWaypoints?.[p.name]),
       uid: p.uid,
       name: p.name,
       namespace: p.namespace,
@@ -243,12 +264,14 @@ export class LocalMesh {
       ),
     }));
     const services = (this.spec.services ?? []).map((s) => ({
+      ...waypointOf(s.waypoint),
       name: s.name,
       namespace: s.namespace,
       addresses: [s.vip],
       ports: s.ports.map((x) => ({ servicePort: x.port, targetPort: x.targetPort })),
     }));
-    await writeFile(join(this.dir, 'mesh.yaml'), stringify({ workloads, services }));
+    const policies = this.spec.policies ?? [];
+    await writeFile(join(this.dir, 'mesh.yaml'), stringify({ workloads, services, policies }));
   }
 }
 

@@ -1,4 +1,4 @@
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { ZmeshError } from '@zmesh/shared';
 import { execa } from 'execa';
 import { exemptKey, HOOKS, MAPS, pinPaths } from './bpf-layout.js';
@@ -79,7 +79,24 @@ export async function ensureBpffs(root: string): Promise<void> {
       );
     }
   }
-  mkdirSync(root, { recursive: true });
+  mkdirSync(root, { recursive: true, mode: 0o755 });
+  checkPinRoot(root);
+}
+
+/**
+ * bpffs is often mounted world-writable (1777): a directory someone else made at our pin
+ * root before us would let them rename our pod directories (and so confuse cleanup and
+ * adoption). Ours must be a real directory, owned by us, writable by no one else.
+ */
+export function checkPinRoot(root: string): void {
+  const st = lstatSync(root);
+  const uid = process.getuid?.() ?? 0;
+  if (!st.isDirectory() || st.uid !== uid || (st.mode & 0o022) !== 0) {
+    const mode = (st.mode & 0o7777).toString(8);
+    throw new ZmeshError('ZM_ERR_CAPTURE_UNAVAILABLE', {
+      reason: `${root} must be a directory owned by uid ${uid} and not group/world-writable (owner ${st.uid}, mode ${mode})`,
+    });
+  }
 }
 
 /** A pod's pin directory (as opposed to, say, another node's directory of pods). */
