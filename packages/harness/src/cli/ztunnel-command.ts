@@ -1,14 +1,17 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CertificateAuthority, logger, TrustBundle } from '@zmesh/shared';
+import { CertificateAuthority, type Credential, logger, TrustBundle } from '@zmesh/shared';
 import {
   CaClient,
   type CertificateSigner,
   drainOnCertChange,
+  keysDirError,
   LocalCaSigner,
   type LocalConfig,
   loadLocalConfig,
+  PersistedKeys,
   RootsFileWatcher,
+  toCredential,
   XdsConfigSource,
   Ztunnel,
 } from '@zmesh/ztunnel';
@@ -33,6 +36,10 @@ export interface ZtunnelCommandOptions {
   rootsFile?: string;
   snapshot?: string;
   trustCaRoots?: boolean;
+  persistKeys?: string;
+  maxSnapshotAge?: string;
+  authzMaxStaleness?: string;
+  xdsBackoff?: string;
 }
 
 /** Trust, signing and config for one of the two modes; `start` and `stop` bracket the proxy's life. */
@@ -69,6 +76,16 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     console.error(`zmesh ztunnel: ${mode}`);
     return 2;
   }
+  let keys: PersistedKeys | undefined;
+  if (opts.persistKeys) {
+    const opened = await PersistedKeys.open(opts.persistKeys);
+    if (!opened.ok) {
+      console.error(`zmesh ztunnel: ${keysDirError(opts.persistKeys, opened.error).message}`);
+      return 2;
+    }
+    keys = opened.value;
+  }
+  const backoff = parseBackoff(opts.xdsBackoff);
   const registry = new Registry();
   const ztunnel = new Ztunnel({
     node: opts.node!,
@@ -82,11 +99,13 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     signer: mode.signer,
     passthrough: opts.passthrough === 'allow' ? 'allow' : 'deny',
     registry,
+    ...(backoff ? { certBackoff: backoff } : {}),
     ...(opts.agentSocket
       ? { capture: await captureMode(opts.captureScope ?? opts.node!, opts.agentSocket, registry) }
       : {}),
   });
   const undrain = drainOnCertChange(ztunnel.certs, ztunnel.pool);
+  if (keys) await adoptPersistedKeys(ztunnel, keys);
   await ztunnel.start();
   await mode.start(ztunnel);
   if (!opts.agentSocket)
@@ -101,8 +120,28 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
   return 0;
 }
 
+/** Valid persisted credentials are adopted before serving; every new one is written back. */
+async function adoptPersistedKeys(ztunnel: Ztunnel, keys: PersistedKeys): Promise<void> {
+  const creds = await keys.loadValid(toCredential);
+  for (const cred of creds) ztunnel.certs.adopt(cred);
+  log.info({ dir: keys.dir, adopted: creds.length }, 'persisted workload keys loaded');
+  ztunnel.certs.on('rotated', (_identity: string, cred: Credential) => {
+    keys.save(cred).catch((e: unknown) => log.warn({ err: (e as Error).message }, 'persisting a key failed'));
+  });
+}
+
+/** `initialMs:maxMs`; undefined keeps the defaults. */
+function parseBackoff(text?: string): { initialMs: number; maxMs: number } | undefined {
+  const [initialMs, maxMs] = (text ?? '').split(':').map(Number);
+  if (!initialMs || !maxMs || initialMs <= 0 || maxMs < initialMs) return undefined;
+  return { initialMs, maxMs };
+}
+
 function usageError(opts: ZtunnelCommandOptions): string | undefined {
   if (!opts.node) return '--node is required';
+  if (opts.xdsBackoff && !parseBackoff(opts.xdsBackoff))
+    return `--xds-backoff: want initialMs:maxMs with 0 < initial <= max, got ${opts.xdsBackoff}`;
+  if (opts.persistKeys && !opts.xds) return '--persist-keys needs --xds (a local CA never goes away)';
   if (opts.xds) {
     if (!opts.tokenFile || !opts.rootsFile) return '--xds needs --token-file and --roots-file';
     return undefined;
@@ -144,11 +183,13 @@ async function controlPlaneMode(opts: ZtunnelCommandOptions, config?: LocalConfi
     roots.stop();
     return `--roots-file: ${loaded.error.join('; ')}`;
   }
+  const backoff = parseBackoff(opts.xdsBackoff);
   const ca = new CaClient({
     address: opts.xds!,
     token: () => token,
     bundle,
     trustRootsFromCa: opts.trustCaRoots === true,
+    ...(backoff ? { backoff } : {}),
   });
   let source: XdsConfigSource | undefined;
   return {
@@ -163,6 +204,16 @@ async function controlPlaneMode(opts: ZtunnelCommandOptions, config?: LocalConfi
         token,
         ...(opts.snapshot ? { snapshotPath: opts.snapshot } : {}),
         ...(config ? { forwards: config.forwards } : {}),
+        ...(backoff ? { backoff } : {}),
+        maxSnapshotAgeMs: Number(opts.maxSnapshotAge ?? 604_800) * 1000,
+      });
+      const xds = source;
+      z.setConfigReadiness(() => xds.incompleteReason());
+      // DESIGN §5: policies are last-known-good for at most the certificate lifetime by default.
+      const maxStalenessMs = opts.authzMaxStaleness ? Number(opts.authzMaxStaleness) * 1000 : undefined;
+      z.authorizer.setStaleness({
+        ageMs: () => xds.client.snapshotAgeMs(),
+        maxMs: () => maxStalenessMs ?? z.certs.lifetimeMs(),
       });
       await source.start();
     },

@@ -37,6 +37,7 @@ export { ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL, PROTO_DIR, protoRoot } from '
 export { loadSnapshot, writeSnapshot } from './snapshot-file.js';
 export {
   backoffDelay,
+  DEFAULT_MAX_SNAPSHOT_AGE_MS,
   MAX_RESPONSE_BYTES,
   type NackEvent,
   XdsClient,

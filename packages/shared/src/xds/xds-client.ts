@@ -41,7 +41,13 @@ export interface XdsClientOptions {
   snapshotPath?: string;
   backoff: { initialMs: number; maxMs: number };
   registry?: Registry;
+  /** An on-disk snapshot older than this is refused at start (DESIGN §5: bounded age). */
+  maxSnapshotAgeMs?: number;
+  now?: () => number;
 }
+
+/** A week: older than any certificate a proxy could still hold, so such config is not worth serving. */
+export const DEFAULT_MAX_SNAPSHOT_AGE_MS = 7 * 24 * 3600 * 1000;
 
 export interface NackEvent {
   typeUrl: string;
@@ -68,14 +74,20 @@ export class XdsClient extends EventEmitter {
   #attempt = 0;
   #timer: NodeJS.Timeout | undefined;
   #stopped = false;
-  #disconnectedSince = Date.now();
-  #lastCurrentAt = Date.now();
+  readonly #now: () => number;
+  #disconnectedSince: number;
+  #lastCurrentAt: number;
+  /** A complete snapshot is held: synced once, or adopted from disk. */
+  #complete = false;
   #writing: Promise<void> | undefined;
   #dirty = false;
 
   constructor(opts: XdsClientOptions) {
     super();
     this.#opts = opts;
+    this.#now = opts.now ?? Date.now;
+    this.#disconnectedSince = this.#now();
+    this.#lastCurrentAt = this.#now();
     this.#client = new grpc.Client(opts.address, opts.credentials, {
       'grpc.max_receive_message_length': MAX_RESPONSE_BYTES,
       'grpc.keepalive_time_ms': KEEPALIVE_MS,
@@ -86,8 +98,8 @@ export class XdsClient extends EventEmitter {
       opts.registry &&
       new XdsMetrics(opts.registry, {
         disconnectedSeconds: () =>
-          this.#call && this.#current ? 0 : (Date.now() - this.#disconnectedSince) / 1000,
-        snapshotAgeSeconds: () => (this.synced ? 0 : (Date.now() - this.#lastCurrentAt) / 1000),
+          this.#call && this.#current ? 0 : (this.#now() - this.#disconnectedSince) / 1000,
+        snapshotAgeSeconds: () => this.snapshotAgeMs() / 1000,
       });
   }
 
@@ -112,6 +124,20 @@ export class XdsClient extends EventEmitter {
 
   pending(): readonly PendingResource[] {
     return this.#snapshot.pending;
+  }
+
+  /**
+   * How long ago the held config was last known current: 0 while synced, else since the
+   * stream was lost (or since the on-disk snapshot was written). Authorization staleness and
+   * the snapshot-age metric read this.
+   */
+  snapshotAgeMs(): number {
+    return this.synced ? 0 : Math.max(0, this.#now() - this.#lastCurrentAt);
+  }
+
+  /** A complete snapshot is held (synced at least once, or adopted from disk): readiness needs it. */
+  get complete(): boolean {
+    return this.#complete;
   }
 
   get connected(): boolean {
@@ -139,7 +165,16 @@ export class XdsClient extends EventEmitter {
       this.emit('loadFailed', loaded.error);
       return;
     }
+    const maxAge = this.#opts.maxSnapshotAgeMs ?? DEFAULT_MAX_SNAPSHOT_AGE_MS;
+    const age = this.#now() - loaded.value.activatedAt;
+    if (age > maxAge) {
+      const reason = `snapshot ${path} is ${Math.round(age / 1000)} s old, over the ${maxAge / 1000} s bound`;
+      log.warn({ path, age }, 'on-disk snapshot refused: too old');
+      this.emit('loadFailed', [reason]);
+      return;
+    }
     this.#lastCurrentAt = loaded.value.activatedAt;
+    this.#complete = true;
     this.#swap(loaded.value);
   }
 
@@ -191,8 +226,8 @@ export class XdsClient extends EventEmitter {
     this.#answered = new Set();
     if (this.#current) {
       this.#current = false;
-      this.#disconnectedSince = Date.now();
-      this.#lastCurrentAt = Date.now();
+      this.#disconnectedSince = this.#now();
+      this.#lastCurrentAt = this.#now();
     }
     this.#metrics?.connected.set(0);
     if (this.#stopped) return;
@@ -226,7 +261,7 @@ export class XdsClient extends EventEmitter {
     const reasons = this.#opts.typeUrls.includes(typeUrl)
       ? this.#apply(typeUrl, res)
       : [`type ${typeUrl} was not subscribed`];
-    this.#lastCurrentAt = Date.now();
+    this.#lastCurrentAt = this.#now();
     this.#noteAnswered(typeUrl);
     const label = { type: typeLabel(typeUrl) };
     if (reasons.length === 0) {
@@ -245,7 +280,9 @@ export class XdsClient extends EventEmitter {
   #noteAnswered(typeUrl: string): void {
     if (!this.#opts.typeUrls.includes(typeUrl) || this.#answered.has(typeUrl)) return;
     this.#answered.add(typeUrl);
-    if (this.synced) this.emit('synced', this.#snapshot);
+    if (!this.synced) return;
+    this.#complete = true;
+    this.emit('synced', this.#snapshot);
   }
 
   /** Validates the response off to the side and swaps in its valid part; returns the reject reasons. */
@@ -261,7 +298,7 @@ export class XdsClient extends EventEmitter {
     if (batch.addresses.size + batch.authorizations.size + removed.length > 0) {
       const state = applyBatch(this.#snapshot.accepted, typeUrl, batch, removed);
       const changed = [...batch.addresses.keys(), ...batch.authorizations.keys()];
-      this.#swap(advanceSnapshot(this.#snapshot, state, typeUrl, changed, removed, Date.now()));
+      this.#swap(advanceSnapshot(this.#snapshot, state, typeUrl, changed, removed, this.#now()));
       this.#scheduleWrite();
     }
     return batch.reasons;

@@ -29,6 +29,8 @@ export interface XdsConfigSourceOptions {
   forwards?: readonly ForwardConfig[];
   credentials?: grpc.ChannelCredentials;
   backoff?: { initialMs: number; maxMs: number };
+  /** An on-disk snapshot older than this is refused at start. */
+  maxSnapshotAgeMs?: number;
 }
 
 export interface AppliedEvent {
@@ -70,6 +72,7 @@ export class XdsConfigSource extends EventEmitter {
       backoff: opts.backoff ?? DEFAULT_XDS_BACKOFF,
       registry: opts.ztunnel.metrics.registry,
       ...(opts.snapshotPath === undefined ? {} : { snapshotPath: opts.snapshotPath }),
+      ...(opts.maxSnapshotAgeMs === undefined ? {} : { maxSnapshotAgeMs: opts.maxSnapshotAgeMs }),
     });
     this.client.on('snapshot', (s: ConfigSnapshot) => this.#schedule(s));
     this.client.on('loadFailed', (reasons: string[]) => this.#onLoadFailed(reasons));
@@ -93,6 +96,14 @@ export class XdsConfigSource extends EventEmitter {
   /** Connected and every type answered: the config is complete and current. */
   get synced(): boolean {
     return this.client.synced;
+  }
+
+  /** Why readiness must wait for config, if it must: nothing complete from the server or the disk yet. */
+  incompleteReason(): string | undefined {
+    if (this.client.complete && !this.#applying) return undefined;
+    return this.client.connected
+      ? 'configuration incomplete: waiting for the control plane to answer every type'
+      : 'no configuration: control plane unreachable and no usable on-disk snapshot';
   }
 
   /** Why the last snapshot was refused by the proxy (an invalid policy set), if it was. */
