@@ -43,7 +43,11 @@ program
     '--authz-max-staleness <seconds>',
     'authorization last-known-good limit during an outage (default: the workload certificate lifetime)',
   )
-  .option('--xds-backoff <initialMs:maxMs>', 'xDS reconnect and certificate retry backoff bounds', '500:30000')
+  .option(
+    '--xds-backoff <initialMs:maxMs>',
+    'xDS reconnect and certificate retry backoff bounds',
+    '500:30000',
+  )
   .option('--admin-port <port>', 'admin port (/config_dump, /logging, /quitquitquit)', '15000')
   .option('--metrics-port <port>', 'Prometheus /metrics port', '15020')
   .option('--ready-port <port>', 'readiness and liveness port', '15021')

@@ -20,7 +20,11 @@ export const CATALOGUE = {
     status: 503,
     flag: 'TLS',
   },
-  ZM_ERR_CERT_KEYS_DIR_UNSAFE: { message: 'refusing to keep keys in {dir}: {reason}', status: 500, flag: 'CFG' },
+  ZM_ERR_CERT_KEYS_DIR_UNSAFE: {
+    message: 'refusing to keep keys in {dir}: {reason}',
+    status: 500,
+    flag: 'CFG',
+  },
   ZM_ERR_CERT_MISSING: { message: 'no certificate for {identity}', status: 503, flag: 'TLS' },
   ZM_ERR_CA_REFUSED: { message: 'CA refused {identity}: {reason}', status: 403, flag: 'TLS' },
   ZM_ERR_CA_UNAVAILABLE: { message: 'CA unreachable for {identity}: {reason}', status: 503, flag: 'TLS' },

@@ -58,7 +58,6 @@ export class CertManager extends EventEmitter {
   private readonly backoff: { initialMs: number; maxMs: number };
   private readonly now: () => number;
   private readonly expiryGauge?: Gauge;
-  private readonly lifetimeGauge?: Gauge;
   private readonly failures?: Counter;
   private stopped = false;
 
@@ -81,7 +80,7 @@ export class CertManager extends EventEmitter {
       });
       // With the expiry above, the alert "less than a quarter of its life left" needs no
       // threshold in absolute seconds, so the same rule fits 24 h and 20 s certificates.
-      this.lifetimeGauge = new Gauge({
+      new Gauge({
         name: 'zmesh_cert_earliest_lifetime_seconds',
         help: 'Total lifetime (not-after minus not-before) of the earliest-expiring workload certificate; 0 with none',
         registers: [options.registry],
@@ -138,9 +137,7 @@ export class CertManager extends EventEmitter {
   lifetimeMs(): number {
     const held = [...this.slots.values()].flatMap((s) => (s.current ? [s.current] : []));
     const newest = held.sort((a, b) => b.notBefore.getTime() - a.notBefore.getTime())[0];
-    return newest
-      ? newest.notAfter.getTime() - newest.notBefore.getTime()
-      : this.options.ttlSeconds * 1000;
+    return newest ? newest.notAfter.getTime() - newest.notBefore.getTime() : this.options.ttlSeconds * 1000;
   }
 
   /** Failed requests in a row for `identity` (0 once one succeeds): why readiness waits. */

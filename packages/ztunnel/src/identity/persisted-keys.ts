@@ -65,7 +65,9 @@ export class PersistedKeys {
     toCredential: (identity: string, keyPem: string, chain: string[]) => Credential,
     now = Date.now(),
   ): Promise<Credential[]> {
-    const names = (await readdir(this.dir)).filter((n) => n.endsWith(SUFFIX)).slice(0, MAX_PERSISTED_IDENTITIES);
+    const names = (await readdir(this.dir))
+      .filter((n) => n.endsWith(SUFFIX))
+      .slice(0, MAX_PERSISTED_IDENTITIES);
     const out: Credential[] = [];
     for (const name of names) {
       const path = join(this.dir, name);
