@@ -12,3 +12,4 @@ export { MeshControlPlane, type ProxyStatusRow } from './mesh/mesh-control-plane
 export { controlPlaneUid, meshYaml } from './mesh/mesh-objects.js';
 export { netnsHttp } from './mesh/netns-http.js';
 export { PEER_SERVER, parseRateResult, RATE_CLIENT, type RateResult } from './mesh/pod-programs.js';
+export * from './outage/index.js';

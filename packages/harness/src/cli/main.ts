@@ -127,4 +127,17 @@ program
     process.exitCode = await runBench(options);
   });
 
+const harness = program.command('harness').description('drills on the local cluster (root, BPF)');
+harness
+  .command('outage')
+  .description('control-plane outage drill under steady traffic: prints a timeline, checks and a verdict')
+  .option('--duration <seconds>', 'how long the control plane stays unreachable (default: cert TTL + 5)')
+  .option('--cert-ttl <seconds>', 'workload certificate lifetime (time compression)', '12')
+  .option('--json <file>', 'write {checks, timeline} as JSON')
+  .option('--png <file>', 'write the drill chart as PNG')
+  .action(async (options) => {
+    const { runOutage } = await import('./outage-command.js');
+    process.exitCode = await runOutage(options);
+  });
+
 await program.parseAsync(process.argv);

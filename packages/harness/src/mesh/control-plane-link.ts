@@ -1,8 +1,11 @@
 import { chmod, rm } from 'node:fs/promises';
 import { connect, createServer, type Server, type Socket } from 'node:net';
+import { peerCred } from '@zmesh/ztunnel';
 
 /** Connections relayed at once; a node's ztunnel holds two (xDS, CA), so this is generous. */
 export const MAX_LINK_CONNECTIONS = 256;
+/** Accepts remembered for a drill's reconnect-spread check. */
+export const MAX_RECORDED_ACCEPTS = 10_000;
 
 /**
  * The path between the proxies and the control plane's Unix socket, owned by the harness so
@@ -14,6 +17,8 @@ export const MAX_LINK_CONNECTIONS = 256;
 export class ControlPlaneLink {
   private server: Server | undefined;
   private readonly conns = new Set<Socket>();
+  /** Wall-clock ms and peer pid (SO_PEERCRED) of accepted connections, newest last, bounded. */
+  readonly accepts: Array<{ t: number; pid?: number }> = [];
 
   constructor(
     /** Where proxies connect. */
@@ -49,6 +54,8 @@ export class ControlPlaneLink {
   }
 
   private relay(client: Socket): void {
+    if (this.accepts.length < MAX_RECORDED_ACCEPTS)
+      this.accepts.push({ t: Date.now(), pid: peerPid(client) });
     const upstream = connect(this.target);
     for (const s of [client, upstream]) {
       this.conns.add(s);
@@ -61,5 +68,14 @@ export class ControlPlaneLink {
     }
     client.pipe(upstream);
     upstream.pipe(client);
+  }
+}
+
+function peerPid(socket: Socket): number | undefined {
+  const fd = (socket as unknown as { _handle?: { fd?: number } })._handle?.fd;
+  try {
+    return fd === undefined ? undefined : peerCred(fd).pid;
+  } catch {
+    return undefined;
   }
 }

@@ -46,7 +46,7 @@ export interface MeshOptions {
 export interface ControlPlaneMode {
   maxCertTtlSeconds?: number;
   /** Start ztunnels with `--persist-keys` (a private tmpfs directory per node under /dev/shm). */
-  persistKeys?: boolean;
+  persistKeys?: boolean | ((node: string) => boolean);
   /** `initialMs:maxMs` for xDS reconnects and certificate retries (time-compressed drills). */
   xdsBackoff?: string;
   authzMaxStalenessSeconds?: number;
@@ -233,7 +233,8 @@ export class LocalMesh {
     for (const node of this.cluster.nodes) {
       await mkdir(join(this.dir, node.name), { recursive: true, mode: 0o700 });
       await this.controlPlane.writeNodeToken(node.name, join(this.dir, node.name, 'token'));
-      if (mode.persistKeys)
+      const persist = typeof mode.persistKeys === 'function' ? mode.persistKeys(node.name) : mode.persistKeys;
+      if (persist)
         this.keysDirs.set(node.name, await mkdtemp(join(KEYS_TMPFS, `zmesh-keys-${this.cluster.runId}-`)));
     }
   }
