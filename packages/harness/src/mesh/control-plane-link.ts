@@ -47,7 +47,7 @@ export class ControlPlaneLink {
   async cut(): Promise<void> {
     const server = this.server;
     this.server = undefined;
-    for (const s of this.conns) s.resetAndDestroy();
+    for (const s of this.conns) s.destroy();
     this.conns.clear();
     if (server) await new Promise<void>((r) => server.close(() => r()));
     await rm(this.path, { force: true });
