@@ -46,6 +46,8 @@ export async function runOutageDrill(opts: OutageDrillOptions = {}): Promise<Dri
   const mesh = await LocalMesh.up(DRILL_SPEC, {
     enroll: (p) => p.name !== 'newpod',
     unconfigured: (p) => p.name === 'newpod',
+    // The refusals the drill provokes are warnings by design; ZMESH_LOG=warn shows them.
+    ztunnelLog: process.env.ZMESH_LOG ?? 'error',
     controlPlane: {
       maxCertTtlSeconds: ttl,
       persistKeys: (node) => node !== 'node-c',
