@@ -206,14 +206,7 @@ async function controlPlaneMode(opts: ZtunnelCommandOptions, config?: LocalConfi
         ...(config ? { forwards: config.forwards } : {}),
         ...(backoff ? { backoff } : {}),
         maxSnapshotAgeMs: Number(opts.maxSnapshotAge ?? 604_800) * 1000,
-      });
-      const xds = source;
-      z.setConfigReadiness(() => xds.incompleteReason());
-      // DESIGN §5: policies are last-known-good for at most the certificate lifetime by default.
-      const maxStalenessMs = opts.authzMaxStaleness ? Number(opts.authzMaxStaleness) * 1000 : undefined;
-      z.authorizer.setStaleness({
-        ageMs: () => xds.client.snapshotAgeMs(),
-        maxMs: () => maxStalenessMs ?? z.certs.lifetimeMs(),
+        ...(opts.authzMaxStaleness ? { authzMaxStalenessMs: Number(opts.authzMaxStaleness) * 1000 } : {}),
       });
       await source.start();
     },
