@@ -9,7 +9,8 @@ import { echoes, startXdsMesh, type XdsMesh } from './helpers/xds-mesh.js';
  * are refused, while one without any policy keeps working and live connections run on.
  * Explicit-proxy mode on loopback (no root needed).
  */
-const BLOCK = 72;
+/** 127.73.0.0/16 is this file's. */
+const BLOCK = 73;
 const ip = (s: string) => `127.${BLOCK}.${s}`;
 const STALENESS_MS = 1500;
 let mesh: XdsMesh;

@@ -71,19 +71,15 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     }
     config = loaded.value;
   }
+  const keys = opts.persistKeys ? await openKeys(opts.persistKeys) : undefined;
+  if (typeof keys === 'string') {
+    console.error(`zmesh ztunnel: ${keys}`);
+    return 2;
+  }
   const mode = opts.xds ? await controlPlaneMode(opts, config) : await localMode(opts, config!);
   if (typeof mode === 'string') {
     console.error(`zmesh ztunnel: ${mode}`);
     return 2;
-  }
-  let keys: PersistedKeys | undefined;
-  if (opts.persistKeys) {
-    const opened = await PersistedKeys.open(opts.persistKeys);
-    if (!opened.ok) {
-      console.error(`zmesh ztunnel: ${keysDirError(opts.persistKeys, opened.error).message}`);
-      return 2;
-    }
-    keys = opened.value;
   }
   const backoff = parseBackoff(opts.xdsBackoff);
   const registry = new Registry();
@@ -118,6 +114,12 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
   await mode.stop();
   await ztunnel.stop();
   return 0;
+}
+
+/** The --persist-keys directory, or why it is refused (checked before anything starts). */
+async function openKeys(dir: string): Promise<PersistedKeys | string> {
+  const opened = await PersistedKeys.open(dir);
+  return opened.ok ? opened.value : keysDirError(dir, opened.error).message;
 }
 
 /** Valid persisted credentials are adopted before serving; every new one is written back. */
