@@ -174,13 +174,16 @@ class OutageDrill {
     await sleep(2500);
     const now = Date.now();
     const rows = await this.watch.metricsRows();
-    const healthy = rows.every((r) => r.connected === 0 && r.disconnected > 0 && r.age > 0);
+    const exported = rows.every((r) => r.connected === 0 && r.disconnected > 0 && r.age > 0);
+    const alert = await firstFiring('ZmeshXdsDisconnected', this.scraper.of('node-a'), [
+      'zmesh_xds_connected',
+    ]);
+    const alertOk = alert.t !== undefined && alert.t > this.tOut;
+    if (alert.t) this.rec.note('ZmeshXdsDisconnected (shipped rule, promtool) on node-a', 'firing', alert.t);
     this.rec.check(
-      'outage is visible: xds_connected=0, disconnected seconds and snapshot age exported',
-      healthy,
-      rows
-        .map((r) => `${r.node}: connected=${r.connected} disconnected=${r.disconnected}s age=${r.age}s`)
-        .join('; '),
+      'outage is visible: xds_connected=0, disconnected seconds and snapshot age exported, alert fires',
+      exported && alertOk,
+      `${rows.map((r) => `${r.node}: connected=${r.connected} disconnected=${r.disconnected}s age=${r.age}s`).join('; ')}; ZmeshXdsDisconnected ${alertOk ? `firing from t=${this.rec.at(alert.t!)}s` : `not firing after the cut${alert.error ? `: ${alert.error}` : ''}`}`,
     );
     const fresh = tally(this.client.between('new', this.tOut, now));
     const live = this.client.between('live', this.tOut, now);
@@ -353,8 +356,8 @@ class OutageDrill {
         refused.t,
       );
     this.rec.check(
-      'the certificate alert fires before the first refused tunnel',
-      alertAt !== undefined && refused !== undefined && alertAt < refused.t,
+      'the certificate alert fires during the outage, before the first refused tunnel',
+      alertAt !== undefined && refused !== undefined && alertAt > this.tOut && alertAt < refused.t,
       `alert t=${alertAt ? this.rec.at(alertAt) : '-'}s, first refusal t=${refused ? this.rec.at(refused.t) : '-'}s, earliest not-after t=${this.rec.at(expiry)}s`,
     );
     this.judgeFailClosed(expiry, end);
