@@ -18,7 +18,7 @@ import {
   type PendingResource,
 } from './config-snapshot.js';
 import { applyBatch, decodeResources, type RawResource } from './resource-decoder.js';
-import { loadSnapshot, writeSnapshot } from './snapshot-file.js';
+import { loadSnapshot, readCurrentStamp, writeCurrentStamp, writeSnapshot } from './snapshot-file.js';
 import { typeLabel, XdsMetrics } from './xds-metrics.js';
 
 const log = logger('xds-client');
@@ -28,6 +28,8 @@ export const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 /** Caps the backoff exponent so 2^n never overflows; the delay itself is capped by backoff.maxMs. */
 const MAX_BACKOFF_EXPONENT = 30;
 const KEEPALIVE_MS = 30_000;
+/** While synced, the "last known current" stamp is refreshed this often (a few bytes). */
+export const CURRENT_STAMP_EVERY_MS = 30_000;
 /** google.rpc.Code INVALID_ARGUMENT, the status a NACK carries. */
 const INVALID_ARGUMENT = 3;
 
@@ -81,6 +83,7 @@ export class XdsClient extends EventEmitter {
   #complete = false;
   #writing: Promise<void> | undefined;
   #dirty = false;
+  #stampTimer: NodeJS.Timeout | undefined;
 
   constructor(opts: XdsClientOptions) {
     super();
@@ -105,13 +108,21 @@ export class XdsClient extends EventEmitter {
 
   /** Loads the on-disk snapshot (if any and intact), then connects. */
   async start(): Promise<void> {
-    if (this.#opts.snapshotPath !== undefined) await this.#loadFromDisk(this.#opts.snapshotPath);
+    if (this.#opts.snapshotPath !== undefined) {
+      await this.#loadFromDisk(this.#opts.snapshotPath);
+      this.#stampTimer = setInterval(() => {
+        if (this.synced) this.#stamp(this.#now());
+      }, CURRENT_STAMP_EVERY_MS);
+      this.#stampTimer.unref();
+    }
     this.#connect();
   }
 
   async stop(): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#timer);
+    clearInterval(this.#stampTimer);
+    if (this.synced) this.#stamp(this.#now());
     this.#call?.cancel();
     this.#call = undefined;
     this.#client.close();
@@ -165,15 +176,17 @@ export class XdsClient extends EventEmitter {
       this.emit('loadFailed', loaded.error);
       return;
     }
+    const stamp = await readCurrentStamp(path, this.#now());
+    const lastCurrent = Math.max(loaded.value.activatedAt, stamp ?? 0);
     const maxAge = this.#opts.maxSnapshotAgeMs ?? DEFAULT_MAX_SNAPSHOT_AGE_MS;
-    const age = this.#now() - loaded.value.activatedAt;
+    const age = this.#now() - lastCurrent;
     if (age > maxAge) {
       const reason = `snapshot ${path} is ${Math.round(age / 1000)} s old, over the ${maxAge / 1000} s bound`;
       log.warn({ path, age }, 'on-disk snapshot refused: too old');
       this.emit('loadFailed', [reason]);
       return;
     }
-    this.#lastCurrentAt = loaded.value.activatedAt;
+    this.#lastCurrentAt = lastCurrent;
     this.#complete = true;
     this.#swap(loaded.value);
   }
@@ -228,6 +241,7 @@ export class XdsClient extends EventEmitter {
       this.#current = false;
       this.#disconnectedSince = this.#now();
       this.#lastCurrentAt = this.#now();
+      this.#stamp(this.#lastCurrentAt);
     }
     this.#metrics?.connected.set(0);
     if (this.#stopped) return;
@@ -282,6 +296,7 @@ export class XdsClient extends EventEmitter {
     this.#answered.add(typeUrl);
     if (!this.synced) return;
     this.#complete = true;
+    this.#stamp(this.#now());
     this.emit('synced', this.#snapshot);
   }
 
@@ -308,6 +323,15 @@ export class XdsClient extends EventEmitter {
     this.#snapshot = snapshot;
     this.#metrics?.pendingResources.set(snapshot.pending.length);
     this.emit('snapshot', snapshot);
+  }
+
+  /** Records "last known current" beside the snapshot; best effort (a lost stamp only ages config sooner). */
+  #stamp(at: number): void {
+    const path = this.#opts.snapshotPath;
+    if (path === undefined) return;
+    writeCurrentStamp(path, at).catch((e: unknown) =>
+      log.debug({ path, err: (e as Error).message }, 'current stamp write failed'),
+    );
   }
 
   /** At most one write in flight; activations during it collapse into one more write. */

@@ -11,6 +11,7 @@ import {
   TrustBundle,
   validateSvid,
   type Workload,
+  writeCurrentStamp,
   writeSnapshot,
   XdsClient,
 } from '@zmesh/shared';
@@ -80,6 +81,28 @@ test('routing and workloads: last-known-good from disk with its age exported; to
   t.false(stale.complete, 'a snapshot over the age bound is not served');
   t.regex(failures[0]?.[0] ?? '', /is 121 s old, over the 120 s bound/);
   await stale.stop();
+});
+
+test('a stable config is as fresh as its last-known-current stamp, not as old as its last change', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'zmesh-state-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const path = join(dir, 'snapshot');
+  const day = 24 * 3600 * 1000;
+  const now = 100 * day;
+  // Config last changed ten days ago; the proxy was in sync with the control plane until a minute ago.
+  await writeSnapshot(path, buildSnapshot(EMPTY_STATE, now - 10 * day));
+  await writeCurrentStamp(path, now - 60_000);
+  const client = xdsClient(() => now, { snapshotPath: path });
+  await client.start();
+  t.true(client.complete, 'not refused by the 7-day bound');
+  t.is(client.snapshotAgeMs(), 60_000);
+  await client.stop();
+  // A stamp from the future is ignored, never trusted.
+  await writeCurrentStamp(path, now + day);
+  const skewed = xdsClient(() => now, { snapshotPath: path });
+  await skewed.start();
+  t.false(skewed.complete);
+  await skewed.stop();
 });
 
 test('authorization: last-known-good up to the staleness bound, then new connections to enforced destinations fail closed', (t) => {
