@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CertificateAuthority, type Credential, logger, TrustBundle } from '@zmesh/shared';
+import { CertificateAuthority, type Credential, logger, TrustBundle, validateSvid } from '@zmesh/shared';
 import {
   CaClient,
   type CertificateSigner,
@@ -101,7 +101,7 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
       : {}),
   });
   const undrain = drainOnCertChange(ztunnel.certs, ztunnel.pool);
-  if (keys) await adoptPersistedKeys(ztunnel, keys);
+  if (keys) await adoptPersistedKeys(ztunnel, keys, mode.bundle);
   await ztunnel.start();
   await mode.start(ztunnel);
   if (!opts.agentSocket)
@@ -123,10 +123,16 @@ async function openKeys(dir: string): Promise<PersistedKeys | string> {
 }
 
 /** Valid persisted credentials are adopted before serving; every new one is written back. */
-async function adoptPersistedKeys(ztunnel: Ztunnel, keys: PersistedKeys): Promise<void> {
+async function adoptPersistedKeys(ztunnel: Ztunnel, keys: PersistedKeys, bundle: TrustBundle): Promise<void> {
   const creds = await keys.loadValid(toCredential);
-  for (const cred of creds) ztunnel.certs.adopt(cred);
-  log.info({ dir: keys.dir, adopted: creds.length }, 'persisted workload keys loaded');
+  let adopted = 0;
+  for (const cred of creds) {
+    // Roots may have rotated while the process was down: a chain no longer trusted is dropped.
+    const svid = validateSvid(cred.certChainPem, { roots: bundle.roots() });
+    if (svid.ok && svid.value.identity === cred.identity && ztunnel.certs.adopt(cred)) adopted += 1;
+    else log.warn({ identity: cred.identity }, 'persisted certificate no longer valid here: not adopted');
+  }
+  log.info({ dir: keys.dir, adopted, found: creds.length }, 'persisted workload keys loaded');
   ztunnel.certs.on('rotated', (_identity: string, cred: Credential) => {
     keys.save(cred).catch((e: unknown) => log.warn({ err: (e as Error).message }, 'persisting a key failed'));
   });
