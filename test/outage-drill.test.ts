@@ -15,7 +15,7 @@ drillTest(
   'outage drill: every check passes (serve through the outage, fail closed at expiry, converge)',
   async (t) => {
     t.timeout(110_000);
-    const report = await runOutageDrill({ certTtlSeconds: 10, durationSeconds: 14 });
+    const report = await runOutageDrill({ certTtlSeconds: 12, durationSeconds: 15 });
     t.log(`\n${timelineTable(report.timeline)}`);
     for (const c of report.checks) t.true(c.passed, `${c.name}: ${c.evidence}`);
     t.is(report.checks.length, 12);

@@ -24,6 +24,11 @@ export async function runOutage(opts: OutageCommandOptions): Promise<number> {
   }
   const certTtlSeconds = opts.certTtl ? Number(opts.certTtl) : undefined;
   const durationSeconds = opts.duration ? Number(opts.duration) : undefined;
+  const usage = usageError(certTtlSeconds, durationSeconds);
+  if (usage) {
+    console.error(`zmesh harness outage: ${usage}`);
+    return 2;
+  }
   console.log('outage drill: control plane unreachable under steady traffic (time-compressed)');
   const report = await runOutageDrill({
     ...(certTtlSeconds ? { certTtlSeconds } : {}),
@@ -44,4 +49,18 @@ export async function runOutage(opts: OutageCommandOptions): Promise<number> {
   }
   console.log(verdictLine(report.checks));
   return report.checks.every((c) => c.passed) ? 0 : 1;
+}
+
+/**
+ * The phases before expiry (serve, new pod, config change, two restarts) take ~6 s after the
+ * cut, and certificates expire between half and all of their lifetime after it.
+ */
+export const MIN_DRILL_CERT_TTL_SECONDS = 10;
+
+function usageError(ttl?: number, duration?: number): string | undefined {
+  if (ttl !== undefined && !(ttl >= MIN_DRILL_CERT_TTL_SECONDS))
+    return `--cert-ttl must be at least ${MIN_DRILL_CERT_TTL_SECONDS} s (the phases before expiry need it)`;
+  if (duration !== undefined && !(duration >= (ttl ?? 12)))
+    return '--duration must be at least --cert-ttl, or certificates cannot expire during the outage';
+  return undefined;
 }

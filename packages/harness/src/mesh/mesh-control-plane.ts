@@ -109,10 +109,22 @@ export class MeshControlPlane {
     await writeFile(path, `${token}\n`, { mode: 0o600 });
   }
 
+  /** Freezes the control-plane process (SIGSTOP): stopped, state kept, answering nothing. */
+  pause(): void {
+    this.child?.kill('SIGSTOP');
+  }
+
+  /** Lets a paused control plane run again (SIGCONT). */
+  resume(): void {
+    this.child?.kill('SIGCONT');
+  }
+
   async stop(): Promise<void> {
     await this.link.cut();
     const child = this.child;
     this.child = undefined;
+    // A paused process would hold SIGTERM until continued.
+    child?.kill('SIGCONT');
     if (child) await stopChild(child);
   }
 }

@@ -157,10 +157,11 @@ class OutageDrill {
   private async cut(): Promise<void> {
     this.tOut = Date.now();
     await this.mesh.controlPlane!.link.cut();
-    this.mark('control plane cut', this.tOut);
+    this.mesh.controlPlane!.pause();
+    this.mark('control plane stopped', this.tOut);
     this.rec.note(
-      '(1) control plane stopped for the proxies',
-      'xDS/CA socket cut: streams reset, new connects refused (its process keeps its state)',
+      '(1) control plane stopped',
+      'process frozen (SIGSTOP) and its xDS/CA socket cut: streams reset, new connects refused',
       this.tOut,
     );
     const down = await this.watch.allMetric('zmesh_xds_connected', (v) => v === 0, 5000);
@@ -235,6 +236,10 @@ class OutageDrill {
   }
 
   private async configChange(): Promise<void> {
+    // Back up but still cut off from the proxies (a partition), so an operator can apply a
+    // change that cannot reach them yet: it must show as pending, never as applied.
+    this.mesh.controlPlane!.resume();
+    this.rec.note('control plane process resumed', 'still unreachable by every proxy (socket cut)');
     const generation = await this.mesh.controlPlane!.apply(
       this.mesh.objectsYaml([this.mesh.pod('newpod')]),
       'newpod.yaml',
@@ -374,7 +379,7 @@ class OutageDrill {
     this.rec.check(
       'expired certificates: new tunnels refused (fail closed), never plaintext',
       expiry < end && after.ok === 0 && after.failed >= 3 && foreign.length === 0 && accepted.length === 0,
-      `${after.failed} refused, ${after.ok} succeeded after not-after; answers from outside ztunnel: ${foreign.length ? foreign.join(',') : 'none'} (all ${answers.length} answers came from ztunnel inside the server pod)`,
+      `${expiry < end ? '' : 'certificates did not expire before the outage ended (raise --duration); '}${after.failed} refused, ${after.ok} succeeded after not-after; answers from outside ztunnel: ${foreign.length ? foreign.join(',') : 'none'} (all ${answers.length} answers came from ztunnel inside the server pod)`,
     );
   }
 
