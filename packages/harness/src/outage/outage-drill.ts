@@ -3,6 +3,7 @@ import { LocalMesh, type MeshSpec } from '../mesh/local-mesh.js';
 import { parseRateResult, RATE_CLIENT } from '../mesh/pod-programs.js';
 import { firstFiring } from './alert-eval.js';
 import { DrillRecorder, type DrillReport } from './drill-report.js';
+import { drillSeries } from './drill-series.js';
 import { MetricsScraper } from './metrics-scraper.js';
 import { ProxyWatch, pidNode, sleep, waitFor } from './proxy-watch.js';
 import { STEADY_CLIENT, STEADY_SERVER, TrafficLog, tally } from './steady-traffic.js';
@@ -108,7 +109,7 @@ class OutageDrill {
     return {
       checks: this.rec.checks,
       timeline: this.rec.timeline,
-      series: this.series(),
+      series: drillSeries(this.rec, this.client, this.scraper),
       marks: this.marks.map((m) => ({ t: this.rec.at(m.t), label: m.label })),
     };
   }
@@ -433,6 +434,15 @@ class OutageDrill {
     const dumps = await Promise.all(DRILL_SPEC.nodes.map((n) => this.mesh.admin(n, 15000, '/config_dump')));
     const everywhere = dumps.every((d) => d.body.includes(`"uid": "${uid}"`));
     this.rec.note('proxy status', synced ? 'every proxy SYNCED, nothing pending' : 'NOT synced', synced);
+    this.rec.check(
+      'the change made during the outage reaches every proxy; proxy status converges to SYNCED',
+      synced !== undefined && everywhere,
+      `SYNCED at t=${synced ? this.rec.at(synced) : '-'}s; newpod in config_dump of ${dumps.filter((d) => d.body.includes(`"uid": "${uid}"`)).length}/3 proxies`,
+    );
+    await this.recovered();
+  }
+
+  private async recovered(): Promise<void> {
     const readyAt = await this.watch.allReady(20_000);
     const t = readyAt ?? Date.now();
     await waitFor(
@@ -449,43 +459,9 @@ class OutageDrill {
     if (clientOk) this.rec.note('client -> server served again', 'renewed certificates', clientOk);
     if (newpodOk) this.rec.note('newpod -> server served', 'newpod configured and certified', newpodOk);
     this.rec.check(
-      'the change made during the outage reaches every proxy; proxy status converges to SYNCED',
-      synced !== undefined && everywhere,
-      `SYNCED at t=${synced ? this.rec.at(synced) : '-'}s; newpod in config_dump of ${dumps.filter((d) => d.body.includes(`"uid": "${uid}"`)).length}/3 proxies`,
-    );
-    this.rec.check(
       'recovery: every proxy ready (node-c included), client and newpod traffic flows',
       readyAt !== undefined && clientOk !== undefined && newpodOk !== undefined,
       `all ready at t=${readyAt ? this.rec.at(readyAt) : '-'}s; client served at t=${clientOk ? this.rec.at(clientOk) : '-'}s; newpod served at t=${newpodOk ? this.rec.at(newpodOk) : '-'}s`,
     );
-  }
-
-  /** Per 500 ms bucket: client outcomes, earliest expiry per node, connected proxies. */
-  private series(): DrillReport['series'] {
-    const out: DrillReport['series'] = [];
-    const bucket = (t: number) => Math.floor(this.rec.at(t) * 2) / 2;
-    const counts = new Map<string, number>();
-    for (const e of this.client.events.filter((x) => x.k === 'new')) {
-      const key = `${bucket(e.t)}|${e.ok ? 'new connections ok' : 'new connections refused'}`;
-      counts.set(key, (counts.get(key) ?? 0) + 1);
-    }
-    for (const [key, value] of counts) {
-      const [t, series] = key.split('|');
-      out.push({ t: Number(t), panel: 'client -> server (per 0.5 s)', series: series!, value });
-    }
-    for (const s of this.scraper.scrapes) {
-      const left = s.values.zmesh_cert_seconds_to_earliest_expiry;
-      if (left !== undefined)
-        out.push({
-          t: this.rec.at(s.t),
-          panel: 'seconds to earliest cert expiry',
-          series: s.node,
-          value: left,
-        });
-      const connected = s.values.zmesh_xds_connected;
-      if (connected !== undefined)
-        out.push({ t: this.rec.at(s.t), panel: 'xDS connected', series: s.node, value: connected });
-    }
-    return out;
   }
 }
