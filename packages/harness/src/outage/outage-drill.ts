@@ -33,6 +33,8 @@ export const DRILL_SPEC: MeshSpec = {
     { name: 'newpod', namespace: 'team-a', serviceAccount: 'newpod', node: 'node-a' },
     { name: 'server', namespace: 'team-b', serviceAccount: 'server', node: 'node-b' },
     { name: 'bystander', namespace: 'team-c', serviceAccount: 'bystander', node: 'node-c' },
+    // Outside the mesh (never enrolled): tries plaintext straight at the new pod.
+    { name: 'outsider', namespace: 'team-c', serviceAccount: 'outsider', node: 'node-c' },
   ],
 };
 
@@ -45,8 +47,8 @@ export async function runOutageDrill(opts: OutageDrillOptions = {}): Promise<Dri
   const ttl = opts.certTtlSeconds ?? DEFAULT_DRILL_CERT_TTL_SECONDS;
   const duration = opts.durationSeconds ?? ttl + 5;
   const mesh = await LocalMesh.up(DRILL_SPEC, {
-    enroll: (p) => p.name !== 'newpod',
-    unconfigured: (p) => p.name === 'newpod',
+    enroll: (p) => p.name !== 'newpod' && p.name !== 'outsider',
+    unconfigured: (p) => p.name === 'newpod' || p.name === 'outsider',
     // The refusals the drill provokes are warnings by design; ZMESH_LOG=warn shows them.
     ztunnelLog: process.env.ZMESH_LOG ?? 'error',
     controlPlane: {
@@ -219,7 +221,13 @@ class OutageDrill {
       { timeoutMs: 10_000 },
     );
     const rate = parseRateResult(inbound.stdout);
-    await sleep(1000);
+    const direct = await this.mesh.cluster.exec(
+      this.mesh.pod('outsider'),
+      ['node', '-e', RATE_CLIENT, pod.ipv4, String(PORT), '3', '5', '1000'],
+      { timeoutMs: 10_000 },
+    );
+    const plain = parseRateResult(direct.stdout);
+    await sleep(500);
     const out = tally(this.newClient.between('new', t));
     const accepted = this.newServer.between('accepted', t).length;
     const ready = await this.mesh.admin('node-a', 15021, '/healthz/ready');
@@ -227,12 +235,12 @@ class OutageDrill {
     const pending = ready.status === 503 && ready.body.includes(`${uid}: enrolled, no configuration yet`);
     this.rec.note(
       'newpod while the control plane is down',
-      `its outbound: ${out.ok} ok / ${out.failed} refused; inbound to it: ${rate.ok} ok / ${rate.failed} refused; node-a ready=${ready.status}`,
+      `its outbound: ${out.ok} ok / ${out.failed} refused; inbound from a mesh pod: ${rate.ok} ok / ${rate.failed} refused; plaintext from outside the mesh: ${plain.ok} ok / ${plain.failed} dropped; node-a ready=${ready.status}`,
     );
     this.rec.check(
       'a pod created during the outage is captured and pending: sends and receives nothing',
-      out.ok === 0 && out.failed >= 3 && rate.ok === 0 && accepted === 0 && pending,
-      `outbound ${out.failed} refused (${out.errors.join(',')}), inbound ${rate.failed} refused, its server accepted ${accepted}; node-a /healthz/ready ${ready.status}: "${uid}: enrolled, no configuration yet"${pending ? '' : ' NOT reported'}`,
+      out.ok === 0 && out.failed >= 3 && rate.ok === 0 && plain.ok === 0 && accepted === 0 && pending,
+      `outbound ${out.failed} refused (${out.errors.join(',')}), inbound from the mesh ${rate.failed} refused, plaintext from outside ${plain.failed} dropped (${Object.keys(plain.errors).join(',') || 'no answer'}), its server accepted ${accepted}; node-a /healthz/ready ${ready.status}: "${uid}: enrolled, no configuration yet"${pending ? '' : ' NOT reported'}`,
     );
   }
 
