@@ -51,6 +51,8 @@ export interface XdsMeshOptions {
   certTtlSeconds?: number;
   /** YAML documents beyond the two namespaces, client, server and its Service. */
   extraDocs?: unknown[];
+  /** Authorization last-known-good limit of every node (default: the certificate lifetime). */
+  authzMaxStalenessMs?: number;
 }
 
 export const TRUST_DOMAIN = 'cluster.local';
@@ -131,6 +133,7 @@ export async function startXdsMesh(block: number, opts: XdsMeshOptions): Promise
       proxyAddress: address,
       token,
       backoff: { initialMs: 50, maxMs: 500 },
+      ...(opts.authzMaxStalenessMs ? { authzMaxStalenessMs: opts.authzMaxStalenessMs } : {}),
       ...(extra.forwards ? { forwards: extra.forwards } : {}),
       ...(extra.snapshotPath ? { snapshotPath: extra.snapshotPath } : {}),
     });

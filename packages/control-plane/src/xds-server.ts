@@ -136,9 +136,15 @@ export class XdsServer {
     return this.proxies.report(this.cache);
   }
 
+  /**
+   * Binds loopback `host:port`, or a Unix socket when `host` is `unix:<absolute path>`: a
+   * socket file reaches proxies in other network namespaces with no route, and its file mode
+   * (0600, root) is the access control a plaintext loopback port cannot have.
+   */
   async listen(port = 0, host = '127.0.0.1'): Promise<number> {
-    if (!isLoopback(host)) throw new ZmeshError('ZM_ERR_XDS_BIND_REFUSED', { service: 'xDS/CA', host });
-    const address = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+    if (!isLoopback(host) && !isUnixAddress(host))
+      throw new ZmeshError('ZM_ERR_XDS_BIND_REFUSED', { service: 'xDS/CA', host });
+    const address = isUnixAddress(host) ? host : host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
     return new Promise((resolve, reject) => {
       this.#server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (e, bound) =>
         e ? reject(e) : resolve(bound),
@@ -242,6 +248,11 @@ export class XdsServer {
 
 function cached(name: string, payloadType: string, bytes: Uint8Array, rank: number): CachedResource {
   return { name, payloadType, bytes, rank, version: contentVersion(bytes) };
+}
+
+/** `unix:/absolute/path` (grpc-js's Unix-domain address form). */
+export function isUnixAddress(host: string): boolean {
+  return /^unix:\//.test(host);
 }
 
 export function isLoopback(host: string): boolean {

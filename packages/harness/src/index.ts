@@ -1,11 +1,16 @@
 export * from './bypass/index.js';
 export * from './cluster/index.js';
+export { ControlPlaneLink } from './mesh/control-plane-link.js';
 export {
+  type ControlPlaneMode,
   LocalMesh,
   type MeshOptions,
   type MeshService,
   type MeshSpec,
   VIP_PREFIX,
 } from './mesh/local-mesh.js';
+export { MeshControlPlane, type ProxyStatusRow } from './mesh/mesh-control-plane.js';
+export { controlPlaneUid, meshYaml } from './mesh/mesh-objects.js';
 export { netnsHttp } from './mesh/netns-http.js';
 export { PEER_SERVER, parseRateResult, RATE_CLIENT, type RateResult } from './mesh/pod-programs.js';
+export * from './outage/index.js';

@@ -1,4 +1,5 @@
 export { AdminServers } from './admin/admin-servers.js';
+export { type AuthzStaleness, InboundAuthorizer } from './authz/inbound-authorizer.js';
 export * from './capture/index.js';
 export { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
 export { bidirectionalCopy } from './forward/bidirectional-copy.js';
@@ -6,6 +7,7 @@ export { CaClient, type CaClientOptions, DEFAULT_CA_TIMEOUT_MS } from './identit
 export { drainOnCertChange } from './identity/cert-drain.js';
 export { type CertificateSigner, CertManager } from './identity/cert-manager.js';
 export { LocalCaSigner } from './identity/local-ca-signer.js';
+export { keysDirError, PersistedKeys, TMPFS_MAGIC } from './identity/persisted-keys.js';
 export { parseRootsPem, RootsFileWatcher } from './identity/roots-file.js';
 export { InboundListener } from './inbound/inbound-listener.js';
 export { HbonePool, type PoolKey } from './pool/hbone-pool.js';

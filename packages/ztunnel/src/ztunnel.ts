@@ -39,6 +39,8 @@ export interface ZtunnelOptions {
   bundle: TrustBundle;
   signer: CertificateSigner;
   certTtlSeconds?: number;
+  /** Retry bounds for failed certificate requests (CA unreachable). */
+  certBackoff?: { initialMs: number; maxMs: number };
   passthrough?: PassthroughPolicy;
   connectApp?: AppConnector;
   pool?: { maxStreamsPerConnection?: number; idleTimeoutMs?: number };
@@ -87,6 +89,8 @@ export class Ztunnel {
   private readonly captured?: CapturedPods;
   private readonly agent?: NodeAgentServer;
   private reconciling: Promise<void> = Promise.resolve();
+  /** Why the configuration is not complete yet (control-plane mode), if it is not. */
+  private configIncomplete: () => string | undefined = () => undefined;
   private stopped = false;
 
   constructor(private readonly options: ZtunnelOptions) {
@@ -97,6 +101,7 @@ export class Ztunnel {
     this.certs = new CertManager({
       signer: options.signer,
       ttlSeconds: options.certTtlSeconds ?? DEFAULT_CERT_TTL_SECONDS,
+      ...(options.certBackoff ? { backoff: options.certBackoff } : {}),
       registry: this.metrics.registry,
       toCredential,
     });
@@ -182,12 +187,22 @@ export class Ztunnel {
       .filter((w) => w.tunnelProtocol === 'HBONE' && (!this.captured || this.captured.get(w.uid)));
   }
 
+  /** Control-plane mode: readiness also waits for a complete snapshot (synced once, or from disk). */
+  setConfigReadiness(incomplete: () => string | undefined): void {
+    this.configIncomplete = incomplete;
+  }
+
+  /** DESIGN §5: ready = a complete snapshot and a valid certificate for every enrolled workload. */
   readiness(): { ready: boolean; reasons: string[] } {
+    const incomplete = this.configIncomplete();
+    const reasons = incomplete ? [incomplete] : [];
     const pendingConfig = (this.captured?.uids() ?? []).filter((uid) => !this.state.workload(uid));
-    const reasons = pendingConfig.map((uid) => `${uid}: enrolled, no configuration yet`);
+    reasons.push(...pendingConfig.map((uid) => `${uid}: enrolled, no configuration yet`));
     reasons.push(
       ...this.localWorkloads().flatMap((w) => {
-        if (!this.certs.get(spiffeIdOf(w))) return [`${w.uid}: no valid certificate`];
+        const failures = this.certs.failuresOf(spiffeIdOf(w));
+        const why = failures > 0 ? ` (${failures} requests failed: CA unreachable?)` : '';
+        if (!this.certs.get(spiffeIdOf(w))) return [`${w.uid}: no valid certificate${why}`];
         if (!this.inbound.has(w.uid)) return [`${w.uid}: inbound listener not up`];
         return [];
       }),

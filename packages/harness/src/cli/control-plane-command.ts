@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { chmod, readFile, rm } from 'node:fs/promises';
 import { ControlPlane, loadOrCreateCa, startAdminServer, writeRootsFile } from '@zmesh/control-plane';
 
 export interface ControlPlaneCommandOptions {
@@ -10,6 +10,8 @@ export interface ControlPlaneCommandOptions {
   rootsFile?: string;
   maxCertTtl?: string;
   host: string;
+  /** xDS and CA on this Unix socket (mode 0600) instead of host:port. */
+  socket?: string;
 }
 
 /**
@@ -27,10 +29,13 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
     ...(options.maxCertTtl ? { maxCertTtlSeconds: Number(options.maxCertTtl) } : {}),
     ...(options.config ? { configDir: options.config, watch: true } : {}),
   });
-  const port = await cp.start(Number(options.port), options.host);
+  if (options.socket) await rm(options.socket, { force: true });
+  const port = await cp.start(Number(options.port), options.socket ? `unix:${options.socket}` : options.host);
+  if (options.socket) await chmod(options.socket, 0o600);
   const admin = await startAdminServer(cp, Number(options.adminPort), options.host);
+  const where = options.socket ? `unix:${options.socket}` : `${options.host}:${port} (plaintext, loopback)`;
   console.error(
-    `control plane: xDS and CA on ${options.host}:${port} (plaintext, loopback), admin on ${options.host}:${admin.port}` +
+    `control plane: xDS and CA on ${where}, admin on ${options.host}:${admin.port}` +
       (options.rootsFile ? `, roots in ${options.rootsFile}` : ''),
   );
   const stop = async () => {

@@ -39,6 +39,20 @@ program
     '--trust-ca-roots',
     'trust a new root found at the end of a CA-returned chain (authenticated CA channel only)',
   )
+  .option(
+    '--persist-keys <dir>',
+    'keep workload keys and certificates in this root-only tmpfs directory, so a restart during a control-plane outage serves at once (see README)',
+  )
+  .option('--max-snapshot-age <seconds>', 'refuse an on-disk snapshot older than this at start', '604800')
+  .option(
+    '--authz-max-staleness <seconds>',
+    'authorization last-known-good limit during an outage (default: the workload certificate lifetime)',
+  )
+  .option(
+    '--xds-backoff <initialMs:maxMs>',
+    'xDS reconnect and certificate retry backoff bounds',
+    '500:30000',
+  )
   .option('--admin-port <port>', 'admin port (/config_dump, /logging, /quitquitquit)', '15000')
   .option('--metrics-port <port>', 'Prometheus /metrics port', '15020')
   .option('--ready-port <port>', 'readiness and liveness port', '15021')
@@ -61,6 +75,7 @@ program
   )
   .option('--roots-file <file>', 'write the trusted roots here for proxies to watch')
   .option('--max-cert-ttl <seconds>', 'upper bound on workload certificate lifetime')
+  .option('--socket <path>', 'serve xDS and the CA on this Unix socket (mode 0600) instead of --host:--port')
   .action(async (options) => {
     const { runControlPlane } = await import('./control-plane-command.js');
     await runControlPlane(options);
@@ -181,6 +196,18 @@ harness
   .action(async (options) => {
     const { runBypass } = await import('./bypass-command.js');
     process.exitCode = await runBypass(options);
+  });
+
+harness
+  .command('outage')
+  .description('control-plane outage drill under steady traffic: prints a timeline, checks and a verdict')
+  .option('--duration <seconds>', 'how long the control plane stays unreachable (default: cert TTL + 5)')
+  .option('--cert-ttl <seconds>', 'workload certificate lifetime (time compression)', '12')
+  .option('--json <file>', 'write {checks, timeline} as JSON')
+  .option('--png <file>', 'write the drill chart as PNG')
+  .action(async (options) => {
+    const { runOutage } = await import('./outage-command.js');
+    process.exitCode = await runOutage(options);
   });
 
 await program.parseAsync(process.argv);

@@ -1,14 +1,17 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CertificateAuthority, logger, TrustBundle } from '@zmesh/shared';
+import { CertificateAuthority, type Credential, logger, TrustBundle, validateSvid } from '@zmesh/shared';
 import {
   CaClient,
   type CertificateSigner,
   drainOnCertChange,
+  keysDirError,
   LocalCaSigner,
   type LocalConfig,
   loadLocalConfig,
+  PersistedKeys,
   RootsFileWatcher,
+  toCredential,
   XdsConfigSource,
   Ztunnel,
 } from '@zmesh/ztunnel';
@@ -34,6 +37,10 @@ export interface ZtunnelCommandOptions {
   rootsFile?: string;
   snapshot?: string;
   trustCaRoots?: boolean;
+  persistKeys?: string;
+  maxSnapshotAge?: string;
+  authzMaxStaleness?: string;
+  xdsBackoff?: string;
 }
 
 /** Trust, signing and config for one of the two modes; `start` and `stop` bracket the proxy's life. */
@@ -65,11 +72,17 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     }
     config = loaded.value;
   }
+  const keys = opts.persistKeys ? await openKeys(opts.persistKeys) : undefined;
+  if (typeof keys === 'string') {
+    console.error(`zmesh ztunnel: ${keys}`);
+    return 2;
+  }
   const mode = opts.xds ? await controlPlaneMode(opts, config) : await localMode(opts, config!);
   if (typeof mode === 'string') {
     console.error(`zmesh ztunnel: ${mode}`);
     return 2;
   }
+  const backoff = parseBackoff(opts.xdsBackoff);
   const registry = new Registry();
   const ztunnel = new Ztunnel({
     node: opts.node!,
@@ -84,11 +97,13 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     passthrough: opts.passthrough === 'allow' ? 'allow' : 'deny',
     registry,
     tenancy: { fairness: opts.fairness !== 'off' },
+    ...(backoff ? { certBackoff: backoff } : {}),
     ...(opts.agentSocket
       ? { capture: await captureMode(opts.captureScope ?? opts.node!, opts.agentSocket, registry) }
       : {}),
   });
   const undrain = drainOnCertChange(ztunnel.certs, ztunnel.pool);
+  if (keys) await adoptPersistedKeys(ztunnel, keys, mode.bundle);
   await ztunnel.start();
   await mode.start(ztunnel);
   if (!opts.agentSocket)
@@ -103,8 +118,40 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
   return 0;
 }
 
+/** The --persist-keys directory, or why it is refused (checked before anything starts). */
+async function openKeys(dir: string): Promise<PersistedKeys | string> {
+  const opened = await PersistedKeys.open(dir);
+  return opened.ok ? opened.value : keysDirError(dir, opened.error).message;
+}
+
+/** Valid persisted credentials are adopted before serving; every new one is written back. */
+async function adoptPersistedKeys(ztunnel: Ztunnel, keys: PersistedKeys, bundle: TrustBundle): Promise<void> {
+  const creds = await keys.loadValid(toCredential);
+  let adopted = 0;
+  for (const cred of creds) {
+    // Roots may have rotated while the process was down: a chain no longer trusted is dropped.
+    const svid = validateSvid(cred.certChainPem, { roots: bundle.roots() });
+    if (svid.ok && svid.value.identity === cred.identity && ztunnel.certs.adopt(cred)) adopted += 1;
+    else log.warn({ identity: cred.identity }, 'persisted certificate no longer valid here: not adopted');
+  }
+  log.info({ dir: keys.dir, adopted, found: creds.length }, 'persisted workload keys loaded');
+  ztunnel.certs.on('rotated', (_identity: string, cred: Credential) => {
+    keys.save(cred).catch((e: unknown) => log.warn({ err: (e as Error).message }, 'persisting a key failed'));
+  });
+}
+
+/** `initialMs:maxMs`; undefined keeps the defaults. */
+function parseBackoff(text?: string): { initialMs: number; maxMs: number } | undefined {
+  const [initialMs, maxMs] = (text ?? '').split(':').map(Number);
+  if (!initialMs || !maxMs || initialMs <= 0 || maxMs < initialMs) return undefined;
+  return { initialMs, maxMs };
+}
+
 function usageError(opts: ZtunnelCommandOptions): string | undefined {
   if (!opts.node) return '--node is required';
+  if (opts.xdsBackoff && !parseBackoff(opts.xdsBackoff))
+    return `--xds-backoff: want initialMs:maxMs with 0 < initial <= max, got ${opts.xdsBackoff}`;
+  if (opts.persistKeys && !opts.xds) return '--persist-keys needs --xds (a local CA never goes away)';
   if (opts.xds) {
     if (!opts.tokenFile || !opts.rootsFile) return '--xds needs --token-file and --roots-file';
     return undefined;
@@ -146,11 +193,13 @@ async function controlPlaneMode(opts: ZtunnelCommandOptions, config?: LocalConfi
     roots.stop();
     return `--roots-file: ${loaded.error.join('; ')}`;
   }
+  const backoff = parseBackoff(opts.xdsBackoff);
   const ca = new CaClient({
     address: opts.xds!,
     token: () => token,
     bundle,
     trustRootsFromCa: opts.trustCaRoots === true,
+    ...(backoff ? { backoff } : {}),
   });
   let source: XdsConfigSource | undefined;
   return {
@@ -165,6 +214,9 @@ async function controlPlaneMode(opts: ZtunnelCommandOptions, config?: LocalConfi
         token,
         ...(opts.snapshot ? { snapshotPath: opts.snapshot } : {}),
         ...(config ? { forwards: config.forwards } : {}),
+        ...(backoff ? { backoff } : {}),
+        maxSnapshotAgeMs: Number(opts.maxSnapshotAge ?? 604_800) * 1000,
+        ...(opts.authzMaxStaleness ? { authzMaxStalenessMs: Number(opts.authzMaxStaleness) * 1000 } : {}),
       });
       await source.start();
     },

@@ -10,6 +10,8 @@ import { Cluster } from '../cluster/cluster.js';
 import type { ClusterSpec } from '../cluster/cluster-spec.js';
 import type { NodeInfo, PodInfo } from '../cluster/topology.js';
 import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
+import { MeshControlPlane } from './mesh-control-plane.js';
+import { controlPlaneUid, meshYaml } from './mesh-objects.js';
 import { netnsHttp } from './netns-http.js';
 
 const log = logger('mesh');
@@ -48,7 +50,24 @@ export interface MeshOptions {
   ztunnelEnv?: Record<string, string>;
   /** Receives each node's ztunnel stderr (JSON log lines); without it they go to our stderr. */
   ztunnelStderr?: (node: string, chunk: string) => void;
+  /**
+   * Feed the ztunnels from a real `zmesh control-plane` (xDS, CA, node tokens, roots file)
+   * instead of a local config file and CA: `true` for defaults, or the outage knobs.
+   */
+  controlPlane?: boolean | ControlPlaneMode;
 }
+
+export interface ControlPlaneMode {
+  maxCertTtlSeconds?: number;
+  /** Start ztunnels with `--persist-keys` (a private tmpfs directory per node under /dev/shm). */
+  persistKeys?: boolean | ((node: string) => boolean);
+  /** `initialMs:maxMs` for xDS reconnects and certificate retries (time-compressed drills). */
+  xdsBackoff?: string;
+  authzMaxStalenessSeconds?: number;
+}
+
+/** Key persistence must be tmpfs (PersistedKeys refuses anything else). */
+const KEYS_TMPFS = '/dev/shm';
 
 /** VIPs live in 10.244.250.0/24: inside the harness's pod range, owned by no pod. */
 export const VIP_PREFIX = '10.244.250.';
@@ -62,6 +81,9 @@ export const VIP_PREFIX = '10.244.250.';
 export class LocalMesh {
   private readonly ztunnels = new Map<string, ResultPromise>();
   private readonly enrolled = new Set<string>();
+  /** Control-plane mode only. */
+  controlPlane: MeshControlPlane | undefined;
+  private readonly keysDirs = new Map<string, string>();
 
   private constructor(
     readonly cluster: Cluster,
@@ -77,10 +99,13 @@ export class LocalMesh {
     const dir = await mkdtemp(join(tmpdir(), `zmesh-mesh-${cluster.runId}-`));
     const mesh = new LocalMesh(cluster, dir, spec, options);
     try {
-      const ca = await CertificateAuthority.create({ trustDomain: 'cluster.local' });
-      await writeFile(join(dir, 'root-cert.pem'), ca.rootPem);
-      await writeFile(join(dir, 'root-key.pem'), await ca.exportKeyPem(), { mode: 0o600 });
-      await mesh.writeConfig();
+      if (options.controlPlane) await mesh.startControlPlane();
+      else {
+        const ca = await CertificateAuthority.create({ trustDomain: 'cluster.local' });
+        await writeFile(join(dir, 'root-cert.pem'), ca.rootPem);
+        await writeFile(join(dir, 'root-key.pem'), await ca.exportKeyPem(), { mode: 0o600 });
+        await mesh.writeConfig();
+      }
       for (const node of cluster.nodes) await mesh.startZtunnel(node);
       for (const pod of cluster.pods) if (options.enroll?.(pod) ?? true) await mesh.enroll(pod);
       await mesh.waitReady();
@@ -108,11 +133,21 @@ export class LocalMesh {
     return this.cluster.node(name);
   }
 
+  /** The uid ztunnel knows a pod by: the control plane's in control-plane mode, else the harness's. */
+  workloadUid(pod: PodInfo): string {
+    return this.options.controlPlane ? controlPlaneUid(pod) : pod.uid;
+  }
+
+  /** Kubernetes-shaped YAML registering `pods` (and the spec's services) with the control plane. */
+  objectsYaml(pods: readonly PodInfo[]): string {
+    return meshYaml(pods, this.spec.services ?? []);
+  }
+
   /** Enrolls a pod with its node's ztunnel; resolves once capture and listeners are in place. */
   async enroll(pod: PodInfo): Promise<void> {
     const client = new NodeAgentClient(this.agentSocket(pod.node));
     try {
-      await client.addWorkload(this.cluster.workloadRequest(pod));
+      await client.addWorkload({ ...this.cluster.workloadRequest(pod), uid: this.workloadUid(pod) });
       this.enrolled.add(pod.uid);
     } finally {
       client.close();
@@ -122,7 +157,7 @@ export class LocalMesh {
   async unenroll(pod: PodInfo): Promise<void> {
     const client = new NodeAgentClient(this.agentSocket(pod.node));
     try {
-      await client.delWorkload(pod.uid);
+      await client.delWorkload(this.workloadUid(pod));
       this.enrolled.delete(pod.uid);
     } finally {
       client.close();
@@ -160,7 +195,7 @@ export class LocalMesh {
             ? (JSON.parse(r.body) as { local: Array<{ uid: string; status: string }> }).local
             : [];
         const ready = new Set(local.filter((l) => l.status === 'ready').map((l) => l.uid));
-        if (want.every((p) => ready.has(p.uid))) break;
+        if (want.every((p) => ready.has(this.workloadUid(p)))) break;
         if (Date.now() > deadline)
           throw new Error(`ztunnel on ${node.name} not ready: ${r?.body ?? 'no answer'}`);
         await new Promise((res) => setTimeout(res, 100));
@@ -190,8 +225,55 @@ export class LocalMesh {
         log.warn({ node: node.name, err: (e as Error).message }, 'BPF cleanup failed');
       });
     }
+    await this.controlPlane?.stop();
     await this.cluster.down();
     await rm(this.dir, { recursive: true, force: true });
+    for (const d of this.keysDirs.values()) await rm(d, { recursive: true, force: true });
+  }
+
+  private get cpMode(): ControlPlaneMode | undefined {
+    const cp = this.options.controlPlane;
+    return cp === true ? {} : cp || undefined;
+  }
+
+  /** Starts the control plane, registers the configured pods and services, mints node tokens. */
+  private async startControlPlane(): Promise<void> {
+    const mode = this.cpMode ?? {};
+    this.controlPlane = await MeshControlPlane.start(this.dir, {
+      ...(mode.maxCertTtlSeconds ? { maxCertTtlSeconds: mode.maxCertTtlSeconds } : {}),
+    });
+    const configured = this.cluster.pods.filter((p) => !(this.options.unconfigured?.(p) ?? false));
+    await this.controlPlane.apply(this.objectsYaml(configured), 'mesh.yaml');
+    for (const node of this.cluster.nodes) {
+      await mkdir(join(this.dir, node.name), { recursive: true, mode: 0o700 });
+      await this.controlPlane.writeNodeToken(node.name, join(this.dir, node.name, 'token'));
+      const persist = typeof mode.persistKeys === 'function' ? mode.persistKeys(node.name) : mode.persistKeys;
+      if (persist)
+        this.keysDirs.set(node.name, await mkdtemp(join(KEYS_TMPFS, `zmesh-keys-${this.cluster.runId}-`)));
+    }
+  }
+
+  /** The ztunnel flags of control-plane mode: xDS and CA through the link, token, roots, snapshot. */
+  private controlPlaneArgs(node: string): string[] {
+    const mode = this.cpMode;
+    const cp = this.controlPlane;
+    if (!mode || !cp) return [];
+    const keys = this.keysDirs.get(node);
+    return [
+      '--xds',
+      cp.xdsAddress,
+      '--token-file',
+      join(this.dir, node, 'token'),
+      '--roots-file',
+      cp.rootsFile,
+      '--snapshot',
+      join(this.dir, node, 'snapshot.json'),
+      ...(keys ? ['--persist-keys', keys] : []),
+      ...(mode.xdsBackoff ? ['--xds-backoff', mode.xdsBackoff] : []),
+      ...(mode.authzMaxStalenessSeconds
+        ? ['--authz-max-staleness', String(mode.authzMaxStalenessSeconds)]
+        : []),
+    ];
   }
 
   private async startZtunnel(node: NodeInfo): Promise<void> {
@@ -201,14 +283,13 @@ export class LocalMesh {
       '--enable-source-maps',
       ZMESH_MAIN,
       'ztunnel',
-      '--config',
-      join(this.dir, 'mesh.yaml'),
+      ...(this.controlPlane
+        ? this.controlPlaneArgs(node.name)
+        : ['--config', join(this.dir, 'mesh.yaml'), '--ca-dir', this.dir]),
       '--node',
       node.name,
       '--address',
       '127.0.0.1',
-      '--ca-dir',
-      this.dir,
       '--agent-socket',
       this.agentSocket(node.name),
       '--capture-scope',

@@ -20,6 +20,11 @@ export const CATALOGUE = {
     status: 503,
     flag: 'TLS',
   },
+  ZM_ERR_CERT_KEYS_DIR_UNSAFE: {
+    message: 'refusing to keep keys in {dir}: {reason}',
+    status: 500,
+    flag: 'CFG',
+  },
   ZM_ERR_CERT_MISSING: { message: 'no certificate for {identity}', status: 503, flag: 'TLS' },
   ZM_ERR_CA_REFUSED: { message: 'CA refused {identity}: {reason}', status: 403, flag: 'TLS' },
   ZM_ERR_CA_UNAVAILABLE: { message: 'CA unreachable for {identity}: {reason}', status: 503, flag: 'TLS' },
@@ -63,6 +68,11 @@ export const CATALOGUE = {
     flag: 'DC',
   },
   ZM_ERR_AUTHZ_DENIED: { message: 'denied by policy {policy}', status: 401, flag: 'UAEX' },
+  ZM_ERR_AUTHZ_STALE: {
+    message: 'policies for {workload} are {ageSeconds} s stale, over {maxSeconds} s: new connections refused',
+    status: 401,
+    flag: 'UAEX',
+  },
   ZM_ERR_AUTHZ_WAYPOINT_REQUIRED: {
     message: 'tunnels to {workload} must come from its waypoint {waypoint}, not {peer}',
     status: 401,

@@ -34,9 +34,16 @@ export {
 } from './config-snapshot.js';
 export { csrPublicKey, csrUriSans, MAX_CSR_PEM_BYTES } from './csr-info.js';
 export { ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL, PROTO_DIR, protoRoot } from './proto-root.js';
-export { loadSnapshot, writeSnapshot } from './snapshot-file.js';
+export {
+  currentStampPath,
+  loadSnapshot,
+  readCurrentStamp,
+  writeCurrentStamp,
+  writeSnapshot,
+} from './snapshot-file.js';
 export {
   backoffDelay,
+  DEFAULT_MAX_SNAPSHOT_AGE_MS,
   MAX_RESPONSE_BYTES,
   type NackEvent,
   XdsClient,

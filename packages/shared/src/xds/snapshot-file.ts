@@ -118,3 +118,43 @@ async function syncDir(dir: string): Promise<void> {
     await handle.close();
   }
 }
+
+/**
+ * The "last known current" stamp beside a snapshot (`<path>.current`): when the proxy last
+ * knew its config matched the control plane's. The snapshot itself is rewritten only when
+ * config changes, so its own time says nothing about a mesh whose config is stable; ages
+ * after a restart (snapshot bound, authorization staleness) are measured from this stamp.
+ */
+const STAMP_FORMAT = 'zmesh-xds-current/v1';
+
+export function currentStampPath(snapshotPath: string): string {
+  return `${snapshotPath}.current`;
+}
+
+export async function writeCurrentStamp(snapshotPath: string, at: number): Promise<void> {
+  const path = currentStampPath(snapshotPath);
+  const tmp = `${path}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
+  const handle = await open(tmp, 'w', 0o600);
+  try {
+    await handle.writeFile(JSON.stringify({ format: STAMP_FORMAT, lastCurrentAt: at }));
+  } finally {
+    await handle.close();
+  }
+  await rename(tmp, path);
+}
+
+/** The stamp, if present, well-formed and not in the future (a bad stamp is ignored, never trusted). */
+export async function readCurrentStamp(snapshotPath: string, now: number): Promise<number | undefined> {
+  try {
+    const s = JSON.parse(await readFile(currentStampPath(snapshotPath), 'utf8')) as {
+      format?: string;
+      lastCurrentAt?: unknown;
+    };
+    const at = s.lastCurrentAt;
+    return s.format === STAMP_FORMAT && typeof at === 'number' && Number.isFinite(at) && at <= now
+      ? at
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -18,7 +18,7 @@ import {
   type PendingResource,
 } from './config-snapshot.js';
 import { applyBatch, decodeResources, type RawResource } from './resource-decoder.js';
-import { loadSnapshot, writeSnapshot } from './snapshot-file.js';
+import { loadSnapshot, readCurrentStamp, writeCurrentStamp, writeSnapshot } from './snapshot-file.js';
 import { typeLabel, XdsMetrics } from './xds-metrics.js';
 
 const log = logger('xds-client');
@@ -28,6 +28,8 @@ export const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 /** Caps the backoff exponent so 2^n never overflows; the delay itself is capped by backoff.maxMs. */
 const MAX_BACKOFF_EXPONENT = 30;
 const KEEPALIVE_MS = 30_000;
+/** While synced, the "last known current" stamp is refreshed this often (a few bytes). */
+export const CURRENT_STAMP_EVERY_MS = 30_000;
 /** google.rpc.Code INVALID_ARGUMENT, the status a NACK carries. */
 const INVALID_ARGUMENT = 3;
 
@@ -41,7 +43,13 @@ export interface XdsClientOptions {
   snapshotPath?: string;
   backoff: { initialMs: number; maxMs: number };
   registry?: Registry;
+  /** An on-disk snapshot older than this is refused at start (DESIGN §5: bounded age). */
+  maxSnapshotAgeMs?: number;
+  now?: () => number;
 }
+
+/** A week: older than any certificate a proxy could still hold, so such config is not worth serving. */
+export const DEFAULT_MAX_SNAPSHOT_AGE_MS = 7 * 24 * 3600 * 1000;
 
 export interface NackEvent {
   typeUrl: string;
@@ -68,14 +76,21 @@ export class XdsClient extends EventEmitter {
   #attempt = 0;
   #timer: NodeJS.Timeout | undefined;
   #stopped = false;
-  #disconnectedSince = Date.now();
-  #lastCurrentAt = Date.now();
+  readonly #now: () => number;
+  #disconnectedSince: number;
+  #lastCurrentAt: number;
+  /** A complete snapshot is held: synced once, or adopted from disk. */
+  #complete = false;
   #writing: Promise<void> | undefined;
   #dirty = false;
+  #stampTimer: NodeJS.Timeout | undefined;
 
   constructor(opts: XdsClientOptions) {
     super();
     this.#opts = opts;
+    this.#now = opts.now ?? Date.now;
+    this.#disconnectedSince = this.#now();
+    this.#lastCurrentAt = this.#now();
     this.#client = new grpc.Client(opts.address, opts.credentials, {
       'grpc.max_receive_message_length': MAX_RESPONSE_BYTES,
       'grpc.keepalive_time_ms': KEEPALIVE_MS,
@@ -86,20 +101,28 @@ export class XdsClient extends EventEmitter {
       opts.registry &&
       new XdsMetrics(opts.registry, {
         disconnectedSeconds: () =>
-          this.#call && this.#current ? 0 : (Date.now() - this.#disconnectedSince) / 1000,
-        snapshotAgeSeconds: () => (this.synced ? 0 : (Date.now() - this.#lastCurrentAt) / 1000),
+          this.#call && this.#current ? 0 : (this.#now() - this.#disconnectedSince) / 1000,
+        snapshotAgeSeconds: () => this.snapshotAgeMs() / 1000,
       });
   }
 
   /** Loads the on-disk snapshot (if any and intact), then connects. */
   async start(): Promise<void> {
-    if (this.#opts.snapshotPath !== undefined) await this.#loadFromDisk(this.#opts.snapshotPath);
+    if (this.#opts.snapshotPath !== undefined) {
+      await this.#loadFromDisk(this.#opts.snapshotPath);
+      this.#stampTimer = setInterval(() => {
+        if (this.synced) this.#stamp(this.#now());
+      }, CURRENT_STAMP_EVERY_MS);
+      this.#stampTimer.unref();
+    }
     this.#connect();
   }
 
   async stop(): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#timer);
+    clearInterval(this.#stampTimer);
+    if (this.synced) this.#stamp(this.#now());
     this.#call?.cancel();
     this.#call = undefined;
     this.#client.close();
@@ -112,6 +135,20 @@ export class XdsClient extends EventEmitter {
 
   pending(): readonly PendingResource[] {
     return this.#snapshot.pending;
+  }
+
+  /**
+   * How long ago the held config was last known current: 0 while synced, else since the
+   * stream was lost (or since the on-disk snapshot was written). Authorization staleness and
+   * the snapshot-age metric read this.
+   */
+  snapshotAgeMs(): number {
+    return this.synced ? 0 : Math.max(0, this.#now() - this.#lastCurrentAt);
+  }
+
+  /** A complete snapshot is held (synced at least once, or adopted from disk): readiness needs it. */
+  get complete(): boolean {
+    return this.#complete;
   }
 
   get connected(): boolean {
@@ -139,7 +176,18 @@ export class XdsClient extends EventEmitter {
       this.emit('loadFailed', loaded.error);
       return;
     }
-    this.#lastCurrentAt = loaded.value.activatedAt;
+    const stamp = await readCurrentStamp(path, this.#now());
+    const lastCurrent = Math.max(loaded.value.activatedAt, stamp ?? 0);
+    const maxAge = this.#opts.maxSnapshotAgeMs ?? DEFAULT_MAX_SNAPSHOT_AGE_MS;
+    const age = this.#now() - lastCurrent;
+    if (age > maxAge) {
+      const reason = `snapshot ${path} is ${Math.round(age / 1000)} s old, over the ${maxAge / 1000} s bound`;
+      log.warn({ path, age }, 'on-disk snapshot refused: too old');
+      this.emit('loadFailed', [reason]);
+      return;
+    }
+    this.#lastCurrentAt = lastCurrent;
+    this.#complete = true;
     this.#swap(loaded.value);
   }
 
@@ -191,8 +239,9 @@ export class XdsClient extends EventEmitter {
     this.#answered = new Set();
     if (this.#current) {
       this.#current = false;
-      this.#disconnectedSince = Date.now();
-      this.#lastCurrentAt = Date.now();
+      this.#disconnectedSince = this.#now();
+      this.#lastCurrentAt = this.#now();
+      this.#stamp(this.#lastCurrentAt);
     }
     this.#metrics?.connected.set(0);
     if (this.#stopped) return;
@@ -226,7 +275,7 @@ export class XdsClient extends EventEmitter {
     const reasons = this.#opts.typeUrls.includes(typeUrl)
       ? this.#apply(typeUrl, res)
       : [`type ${typeUrl} was not subscribed`];
-    this.#lastCurrentAt = Date.now();
+    this.#lastCurrentAt = this.#now();
     this.#noteAnswered(typeUrl);
     const label = { type: typeLabel(typeUrl) };
     if (reasons.length === 0) {
@@ -245,7 +294,10 @@ export class XdsClient extends EventEmitter {
   #noteAnswered(typeUrl: string): void {
     if (!this.#opts.typeUrls.includes(typeUrl) || this.#answered.has(typeUrl)) return;
     this.#answered.add(typeUrl);
-    if (this.synced) this.emit('synced', this.#snapshot);
+    if (!this.synced) return;
+    this.#complete = true;
+    this.#stamp(this.#now());
+    this.emit('synced', this.#snapshot);
   }
 
   /** Validates the response off to the side and swaps in its valid part; returns the reject reasons. */
@@ -261,7 +313,7 @@ export class XdsClient extends EventEmitter {
     if (batch.addresses.size + batch.authorizations.size + removed.length > 0) {
       const state = applyBatch(this.#snapshot.accepted, typeUrl, batch, removed);
       const changed = [...batch.addresses.keys(), ...batch.authorizations.keys()];
-      this.#swap(advanceSnapshot(this.#snapshot, state, typeUrl, changed, removed, Date.now()));
+      this.#swap(advanceSnapshot(this.#snapshot, state, typeUrl, changed, removed, this.#now()));
       this.#scheduleWrite();
     }
     return batch.reasons;
@@ -271,6 +323,15 @@ export class XdsClient extends EventEmitter {
     this.#snapshot = snapshot;
     this.#metrics?.pendingResources.set(snapshot.pending.length);
     this.emit('snapshot', snapshot);
+  }
+
+  /** Records "last known current" beside the snapshot; best effort (a lost stamp only ages config sooner). */
+  #stamp(at: number): void {
+    const path = this.#opts.snapshotPath;
+    if (path === undefined) return;
+    writeCurrentStamp(path, at).catch((e: unknown) =>
+      log.debug({ path, err: (e as Error).message }, 'current stamp write failed'),
+    );
   }
 
   /** At most one write in flight; activations during it collapse into one more write. */

@@ -1,8 +1,9 @@
+import { createHash } from 'node:crypto';
 import { createServer, type Server, type Socket } from 'node:net';
 import { logger, type Workload, ZmeshError } from '@zmesh/shared';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { BpfCapture } from '../capture/bpf-capture.js';
-import { OUTBOUND_PORT } from '../capture/bpf-layout.js';
+import { OUTBOUND_PORT, POD_ID_PATTERN } from '../capture/bpf-layout.js';
 import { listenInNetns } from '../capture/netns-listener.js';
 import type { AddWorkloadRequest, NodeAgentHandler } from '../capture/node-agent.js';
 import { handleOutbound, type OutboundInputs } from '../outbound/outbound-handler.js';
@@ -70,7 +71,7 @@ export class CapturedPods implements NodeAgentHandler {
     const existing = this.pods.get(req.uid);
     if (existing && existing.netnsPath === req.netns && existing.cgroupPath === req.cgroup) return;
     if (existing) await this.delWorkload(req.uid);
-    await this.inputs.bpf.attach({ id: req.uid, cgroupPath: req.cgroup, netnsPath: req.netns });
+    await this.inputs.bpf.attach({ id: pinIdOf(req.uid), cgroupPath: req.cgroup, netnsPath: req.netns });
     const pod: EnrolledPod = { uid: req.uid, netnsPath: req.netns, cgroupPath: req.cgroup, outbound: [] };
     try {
       for (const host of ['127.0.0.1', '::1']) pod.outbound.push(await this.listenOutbound(pod, host));
@@ -93,7 +94,7 @@ export class CapturedPods implements NodeAgentHandler {
     if (!pod) throw new ZmeshError('ZM_ERR_AGENT_UNKNOWN_WORKLOAD', { uid });
     this.pods.delete(uid);
     await Promise.all(pod.outbound.map((s) => new Promise<void>((r) => s.close(() => r()))));
-    await this.inputs.bpf.detach(uid);
+    await this.inputs.bpf.detach(pinIdOf(uid));
     log.info({ pod: uid }, 'pod removed');
     this.inputs.onChange();
   }
@@ -149,4 +150,12 @@ export class CapturedPods implements NodeAgentHandler {
     log.warn({ pod: pod.uid, reason }, 'captured connection refused');
     socket.resetAndDestroy();
   }
+}
+
+/**
+ * The BPF pin name of a workload: its uid when that is a safe file name, else a digest. The
+ * control plane's uids (`Kubernetes//Pod/ns/name`) hold slashes; the harness's do not.
+ */
+export function pinIdOf(uid: string): string {
+  return POD_ID_PATTERN.test(uid) ? uid : `w-${createHash('sha256').update(uid).digest('hex').slice(0, 40)}`;
 }

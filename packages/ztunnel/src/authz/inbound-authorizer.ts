@@ -17,6 +17,17 @@ const log = logger('authz');
 /** Bound on how long a now-denied live connection may stay open after a policy change. */
 export const LIVE_REEVALUATION_DEADLINE_MS = 1000;
 
+/**
+ * Authorization's own validity through a control-plane outage (DESIGN §5): policies are
+ * last-known-good until `ageMs()` exceeds `maxMs()`; past that, new connections to a
+ * destination with an applicable non-dry-run policy are refused. Live connections are not
+ * closed for staleness alone: nothing new has been learned against them.
+ */
+export interface AuthzStaleness {
+  ageMs: () => number;
+  maxMs: () => number;
+}
+
 interface LiveConnection {
   attributes: ConnectionAttributes;
   workloadUid: string;
@@ -34,6 +45,7 @@ export class InboundAuthorizer {
   private readonly decisions: Counter<'decision' | 'reason'>;
   private readonly closedLive: Counter;
   private readonly dryRuns: Counter<'policy' | 'would_be'>;
+  private staleness: AuthzStaleness | undefined;
 
   constructor(
     registry: Registry,
@@ -79,8 +91,37 @@ export class InboundAuthorizer {
     return ok(applied.value);
   }
 
+  /** Set once the config source is known (the control plane); without it policies never go stale. */
+  setStaleness(staleness: AuthzStaleness | undefined): void {
+    this.staleness = staleness;
+  }
+
+  /** Why policies for `workload` are too stale to admit a new connection, if they are. */
+  staleDenial(workload: Workload): ZmeshError | undefined {
+    if (!this.staleness) return undefined;
+    const age = this.staleness.ageMs();
+    const max = this.staleness.maxMs();
+    if (age <= max) return undefined;
+    const dest = { namespace: workload.namespace, policyNames: workload.authorizationPolicies };
+    if (!this.store.hasEnforcedPolicy(dest)) return undefined;
+    return new ZmeshError('ZM_ERR_AUTHZ_STALE', {
+      workload: workload.uid,
+      ageSeconds: Math.round(age / 1000),
+      maxSeconds: Math.round(max / 1000),
+    });
+  }
+
   /** Decides one new connection; a denial is a ZmeshError (401 on HBONE). */
   check(workload: Workload, attributes: ConnectionAttributes): ZmeshError | undefined {
+    const stale = this.staleDenial(workload);
+    if (stale) {
+      this.decisions.inc({ decision: 'deny', reason: 'stale-policy' });
+      return stale;
+    }
+    return this.checkPolicy(workload, attributes);
+  }
+
+  private checkPolicy(workload: Workload, attributes: ConnectionAttributes): ZmeshError | undefined {
     const decision = this.evaluate(workload, attributes);
     if (decision.allowed) return undefined;
     return new ZmeshError('ZM_ERR_AUTHZ_DENIED', { policy: decision.policy ?? decision.reason });
@@ -106,7 +147,7 @@ export class InboundAuthorizer {
     for (const entry of [...this.live]) {
       const workload = this.workload(entry.workloadUid);
       const denial = workload
-        ? this.check(workload, entry.attributes)
+        ? this.checkPolicy(workload, entry.attributes)
         : new ZmeshError('ZM_ERR_HBONE_NOT_SERVING', { workload: entry.workloadUid });
       if (!denial) continue;
       this.live.delete(entry);

@@ -25,4 +25,4 @@ export {
 } from './node-agent.js';
 export { AGENT_REQUEST_TIMEOUT_MS, NodeAgentClient } from './node-agent-client.js';
 export { decodeRequest, type NodeAgentReply, type NodeAgentRequest } from './node-agent-protocol.js';
-export { SysError } from './sys.js';
+export { peerCred, SysError } from './sys.js';

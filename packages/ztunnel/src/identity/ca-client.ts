@@ -42,6 +42,12 @@ export interface CaClientOptions {
    * new roots arrive through the watched roots file and a chain must anchor in the bundle.
    */
   trustRootsFromCa?: boolean;
+  /**
+   * The channel's reconnect backoff. grpc-js defaults reach 120 s, which would keep a
+   * recovered CA unreachable long after certificate retries resume; keep it at the
+   * CertManager's retry bounds.
+   */
+  backoff?: { initialMs: number; maxMs: number };
 }
 
 /**
@@ -56,7 +62,11 @@ export class CaClient implements CertificateSigner {
 
   constructor(opts: CaClientOptions) {
     this.#opts = opts;
-    this.#client = new grpc.Client(opts.address, opts.credentials ?? grpc.credentials.createInsecure());
+    const backoff = opts.backoff ?? { initialMs: 500, maxMs: 30_000 };
+    this.#client = new grpc.Client(opts.address, opts.credentials ?? grpc.credentials.createInsecure(), {
+      'grpc.initial_reconnect_backoff_ms': backoff.initialMs,
+      'grpc.max_reconnect_backoff_ms': backoff.maxMs,
+    });
   }
 
   async sign(csrPem: string, identity: string, ttlSeconds: number): Promise<string[]> {

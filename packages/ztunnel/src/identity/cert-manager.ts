@@ -78,6 +78,18 @@ export class CertManager extends EventEmitter {
           this.set(times.length ? (Math.min(...times) - now()) / 1000 : 0);
         },
       });
+      // With the expiry above, the alert "less than a quarter of its life left" needs no
+      // threshold in absolute seconds, so the same rule fits 24 h and 20 s certificates.
+      new Gauge({
+        name: 'zmesh_cert_earliest_lifetime_seconds',
+        help: 'Total lifetime (not-after minus not-before) of the earliest-expiring workload certificate; 0 with none',
+        registers: [options.registry],
+        collect() {
+          const held = [...slots.values()].flatMap((s) => (s.current ? [s.current] : []));
+          const first = held.sort((a, b) => a.notAfter.getTime() - b.notAfter.getTime())[0];
+          this.set(first ? (first.notAfter.getTime() - first.notBefore.getTime()) / 1000 : 0);
+        },
+      });
       this.failures = new Counter({
         name: 'zmesh_cert_renewal_failures_total',
         help: 'Failed certificate requests',
@@ -103,6 +115,34 @@ export class CertManager extends EventEmitter {
     if (held) return held;
     const slot = this.slot(identity);
     return slot.inflight ?? this.request(slot);
+  }
+
+  /**
+   * Takes a credential obtained elsewhere (keys persisted across a restart) as if just
+   * issued: used while valid, renewed at half-life (at once if that has passed).
+   */
+  adopt(cred: Credential): boolean {
+    if (cred.notAfter.getTime() <= this.now()) return false;
+    const slot = this.slot(cred.identity);
+    const previous = slot.current;
+    slot.current = cred;
+    this.scheduleRenewal(slot, halfLife(cred, this.now()));
+    this.scheduleExpiring(slot, cred);
+    log.info({ identity: cred.identity, notAfter: cred.notAfter.toISOString() }, 'certificate adopted');
+    this.emit('rotated', cred.identity, cred, previous);
+    return true;
+  }
+
+  /** Lifetime of the newest certificate held (what the CA actually grants), else the requested TTL. */
+  lifetimeMs(): number {
+    const held = [...this.slots.values()].flatMap((s) => (s.current ? [s.current] : []));
+    const newest = held.sort((a, b) => b.notBefore.getTime() - a.notBefore.getTime())[0];
+    return newest ? newest.notAfter.getTime() - newest.notBefore.getTime() : this.options.ttlSeconds * 1000;
+  }
+
+  /** Failed requests in a row for `identity` (0 once one succeeds): why readiness waits. */
+  failuresOf(identity: string): number {
+    return this.slots.get(identity)?.failures ?? 0;
   }
 
   forget(identity: string): void {

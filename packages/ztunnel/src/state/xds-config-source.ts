@@ -16,7 +16,12 @@ const log = logger('xds-source');
 export const DEFAULT_XDS_BACKOFF = { initialMs: 500, maxMs: 30_000 };
 
 export interface XdsConfigSourceOptions {
-  ztunnel: Pick<Ztunnel, 'applyConfig' | 'metrics'>;
+  /**
+   * The proxy fed. When it has them, the source also wires authorization staleness to its
+   * snapshot age and readiness to snapshot completeness (DESIGN §5).
+   */
+  ztunnel: Pick<Ztunnel, 'applyConfig' | 'metrics'> &
+    Partial<Pick<Ztunnel, 'authorizer' | 'certs' | 'setConfigReadiness'>>;
   /** `host:port` of the control plane's ADS. */
   address: string;
   node: string;
@@ -29,6 +34,10 @@ export interface XdsConfigSourceOptions {
   forwards?: readonly ForwardConfig[];
   credentials?: grpc.ChannelCredentials;
   backoff?: { initialMs: number; maxMs: number };
+  /** An on-disk snapshot older than this is refused at start. */
+  maxSnapshotAgeMs?: number;
+  /** Authorization last-known-good limit; default: the workload certificate lifetime. */
+  authzMaxStalenessMs?: number;
 }
 
 export interface AppliedEvent {
@@ -70,7 +79,9 @@ export class XdsConfigSource extends EventEmitter {
       backoff: opts.backoff ?? DEFAULT_XDS_BACKOFF,
       registry: opts.ztunnel.metrics.registry,
       ...(opts.snapshotPath === undefined ? {} : { snapshotPath: opts.snapshotPath }),
+      ...(opts.maxSnapshotAgeMs === undefined ? {} : { maxSnapshotAgeMs: opts.maxSnapshotAgeMs }),
     });
+    this.#wireValidity(opts);
     this.client.on('snapshot', (s: ConfigSnapshot) => this.#schedule(s));
     this.client.on('loadFailed', (reasons: string[]) => this.#onLoadFailed(reasons));
   }
@@ -93,6 +104,14 @@ export class XdsConfigSource extends EventEmitter {
   /** Connected and every type answered: the config is complete and current. */
   get synced(): boolean {
     return this.client.synced;
+  }
+
+  /** Why readiness must wait for config, if it must: nothing complete from the server or the disk yet. */
+  incompleteReason(): string | undefined {
+    if (this.client.complete && !this.#applying) return undefined;
+    return this.client.connected
+      ? 'configuration incomplete: waiting for the control plane to answer every type'
+      : 'no configuration: control plane unreachable and no usable on-disk snapshot';
   }
 
   /** Why the last snapshot was refused by the proxy (an invalid policy set), if it was. */
@@ -130,6 +149,16 @@ export class XdsConfigSource extends EventEmitter {
   /** Resolves once every snapshot received so far has been applied. */
   async idle(): Promise<void> {
     while (this.#applying) await this.#applying;
+  }
+
+  #wireValidity(opts: XdsConfigSourceOptions): void {
+    const z = opts.ztunnel;
+    z.setConfigReadiness?.(() => this.incompleteReason());
+    const certs = z.certs;
+    z.authorizer?.setStaleness({
+      ageMs: () => this.client.snapshotAgeMs(),
+      maxMs: () => opts.authzMaxStalenessMs ?? certs?.lifetimeMs() ?? Number.POSITIVE_INFINITY,
+    });
   }
 
   #schedule(snapshot: ConfigSnapshot): void {

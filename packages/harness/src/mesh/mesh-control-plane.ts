@@ -1,0 +1,154 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { execa, type ResultPromise } from 'execa';
+import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
+import { ControlPlaneLink } from './control-plane-link.js';
+
+export interface MeshControlPlaneOptions {
+  /** Upper bound on workload certificate lifetime (the drill compresses time with it). */
+  maxCertTtlSeconds?: number;
+  log?: string;
+}
+
+/** How long the control plane may take to say where its admin endpoint is. */
+const START_TIMEOUT_MS = 15_000;
+
+/** Per proxy and type, what `zmesh proxy-status` reports (the fields the harness reads). */
+export interface ProxyStatusRow {
+  proxy: string;
+  node: string;
+  connected: boolean;
+  types: Record<
+    string,
+    { state: 'SYNCED' | 'PENDING' | 'NACKED'; pending: { count: number; names: string[] } }
+  >;
+}
+
+/**
+ * `zmesh control-plane` as the harness runs it for a LocalMesh: in the host namespace, xDS
+ * and the CA on a Unix socket (reached by ztunnels in node namespaces through the file
+ * system, no route needed) behind a `ControlPlaneLink` the harness can cut, the admin
+ * endpoint on host loopback. Roots and the CA key live in the mesh directory.
+ */
+export class MeshControlPlane {
+  private constructor(
+    private child: ResultPromise | undefined,
+    readonly link: ControlPlaneLink,
+    readonly adminUrl: string,
+    readonly rootsFile: string,
+  ) {}
+
+  /** Where ztunnels connect: `unix:<link path>`. */
+  get xdsAddress(): string {
+    return `unix:${this.link.path}`;
+  }
+
+  static async start(dir: string, opts: MeshControlPlaneOptions = {}): Promise<MeshControlPlane> {
+    const cpDir = join(dir, 'control-plane');
+    await mkdir(cpDir, { recursive: true, mode: 0o700 });
+    const socket = join(cpDir, 'xds.sock');
+    const rootsFile = join(dir, 'roots.pem');
+    const argv = [
+      'control-plane',
+      '--socket',
+      socket,
+      '--ca-dir',
+      join(cpDir, 'ca'),
+      '--roots-file',
+      rootsFile,
+      '--admin-port',
+      '0',
+      ...(opts.maxCertTtlSeconds ? ['--max-cert-ttl', String(opts.maxCertTtlSeconds)] : []),
+    ];
+    const child = execa(ZMESH_BIN, argv, {
+      reject: false,
+      stdin: 'ignore',
+      stdout: 'ignore',
+      stderr: 'pipe',
+      env: { ZMESH_LOG: opts.log ?? process.env.ZMESH_LOG ?? 'warn' },
+    });
+    let adminUrl: string;
+    try {
+      adminUrl = await adminUrlOf(child);
+    } catch (e) {
+      await stopChild(child);
+      throw e;
+    }
+    child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[control-plane] ${d}`));
+    const link = new ControlPlaneLink(join(dir, 'cp.sock'), socket);
+    await link.heal();
+    return new MeshControlPlane(child, link, adminUrl, rootsFile);
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  /** Applies multi-document YAML the way `zmesh apply` does; a refusal throws with every reason. */
+  async apply(yaml: string, source = 'harness'): Promise<number> {
+    const res = await fetch(`${this.adminUrl}/apply?source=${encodeURIComponent(source)}`, {
+      method: 'POST',
+      body: yaml,
+    });
+    const out = (await res.json()) as { generation?: number; reasons?: string[] };
+    if (!res.ok) throw new Error(`control plane refused ${source}: ${(out.reasons ?? []).join('; ')}`);
+    return out.generation ?? 0;
+  }
+
+  async proxyStatus(): Promise<ProxyStatusRow[]> {
+    return (await (await fetch(`${this.adminUrl}/proxy-status`)).json()) as ProxyStatusRow[];
+  }
+
+  /** Mints a node's bootstrap token and writes it (0600) for that node's ztunnel. */
+  async writeNodeToken(node: string, path: string): Promise<void> {
+    const res = await fetch(`${this.adminUrl}/node-token?node=${encodeURIComponent(node)}`, {
+      method: 'POST',
+    });
+    if (!res.ok) throw new Error(`node token for ${node}: HTTP ${res.status}`);
+    const { token } = (await res.json()) as { token: string };
+    await writeFile(path, `${token}\n`, { mode: 0o600 });
+  }
+
+  /** Freezes the control-plane process (SIGSTOP): stopped, state kept, answering nothing. */
+  pause(): void {
+    this.child?.kill('SIGSTOP');
+  }
+
+  /** Lets a paused control plane run again (SIGCONT). */
+  resume(): void {
+    this.child?.kill('SIGCONT');
+  }
+
+  async stop(): Promise<void> {
+    await this.link.cut();
+    const child = this.child;
+    this.child = undefined;
+    // A paused process would hold SIGTERM until continued.
+    child?.kill('SIGCONT');
+    if (child) await stopChild(child);
+  }
+}
+
+/** Reads the control plane's start line for its admin address; fails if it exits first. */
+function adminUrlOf(child: ResultPromise): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    const timer = setTimeout(
+      () => reject(new Error(`control plane silent after ${START_TIMEOUT_MS} ms`)),
+      START_TIMEOUT_MS,
+    );
+    const onData = (d: Buffer) => {
+      seen += d.toString();
+      const m = /admin on (127\.0\.0\.1:\d+)/.exec(seen);
+      if (!m) return;
+      clearTimeout(timer);
+      child.stderr?.off('data', onData);
+      resolve(`http://${m[1]}`);
+    };
+    child.stderr?.on('data', onData);
+    void child.then((r) => {
+      clearTimeout(timer);
+      reject(new Error(`control plane exited (${r.exitCode}): ${seen.trim()}`));
+    });
+  });
+}
