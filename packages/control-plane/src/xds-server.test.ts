@@ -148,6 +148,8 @@ test('after a control-plane restart the client resumes with initial_resource_ver
   await first.cp.stop();
   await disconnected;
   t.false(client.connected);
+  // Let the clock move: read at once, "seconds disconnected" can still be 0.000.
+  await new Promise((r) => setTimeout(r, 20));
   const outage = await registry.metrics();
   t.regex(outage, /zmesh_xds_connected 0/);
   t.regex(outage, /zmesh_xds_disconnected_seconds 0\.\d*[1-9]/);
