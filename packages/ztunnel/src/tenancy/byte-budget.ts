@@ -236,9 +236,15 @@ export class ByteFairness {
     };
     const onEnd = () => dst.end(); // half-close, as TCP FIN propagates
     src.on('data', onData);
-    src.once('end', onEnd);
+    // A socket that got FIN with nothing buffered emits 'end' without a reader, so it may
+    // have ended before we attached (a client that half-closes while its tunnel is set up).
+    if (src.readableEnded) queueMicrotask(onEnd);
+    else src.once('end', onEnd);
     tenant.links.add(link);
     this.#flow(link); // a new pair of a paused tenant starts paused
+    // A 'data' listener does not undo an earlier explicit pause() (a stream held while
+    // its tunnel was set up), so an open link resumes explicitly.
+    if (!link.paused) src.resume();
     return link;
   }
 

@@ -1,0 +1,43 @@
+import { connect } from 'node:net';
+import test from 'ava';
+import { type MeshFixture, startEcho, startMesh } from './helpers/mesh-fixture.js';
+
+let mesh: MeshFixture;
+let close: () => void;
+
+test.before(async () => {
+  mesh = await startMesh(23, [{ port: 18000, to: '127.23.2.1:7000' }]);
+  const echo = await startEcho(mesh.ip.server, 7000);
+  close = () => {
+    for (const s of echo.sockets) s.destroy();
+    echo.close();
+  };
+});
+
+test.after.always(async () => {
+  close?.();
+  await mesh?.stop();
+});
+
+test('a client that half-closes before the tunnel is up still sees the connection close', async (t) => {
+  const closed = await Promise.all(
+    Array.from(
+      { length: 50 },
+      () =>
+        new Promise<boolean>((resolve) => {
+          const s = connect({ host: mesh.ip.client, port: 18000 });
+          const timer = setTimeout(() => {
+            s.destroy();
+            resolve(false);
+          }, 5000);
+          s.on('connect', () => s.end());
+          s.on('error', () => {});
+          s.on('close', () => {
+            clearTimeout(timer);
+            resolve(true);
+          });
+        }),
+    ),
+  );
+  t.is(closed.filter(Boolean).length, 50);
+});
