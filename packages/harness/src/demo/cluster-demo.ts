@@ -102,9 +102,6 @@ export async function runClusterDemo(): Promise<number> {
       `  SET → ${set.stdout.trim() || set.stderr.trim()}; GET by pod IP → ${get.stdout.trim() || get.stderr.trim()}`,
     );
     ok &&= get.stdout.trim() === 'hello-mesh';
-    step(
-      'a process in data/worker tries the HTTP server directly, around the mesh? It cannot: its connect is captured',
-    );
     for (const node of ['node-a', 'node-b']) {
       step(`what ztunnel on ${node} attributed (istio_tcp_connections_opened_total)`);
       for (const line of principalLines(await mesh.metrics(node))) console.log(`  ${line}`);
