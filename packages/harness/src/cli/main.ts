@@ -149,6 +149,15 @@ program
 const harness = program.command('harness').description('prove isolation and resilience on the local cluster');
 
 harness
+  .command('waypoint-bench')
+  .description('1,000 req/s of 1 KiB HTTP: ztunnel-only path vs through the waypoint, and waypoint CPU')
+  .option('--quick', 'short runs')
+  .action(async (options) => {
+    const { runWaypointBench, waypointTable } = await import('../bench/waypoint-bench.js');
+    console.log(waypointTable(await runWaypointBench(options)));
+  });
+
+harness
   .command('capture-bench')
   .description('connection setup rate and 1-connection latency: captured path vs direct pod-to-pod')
   .option('--quick', 'fewer connections and round trips')

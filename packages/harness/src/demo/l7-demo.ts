@@ -24,16 +24,28 @@ const SPLIT_REQUESTS = 200;
  * split of /public between v1 and v2), and `ns l7 off` takes it back out, without
  * restarting anything. Explicit-proxy mode on loopback, so it needs no root.
  */
-export async function runL7Demo(): Promise<number> {
-  const dir = await mkdtemp(join(tmpdir(), 'zmesh-l7-demo-'));
+/** The L7 lab: control plane, two ztunnels over xDS, a waypoint for `shop`, web v1 and v2. */
+export interface L7Lab {
+  /** `zmesh ns l7 on|off shop`; resolves when every ztunnel acked. */
+  l7(on: boolean): Promise<string>;
+  /** Where the frontend's traffic enters the mesh (its forward listener). */
+  entry: { host: string; port: number };
+  waypointPid(): number | undefined;
+  stop(): Promise<void>;
+}
+
+export async function startL7Lab(): Promise<L7Lab> {
+  const dir = await mkdtemp(join(tmpdir(), 'zmesh-l7-'));
   const children: ResultPromise[] = [];
   const apps: Server[] = [];
+  const stop = async () => {
+    await Promise.all(children.reverse().map((c) => stopChild(c)));
+    for (const a of apps) a.close();
+    await rm(dir, { recursive: true, force: true });
+  };
   try {
     await mkdir(join(dir, 'cfg'));
     await writeFile(join(dir, 'cfg', 'mesh.yaml'), MESH_YAML);
-    step(
-      'control plane (xDS + CA on loopback) with namespaces front and shop, web-v1/web-v2, a waypoint Gateway',
-    );
     children.push(
       zmesh([
         'control-plane',
@@ -81,30 +93,53 @@ export async function runL7Demo(): Promise<number> {
     }
     await Promise.all(Object.values(NODES).map((a) => waitReady(a)));
     await writeFile(join(dir, 'waypoint.yaml'), stringify(WAYPOINT_CONFIG));
-    children.push(
-      zmesh([
-        'waypoint',
-        '--config',
-        join(dir, 'waypoint.yaml'),
-        '--address',
-        WAYPOINT,
-        '--ca-dir',
-        join(dir, 'ca'),
-        '--trust-domain',
-        'cluster.local',
-      ]),
-    );
+    const waypoint = zmesh([
+      'waypoint',
+      '--config',
+      join(dir, 'waypoint.yaml'),
+      '--address',
+      WAYPOINT,
+      '--ca-dir',
+      join(dir, 'ca'),
+      '--trust-domain',
+      'cluster.local',
+    ]);
+    children.push(waypoint);
     await poll(
       async () => (await fetch(`http://${WAYPOINT}:15020/healthz/ready`).catch(() => undefined))?.ok === true,
     );
+    return {
+      l7: (on) =>
+        zmeshOnce([
+          'ns',
+          'l7',
+          on ? 'on' : 'off',
+          'shop',
+          ...(on ? ['--waypoint', 'waypoint'] : []),
+          '--admin',
+          ADMIN,
+        ]),
+      entry: { host: FRONTEND, port: 18080 },
+      waypointPid: () => waypoint.pid,
+      stop,
+    };
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+}
 
+export async function runL7Demo(): Promise<number> {
+  step(
+    'control plane (xDS + CA on loopback) with namespaces front and shop, web-v1/web-v2, a waypoint Gateway',
+  );
+  const lab = await startL7Lab();
+  try {
     step('L7 off: front/frontend → web.shop (L4 only, through ztunnels)');
     const before = await requests();
     console.log(`  GET /public → ${before.get}; POST /admin → ${before.post} (no L7 policy applies)`);
     step('zmesh ns l7 on shop: returns when every ztunnel has acked');
-    console.log(
-      `  ${(await zmeshOnce(['ns', 'l7', 'on', 'shop', '--waypoint', 'waypoint', '--admin', ADMIN])).trim()}`,
-    );
+    console.log(`  ${(await lab.l7(true)).trim()}`);
     const on = await requests();
     console.log(`  GET /public → ${on.get}; POST /admin → ${on.post}`);
     const split = await splitCount();
@@ -113,7 +148,7 @@ export async function runL7Demo(): Promise<number> {
       if (line.startsWith('istio_requests_total{')) console.log(`  ${summarise(line)}`);
     }
     step('zmesh ns l7 off shop: new connections skip the waypoint again');
-    console.log(`  ${(await zmeshOnce(['ns', 'l7', 'off', 'shop', '--admin', ADMIN])).trim()}`);
+    console.log(`  ${(await lab.l7(false)).trim()}`);
     const off = await requests();
     console.log(`  GET /public → ${off.get}; POST /admin → ${off.post}`);
     const ok =
@@ -125,9 +160,7 @@ export async function runL7Demo(): Promise<number> {
     step(ok ? 'L7 demo passed: policy and routing applied and removed live' : 'L7 demo FAILED');
     return ok ? 0 : 1;
   } finally {
-    await Promise.all(children.reverse().map((c) => stopChild(c)));
-    for (const a of apps) a.close();
-    await rm(dir, { recursive: true, force: true });
+    await lab.stop();
   }
 }
 
@@ -230,7 +263,8 @@ function svc(name: string, vip: string, selector: Record<string, string>) {
 function webServer(host: string, version: string): Promise<Server> {
   const server = createServer((req, res) => {
     req.resume();
-    res.end(`${version} ${req.method} ${req.url}\n`);
+    // 1 KiB bodies: the waypoint benchmark's unit of work.
+    res.end(`${version} ${req.method} ${req.url}\n`.padEnd(1024, '.'));
   });
   return new Promise((resolve) => server.listen({ host, port: 8080 }, () => resolve(server)));
 }
@@ -253,7 +287,11 @@ async function curl(method: string, path: string): Promise<string> {
     { reject: false },
   );
   const code = /\[(\d{3})\]$/.exec(r.stdout)?.[1] ?? '000';
-  return `${code} ${r.stdout.replace(/\s*\[\d{3}\]$/, '').trim() || r.stderr.trim()}`;
+  const body = r.stdout
+    .replace(/\s*\[\d{3}\]$/, '')
+    .replace(/\.+$/, '')
+    .trim();
+  return `${code} ${body || r.stderr.trim()}`;
 }
 
 async function requests(): Promise<{ get: string; post: string }> {
