@@ -1,0 +1,168 @@
+import type { BenchResult } from './bench-results.js';
+import { iperfThroughput } from './iperf.js';
+import { measureMemory } from './memory.js';
+import type { Endpoint, OpenPath, PathSpec } from './peer-paths.js';
+import { cpuSeconds } from './proc-stat.js';
+import { connectionRate, echoLatency, fixedRateHttp, redisBenchmark } from './request-load.js';
+import type { TargetName } from './targets.js';
+
+/** How long each workload runs: `quick` keeps the whole bench under a minute (CI). */
+export interface Budget {
+  iperfSeconds: number;
+  redisRequests: number;
+  roundTrips: number;
+  connectSeconds: number;
+  httpSeconds: number;
+  idleConnections: number;
+}
+
+export const FULL: Budget = {
+  iperfSeconds: 6,
+  redisRequests: 100_000,
+  roundTrips: 20_000,
+  connectSeconds: 4,
+  httpSeconds: 8,
+  idleConnections: 1000,
+};
+
+export const QUICK: Budget = {
+  iperfSeconds: 1,
+  redisRequests: 5_000,
+  roundTrips: 1_000,
+  connectSeconds: 1,
+  httpSeconds: 2,
+  idleConnections: 100,
+};
+
+/** The fixed HTTP request rate (DESIGN §12 "CPU per 1,000 rps"). */
+export const HTTP_RATE = 1000;
+export const HTTP_WORKLOAD = 'HTTP 1 KiB @ 1,000 rps';
+
+export interface StepContext {
+  budget: Budget;
+  loadCpu: string;
+  dir: string;
+  /** Targets that are running (redis only if redis-server is installed). */
+  targets: Set<TargetName>;
+}
+
+export interface Step {
+  label: string;
+  run(open: OpenPath): Promise<BenchResult[]>;
+}
+
+/** The steps run on one open path, in order: memory first, while the proxies are fresh. */
+export function pathSteps(path: PathSpec, ctx: StepContext): Step[] {
+  const b = ctx.budget;
+  const row = (workload: string, metric: string, value: number, unit: string): BenchResult => ({
+    path: path.name,
+    workload,
+    metric,
+    value,
+    unit,
+  });
+  const at = (open: OpenPath, t: TargetName): Endpoint => open.endpoints.get(t)!;
+  const steps: Step[] = [];
+  if (path.kind !== 'direct') {
+    steps.push({
+      label: `memory at rest and with ${b.idleConnections} idle connections`,
+      run: async (open) => {
+        const m = await measureMemory(open.pids, at(open, 'echo'), b.idleConnections);
+        return [
+          row('idle', 'RSS (largest process)', m.idleRssMax / 2 ** 20, 'MB'),
+          row('idle connections', 'memory per connection', m.perConnection / 1024, 'KiB'),
+        ];
+      },
+    });
+  }
+  steps.push({
+    label: `echo latency, ${b.roundTrips} round trips on one connection`,
+    run: async (open) => {
+      const l = await echoLatency(at(open, 'echo'), b.roundTrips);
+      return [row('echo, 1 conn', 'p50', l.p50, 'µs'), row('echo, 1 conn', 'p99', l.p99, 'µs')];
+    },
+  });
+  steps.push({
+    label: 'new connections per second',
+    run: async (open) => {
+      const rate = await connectionRate(at(open, 'echo'), { seconds: b.connectSeconds, concurrency: 8 });
+      return [row('new connections', 'connections/s', rate, 'conn/s')];
+    },
+  });
+  for (const streams of [1, 4]) {
+    const workload = `iperf3 ${streams} stream${streams > 1 ? 's' : ''}`;
+    steps.push({
+      label: workload,
+      run: async (open) => {
+        const e = at(open, 'iperf3');
+        const mbs = await iperfThroughput({ ...e, seconds: b.iperfSeconds, streams, cpu: ctx.loadCpu });
+        return [row(workload, 'throughput', mbs, 'MB/s')];
+      },
+    });
+  }
+  if (ctx.targets.has('redis')) {
+    for (const test of ['set', 'get'] as const) {
+      const workload = `redis ${test.toUpperCase()}, 50 conns`;
+      steps.push({
+        label: workload,
+        run: async (open) => {
+          const r = await redisBenchmark(at(open, 'redis'), {
+            test,
+            requests: b.redisRequests,
+            cpu: ctx.loadCpu,
+          });
+          return [row(workload, 'requests/s', r.rps, 'req/s'), row(workload, 'p50', r.p50Ms, 'ms')];
+        },
+      });
+    }
+  }
+  steps.push({ label: HTTP_WORKLOAD, run: (open) => httpStep(open, ctx, row) });
+  return steps;
+}
+
+async function httpStep(
+  open: OpenPath,
+  ctx: StepContext,
+  row: (w: string, m: string, v: number, u: string) => BenchResult,
+): Promise<BenchResult[]> {
+  const cpuBefore = await cpuSeconds(open.pids);
+  const started = process.hrtime.bigint();
+  const r = await fixedRateHttp(open.endpoints.get('http')!, {
+    rate: HTTP_RATE,
+    seconds: ctx.budget.httpSeconds,
+    connections: 20,
+    cpu: ctx.loadCpu,
+    dir: ctx.dir,
+  });
+  const wall = Number(process.hrtime.bigint() - started) / 1e9;
+  const out = [
+    row(HTTP_WORKLOAD, 'rate', r.rps, 'req/s'),
+    row(HTTP_WORKLOAD, 'p50', r.p50Ms, 'ms'),
+    row(HTTP_WORKLOAD, 'p99', r.p99Ms, 'ms'),
+  ];
+  if (open.pids.length > 0) {
+    const vcpu = ((await cpuSeconds(open.pids)) - cpuBefore) / wall;
+    out.push(row(HTTP_WORKLOAD, 'CPU per 1,000 rps', vcpu / (r.rps / 1000), 'vCPU'));
+  }
+  return out;
+}
+
+/** Adds "added" latency (path − direct) once every path has run. */
+export function addedLatency(results: BenchResult[]): BenchResult[] {
+  const pairs: [string, string][] = [
+    ['echo, 1 conn', 'p50'],
+    ['echo, 1 conn', 'p99'],
+    [HTTP_WORKLOAD, 'p99'],
+  ];
+  const out: BenchResult[] = [];
+  for (const [workload, metric] of pairs) {
+    const direct = results.find((r) => r.path === 'direct' && r.workload === workload && r.metric === metric);
+    if (!direct) continue;
+    for (const r of results.filter(
+      (o) => o.workload === workload && o.metric === metric && o.path !== 'direct',
+    )) {
+      out.push({ ...r, metric: `added ${metric}`, value: r.value - direct.value });
+    }
+  }
+  return out;
+}
