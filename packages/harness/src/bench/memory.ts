@@ -12,19 +12,19 @@ export interface MemoryReading {
 
 /** Connections opened at once while filling up (a bound on the burst the proxies see). */
 const OPEN_CONCURRENCY = 50;
-/** Lets a proxy finish allocating after the last handshake before reading memory. */
-const SETTLE_MS = 1000;
 
 /**
  * Memory at rest and per idle proxied connection. Each connection exchanges one byte with
  * the echo server first, so it is known to be carried end to end before it goes idle.
+ * `settleMs` lets a proxy finish allocating after the last handshake before memory is read.
  */
 export async function measureMemory(
   pids: number[],
   echo: Endpoint,
   connections: number,
+  settleMs: number,
 ): Promise<MemoryReading> {
-  await delay(SETTLE_MS);
+  await delay(settleMs);
   const idleRssMax = Math.max(0, ...(await Promise.all(pids.map(rssBytes))));
   const before = await pssBytes(pids);
   const sockets: Socket[] = [];
@@ -38,7 +38,7 @@ export async function measureMemory(
       });
       await Promise.all(batch);
     }
-    await delay(SETTLE_MS);
+    await delay(settleMs);
     const after = await pssBytes(pids);
     return { idleRssMax, perConnection: (after - before) / connections };
   } finally {

@@ -14,6 +14,8 @@ export interface Budget {
   connectSeconds: number;
   httpSeconds: number;
   idleConnections: number;
+  /** Pause before reading memory, so allocations after the last handshake are counted. */
+  settleMs: number;
 }
 
 export const FULL: Budget = {
@@ -23,6 +25,7 @@ export const FULL: Budget = {
   connectSeconds: 4,
   httpSeconds: 8,
   idleConnections: 1000,
+  settleMs: 1000,
 };
 
 export const QUICK: Budget = {
@@ -32,6 +35,7 @@ export const QUICK: Budget = {
   connectSeconds: 1,
   httpSeconds: 2,
   idleConnections: 100,
+  settleMs: 300,
 };
 
 /** The fixed HTTP request rate (DESIGN §12 "CPU per 1,000 rps"). */
@@ -67,7 +71,7 @@ export function pathSteps(path: PathSpec, ctx: StepContext): Step[] {
     steps.push({
       label: `memory at rest and with ${b.idleConnections} idle connections`,
       run: async (open) => {
-        const m = await measureMemory(open.pids, at(open, 'echo'), b.idleConnections);
+        const m = await measureMemory(open.pids, at(open, 'echo'), b.idleConnections, b.settleMs);
         return [
           row('idle', 'RSS (largest process)', m.idleRssMax / 2 ** 20, 'MB'),
           row('idle connections', 'memory per connection', m.perConnection / 1024, 'KiB'),
