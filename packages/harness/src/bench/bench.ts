@@ -30,6 +30,8 @@ export interface BenchOptions {
   baseline?: string;
   /** Comma-separated substrings: run only the paths whose names contain one. */
   paths?: string;
+  /** Comma-separated substrings: run only the steps whose labels contain one (profiling). */
+  workloads?: string;
 }
 
 /** The bench's own loopback block (127.40/16 proxies and pods, 127.41/16 the extra pods). */
@@ -73,7 +75,7 @@ export async function runBench(opts: BenchOptions): Promise<number> {
     };
     const paths = await availablePaths(opts, dir, ca);
     console.log(`pinning: ${PINNING}`);
-    const progress = new BenchProgress(paths.reduce((n, p) => n + pathSteps(p, ctx).length + 1, 0));
+    const progress = new BenchProgress(paths.reduce((n, p) => n + stepsOf(p, ctx, opts).length + 1, 0));
     for (const path of paths) {
       const open = await progress
         .step(
@@ -88,7 +90,7 @@ export async function runBench(opts: BenchOptions): Promise<number> {
       }
       measured.push({ name: path.name, kind: path.kind });
       try {
-        for (const step of pathSteps(path, ctx)) {
+        for (const step of stepsOf(path, ctx, opts)) {
           const label = `${path.name}: ${step.label}`;
           // One failed step loses its numbers, not the run's: the others are still comparable.
           const rows = await progress
@@ -141,6 +143,11 @@ async function availablePaths(
     else out.push(p);
   }
   return out;
+}
+
+function stepsOf(path: PathSpec, ctx: StepContext, opts: BenchOptions) {
+  const wanted = opts.workloads?.split(',').map((s) => s.trim());
+  return pathSteps(path, ctx).filter((s) => !wanted || wanted.some((w) => s.label.includes(w)));
 }
 
 function summary(rows: BenchResult[]): string {

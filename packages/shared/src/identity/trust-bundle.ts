@@ -15,6 +15,8 @@ export class TrustBundle extends EventEmitter {
 
   constructor(trustDomain: string, rootsPem: string[] = []) {
     super();
+    // One listener per HBONE listener (one per local pod), so ten is no sign of a leak.
+    this.setMaxListeners(0);
     this.trustDomain = trustDomain;
     for (const pem of rootsPem) this.#put(pem);
   }
