@@ -99,8 +99,14 @@ export function pathSteps(path: PathSpec, ctx: StepContext): Step[] {
       label: workload,
       run: async (open) => {
         const e = at(open, 'iperf3');
+        const cpuBefore = await cpuSeconds(open.pids);
         const mbs = await iperfThroughput({ ...e, seconds: b.iperfSeconds, streams, cpu: ctx.loadCpu });
-        return [row(workload, 'throughput', mbs, 'MB/s')];
+        const rows = [row(workload, 'throughput', mbs, 'MB/s')];
+        // CPU per byte: what the proxies spend, far less sensitive than MB/s to a busy machine.
+        const gb = (mbs * b.iperfSeconds) / 1000;
+        if (open.pids.length > 0)
+          rows.push(row(workload, 'CPU per GB', ((await cpuSeconds(open.pids)) - cpuBefore) / gb, 'CPU·s'));
+        return rows;
       },
     });
   }
