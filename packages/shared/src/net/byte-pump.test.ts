@@ -16,7 +16,10 @@ function recordingSink(opts: { hold?: boolean } = {}) {
       opts.hold ? pending.push(() => cb()) : cb();
     },
   });
-  return { sink, calls, release: () => pending.splice(0).forEach((f) => f()) };
+  const release = () => {
+    for (const complete of pending.splice(0)) complete();
+  };
+  return { sink, calls, release };
 }
 
 test('bytes arrive in order, are counted, and the source end ends the sink', async (t) => {
