@@ -20,7 +20,7 @@ export interface Budget {
 
 export const FULL: Budget = {
   iperfSeconds: 6,
-  redisRequests: 100_000,
+  redisRequests: 50_000,
   roundTrips: 20_000,
   connectSeconds: 4,
   httpSeconds: 8,
