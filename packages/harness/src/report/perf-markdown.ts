@@ -30,11 +30,7 @@ export function perfSection(report: BenchReport, zmeshPath: string): string {
     '',
     '### Targets',
     '',
-    '| target | measured | met |',
-    '| --- | --- | --- |',
-    ...checkTargets(report, zmeshPath).map(
-      (c) => `| ${c.target} | ${c.measured} | ${c.met === undefined ? '?' : c.met ? 'yes' : 'no'} |`,
-    ),
+    ...targetsTable(report, zmeshPath),
     '',
     '### Results',
     '',
@@ -43,9 +39,34 @@ export function perfSection(report: BenchReport, zmeshPath: string): string {
   return lines.join('\n');
 }
 
+function targetsTable(report: BenchReport, zmeshPath: string): string[] {
+  const met = (m: boolean | undefined) => (m === undefined ? '?' : m ? 'yes' : 'no');
+  const after = checkTargets(report, zmeshPath);
+  const beforePath = `${zmeshPath} (before)`;
+  if (!report.paths.some((p) => p.name === beforePath)) {
+    return [
+      '| target | measured | met |',
+      '| --- | --- | --- |',
+      ...after.map((c) => `| ${c.target} | ${c.measured} | ${met(c.met)} |`),
+    ];
+  }
+  const before = checkTargets(report, beforePath);
+  return [
+    '| target | measured | met | before this work | met before |',
+    '| --- | --- | --- | --- | --- |',
+    ...after.map(
+      (c, i) =>
+        `| ${c.target} | ${c.measured} | ${met(c.met)} | ${before[i]!.measured} | ${met(before[i]!.met)} |`,
+    ),
+  ];
+}
+
 function resultsTable(report: BenchReport, zmeshPath: string): string[] {
   const paths = report.paths.map((p) => p.name);
-  const head = ['workload', 'metric', ...paths, `${zmeshPath} vs direct`, `${zmeshPath} vs best C mTLS`];
+  const before = `${zmeshPath} (before)`;
+  const hasBefore = paths.includes(before);
+  const head = ['workload', 'metric', ...paths, 'zmesh vs direct', 'zmesh vs best C mTLS'];
+  if (hasBefore) head.push('zmesh after ÷ before');
   const out = [`| ${head.join(' | ')} |`, `| ${head.map(() => '---').join(' | ')} |`];
   const keys = [...new Set(report.results.map((x) => `${x.workload}\u0000${x.metric}`))];
   for (const key of keys) {
@@ -54,9 +75,18 @@ function resultsTable(report: BenchReport, zmeshPath: string): string[] {
     const cells = paths.map((p) => fmt(rows.find((x) => x.path === p)?.value));
     const z = rows.find((x) => x.path === zmeshPath);
     const q = z ? ratiosOf(report, z) : {};
-    out.push(
-      `| ${first.workload} | ${first.metric} (${first.unit}) | ${cells.join(' | ')} | ${fmtRatio(q.direct)} | ${fmtRatio(q.bestC)} |`,
-    );
+    const cols = [
+      first.workload,
+      `${first.metric} (${first.unit})`,
+      ...cells,
+      fmtRatio(q.direct),
+      fmtRatio(q.bestC),
+    ];
+    if (hasBefore) {
+      const b = rows.find((x) => x.path === before)?.value;
+      cols.push(z && b ? fmtRatio(z.value / b) : '-');
+    }
+    out.push(`| ${cols.join(' | ')} |`);
   }
   return out;
 }
