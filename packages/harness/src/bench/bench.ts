@@ -8,7 +8,7 @@ import { rewritePerfSection } from '../report/perf-markdown.js';
 import { BenchProgress } from './bench-progress.js';
 import { type BenchReport, type BenchResult, ordered, textTable } from './bench-results.js';
 import { checkTargets, targetsText } from './bench-targets.js';
-import { addedLatency, FULL, pathSteps, QUICK, type StepContext } from './path-workloads.js';
+import { addedLatency, FULL, pathSteps, QUICK, type Step, type StepContext } from './path-workloads.js';
 import {
   type BenchAddresses,
   directPath,
@@ -17,7 +17,7 @@ import {
   socatPath,
   ztunnelPath,
 } from './peer-paths.js';
-import { onPath, startTargets } from './targets.js';
+import { onPath, startTargets, type Target } from './targets.js';
 import { haproxyPath, stunnelPath } from './tls-peers.js';
 
 export interface BenchOptions {
@@ -74,35 +74,27 @@ export async function runBench(opts: BenchOptions): Promise<number> {
       targets: new Set(running.targets.map((t) => t.name)),
     };
     const paths = await availablePaths(opts, dir, ca);
-    console.log(`pinning: ${PINNING}`);
-    const progress = new BenchProgress(paths.reduce((n, p) => n + stepsOf(p, ctx, opts).length + 1, 0));
-    for (const path of paths) {
-      const open = await progress
-        .step(
-          `${path.name}: start`,
-          () => path.open(running.targets),
-          () => '',
-        )
-        .catch(() => undefined);
-      if (!open) {
-        failures.push(`${path.name}: start`);
-        continue;
-      }
-      measured.push({ name: path.name, kind: path.kind });
-      try {
-        for (const step of stepsOf(path, ctx, opts)) {
-          const label = `${path.name}: ${step.label}`;
-          // One failed step loses its numbers, not the run's: the others are still comparable.
-          const rows = await progress
-            .step(label, () => step.run(open), summary)
-            .catch(() => {
-              failures.push(label);
-              return [];
-            });
-          results.push(...rows);
-        }
-      } finally {
-        await open.close();
+    console.log(`pinning: ${PINNING}; ${ctx.budget.rounds} round(s), medians reported`);
+    const rounds = Array.from({ length: ctx.budget.rounds }, (_, r) => r);
+    const stepCount = rounds.reduce(
+      (n, r) => n + paths.reduce((m, p) => m + stepsOf(p, ctx, opts, r).length + 1, 0),
+      0,
+    );
+    const progress = new BenchProgress(stepCount);
+    // Rounds go over every path in turn, so that a busy spell on a shared machine lands on
+    // all paths rather than on one; each number is the median of its rounds.
+    for (const round of rounds) {
+      for (const path of paths) {
+        const rows = await runPath(
+          path,
+          stepsOf(path, ctx, opts, round),
+          running.targets,
+          progress,
+          failures,
+        );
+        if (rows && !measured.some((m) => m.name === path.name))
+          measured.push({ name: path.name, kind: path.kind });
+        results.push(...(rows ?? []));
       }
     }
   } finally {
@@ -111,9 +103,10 @@ export async function runBench(opts: BenchOptions): Promise<number> {
     if (process.env.ZMESH_BENCH_KEEP) console.log(`kept ${dir}`);
     else await rm(dir, { recursive: true, force: true });
   }
-  results.push(...addedLatency(results));
+  const medians = medianOfRounds(results);
+  medians.push(...addedLatency(medians));
   const report: BenchReport = { results: [], paths: measured, run: runInfo(opts) };
-  report.results = ordered({ ...report, results });
+  report.results = ordered({ ...report, results: medians });
   await emit(report, opts);
   if (failures.length > 0) console.log(`failed steps (no numbers): ${failures.join('; ')}`);
   return failures.length > 0 ? 2 : 0;
@@ -145,9 +138,60 @@ async function availablePaths(
   return out;
 }
 
-function stepsOf(path: PathSpec, ctx: StepContext, opts: BenchOptions) {
+/** Opens one path, runs its steps and closes it; undefined if it would not start. */
+async function runPath(
+  path: PathSpec,
+  steps: Step[],
+  targets: Target[],
+  progress: BenchProgress,
+  failures: string[],
+): Promise<BenchResult[] | undefined> {
+  const start = () => path.open(targets);
+  const open = await progress.step(`${path.name}: start`, start, () => '').catch(() => undefined);
+  if (!open) {
+    failures.push(`${path.name}: start`);
+    return undefined;
+  }
+  const rows: BenchResult[] = [];
+  try {
+    for (const step of steps) {
+      const label = `${path.name}: ${step.label}`;
+      // One failed step loses its numbers, not the run's: the others are still comparable.
+      const got = await progress
+        .step(label, () => step.run(open), summary)
+        .catch(() => {
+          failures.push(label);
+          return [];
+        });
+      rows.push(...got);
+    }
+  } finally {
+    await open.close();
+  }
+  return rows;
+}
+
+/** Steps of `path` in round `round`: one-off steps (memory, on fresh proxies) only in the first. */
+function stepsOf(path: PathSpec, ctx: StepContext, opts: BenchOptions, round: number): Step[] {
   const wanted = opts.workloads?.split(',').map((s) => s.trim());
-  return pathSteps(path, ctx).filter((s) => !wanted || wanted.some((w) => s.label.includes(w)));
+  return pathSteps(path, ctx)
+    .filter((s) => round === 0 || !s.once)
+    .filter((s) => !wanted || wanted.some((w) => s.label.includes(w)));
+}
+
+/** One row per (path, workload, metric): the median of the rounds' values. */
+function medianOfRounds(results: BenchResult[]): BenchResult[] {
+  const groups = new Map<string, BenchResult[]>();
+  for (const r of results) {
+    const key = `${r.path}\u0000${r.workload}\u0000${r.metric}`;
+    groups.set(key, [...(groups.get(key) ?? []), r]);
+  }
+  return [...groups.values()].map((rows) => {
+    const sorted = rows.map((r) => r.value).sort((a, b) => a - b);
+    const mid = sorted.length / 2;
+    const value = sorted.length % 2 ? sorted[Math.floor(mid)]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+    return { ...rows[0]!, value };
+  });
 }
 
 function summary(rows: BenchResult[]): string {

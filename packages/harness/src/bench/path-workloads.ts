@@ -16,16 +16,19 @@ export interface Budget {
   idleConnections: number;
   /** Pause before reading memory, so allocations after the last handshake are counted. */
   settleMs: number;
+  /** Times each path is measured (medians reported); memory is measured in the first only. */
+  rounds: number;
 }
 
 export const FULL: Budget = {
-  iperfSeconds: 6,
-  redisRequests: 50_000,
-  roundTrips: 20_000,
-  connectSeconds: 4,
-  httpSeconds: 8,
+  iperfSeconds: 3,
+  redisRequests: 20_000,
+  roundTrips: 10_000,
+  connectSeconds: 2,
+  httpSeconds: 5,
   idleConnections: 1000,
   settleMs: 9000,
+  rounds: 3,
 };
 
 export const QUICK: Budget = {
@@ -36,6 +39,7 @@ export const QUICK: Budget = {
   httpSeconds: 1,
   idleConnections: 100,
   settleMs: 200,
+  rounds: 1,
 };
 
 /** The fixed HTTP request rate (DESIGN §12 "CPU per 1,000 rps"). */
@@ -52,6 +56,8 @@ export interface StepContext {
 
 export interface Step {
   label: string;
+  /** Run in the first round only (memory wants fresh proxies). */
+  once?: boolean;
   run(open: OpenPath): Promise<BenchResult[]>;
 }
 
@@ -70,6 +76,7 @@ export function pathSteps(path: PathSpec, ctx: StepContext): Step[] {
   if (path.kind !== 'direct') {
     steps.push({
       label: `memory at rest and with ${b.idleConnections} idle connections`,
+      once: true,
       run: async (open) => {
         const m = await measureMemory(open.pids, at(open, 'echo'), b.idleConnections, b.settleMs);
         return [
