@@ -22,7 +22,7 @@ export interface Budget {
 
 export const FULL: Budget = {
   iperfSeconds: 3,
-  redisRequests: 20_000,
+  redisRequests: 10_000,
   roundTrips: 10_000,
   connectSeconds: 2,
   httpSeconds: 5,
