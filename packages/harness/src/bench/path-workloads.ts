@@ -61,87 +61,93 @@ export interface Step {
   run(open: OpenPath): Promise<BenchResult[]>;
 }
 
+type Row = (workload: string, metric: string, value: number, unit: string) => BenchResult;
+
+const at = (open: OpenPath, t: TargetName): Endpoint => open.endpoints.get(t)!;
+
 /** The steps run on one open path, in order: memory first, while the proxies are fresh. */
 export function pathSteps(path: PathSpec, ctx: StepContext): Step[] {
+  const row: Row = (workload, metric, value, unit) => ({ path: path.name, workload, metric, value, unit });
+  return [
+    ...(path.kind === 'direct' ? [] : [memoryStep(ctx, row)]),
+    ...latencySteps(ctx, row),
+    ...iperfSteps(ctx, row),
+    ...(ctx.targets.has('redis') ? redisSteps(ctx, row) : []),
+    { label: HTTP_WORKLOAD, run: (open) => httpStep(open, ctx, row) },
+  ];
+}
+
+function memoryStep(ctx: StepContext, row: Row): Step {
   const b = ctx.budget;
-  const row = (workload: string, metric: string, value: number, unit: string): BenchResult => ({
-    path: path.name,
-    workload,
-    metric,
-    value,
-    unit,
-  });
-  const at = (open: OpenPath, t: TargetName): Endpoint => open.endpoints.get(t)!;
-  const steps: Step[] = [];
-  if (path.kind !== 'direct') {
-    steps.push({
-      label: `memory at rest and with ${b.idleConnections} idle connections`,
-      once: true,
+  return {
+    label: `memory at rest and with ${b.idleConnections} idle connections`,
+    once: true,
+    run: async (open) => {
+      const m = await measureMemory(open.pids, at(open, 'echo'), b.idleConnections, b.settleMs);
+      return [
+        row('idle', 'RSS (largest process)', m.idleRssMax / 2 ** 20, 'MB'),
+        row('idle connections', 'memory per connection', m.perConnection / 1024, 'KiB'),
+      ];
+    },
+  };
+}
+
+function latencySteps(ctx: StepContext, row: Row): Step[] {
+  const b = ctx.budget;
+  return [
+    {
+      label: `echo latency, ${b.roundTrips} round trips on one connection`,
       run: async (open) => {
-        const m = await measureMemory(open.pids, at(open, 'echo'), b.idleConnections, b.settleMs);
-        return [
-          row('idle', 'RSS (largest process)', m.idleRssMax / 2 ** 20, 'MB'),
-          row('idle connections', 'memory per connection', m.perConnection / 1024, 'KiB'),
-        ];
+        const l = await echoLatency(at(open, 'echo'), b.roundTrips);
+        return [row('echo, 1 conn', 'p50', l.p50, 'µs'), row('echo, 1 conn', 'p99', l.p99, 'µs')];
       },
-    });
-  }
-  steps.push({
-    label: `echo latency, ${b.roundTrips} round trips on one connection`,
-    run: async (open) => {
-      const l = await echoLatency(at(open, 'echo'), b.roundTrips);
-      return [row('echo, 1 conn', 'p50', l.p50, 'µs'), row('echo, 1 conn', 'p99', l.p99, 'µs')];
     },
-  });
-  steps.push({
-    label: 'new connections per second',
-    run: async (open) => {
-      const rate = await connectionRate(at(open, 'echo'), { seconds: b.connectSeconds, concurrency: 8 });
-      return [row('new connections', 'connections/s', rate, 'conn/s')];
+    {
+      label: 'new connections per second',
+      run: async (open) => {
+        const rate = await connectionRate(at(open, 'echo'), { seconds: b.connectSeconds, concurrency: 8 });
+        return [row('new connections', 'connections/s', rate, 'conn/s')];
+      },
     },
-  });
-  for (const streams of [1, 4]) {
+  ];
+}
+
+function iperfSteps(ctx: StepContext, row: Row): Step[] {
+  const b = ctx.budget;
+  return [1, 4].map((streams) => {
     const workload = `iperf3 ${streams} stream${streams > 1 ? 's' : ''}`;
-    steps.push({
+    return {
       label: workload,
       run: async (open) => {
-        const e = at(open, 'iperf3');
         const cpuBefore = await cpuSeconds(open.pids);
+        const e = at(open, 'iperf3');
         const mbs = await iperfThroughput({ ...e, seconds: b.iperfSeconds, streams, cpu: ctx.loadCpu });
         const rows = [row(workload, 'throughput', mbs, 'MB/s')];
         // CPU per byte: what the proxies spend, far less sensitive than MB/s to a busy machine.
         const gb = (mbs * b.iperfSeconds) / 1000;
-        if (open.pids.length > 0)
-          rows.push(row(workload, 'CPU per GB', ((await cpuSeconds(open.pids)) - cpuBefore) / gb, 'CPU·s'));
+        const cpu = (await cpuSeconds(open.pids)) - cpuBefore;
+        if (open.pids.length > 0) rows.push(row(workload, 'CPU per GB', cpu / gb, 'CPU·s'));
         return rows;
       },
-    });
-  }
-  if (ctx.targets.has('redis')) {
-    for (const test of ['set', 'get'] as const) {
-      const workload = `redis ${test.toUpperCase()}, 50 conns`;
-      steps.push({
-        label: workload,
-        run: async (open) => {
-          const r = await redisBenchmark(at(open, 'redis'), {
-            test,
-            requests: b.redisRequests,
-            cpu: ctx.loadCpu,
-          });
-          return [row(workload, 'requests/s', r.rps, 'req/s'), row(workload, 'p50', r.p50Ms, 'ms')];
-        },
-      });
-    }
-  }
-  steps.push({ label: HTTP_WORKLOAD, run: (open) => httpStep(open, ctx, row) });
-  return steps;
+    };
+  });
 }
 
-async function httpStep(
-  open: OpenPath,
-  ctx: StepContext,
-  row: (w: string, m: string, v: number, u: string) => BenchResult,
-): Promise<BenchResult[]> {
+function redisSteps(ctx: StepContext, row: Row): Step[] {
+  return (['set', 'get'] as const).map((test) => {
+    const workload = `redis ${test.toUpperCase()}, 50 conns`;
+    return {
+      label: workload,
+      run: async (open) => {
+        const opts = { test, requests: ctx.budget.redisRequests, cpu: ctx.loadCpu };
+        const r = await redisBenchmark(at(open, 'redis'), opts);
+        return [row(workload, 'requests/s', r.rps, 'req/s'), row(workload, 'p50', r.p50Ms, 'ms')];
+      },
+    };
+  });
+}
+
+async function httpStep(open: OpenPath, ctx: StepContext, row: Row): Promise<BenchResult[]> {
   const cpuBefore = await cpuSeconds(open.pids);
   const started = process.hrtime.bigint();
   const r = await fixedRateHttp(open.endpoints.get('http')!, {

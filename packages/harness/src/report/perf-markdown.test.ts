@@ -1,6 +1,6 @@
 import test from 'ava';
 import type { BenchReport } from '../bench/bench-results.js';
-import { PERF_END, PERF_START, rewritePerfSection } from './perf-markdown.js';
+import { markdownTable, PERF_END, PERF_START, rewritePerfSection } from './perf-markdown.js';
 
 const report: BenchReport = {
   paths: [
@@ -26,8 +26,19 @@ test('the perf section is appended with its markers when the file has none', (t)
   const out = rewritePerfSection('# Title\n\ntext\n', report, 'zmesh ztunnel pair');
   t.true(out.startsWith('# Title\n\ntext\n\n<!-- perf:start -->'));
   t.true(out.trimEnd().endsWith(PERF_END));
-  t.regex(out, /\| iperf3 1 stream \| throughput \(MB\/s\) \| 2000 \| 400 \| 500 | 0.25× | 1.25× |/);
-  t.regex(out, /throughput ≥ 1\.0× best C mTLS pair \| 1\.25× \(500 vs 400\) \| yes/);
+  t.regex(
+    out,
+    /\| iperf3 1 stream +\| throughput \(MB\/s\) +\| 2000 +\| 400 +\| 500 +\| 0\.25× +\| 1\.25× +\|/,
+  );
+  t.regex(out, /throughput ≥ 1\.0× best C mTLS pair +\| 1\.25× \(500 vs 400\) +\| yes/);
+});
+
+test('tables are padded to their column widths, as Biome formats markdown', (t) => {
+  t.deepEqual(markdownTable(['a', 'long header'], [['wide cell', 'x']]), [
+    '| a         | long header |',
+    '| --------- | ----------- |',
+    '| wide cell | x           |',
+  ]);
 });
 
 test('only the text between the markers is replaced, and a second rewrite changes nothing', (t) => {

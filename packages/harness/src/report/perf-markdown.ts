@@ -44,21 +44,23 @@ function targetsTable(report: BenchReport, zmeshPath: string): string[] {
   const after = checkTargets(report, zmeshPath);
   const beforePath = `${zmeshPath} (before)`;
   if (!report.paths.some((p) => p.name === beforePath)) {
-    return [
-      '| target | measured | met |',
-      '| --- | --- | --- |',
-      ...after.map((c) => `| ${c.target} | ${c.measured} | ${met(c.met)} |`),
-    ];
+    return markdownTable(
+      ['target', 'measured', 'met'],
+      after.map((c) => [c.target, c.measured, met(c.met)]),
+    );
   }
   const before = checkTargets(report, beforePath);
-  return [
-    '| target | measured | met | before this work | met before |',
-    '| --- | --- | --- | --- | --- |',
-    ...after.map(
-      (c, i) =>
-        `| ${c.target} | ${c.measured} | ${met(c.met)} | ${before[i]!.measured} | ${met(before[i]!.met)} |`,
-    ),
-  ];
+  return markdownTable(
+    ['target', 'measured', 'met', 'before this work', 'met before'],
+    after.map((c, i) => [c.target, c.measured, met(c.met), before[i]!.measured, met(before[i]!.met)]),
+  );
+}
+
+/** A table laid out as Biome formats markdown (cells padded to the column width), so lint passes. */
+export function markdownTable(head: string[], rows: string[][]): string[] {
+  const widths = head.map((h, i) => Math.max(3, h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
+  return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)];
 }
 
 function resultsTable(report: BenchReport, zmeshPath: string): string[] {
@@ -67,9 +69,8 @@ function resultsTable(report: BenchReport, zmeshPath: string): string[] {
   const hasBefore = paths.includes(before);
   const head = ['workload', 'metric', ...paths, 'zmesh vs direct', 'zmesh vs best C mTLS'];
   if (hasBefore) head.push('zmesh after ÷ before');
-  const out = [`| ${head.join(' | ')} |`, `| ${head.map(() => '---').join(' | ')} |`];
   const keys = [...new Set(report.results.map((x) => `${x.workload}\u0000${x.metric}`))];
-  for (const key of keys) {
+  const body = keys.map((key) => {
     const rows = report.results.filter((x) => `${x.workload}\u0000${x.metric}` === key);
     const first = rows[0]!;
     const cells = paths.map((p) => fmt(rows.find((x) => x.path === p)?.value));
@@ -86,7 +87,7 @@ function resultsTable(report: BenchReport, zmeshPath: string): string[] {
       const b = rows.find((x) => x.path === before)?.value;
       cols.push(z && b ? fmtRatio(z.value / b) : '-');
     }
-    out.push(`| ${cols.join(' | ')} |`);
-  }
-  return out;
+    return cols;
+  });
+  return markdownTable(head, body);
 }
