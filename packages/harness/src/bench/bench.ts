@@ -1,131 +1,223 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { cpus, release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CertificateAuthority } from '@zmesh/shared';
 import { execa } from 'execa';
-import { stopChild } from '../local/ztunnel-process.js';
-import { barChartPng } from '../report/chart.js';
-import { iperfThroughput, startIperfServer } from './iperf.js';
+import { benchChartPng } from '../report/bench-chart.js';
+import { rewritePerfSection } from '../report/perf-markdown.js';
+import { BenchProgress } from './bench-progress.js';
+import { type BenchReport, type BenchResult, ordered, textTable } from './bench-results.js';
+import { checkTargets, targetsText } from './bench-targets.js';
+import { addedLatency, FULL, pathSteps, QUICK, type Step, type StepContext } from './path-workloads.js';
 import {
   type BenchAddresses,
   directPath,
   type PathSpec,
   PROXY_CPU,
-  stunnelPath,
-  waitListening,
+  socatPath,
   ztunnelPath,
 } from './peer-paths.js';
-
-export interface BenchResult {
-  path: string;
-  workload: string;
-  metric: string;
-  value: number;
-  unit: string;
-}
+import { onPath, startTargets, type Target } from './targets.js';
+import { haproxyPath, stunnelPath } from './tls-peers.js';
 
 export interface BenchOptions {
   quick?: boolean;
   json?: string;
   png?: string;
+  /** Rewrites the performance section of this markdown file (between perf markers). */
+  markdown?: string;
+  /** Another build's bin/zmesh, measured as "zmesh ztunnel pair (before)" in the same run. */
+  baseline?: string;
+  /** Comma-separated substrings: run only the paths whose names contain one. */
+  paths?: string;
+  /** Comma-separated substrings: run only the steps whose labels contain one (profiling). */
+  workloads?: string;
 }
 
-const LOAD_CPU = '1';
+/** The bench's own loopback block (127.40/16 proxies and pods, 127.41/16 the extra pods). */
 const ADDR: BenchAddresses = {
   nodeA: '127.40.0.2',
   nodeB: '127.40.0.3',
   client: '127.40.1.1',
   server: '127.40.2.1',
+  fillerPrefix: '127.41.1',
 };
-const IPERF_PORT = 5201;
-const C_PEERS = ['stunnel4 pair'];
+const LOAD_CPU = '1';
+export const ZMESH_PATH = 'zmesh ztunnel pair';
+const PINNING = `proxies on CPU ${PROXY_CPU}; load generators, servers and this process on CPU ${LOAD_CPU} (taskset)`;
 
 /**
  * `zmesh bench`: every path measured in the same run on the same machine, reported as
- * ratios to direct and to the best C peer (absolute numbers on a shared 2-core machine
- * are noise). Proxies are pinned to CPU 0 and load generators to CPU 1 with taskset.
+ * ratios to direct and to the best C mTLS peer (absolute numbers on a shared 2-core
+ * machine are noise).
  */
 export async function runBench(opts: BenchOptions): Promise<number> {
-  const seconds = opts.quick ? 2 : 8;
+  if (!(await onPath('iperf3'))) {
+    console.error('bench: iperf3 not installed (scripts/bootstrap.sh installs it); nothing to measure');
+    return 1;
+  }
+  // The servers and clients that run inside this process belong with the load generators.
+  await execa('taskset', ['-a', '-p', '-c', LOAD_CPU, String(process.pid)], { reject: false });
   const dir = await mkdtemp(join(tmpdir(), 'zmesh-bench-'));
-  const iperf = startIperfServer(ADDR.server, IPERF_PORT, LOAD_CPU);
+  const running = await startTargets(ADDR.server, LOAD_CPU, dir);
   const results: BenchResult[] = [];
+  const measured: BenchReport['paths'] = [];
+  const failures: string[] = [];
   try {
-    if ((await execa('which', ['iperf3'], { reject: false })).exitCode !== 0) {
-      console.error('bench: iperf3 not installed (apt-get install iperf3); nothing to measure');
-      return 1;
-    }
-    await waitListening(ADDR.server, IPERF_PORT);
     const ca = await CertificateAuthority.create({ trustDomain: 'cluster.local' });
     await writeFile(join(dir, 'root-cert.pem'), ca.rootPem);
     await writeFile(join(dir, 'root-key.pem'), await ca.exportKeyPem(), { mode: 0o600 });
-    console.log(
-      `pinning: proxies on CPU ${PROXY_CPU}, load generators (iperf3 client and server) on CPU ${LOAD_CPU} (taskset)`,
+    const ctx: StepContext = {
+      budget: opts.quick ? QUICK : FULL,
+      loadCpu: LOAD_CPU,
+      dir,
+      targets: new Set(running.targets.map((t) => t.name)),
+    };
+    const paths = await availablePaths(opts, dir, ca);
+    console.log(`pinning: ${PINNING}; ${ctx.budget.rounds} round(s), medians reported`);
+    const rounds = Array.from({ length: ctx.budget.rounds }, (_, r) => r);
+    const stepCount = rounds.reduce(
+      (n, r) => n + paths.reduce((m, p) => m + stepsOf(p, ctx, opts, r).length + 1, 0),
+      0,
     );
-    const paths: PathSpec[] = [directPath(), stunnelPath(dir, ca, ADDR), ztunnelPath(dir, ADDR)];
-    for (const path of paths) {
-      const why = await path.unavailable();
-      if (why) {
-        console.log(`skip ${path.name}: ${why}`);
-        continue;
-      }
-      const open = await path.open({ host: ADDR.server, port: IPERF_PORT });
-      try {
-        for (const streams of [1, 4]) {
-          process.stdout.write(`measuring ${path.name}, iperf3 ${streams} stream(s), ${seconds} s … `);
-          const value = await iperfThroughput({
-            host: open.host,
-            port: open.port,
-            seconds,
-            streams,
-            cpu: LOAD_CPU,
-          });
-          console.log(`${value.toFixed(1)} MB/s`);
-          results.push({
-            path: path.name,
-            workload: `iperf3 ${streams} stream${streams > 1 ? 's' : ''}`,
-            metric: 'throughput',
-            value,
-            unit: 'MB/s',
-          });
-        }
-      } finally {
-        await open.close();
+    const progress = new BenchProgress(stepCount);
+    // Rounds go over every path in turn, so that a busy spell on a shared machine lands on
+    // all paths rather than on one; each number is the median of its rounds.
+    for (const round of rounds) {
+      for (const path of paths) {
+        const rows = await runPath(
+          path,
+          stepsOf(path, ctx, opts, round),
+          running.targets,
+          progress,
+          failures,
+        );
+        if (rows && !measured.some((m) => m.name === path.name))
+          measured.push({ name: path.name, kind: path.kind });
+        results.push(...(rows ?? []));
       }
     }
   } finally {
-    await stopChild(iperf);
-    await rm(dir, { recursive: true, force: true });
+    await running.close();
+    // ZMESH_BENCH_KEEP=1 keeps configs and proxy logs for a post-mortem.
+    if (process.env.ZMESH_BENCH_KEEP) console.log(`kept ${dir}`);
+    else await rm(dir, { recursive: true, force: true });
   }
-  printTable(results);
-  if (opts.json) await writeFile(opts.json, `${JSON.stringify({ results }, null, 2)}\n`);
-  if (opts.png) {
-    const rows = results.map((r) => ({ group: `${r.workload} (${r.unit})`, series: r.path, value: r.value }));
-    await writeFile(
-      opts.png,
-      await barChartPng(rows, { title: 'zmesh bench (same run, same machine)', unit: 'MB/s' }),
-    );
-  }
-  return 0;
+  const medians = medianOfRounds(results);
+  medians.push(...addedLatency(medians));
+  const report: BenchReport = { results: [], paths: measured, run: runInfo(opts) };
+  report.results = ordered({ ...report, results: medians });
+  await emit(report, opts);
+  if (failures.length > 0) console.log(`failed steps (no numbers): ${failures.join('; ')}`);
+  return failures.length > 0 ? 2 : 0;
 }
 
-function printTable(results: BenchResult[]): void {
-  const rows: string[][] = [['workload', 'path', 'value', 'vs direct', 'vs best C peer']];
-  for (const workload of new Set(results.map((r) => r.workload))) {
-    const of = results.filter((r) => r.workload === workload);
-    const direct = of.find((r) => r.path === 'direct')?.value;
-    const bestC = Math.max(...of.filter((r) => C_PEERS.includes(r.path)).map((r) => r.value));
-    for (const r of of) {
-      rows.push([
-        workload,
-        r.path,
-        `${r.value.toFixed(1)} ${r.unit}`,
-        direct ? `${(r.value / direct).toFixed(2)}×` : '-',
-        Number.isFinite(bestC) ? `${(r.value / bestC).toFixed(2)}×` : '-',
-      ]);
-    }
+async function availablePaths(
+  opts: BenchOptions,
+  dir: string,
+  ca: CertificateAuthority,
+): Promise<PathSpec[]> {
+  const all = [
+    directPath(),
+    socatPath(ADDR),
+    stunnelPath(dir, ca, ADDR),
+    haproxyPath(dir, ca, ADDR),
+    ...(opts.baseline
+      ? [ztunnelPath(dir, ADDR, { name: `${ZMESH_PATH} (before)`, bin: opts.baseline })]
+      : []),
+    ztunnelPath(dir, ADDR),
+  ];
+  const wanted = opts.paths?.split(',').map((s) => s.trim());
+  const out: PathSpec[] = [];
+  for (const p of all) {
+    if (wanted && !wanted.some((w) => p.name.includes(w))) continue;
+    const why = await p.unavailable();
+    if (why) console.log(`skip ${p.name}: ${why}`);
+    else out.push(p);
   }
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  console.log('');
-  for (const r of rows) console.log(r.map((c, i) => c.padEnd(widths[i]!)).join('  '));
+  return out;
+}
+
+/** Opens one path, runs its steps and closes it; undefined if it would not start. */
+async function runPath(
+  path: PathSpec,
+  steps: Step[],
+  targets: Target[],
+  progress: BenchProgress,
+  failures: string[],
+): Promise<BenchResult[] | undefined> {
+  const start = () => path.open(targets);
+  const open = await progress.step(`${path.name}: start`, start, () => '').catch(() => undefined);
+  if (!open) {
+    failures.push(`${path.name}: start`);
+    return undefined;
+  }
+  const rows: BenchResult[] = [];
+  try {
+    for (const step of steps) {
+      const label = `${path.name}: ${step.label}`;
+      // One failed step loses its numbers, not the run's: the others are still comparable.
+      const got = await progress
+        .step(label, () => step.run(open), summary)
+        .catch(() => {
+          failures.push(label);
+          return [];
+        });
+      rows.push(...got);
+    }
+  } finally {
+    await open.close();
+  }
+  return rows;
+}
+
+/** Steps of `path` in round `round`: one-off steps (memory, on fresh proxies) only in the first. */
+function stepsOf(path: PathSpec, ctx: StepContext, opts: BenchOptions, round: number): Step[] {
+  const wanted = opts.workloads?.split(',').map((s) => s.trim());
+  return pathSteps(path, ctx)
+    .filter((s) => round === 0 || !s.once)
+    .filter((s) => !wanted || wanted.some((w) => s.label.includes(w)));
+}
+
+/** One row per (path, workload, metric): the median of the rounds' values. */
+function medianOfRounds(results: BenchResult[]): BenchResult[] {
+  const groups = new Map<string, BenchResult[]>();
+  for (const r of results) {
+    const key = `${r.path}\u0000${r.workload}\u0000${r.metric}`;
+    groups.set(key, [...(groups.get(key) ?? []), r]);
+  }
+  return [...groups.values()].map((rows) => {
+    const sorted = rows.map((r) => r.value).sort((a, b) => a - b);
+    const mid = sorted.length / 2;
+    const value = sorted.length % 2 ? sorted[Math.floor(mid)]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+    return { ...rows[0]!, value };
+  });
+}
+
+function summary(rows: BenchResult[]): string {
+  return rows.map((r) => `${r.metric} ${r.value.toFixed(r.value >= 100 ? 0 : 2)} ${r.unit}`).join(', ');
+}
+
+function runInfo(opts: BenchOptions): BenchReport['run'] {
+  return {
+    date: new Date().toISOString(),
+    quick: Boolean(opts.quick),
+    cpus: cpus().length,
+    node: process.version,
+    kernel: release(),
+    pinning: PINNING,
+  };
+}
+
+async function emit(report: BenchReport, opts: BenchOptions): Promise<void> {
+  console.log(`\n${textTable(report)}\n`);
+  if (report.paths.some((p) => p.name === ZMESH_PATH)) {
+    console.log(`targets (${ZMESH_PATH}):\n${targetsText(checkTargets(report, ZMESH_PATH))}\n`);
+  }
+  if (opts.json) await writeFile(opts.json, `${JSON.stringify(report, null, 2)}\n`);
+  if (opts.png) await writeFile(opts.png, await benchChartPng(report));
+  if (opts.markdown) {
+    const text = await readFile(opts.markdown, 'utf8');
+    await writeFile(opts.markdown, rewritePerfSection(text, report, ZMESH_PATH));
+  }
 }

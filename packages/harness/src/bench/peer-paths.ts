@@ -1,24 +1,32 @@
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { CertificateAuthority } from '@zmesh/shared';
 import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
-import { startZtunnelProcess, stopChild, waitReady } from '../local/ztunnel-process.js';
+import { startZtunnelProcess, stopChild, waitReady, ZMESH_BIN } from '../local/ztunnel-process.js';
+import type { Target, TargetName } from './targets.js';
 
-/** Where a load generator connects for one path, and how to take the path down. */
-export interface OpenPath {
+export interface Endpoint {
   host: string;
   port: number;
-  /** Pids of the proxy processes on this path, for CPU and RSS readings. */
+}
+
+/** Where a load generator connects for each target on one path, and how to take the path down. */
+export interface OpenPath {
+  endpoints: Map<TargetName, Endpoint>;
+  /** Pids of the proxy processes on this path (roots: forked children are found under them). */
   pids: number[];
   close(): Promise<void>;
 }
 
+/** `c-mtls` paths are the ones zmesh is held against ("best C peer"). */
+export type PathKind = 'direct' | 'relay' | 'c-mtls' | 'zmesh';
+
 export interface PathSpec {
   name: string;
+  kind: PathKind;
   /** Why this path may be unavailable on this machine (a missing binary), or undefined. */
   unavailable(): Promise<string | undefined>;
-  open(target: { host: string; port: number }): Promise<OpenPath>;
+  open(targets: Target[]): Promise<OpenPath>;
 }
 
 export interface BenchAddresses {
@@ -27,121 +35,167 @@ export interface BenchAddresses {
   nodeB: string;
   client: string;
   server: string;
+  /** Prefix of the extra pods' addresses (`<prefix>.<n>`, n = 1..). */
+  fillerPrefix: string;
 }
 
 /** CPU the proxies run on; the load generators get the other one (see bench.ts). */
 export const PROXY_CPU = '0';
+/** Workloads the ztunnel pair is configured with: DESIGN's "100 pods" memory target. */
+export const ZTUNNEL_PODS = 100;
 
 export function directPath(): PathSpec {
   return {
     name: 'direct',
+    kind: 'direct',
     unavailable: async () => undefined,
-    open: async (target) => ({ ...target, pids: [], close: async () => {} }),
+    open: async (targets) => ({
+      endpoints: new Map(targets.map((t) => [t.name, { host: t.host, port: t.port }])),
+      pids: [],
+      close: async () => {},
+    }),
+  };
+}
+
+/** Two socat processes per target, forking per connection: a plain TCP relay pair, no crypto. */
+export function socatPath(addr: BenchAddresses): PathSpec {
+  return {
+    name: 'socat relay pair',
+    kind: 'relay',
+    unavailable: async () => missing('socat'),
+    open: async (targets) => {
+      const children: ResultPromise[] = [];
+      const endpoints = new Map<TargetName, Endpoint>();
+      for (const [i, t] of targets.entries()) {
+        const front = { host: addr.client, port: 16000 + i };
+        const back = { host: addr.nodeB, port: 16010 + i };
+        children.push(
+          spawnProxy(['socat', ...socatArgs(back, t)]),
+          spawnProxy(['socat', ...socatArgs(front, back)]),
+        );
+        endpoints.set(t.name, front);
+      }
+      return started(endpoints, children, [...endpoints.values()]);
+    },
+  };
+}
+
+function socatArgs(listen: Endpoint, to: Endpoint): string[] {
+  // 128 KiB copy blocks (socat's default is 8 KiB, which would handicap it on bulk transfer).
+  return [
+    '-b',
+    '131072',
+    `TCP-LISTEN:${listen.port},bind=${listen.host},fork,reuseaddr,backlog=4096,nodelay`,
+    `TCP:${to.host}:${to.port},nodelay`,
+  ];
+}
+
+/**
+ * The zmesh ztunnel pair over HBONE, in explicit-proxy mode (no capture in this path).
+ * Node-a holds ZTUNNEL_PODS workloads, each with a forward listener, so that its idle
+ * memory is that of a node with that many pods.
+ */
+export function ztunnelPath(
+  dir: string,
+  addr: BenchAddresses,
+  opts: { name?: string; bin?: string } = {},
+): PathSpec {
+  return {
+    name: opts.name ?? 'zmesh ztunnel pair',
+    kind: 'zmesh',
+    unavailable: async () =>
+      opts.bin && !(await readFile(opts.bin).catch(() => undefined)) ? `${opts.bin} not found` : undefined,
+    open: async (targets) => {
+      const config = join(dir, 'bench-mesh.yaml');
+      const endpoints = new Map(targets.map((t, i) => [t.name, { host: addr.client, port: 16200 + i }]));
+      await writeFile(config, stringify(benchMesh(addr, targets, endpoints)));
+      const start = (node: string, address: string) =>
+        startZtunnelProcess({
+          config,
+          caDir: dir,
+          node,
+          address,
+          cpu: PROXY_CPU,
+          log: 'error',
+          bin: opts.bin,
+        });
+      const children = [start('node-a', addr.nodeA), start('node-b', addr.nodeB)];
+      const ready = () => Promise.all([waitReady(addr.nodeA, 30_000), waitReady(addr.nodeB, 30_000)]);
+      return started(endpoints, children, [...endpoints.values()], ready);
+    },
+  };
+}
+
+function benchMesh(addr: BenchAddresses, targets: Target[], endpoints: Map<TargetName, Endpoint>): unknown {
+  const pod = (name: string, sa: string, address: string, node: string) => ({
+    name,
+    namespace: 'bench',
+    serviceAccount: sa,
+    addresses: [address],
+    node,
+  });
+  const fillers = Array.from({ length: ZTUNNEL_PODS - 1 }, (_, i) =>
+    pod(`pod-${i + 1}`, `sa-${i + 1}`, `${addr.fillerPrefix}.${i + 1}`, 'node-a'),
+  );
+  return {
+    workloads: [
+      pod('load-client', 'client', addr.client, 'node-a'),
+      ...fillers,
+      pod('load-server', 'server', addr.server, 'node-b'),
+    ],
+    forwards: [
+      ...targets.map((t) => ({
+        workload: 'Kubernetes//Pod/bench/load-client',
+        listen: `${endpoints.get(t.name)!.host}:${endpoints.get(t.name)!.port}`,
+        destination: `${t.host}:${t.port}`,
+      })),
+      ...fillers.map((f) => ({
+        workload: `Kubernetes//Pod/bench/${f.name}`,
+        listen: `${f.addresses[0]}:16299`,
+        destination: `${addr.server}:${targets[0]!.port}`,
+      })),
+    ],
   };
 }
 
 /**
- * Two stunnel4 processes doing TLS 1.3 with client certificates from the same CA as zmesh:
- * the C mTLS tunnel pair zmesh is measured against.
+ * A proxy process pinned to the proxy CPU. Open files: it inherits this process's limit,
+ * which Node raised to the hard limit (1,000 idle connections need 2,000+ per proxy).
  */
-export function stunnelPath(dir: string, ca: CertificateAuthority, addr: BenchAddresses): PathSpec {
-  return {
-    name: 'stunnel4 pair',
-    unavailable: async () =>
-      (await onPath('stunnel4')) ? undefined : 'stunnel4 not installed (apt-get install stunnel4)',
-    open: async (target) => {
-      const files = await writeCredentials(dir, ca, 'stunnel');
-      const port = 16100;
-      const server = conf({
-        ...files,
-        accept: `${addr.nodeB}:${port}`,
-        connect: `${target.host}:${target.port}`,
-      });
-      const client = conf({
-        ...files,
-        client: true,
-        accept: `${addr.client}:${port + 1}`,
-        connect: `${addr.nodeB}:${port}`,
-      });
-      await writeFile(join(dir, 'stunnel-server.conf'), server);
-      await writeFile(join(dir, 'stunnel-client.conf'), client);
-      const children = ['server', 'client'].map((side) =>
-        execa('taskset', ['-c', PROXY_CPU, 'stunnel4', join(dir, `stunnel-${side}.conf`)], {
-          reject: false,
-          stdio: 'ignore',
-        }),
-      );
-      await waitListening(addr.client, port + 1);
-      return closer({ host: addr.client, port: port + 1 }, children);
-    },
-  };
+export function spawnProxy(argv: string[], log?: string): ResultPromise {
+  return execa('taskset', ['-c', PROXY_CPU, ...argv], {
+    reject: false,
+    stdin: 'ignore',
+    stdout: 'ignore',
+    // A proxy that will not start says why on stderr: keep it beside its config.
+    stderr: log ? { file: log } : 'ignore',
+  });
 }
 
-/** The zmesh ztunnel pair over HBONE, in explicit-proxy mode (no capture in this path). */
-export function ztunnelPath(dir: string, addr: BenchAddresses): PathSpec {
-  return {
-    name: 'zmesh ztunnel pair',
-    unavailable: async () => undefined,
-    open: async (target) => {
-      const port = 16200;
-      const config = join(dir, 'bench-mesh.yaml');
-      await writeFile(config, stringify(benchMesh(addr, target, port)));
-      const children = [
-        startZtunnelProcess({
-          config,
-          caDir: dir,
-          node: 'node-a',
-          address: addr.nodeA,
-          cpu: PROXY_CPU,
-          log: 'error',
-        }),
-        startZtunnelProcess({
-          config,
-          caDir: dir,
-          node: 'node-b',
-          address: addr.nodeB,
-          cpu: PROXY_CPU,
-          log: 'error',
-        }),
-      ];
-      await Promise.all([waitReady(addr.nodeA), waitReady(addr.nodeB)]);
-      await waitListening(addr.client, port);
-      return closer({ host: addr.client, port }, children);
-    },
-  };
+/**
+ * The path is up once every address in `listening` is; if it never comes up, the children
+ * are stopped before the error is passed on.
+ */
+export async function started(
+  endpoints: Map<TargetName, Endpoint>,
+  children: ResultPromise[],
+  listening: Endpoint[],
+  ready: () => Promise<unknown> = async () => {},
+): Promise<OpenPath> {
+  const path = closer(endpoints, children);
+  try {
+    await ready();
+    await Promise.all(listening.map((e) => waitListening(e.host, e.port)));
+  } catch (e) {
+    await path.close();
+    throw e;
+  }
+  return path;
 }
 
-function benchMesh(addr: BenchAddresses, target: { host: string; port: number }, port: number): unknown {
+function closer(endpoints: Map<TargetName, Endpoint>, children: ResultPromise[]): OpenPath {
   return {
-    workloads: [
-      {
-        name: 'load-client',
-        namespace: 'bench',
-        serviceAccount: 'client',
-        addresses: [addr.client],
-        node: 'node-a',
-      },
-      {
-        name: 'load-server',
-        namespace: 'bench',
-        serviceAccount: 'server',
-        addresses: [addr.server],
-        node: 'node-b',
-      },
-    ],
-    forwards: [
-      {
-        workload: 'Kubernetes//Pod/bench/load-client',
-        listen: `${addr.client}:${port}`,
-        destination: `${target.host}:${target.port}`,
-      },
-    ],
-  };
-}
-
-function closer(at: { host: string; port: number }, children: ResultPromise[]): OpenPath {
-  return {
-    ...at,
+    endpoints,
     pids: children.flatMap((c) => (c.pid ? [c.pid] : [])),
     close: async () => {
       await Promise.all(children.map((c) => stopChild(c)));
@@ -149,53 +203,19 @@ function closer(at: { host: string; port: number }, children: ResultPromise[]): 
   };
 }
 
-async function writeCredentials(dir: string, ca: CertificateAuthority, name: string) {
-  const cred = await ca.issue(`spiffe://${ca.trustDomain}/ns/bench/sa/${name}`, 3600);
-  const cert = join(dir, `${name}-cert.pem`);
-  const key = join(dir, `${name}-key.pem`);
-  const root = join(dir, `${name}-root.pem`);
-  await writeFile(cert, cred.certChainPem.slice(0, -1).join(''));
-  await writeFile(key, cred.keyPem, { mode: 0o600 });
-  await writeFile(root, ca.rootPem);
-  return { cert, key, root };
+export async function missing(bin: string): Promise<string | undefined> {
+  const found = (await execa('which', [bin], { reject: false })).exitCode === 0;
+  return found ? undefined : `${bin} not installed (apt-get install ${bin}; scripts/bootstrap.sh does)`;
 }
 
-function conf(o: {
-  cert: string;
-  key: string;
-  root: string;
-  accept: string;
-  connect: string;
-  client?: boolean;
-}): string {
-  return [
-    'foreground = yes',
-    'pid =',
-    'debug = 3',
-    '[tunnel]',
-    o.client ? 'client = yes' : '',
-    `accept = ${o.accept}`,
-    `connect = ${o.connect}`,
-    `cert = ${o.cert}`,
-    `key = ${o.key}`,
-    `CAfile = ${o.root}`,
-    'verifyChain = yes',
-    'sslVersionMin = TLSv1.3',
-    '',
-  ].join('\n');
-}
-
-async function onPath(bin: string): Promise<boolean> {
-  return (await execa('which', [bin], { reject: false })).exitCode === 0;
-}
+export { ZMESH_BIN };
 
 /**
  * Waits until something listens on host:port, read from /proc/net/tcp rather than by
  * connecting: a probe connection would reach the server behind the proxy and confuse
  * servers such as iperf3 that expect every connection to be a test.
  */
-export async function waitListening(host: string, port: number, timeoutMs = 10_000): Promise<void> {
-  const { readFile } = await import('node:fs/promises');
+export async function waitListening(host: string, port: number, timeoutMs = 15_000): Promise<void> {
   const want = `${host
     .split('.')
     .reverse()
@@ -207,7 +227,7 @@ export async function waitListening(host: string, port: number, timeoutMs = 10_0
     // Column 2 is local address, column 4 the state; 0A is LISTEN.
     if (table.split('\n').some((l) => l.trim().split(/\s+/)[1] === want && l.trim().split(/\s+/)[3] === '0A'))
       return;
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`nothing listening on ${host}:${port} after ${timeoutMs} ms`);
 }

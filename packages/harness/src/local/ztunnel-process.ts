@@ -12,6 +12,8 @@ export function startZtunnelProcess(opts: {
   cpu?: string;
   log?: string;
   quiet?: boolean;
+  /** Another build's `bin/zmesh` (the bench's before/after comparison); default this one. */
+  bin?: string;
 }): ResultPromise {
   const argv = [
     'ztunnel',
@@ -24,7 +26,8 @@ export function startZtunnelProcess(opts: {
     '--ca-dir',
     opts.caDir,
   ];
-  const [file, args] = opts.cpu ? ['taskset', ['-c', opts.cpu, ZMESH_BIN, ...argv]] : [ZMESH_BIN, argv];
+  const bin = opts.bin ?? ZMESH_BIN;
+  const [file, args] = opts.cpu ? ['taskset', ['-c', opts.cpu, bin, ...argv]] : [bin, argv];
   const child = execa(file, args, {
     reject: false,
     stdout: 'ignore',

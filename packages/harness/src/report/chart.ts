@@ -24,6 +24,8 @@ export async function barChartPng(rows: BarRow[], opts: { title: string; unit?: 
       row: {
         field: 'group',
         type: 'nominal',
+        // Panels in the order the rows come (the run's order), not alphabetical.
+        sort: null,
         title: null,
         header: { labelAngle: 0, labelAlign: 'left', labelAnchor: 'start', labelOrient: 'top' },
       },

@@ -1,5 +1,6 @@
 import { constants, type Http2Stream } from 'node:http2';
 import type { Duplex } from 'node:stream';
+import { pumpBytes } from '../net/byte-pump.js';
 
 export interface SpliceStats {
   /** Bytes read from the HTTP/2 stream and written upstream. */
@@ -9,7 +10,7 @@ export interface SpliceStats {
 }
 
 /**
- * Copies both ways with back-pressure (pipe pauses the source when the sink is full)
+ * Copies both ways with back-pressure (the pump pauses the source when the sink is full)
  * and keeps the half-closes apart: END_STREAM from the peer ends upstream's writable
  * side, upstream's end sends END_STREAM. An abrupt end on either side is propagated as
  * abrupt: upstream error → RST_STREAM(CONNECT_ERROR) (RFC 9113 §8.5), stream reset →
@@ -20,20 +21,13 @@ export function spliceTunnel(
   upstream: Duplex,
   onClose?: (stats: SpliceStats) => void,
 ): void {
-  const stats: SpliceStats = { toUpstream: 0, fromUpstream: 0 };
-  h2.on('data', (chunk: Buffer) => {
-    stats.toUpstream += chunk.length;
-  });
-  upstream.on('data', (chunk: Buffer) => {
-    stats.fromUpstream += chunk.length;
-  });
-  h2.pipe(upstream);
-  upstream.pipe(h2);
+  const toUpstream = pumpBytes(h2, upstream);
+  const fromUpstream = pumpBytes(upstream, h2);
   let done = false;
   const finish = () => {
     if (done) return;
     done = true;
-    onClose?.(stats);
+    onClose?.({ toUpstream: toUpstream.bytes, fromUpstream: fromUpstream.bytes });
   };
   upstream.on('error', () => {
     resetStream(h2, constants.NGHTTP2_CONNECT_ERROR);

@@ -1,4 +1,5 @@
 import type { Duplex } from 'node:stream';
+import { pumpBytes } from '@zmesh/shared';
 
 export interface CopyResult {
   /** Bytes read from `downstream` and written to `upstream`. */
@@ -10,7 +11,7 @@ export interface CopyResult {
 
 /**
  * Copies bytes both ways until both directions have ended or either side fails.
- * Back-pressure comes from `pipe` (a full writer pauses its reader). Half-close is kept:
+ * Back-pressure comes from `pumpBytes` (a full writer pauses its reader). Half-close is kept:
  * the end of one direction ends only the other side's writable (TCP FIN ↔ HTTP/2
  * END_STREAM), so a client that shuts down its write side still gets the full reply.
  * Sockets must be created with `allowHalfOpen: true` for that to hold.
@@ -18,12 +19,16 @@ export interface CopyResult {
 export function bidirectionalCopy(downstream: Duplex, upstream: Duplex): Promise<CopyResult> {
   return new Promise((resolve) => {
     const result: CopyResult = { sent: 0, received: 0 };
+    const sent = pumpBytes(downstream, upstream);
+    const received = pumpBytes(upstream, downstream);
     let openDirections = 2;
     let settled = false;
 
     const finish = (error?: Error): void => {
       if (settled) return;
       settled = true;
+      result.sent = sent.bytes;
+      result.received = received.bytes;
       if (error) {
         result.error = error;
         downstream.destroy();
@@ -36,12 +41,6 @@ export function bidirectionalCopy(downstream: Duplex, upstream: Duplex): Promise
       if (openDirections === 0) finish();
     };
 
-    downstream.on('data', (chunk: Buffer) => {
-      result.sent += chunk.length;
-    });
-    upstream.on('data', (chunk: Buffer) => {
-      result.received += chunk.length;
-    });
     // A direction is done when its writer has flushed the end (not merely when the reader ended).
     upstream.on('finish', directionDone);
     downstream.on('finish', directionDone);
@@ -56,7 +55,5 @@ export function bidirectionalCopy(downstream: Duplex, upstream: Duplex): Promise
     };
     downstream.on('close', onClose);
     upstream.on('close', onClose);
-    downstream.pipe(upstream);
-    upstream.pipe(downstream);
   });
 }

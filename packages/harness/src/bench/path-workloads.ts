@@ -1,0 +1,191 @@
+import type { BenchResult } from './bench-results.js';
+import { iperfThroughput } from './iperf.js';
+import { measureMemory } from './memory.js';
+import type { Endpoint, OpenPath, PathSpec } from './peer-paths.js';
+import { cpuSeconds } from './proc-stat.js';
+import { connectionRate, echoLatency, fixedRateHttp, redisBenchmark } from './request-load.js';
+import type { TargetName } from './targets.js';
+
+/** How long each workload runs: `quick` keeps the whole bench under a minute (CI). */
+export interface Budget {
+  iperfSeconds: number;
+  redisRequests: number;
+  roundTrips: number;
+  connectSeconds: number;
+  httpSeconds: number;
+  idleConnections: number;
+  /** Pause before reading memory, so allocations after the last handshake are counted. */
+  settleMs: number;
+  /** Times each path is measured (medians reported); memory is measured in the first only. */
+  rounds: number;
+}
+
+export const FULL: Budget = {
+  iperfSeconds: 3,
+  redisRequests: 10_000,
+  roundTrips: 10_000,
+  connectSeconds: 2,
+  httpSeconds: 5,
+  idleConnections: 1000,
+  settleMs: 9000,
+  rounds: 3,
+};
+
+export const QUICK: Budget = {
+  iperfSeconds: 1,
+  redisRequests: 3_000,
+  roundTrips: 500,
+  connectSeconds: 0.5,
+  httpSeconds: 1,
+  idleConnections: 100,
+  settleMs: 200,
+  rounds: 1,
+};
+
+/** The fixed HTTP request rate (DESIGN §12 "CPU per 1,000 rps"). */
+export const HTTP_RATE = 1000;
+export const HTTP_WORKLOAD = 'HTTP 1 KiB @ 1,000 rps';
+
+export interface StepContext {
+  budget: Budget;
+  loadCpu: string;
+  dir: string;
+  /** Targets that are running (redis only if redis-server is installed). */
+  targets: Set<TargetName>;
+}
+
+export interface Step {
+  label: string;
+  /** Run in the first round only (memory wants fresh proxies). */
+  once?: boolean;
+  run(open: OpenPath): Promise<BenchResult[]>;
+}
+
+type Row = (workload: string, metric: string, value: number, unit: string) => BenchResult;
+
+const at = (open: OpenPath, t: TargetName): Endpoint => open.endpoints.get(t)!;
+
+/** The steps run on one open path, in order: memory first, while the proxies are fresh. */
+export function pathSteps(path: PathSpec, ctx: StepContext): Step[] {
+  const row: Row = (workload, metric, value, unit) => ({ path: path.name, workload, metric, value, unit });
+  return [
+    ...(path.kind === 'direct' ? [] : [memoryStep(ctx, row)]),
+    ...latencySteps(ctx, row),
+    ...iperfSteps(ctx, row),
+    ...(ctx.targets.has('redis') ? redisSteps(ctx, row) : []),
+    { label: HTTP_WORKLOAD, run: (open) => httpStep(open, ctx, row) },
+  ];
+}
+
+function memoryStep(ctx: StepContext, row: Row): Step {
+  const b = ctx.budget;
+  return {
+    label: `memory at rest and with ${b.idleConnections} idle connections`,
+    once: true,
+    run: async (open) => {
+      const m = await measureMemory(open.pids, at(open, 'echo'), b.idleConnections, b.settleMs);
+      return [
+        row('idle', 'RSS (largest process)', m.idleRssMax / 2 ** 20, 'MB'),
+        row('idle connections', 'memory per connection', m.perConnection / 1024, 'KiB'),
+      ];
+    },
+  };
+}
+
+function latencySteps(ctx: StepContext, row: Row): Step[] {
+  const b = ctx.budget;
+  return [
+    {
+      label: `echo latency, ${b.roundTrips} round trips on one connection`,
+      run: async (open) => {
+        const l = await echoLatency(at(open, 'echo'), b.roundTrips);
+        return [row('echo, 1 conn', 'p50', l.p50, 'µs'), row('echo, 1 conn', 'p99', l.p99, 'µs')];
+      },
+    },
+    {
+      label: 'new connections per second',
+      run: async (open) => {
+        const rate = await connectionRate(at(open, 'echo'), { seconds: b.connectSeconds, concurrency: 8 });
+        return [row('new connections', 'connections/s', rate, 'conn/s')];
+      },
+    },
+  ];
+}
+
+function iperfSteps(ctx: StepContext, row: Row): Step[] {
+  const b = ctx.budget;
+  return [1, 4].map((streams) => {
+    const workload = `iperf3 ${streams} stream${streams > 1 ? 's' : ''}`;
+    return {
+      label: workload,
+      run: async (open) => {
+        const cpuBefore = await cpuSeconds(open.pids);
+        const e = at(open, 'iperf3');
+        const mbs = await iperfThroughput({ ...e, seconds: b.iperfSeconds, streams, cpu: ctx.loadCpu });
+        const rows = [row(workload, 'throughput', mbs, 'MB/s')];
+        // CPU per byte: what the proxies spend, far less sensitive than MB/s to a busy machine.
+        const gb = (mbs * b.iperfSeconds) / 1000;
+        const cpu = (await cpuSeconds(open.pids)) - cpuBefore;
+        if (open.pids.length > 0) rows.push(row(workload, 'CPU per GB', cpu / gb, 'CPU·s'));
+        return rows;
+      },
+    };
+  });
+}
+
+function redisSteps(ctx: StepContext, row: Row): Step[] {
+  return (['set', 'get'] as const).map((test) => {
+    const workload = `redis ${test.toUpperCase()}, 50 conns`;
+    return {
+      label: workload,
+      run: async (open) => {
+        const opts = { test, requests: ctx.budget.redisRequests, cpu: ctx.loadCpu };
+        const r = await redisBenchmark(at(open, 'redis'), opts);
+        return [row(workload, 'requests/s', r.rps, 'req/s'), row(workload, 'p50', r.p50Ms, 'ms')];
+      },
+    };
+  });
+}
+
+async function httpStep(open: OpenPath, ctx: StepContext, row: Row): Promise<BenchResult[]> {
+  const cpuBefore = await cpuSeconds(open.pids);
+  const started = process.hrtime.bigint();
+  const r = await fixedRateHttp(open.endpoints.get('http')!, {
+    rate: HTTP_RATE,
+    seconds: ctx.budget.httpSeconds,
+    connections: 20,
+    cpu: ctx.loadCpu,
+    dir: ctx.dir,
+  });
+  const wall = Number(process.hrtime.bigint() - started) / 1e9;
+  const out = [
+    row(HTTP_WORKLOAD, 'rate', r.rps, 'req/s'),
+    row(HTTP_WORKLOAD, 'p50', r.p50Ms, 'ms'),
+    row(HTTP_WORKLOAD, 'p99', r.p99Ms, 'ms'),
+  ];
+  if (open.pids.length > 0) {
+    const vcpu = ((await cpuSeconds(open.pids)) - cpuBefore) / wall;
+    out.push(row(HTTP_WORKLOAD, 'CPU per 1,000 rps', vcpu / (r.rps / 1000), 'vCPU'));
+  }
+  return out;
+}
+
+/** Adds "added" latency (path − direct) once every path has run. */
+export function addedLatency(results: BenchResult[]): BenchResult[] {
+  const pairs: [string, string][] = [
+    ['echo, 1 conn', 'p50'],
+    ['echo, 1 conn', 'p99'],
+    [HTTP_WORKLOAD, 'p99'],
+  ];
+  const out: BenchResult[] = [];
+  for (const [workload, metric] of pairs) {
+    const direct = results.find((r) => r.path === 'direct' && r.workload === workload && r.metric === metric);
+    if (!direct) continue;
+    for (const r of results.filter(
+      (o) => o.workload === workload && o.metric === metric && o.path !== 'direct',
+    )) {
+      out.push({ ...r, metric: `added ${metric}`, value: r.value - direct.value });
+    }
+  }
+  return out;
+}

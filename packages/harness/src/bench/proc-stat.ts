@@ -1,0 +1,83 @@
+import { readFile } from 'node:fs/promises';
+
+/** Clock ticks per second for /proc/<pid>/stat times (USER_HZ; 100 on every Linux we run on). */
+const USER_HZ = 100;
+
+/** A process and every live descendant, read from /proc/<pid>/task/<tid>/children. */
+export async function processTree(root: number): Promise<number[]> {
+  const out: number[] = [];
+  const queue = [root];
+  // Bound: a fork-per-connection relay (socat) has one child per open connection.
+  const MAX_TREE = 20_000;
+  while (queue.length > 0 && out.length < MAX_TREE) {
+    const pid = queue.shift()!;
+    out.push(pid);
+    const tasks = await readdirSafe(`/proc/${pid}/task`);
+    for (const tid of tasks) {
+      const children = await readSafe(`/proc/${pid}/task/${tid}/children`);
+      for (const c of children.split(/\s+/)) if (c) queue.push(Number(c));
+    }
+  }
+  return out;
+}
+
+/**
+ * CPU seconds used so far by the processes rooted at `roots`: user + system of each live
+ * process, plus the reaped children's times accounted to each root (a relay that forks
+ * per connection spends its CPU in children that come and go).
+ */
+export async function cpuSeconds(roots: number[]): Promise<number> {
+  let ticks = 0;
+  for (const root of roots) {
+    for (const pid of await processTree(root)) {
+      const f = statFields(await readSafe(`/proc/${pid}/stat`));
+      if (!f) continue;
+      // Fields 14..17 (1-based): utime stime cutime cstime. Children's times only at the root.
+      ticks += f[13]! + f[14]! + (pid === root ? f[15]! + f[16]! : 0);
+    }
+  }
+  return ticks / USER_HZ;
+}
+
+/** Resident set size of one process in bytes (VmRSS). */
+export async function rssBytes(pid: number): Promise<number> {
+  const m = /VmRSS:\s+(\d+) kB/.exec(await readSafe(`/proc/${pid}/status`));
+  return m ? Number(m[1]) * 1024 : 0;
+}
+
+/**
+ * Memory of the processes rooted at `roots`, in bytes: the sum of proportional set sizes,
+ * so that pages a forking relay's children share are counted once, not once per child.
+ * For a single process it differs from RSS only by its share of shared libraries.
+ */
+export async function pssBytes(roots: number[]): Promise<number> {
+  let kb = 0;
+  for (const root of roots) {
+    for (const pid of await processTree(root)) {
+      const m = /^Pss:\s+(\d+) kB/m.exec(await readSafe(`/proc/${pid}/smaps_rollup`));
+      if (m) kb += Number(m[1]);
+    }
+  }
+  return kb * 1024;
+}
+
+function statFields(stat: string): number[] | undefined {
+  // The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+  const close = stat.lastIndexOf(')');
+  if (close < 0) return undefined;
+  const rest = stat
+    .slice(close + 2)
+    .split(' ')
+    .map(Number);
+  // rest[0] is field 3 (state); pad so that index i is field i+1.
+  return [0, 0, ...rest];
+}
+
+async function readSafe(path: string): Promise<string> {
+  return readFile(path, 'utf8').catch(() => '');
+}
+
+async function readdirSafe(path: string): Promise<string[]> {
+  const { readdir } = await import('node:fs/promises');
+  return readdir(path).catch(() => []);
+}

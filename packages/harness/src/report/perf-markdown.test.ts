@@ -1,0 +1,51 @@
+import test from 'ava';
+import type { BenchReport } from '../bench/bench-results.js';
+import { markdownTable, PERF_END, PERF_START, rewritePerfSection } from './perf-markdown.js';
+
+const report: BenchReport = {
+  paths: [
+    { name: 'direct', kind: 'direct' },
+    { name: 'stunnel4 pair', kind: 'c-mtls' },
+    { name: 'zmesh ztunnel pair', kind: 'zmesh' },
+  ],
+  results: [
+    { path: 'direct', workload: 'iperf3 1 stream', metric: 'throughput', value: 2000, unit: 'MB/s' },
+    { path: 'stunnel4 pair', workload: 'iperf3 1 stream', metric: 'throughput', value: 400, unit: 'MB/s' },
+    {
+      path: 'zmesh ztunnel pair',
+      workload: 'iperf3 1 stream',
+      metric: 'throughput',
+      value: 500,
+      unit: 'MB/s',
+    },
+  ],
+  run: { date: '2026-11-30T04:00:00Z', quick: true, cpus: 2, node: 'v20', kernel: '6.18', pinning: 'p' },
+};
+
+test('the perf section is appended with its markers when the file has none', (t) => {
+  const out = rewritePerfSection('# Title\n\ntext\n', report, 'zmesh ztunnel pair');
+  t.true(out.startsWith('# Title\n\ntext\n\n<!-- perf:start -->'));
+  t.true(out.trimEnd().endsWith(PERF_END));
+  t.regex(
+    out,
+    /\| iperf3 1 stream +\| throughput \(MB\/s\) +\| 2000 +\| 400 +\| 500 +\| 0\.25× +\| 1\.25× +\|/,
+  );
+  t.regex(out, /throughput ≥ 1\.0× best C mTLS pair +\| 1\.25× \(500 vs 400\) +\| yes/);
+});
+
+test('tables are padded to their column widths, as Biome formats markdown', (t) => {
+  t.deepEqual(markdownTable(['a', 'long header'], [['wide cell', 'x']]), [
+    '| a         | long header |',
+    '| --------- | ----------- |',
+    '| wide cell | x           |',
+  ]);
+});
+
+test('only the text between the markers is replaced, and a second rewrite changes nothing', (t) => {
+  const before = `# A\n${PERF_START}\nold numbers\n${PERF_END}\n## After\n`;
+  const once = rewritePerfSection(before, report, 'zmesh ztunnel pair');
+  t.false(once.includes('old numbers'));
+  t.true(once.startsWith(`# A\n${PERF_START}\n## Performance`));
+  t.true(once.endsWith(`${PERF_END}\n## After\n`));
+  t.is(rewritePerfSection(once, report, 'zmesh ztunnel pair'), once);
+});

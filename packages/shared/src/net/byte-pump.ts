@@ -1,0 +1,62 @@
+import type { Readable, Writable } from 'node:stream';
+
+const KiB = 1024;
+
+/**
+ * Bytes a pump lets queue in its destination before it pauses the source. Above a
+ * stream's own highWaterMark (16 KiB for an HTTP/2 stream, so every 64 KiB socket read
+ * would otherwise pause and resume the socket: two epoll_ctl calls per chunk), below the
+ * HTTP/2 stream window, so one tunnel holds at most this much per direction.
+ */
+export const PUMP_QUEUE_BYTES = 256 * KiB;
+
+/**
+ * Chunks at least this large are bulk transfer: they are held (corked) until the event
+ * loop's check phase, so that the 16 KiB DATA frames one TLS read yields leave in one
+ * writev instead of one write each. Smaller chunks (requests, replies) are written at once.
+ */
+export const PUMP_COALESCE_MIN_BYTES = 16 * KiB;
+
+export interface PumpCounter {
+  /** Bytes read from the source (and handed to the destination). */
+  bytes: number;
+}
+
+/**
+ * Copies `src` into `dst` like `src.pipe(dst)` (the source's end ends the destination),
+ * with a larger queue bound and write coalescing for bulk data. Errors and closes are the
+ * caller's to handle: the pump only stops writing once the destination is destroyed.
+ */
+export function pumpBytes(src: Readable, dst: Writable): PumpCounter {
+  const counter: PumpCounter = { bytes: 0 };
+  let corked = false;
+  let waiting = false;
+  const flush = () => {
+    corked = false;
+    if (!dst.destroyed) dst.uncork();
+  };
+  const resume = () => {
+    waiting = false;
+    src.resume();
+  };
+  src.on('data', (chunk: Buffer) => {
+    counter.bytes += chunk.length;
+    if (dst.destroyed || dst.writableEnded) return;
+    if (!corked && chunk.length >= PUMP_COALESCE_MIN_BYTES) {
+      corked = true;
+      dst.cork();
+      setImmediate(flush);
+    }
+    dst.write(chunk);
+    // 'drain' is due: a queue above the bound means a write has returned false.
+    if (dst.writableLength > PUMP_QUEUE_BYTES && !waiting) {
+      waiting = true;
+      src.pause();
+      dst.once('drain', resume);
+    }
+  });
+  src.once('end', () => {
+    if (!dst.destroyed && !dst.writableEnded) dst.end();
+  });
+  return counter;
+}
