@@ -41,6 +41,8 @@ function manual(opts: { lag?: () => number; maxBufferedPerTenant?: number; memor
     now: () => clock.now,
     pauseMs: 50,
     lagThresholdMs: 20,
+    // Every link counts as heavy here, so these tests see whole-tenant penalties.
+    heavyLinkBytes: 0,
     ...opts,
   });
   return { fair, clock };
@@ -129,7 +131,7 @@ test('a lag penalty lasts pauseMs and is followed by as long unpaused', async (t
   t.is(fair.stats().only!.paused, 2);
 });
 
-test("a tenant's buffered bytes are capped across its pairs; other tenants flow", async (t) => {
+test("a tenant's buffered bytes are capped across its pairs (plus one chunk per pair); other tenants flow", async (t) => {
   const cap = 32 * 1024;
   const { fair } = manual({ maxBufferedPerTenant: cap });
   const pairs = Array.from({ length: 8 }, () => ({ down: socket(), up: stalledSocket(16 * 1024) }));
@@ -143,22 +145,28 @@ test("a tenant's buffered bytes are capped across its pairs; other tenants flow"
     await turn();
   }
   const heavy = fair.stats().heavy!;
-  t.true(heavy.buffered <= cap + 16 * 1024, `heavy buffered ${heavy.buffered}`);
+  // Over the cap only pairs holding unflushed bytes wait, so a pair with nothing in flight
+  // (a request/response exchange) is never held back by its tenant's bulk streams; the
+  // bound is the cap plus one chunk per pair, and pairs are bounded by the connection quota.
+  t.true(heavy.buffered <= cap + pairs.length * 16 * 1024, `heavy buffered ${heavy.buffered}`);
   t.true(heavy.buffered >= cap);
   t.true(
     pairs.every((p) => p.down.isPaused()),
-    'every heavy pair is paused',
+    'every heavy pair holding bytes is paused',
   );
-  t.is(heavy.paused, 1);
-  const late = { down: socket(), up: socket() };
+  t.true(heavy.paused >= 1);
+  const late = { down: socket(), up: stalledSocket(1024) };
   fair.attach('heavy', late.down, late.up);
-  t.true(late.down.isPaused(), 'a pair attached while its tenant is capped starts paused');
+  t.false(late.down.isPaused(), 'a pair with nothing in flight may go on while its tenant is capped');
+  late.down.push(Buffer.alloc(4096));
+  await turn();
+  t.true(late.down.isPaused(), 'and waits as soon as it holds unflushed bytes');
   t.is(light.up.written, 4 * 1024, 'light was not held back');
   for (const p of pairs) p.up.flush();
   await turn();
   const after = fair.stats().heavy!;
   t.true(after.bytes > heavy.bytes, 'draining lifts the cap and copying resumes');
-  t.true(after.buffered <= cap + 16 * 1024, `and stays capped: ${after.buffered}`);
+  t.true(after.buffered <= cap + (pairs.length + 1) * 16 * 1024, `and stays capped: ${after.buffered}`);
 });
 
 test('the memory guard shed candidate is paused on tick', async (t) => {
@@ -214,4 +222,31 @@ test('with the default probe and timer it ticks by itself and close() stops it',
   fair.close();
   const w = fair.stats().shop!.windowBytes;
   t.true(w > 0 && w < 1000, `window decayed by the timer: ${w}`);
+});
+
+test("under lag a penalised tenant's heavy links wait while its request/response links flow", async (t) => {
+  const clock = { now: 0 };
+  const fair = new ByteFairness({
+    autoTick: false,
+    now: () => clock.now,
+    pauseMs: 50,
+    lagThresholdMs: 20,
+    lag: () => 100,
+    heavyLinkBytes: 64 * 1024,
+  });
+  const bulk = { down: socket(), up: socket() };
+  const rpc = { down: socket(), up: socket() };
+  const other = { down: socket(), up: socket() };
+  fair.attach('noisy', bulk.down, bulk.up);
+  fair.attach('noisy', rpc.down, rpc.up);
+  fair.attach('quiet', other.down, other.up);
+  await turn();
+  for (let i = 0; i < 4; i++) bulk.down.push(Buffer.alloc(64 * 1024));
+  rpc.down.push(Buffer.alloc(100));
+  other.down.push(Buffer.alloc(100));
+  await turn();
+  fair.tick();
+  t.true(bulk.down.isPaused(), 'the bulk link of the heaviest tenant waits');
+  t.false(rpc.down.isPaused(), 'its light link does not');
+  t.false(other.down.isPaused());
 });

@@ -14,6 +14,8 @@ export const DEFAULT_TICK_MS = 25;
 /** Time constant of the decaying per-tenant byte window that ranks consumers. */
 export const DEFAULT_WINDOW_MS = 1000;
 /** Bytes written for a tenant but not yet flushed, across all its pairs, before its reads pause. */
+/** 256 KiB in the decayed window: a bulk stream, not a request/response exchange. */
+export const DEFAULT_HEAVY_LINK_BYTES = 256 * 1024;
 export const DEFAULT_MAX_BUFFERED_PER_TENANT = 4 * 1024 * 1024;
 
 export interface ByteFairnessOptions {
@@ -22,6 +24,11 @@ export interface ByteFairnessOptions {
   readonly tickMs?: number;
   readonly windowMs?: number;
   readonly maxBufferedPerTenant?: number;
+  /**
+   * A penalised tenant's links are paused only when they moved at least this many bytes in
+   * the recent window: its bulk streams slow down, its request/response traffic does not.
+   */
+  readonly heavyLinkBytes?: number;
   /** Current event loop lag in ms; the default reads `monitorEventLoopDelay` since the last tick. */
   readonly lag?: () => number;
   /** Milliseconds, monotonic. */
@@ -55,6 +62,9 @@ interface Link {
   paused: boolean;
   /** Bytes of this link written to dst and not yet flushed; returned to the tenant on detach. */
   buffered: number;
+  /** Bytes this link moved since the last tick, and their decayed sum over the window. */
+  recent: number;
+  windowBytes: number;
   detached: boolean;
   /** Removes this link's listeners. */
   off: () => void;
@@ -100,6 +110,7 @@ export class ByteFairness {
       tickMs: options.tickMs ?? DEFAULT_TICK_MS,
       windowMs: options.windowMs ?? DEFAULT_WINDOW_MS,
       maxBufferedPerTenant: options.maxBufferedPerTenant ?? DEFAULT_MAX_BUFFERED_PER_TENANT,
+      heavyLinkBytes: options.heavyLinkBytes ?? DEFAULT_HEAVY_LINK_BYTES,
       lag: options.lag ?? (() => probeLag(probe!)),
       now: options.now ?? (() => performance.now()),
     };
@@ -170,6 +181,10 @@ export class ByteFairness {
     for (const t of this.#tenants.values()) {
       t.windowBytes = t.windowBytes * decay + t.recent;
       t.recent = 0;
+      for (const link of t.links) {
+        link.windowBytes = link.windowBytes * decay + link.recent;
+        link.recent = 0;
+      }
       if (t.penaltyUntil !== 0 && now >= t.penaltyUntil) {
         t.penaltyUntil = 0;
         t.cooldownUntil = now + this.#o.pauseMs;
@@ -214,6 +229,8 @@ export class ByteFairness {
       destFull: false,
       paused: false,
       buffered: 0,
+      recent: 0,
+      windowBytes: 0,
       detached: false,
       off: () => {
         src.off('data', onData);
@@ -265,6 +282,7 @@ export class ByteFairness {
     t.recent += n;
     t.buffered += n;
     link.buffered += n;
+    link.recent += n;
     this.#memory?.add(t.name, n);
     if (!t.capped && t.buffered >= this.#o.maxBufferedPerTenant) {
       t.capped = true;
@@ -329,7 +347,13 @@ export class ByteFairness {
   /** Applies the one rule deciding whether src may be read: every reason to stop is checked together. */
   #flow(link: Link): void {
     const t = link.tenant;
-    const open = !link.destFull && !t.capped && t.penaltyUntil === 0;
+    // Over its buffer cap, a tenant's links that hold unflushed bytes wait; a link with
+    // nothing in flight (a request/response exchange) may go on. Under a penalty only the
+    // tenant's heavy links wait. Each link is still bounded by its own back-pressure.
+    const open =
+      !link.destFull &&
+      !(t.capped && link.buffered > 0) &&
+      !(t.penaltyUntil !== 0 && link.windowBytes + link.recent >= this.#o.heavyLinkBytes);
     if (open && link.paused) {
       link.paused = false;
       link.src.resume();
