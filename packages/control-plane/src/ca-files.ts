@@ -47,7 +47,7 @@ export async function writeRootsFile(path: string, rootsPem: readonly string[]):
   const tmp = `${path}.tmp-${process.pid}`;
   const handle = await open(tmp, 'w', 0o644);
   try {
-    await handle.writeFile(rootsPem.map((p) => p.trim()).join('\n') + '\n');
+    await handle.writeFile(`${rootsPem.map((p) => p.trim()).join('\n')}\n`);
     await handle.sync();
   } finally {
     await handle.close();

@@ -57,7 +57,6 @@ export class CertManager extends EventEmitter {
   private readonly maxInFlight: number;
   private readonly backoff: { initialMs: number; maxMs: number };
   private readonly now: () => number;
-  private readonly expiryGauge?: Gauge;
   private readonly failures?: Counter;
   private stopped = false;
 
@@ -69,7 +68,7 @@ export class CertManager extends EventEmitter {
     if (options.registry) {
       const now = this.now;
       const slots = this.slots;
-      this.expiryGauge = new Gauge({
+      new Gauge({
         name: 'zmesh_cert_seconds_to_earliest_expiry',
         help: 'Seconds until the earliest workload certificate expires (negative: expired)',
         registers: [options.registry],

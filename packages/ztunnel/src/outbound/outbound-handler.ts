@@ -54,7 +54,7 @@ export async function handleOutbound(
   let upstream: Duplex;
   try {
     if (route instanceof ZmeshError) throw route;
-    upstream = await inputs.tenancy.setup(tenant, () => openUpstream(inputs, route, source, downstream));
+    upstream = await inputs.tenancy.setup(tenant, () => openUpstream(inputs, route, source));
   } catch (e) {
     admission.release();
     refuse(inputs, downstream, source, destination, e);
@@ -90,12 +90,7 @@ export async function handleOutbound(
   );
 }
 
-async function openUpstream(
-  inputs: OutboundInputs,
-  route: Route,
-  source: Workload,
-  downstream: Socket,
-): Promise<Duplex> {
+async function openUpstream(inputs: OutboundInputs, route: Route, source: Workload): Promise<Duplex> {
   if (route.kind === 'passthrough') {
     if (inputs.passthrough === 'deny' || route.destination) {
       // A known workload that does not speak HBONE is still refused: zmesh never sends a
