@@ -1,1 +1,2 @@
 export { FieldReader } from './field-reader.js';
+export { parseYamlText, readYamlFile } from './yaml-source.js';

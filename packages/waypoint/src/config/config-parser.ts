@@ -1,16 +1,16 @@
-import { readFile } from 'node:fs/promises';
 import {
   canonicalIp,
   err,
   FieldReader,
   ok,
   type Port,
+  parseYamlText,
   type Result,
+  readYamlFile,
   type Service,
   serviceKey,
   type Workload,
 } from '@zmesh/shared';
-import { parse as parseYaml } from 'yaml';
 import { readBackendPolicy, readPolicy } from './policy-parser.js';
 import { readRoute } from './route-parser.js';
 import type { WaypointConfig } from './waypoint-config.js';
@@ -27,24 +27,14 @@ const ROOT_KEYS = [
 ];
 
 export async function loadWaypointConfig(file: string): Promise<Result<WaypointConfig>> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (e) {
-    return err([`${file}: cannot read: ${(e as Error).message}`]);
-  }
-  return parseWaypointConfig(text, file);
+  const doc = await readYamlFile(file);
+  return doc.ok ? decodeWaypointConfig(doc.value, file) : doc;
 }
 
 /** YAML text → config, or every reason it is refused. Never throws. */
 export function parseWaypointConfig(text: string, source: string): Result<WaypointConfig> {
-  let doc: unknown;
-  try {
-    doc = parseYaml(text);
-  } catch (e) {
-    return err([`${source}: YAML: ${(e as Error).message.split('\n')[0]}`]);
-  }
-  return decodeWaypointConfig(doc ?? {}, source);
+  const doc = parseYamlText(text, source);
+  return doc.ok ? decodeWaypointConfig(doc.value, source) : doc;
 }
 
 /** A plain object (parsed YAML or JSON, or a control plane's compiled form) → config. */

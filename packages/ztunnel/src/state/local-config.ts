@@ -1,4 +1,3 @@
-import { readFile } from 'node:fs/promises';
 import {
   type Authorization,
   canonicalIp,
@@ -7,13 +6,14 @@ import {
   type GatewayRef,
   ok,
   type Port,
+  parseYamlText,
   type Result,
+  readYamlFile,
   type Service,
   serviceKey,
   validateAuthorization,
   type Workload,
 } from '@zmesh/shared';
-import { parse as parseYaml } from 'yaml';
 
 /** An explicit-proxy forward listener: a local port that carries one workload's identity. */
 export interface ForwardListener {
@@ -39,22 +39,16 @@ const DEFAULT_TRUST_DOMAIN = 'cluster.local';
  * Never throws: an invalid file is refused with every reason, naming file and path.
  */
 export async function loadLocalConfig(file: string): Promise<Result<LocalConfig>> {
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (e) {
-    return err([`${file}: cannot read: ${(e as Error).message}`]);
-  }
-  return parseLocalConfig(text, file);
+  const doc = await readYamlFile(file);
+  return doc.ok ? decodeLocalConfig(doc.value, file) : doc;
 }
 
 export function parseLocalConfig(text: string, source: string): Result<LocalConfig> {
-  let doc: unknown;
-  try {
-    doc = parseYaml(text);
-  } catch (e) {
-    return err([`${source}: YAML: ${(e as Error).message.split('\n')[0]}`]);
-  }
+  const doc = parseYamlText(text, source);
+  return doc.ok ? decodeLocalConfig(doc.value, source) : doc;
+}
+
+function decodeLocalConfig(doc: unknown, source: string): Result<LocalConfig> {
   const r = new FieldReader(source);
   const root = r.object(doc ?? {}, '$');
   if (!root) return err(r.reasons);
