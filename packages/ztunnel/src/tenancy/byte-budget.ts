@@ -3,14 +3,14 @@ import type { Duplex } from 'node:stream';
 import { Registry } from 'prom-client';
 import type { MemoryGuard } from './memory-guard.js';
 import { ByteFairnessMetrics } from './tenancy-metrics.js';
-
 /** Event loop lag above which the heaviest tenant's reads are paused. */
-export const DEFAULT_LAG_THRESHOLD_MS = 50;
+/** Event-loop lag that starts penalising the heaviest tenant; well under a victim's p99. */
+export const DEFAULT_LAG_THRESHOLD_MS = 10;
 /** How long one lag penalty pauses a tenant's reads; bounded so no tenant is stalled for long. */
 export const DEFAULT_PAUSE_MS = 50;
 export const MAX_PAUSE_MS = 250;
 /** Period of the lag probe, window decay and penalty expiry. */
-export const DEFAULT_TICK_MS = 25;
+export const DEFAULT_TICK_MS = 10;
 /** Time constant of the decaying per-tenant byte window that ranks consumers. */
 export const DEFAULT_WINDOW_MS = 1000;
 /** Bytes written for a tenant but not yet flushed, across all its pairs, before its reads pause. */
