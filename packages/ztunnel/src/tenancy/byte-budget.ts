@@ -3,7 +3,6 @@ import type { Duplex } from 'node:stream';
 import { Registry } from 'prom-client';
 import type { MemoryGuard } from './memory-guard.js';
 import { ByteFairnessMetrics } from './tenancy-metrics.js';
-/** Event loop lag above which the heaviest tenant's reads are paused. */
 /** Event-loop lag that starts penalising the heaviest tenant; well under a victim's p99. */
 export const DEFAULT_LAG_THRESHOLD_MS = 10;
 /** How long one lag penalty pauses a tenant's reads; bounded so no tenant is stalled for long. */
