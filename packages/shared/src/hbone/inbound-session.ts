@@ -96,8 +96,7 @@ export class InboundSession {
       return;
     }
     stream.respond({ ':status': 200 });
-    if (accept.copy) accept.copy(stream, accept.upstream);
-    else spliceTunnel(stream, accept.upstream);
+    spliceTunnel(stream, accept.upstream);
   }
 
   #refuse(stream: http2.ServerHttp2Stream, error: ZmeshError): void {

@@ -19,7 +19,6 @@ import type { InboundAuthorizer } from '../authz/inbound-authorizer.js';
 import type { AppConnector } from '../forward/app-connector.js';
 import { recordClosed, recordOpened, tcpLabels } from '../forward/tcp-metrics.js';
 import type { ProxyState } from '../state/proxy-state.js';
-import { tenantOf } from '../tenancy/tenant-of.js';
 
 const log = logger('inbound');
 
@@ -35,8 +34,6 @@ export interface InboundInputs {
   connectApp: AppConnector;
   metrics: MeshMetrics;
   authorizer: InboundAuthorizer;
-  /** Tenant byte fairness for the inbound copy (DESIGN §7); plain splice when absent. */
-  copy?: (tenant: string, stream: Duplex, upstream: Duplex) => void;
 }
 
 /** Where one of the workload's 15008 sockets listens: an address, or a socket made elsewhere (in the pod's netns). */
@@ -117,11 +114,7 @@ export class InboundListener {
       upstream.destroy();
     });
     upstream.once('close', release);
-    const copy = this.inputs.copy;
-    if (!copy) return { upstream };
-    // The destination's tenant pays for the bytes delivered to it.
-    const tenant = tenantOf(workload);
-    return { upstream, copy: (stream, up) => copy(tenant, stream, up) };
+    return { upstream };
   }
 
   /**
