@@ -19,7 +19,7 @@ import type { BpfCapture } from './capture/bpf-capture.js';
 import { connectInNetns, listenInNetns } from './capture/netns-listener.js';
 import { NodeAgentServer } from './capture/node-agent.js';
 import { type AppConnector, loopbackAppConnector, whenConnected } from './forward/app-connector.js';
-import { type CertificateSigner, CertManager } from './identity/cert-manager.js';
+import { type CertificateSigner, CertManager, DEFAULT_MAX_CSRS_IN_FLIGHT } from './identity/cert-manager.js';
 import { InboundListener, type ListenTarget } from './inbound/inbound-listener.js';
 import { ForwardListener } from './outbound/forward-listener.js';
 import type { OutboundInputs, PassthroughPolicy } from './outbound/outbound-handler.js';
@@ -27,6 +27,7 @@ import { type TenancyOptions, TenantAdmission } from './outbound/tenant-admissio
 import { HbonePool, type PoolKey } from './pool/hbone-pool.js';
 import type { ForwardListener as ForwardConfig } from './state/local-config.js';
 import { HBONE_PORT, ProxyState } from './state/proxy-state.js';
+import { FairScheduler } from './tenancy/fair-scheduler.js';
 import { tenantOf } from './tenancy/tenant-of.js';
 
 const log = logger('ztunnel');
@@ -98,7 +99,14 @@ export class Ztunnel {
       defaultMetrics: options.defaultMetrics ?? true,
       ...(options.registry ? { registry: options.registry } : {}),
     });
+    const certQueue = new FairScheduler({
+      name: 'cert_requests',
+      mode: options.tenancy?.fairness === false ? 'fifo' : 'fair',
+      maxInFlight: DEFAULT_MAX_CSRS_IN_FLIGHT,
+      registry: this.metrics.registry,
+    });
     this.certs = new CertManager({
+      schedule: (identity, work) => certQueue.schedule(tenantOfIdentity(identity), 1, work),
       signer: options.signer,
       ttlSeconds: options.certTtlSeconds ?? DEFAULT_CERT_TTL_SECONDS,
       ...(options.certBackoff ? { backoff: options.certBackoff } : {}),
@@ -380,4 +388,9 @@ export function toCredential(identity: string, keyPem: string, chain: string[]):
     notBefore: new Date(leaf.validFrom),
     notAfter: new Date(leaf.validTo),
   };
+}
+
+/** The tenant a certificate request is charged to: the namespace in the SPIFFE ID. */
+function tenantOfIdentity(identity: string): string {
+  return /\/ns\/([^/]+)\//.exec(identity)?.[1] ?? 'unknown';
 }

@@ -26,6 +26,12 @@ export interface CertManagerOptions {
   now?: () => number;
   /** Builds the credential from key and chain; injected so this module stays free of X.509 parsing. */
   toCredential: (identity: string, keyPem: string, chain: string[]) => Credential;
+  /**
+   * Runs one certificate request in its turn; the proxy passes its per-tenant fair queue so
+   * one tenant's burst of new pods cannot starve another's (DESIGN §7). Without it, a
+   * bounded FIFO (`maxInFlight`).
+   */
+  schedule?: <T>(identity: string, work: () => Promise<T>) => Promise<T>;
 }
 
 export const DEFAULT_MAX_CSRS_IN_FLIGHT = 8;
@@ -173,7 +179,9 @@ export class CertManager extends EventEmitter {
   }
 
   private request(slot: Slot): Promise<Credential> {
-    const attempt = this.withSlot(async () => {
+    const run = <T>(work: () => Promise<T>) =>
+      this.options.schedule ? this.options.schedule(slot.identity, work) : this.withSlot(work);
+    const attempt = run(async () => {
       const { keyPem, csrPem } = await generateCsr(slot.identity);
       const chain = await this.options.signer.sign(csrPem, slot.identity, this.options.ttlSeconds);
       return this.options.toCredential(slot.identity, keyPem, chain);
