@@ -9,7 +9,7 @@ import test from 'ava';
 const unavailable =
   (await BpfCapture.unavailableReason()) ?? (promtoolPath() ? undefined : 'promtool not on PATH');
 const drillTest = unavailable ? test.serial.skip : test.serial;
-if (unavailable) test(`outage drill skipped: ${unavailable}`, (t) => t.pass());
+if (unavailable) test.skip(`outage drill skipped: ${unavailable}`, () => {});
 
 drillTest(
   'outage drill: every check passes (serve through the outage, fail closed at expiry, converge)',

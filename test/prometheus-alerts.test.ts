@@ -6,7 +6,7 @@ import { execa } from 'execa';
 const promtool = promtoolPath();
 const promtoolTest = promtool ? test : test.skip;
 if (!promtool)
-  test('alert rule tests skipped: promtool not on PATH (apt-get install prometheus)', (t) => t.pass());
+  test.skip('alert rule tests skipped: promtool not on PATH (apt-get install prometheus)', () => {});
 
 promtoolTest('zmesh-alerts.yaml is valid Prometheus rules', async (t) => {
   const r = await execa(promtool!, ['check', 'rules', ALERT_RULES_FILE], { reject: false });
