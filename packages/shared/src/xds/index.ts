@@ -16,6 +16,13 @@ export {
   type WireStruct,
 } from './ads-messages.js';
 export {
+  CaClient,
+  type CaClientOptions,
+  type CertificateSigner,
+  DEFAULT_CA_TIMEOUT_MS,
+  MAX_CHAIN_LENGTH,
+} from './ca-client.js';
+export {
   type DecodedAddress,
   decodeAddress,
   decodeAuthorization,
