@@ -158,6 +158,7 @@ export class AdsSession {
       owesFirst: true,
       status,
     };
+    status.subscribed = state.names;
     this.#types.set(typeUrl, state);
     return state;
   }
@@ -168,6 +169,7 @@ export class AdsSession {
     if (add.includes('*')) state.names = undefined;
     else if (state.names !== undefined) for (const n of add) state.names.add(n);
     if (state.names !== undefined) for (const n of drop) state.names.delete(n);
+    state.status.subscribed = state.names;
     if (add.length > 0 || drop.length > 0) state.syncedThrough = undefined;
   }
 

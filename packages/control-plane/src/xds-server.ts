@@ -10,10 +10,12 @@ import {
   deltaResponseCodec,
   encodeAddress,
   encodeAuthorization,
+  encodeWaypointResource,
   logger,
   policyKey,
   serviceKey,
   structString,
+  WAYPOINT_CONFIG_TYPE_URL,
   type Workload,
   ZmeshError,
 } from '@zmesh/shared';
@@ -26,7 +28,11 @@ import { type CachedResource, contentVersion, ResourceCache } from './resource-c
 
 const log = logger('xds-server');
 
-export const SERVED_TYPES: readonly string[] = [ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL];
+export const SERVED_TYPES: readonly string[] = [
+  ADDRESS_TYPE_URL,
+  AUTHORIZATION_TYPE_URL,
+  WAYPOINT_CONFIG_TYPE_URL,
+];
 /** Dependencies first: services (and waypoints, which are services) before workloads naming them. */
 const RANK_SERVICE = 0;
 const RANK_WORKLOAD = 1;
@@ -108,6 +114,10 @@ export class XdsServer {
     const policies = config.authorizations.map((p) =>
       this.#memo(p, () => cached(policyKey(p), AUTHORIZATION_TYPE_URL, encodeAuthorization(p), 0)),
     );
+    // Recompiled whole on every change (one small object per waypoint): encoded each time.
+    const waypoints = (config.waypoints ?? []).map((w) =>
+      cached(w.name, WAYPOINT_CONFIG_TYPE_URL, encodeWaypointResource(w.config), 0),
+    );
     const byNode = new Map<string, Workload[]>();
     for (const w of config.workloads) {
       const list = byNode.get(w.node);
@@ -117,6 +127,7 @@ export class XdsServer {
     this.#workloadsByNode = byNode;
     const addressesChanged = this.cache.replace(ADDRESS_TYPE_URL, addresses);
     const policiesChanged = this.cache.replace(AUTHORIZATION_TYPE_URL, policies);
+    const waypointsChanged = this.cache.replace(WAYPOINT_CONFIG_TYPE_URL, waypoints);
     if (!this.#primed) {
       this.#primed = true;
       for (const s of this.#sessions) s.pushAll();
@@ -124,6 +135,7 @@ export class XdsServer {
     }
     if (addressesChanged) this.#pushType(ADDRESS_TYPE_URL);
     if (policiesChanged) this.#pushType(AUTHORIZATION_TYPE_URL);
+    if (waypointsChanged) this.#pushType(WAYPOINT_CONFIG_TYPE_URL);
   }
 
   /** Test hook: serves arbitrary bytes under a name, e.g. a malformed Address. */

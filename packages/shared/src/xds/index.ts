@@ -49,6 +49,13 @@ export {
   writeSnapshot,
 } from './snapshot-file.js';
 export {
+  decodeWaypointResource,
+  encodeWaypointResource,
+  MAX_WAYPOINT_CONFIG_BYTES,
+  WAYPOINT_CONFIG_TYPE_URL,
+  waypointResourceName,
+} from './waypoint-resource.js';
+export {
   backoffDelay,
   DEFAULT_MAX_SNAPSHOT_AGE_MS,
   MAX_RESPONSE_BYTES,
