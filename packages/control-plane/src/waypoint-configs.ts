@@ -129,20 +129,21 @@ function serviceEntry(s: Service): Raw {
   };
 }
 
+/** The file form's optional fields are left out when empty (it refuses an empty `network`). */
 function workloadEntry(w: Workload): Raw {
-  return {
+  return defined({
     uid: w.uid,
     name: w.name,
     namespace: w.namespace,
     addresses: w.addresses,
-    network: w.network,
-    node: w.node,
+    network: w.network || undefined,
+    node: w.node || undefined,
     serviceAccount: w.serviceAccount,
     trustDomain: w.trustDomain,
     services: w.services,
     status: w.status,
     tunnelProtocol: w.tunnelProtocol,
-  };
+  });
 }
 
 function defined(o: Raw): Raw {

@@ -143,7 +143,7 @@ export class WaypointXdsSource extends EventEmitter {
     if (mine.resource?.type_url !== WAYPOINT_CONFIG_TYPE_URL)
       return [`${name}: payload type ${mine.resource?.type_url}`];
     const doc = decodeWaypointResource(mine.resource.value ?? new Uint8Array());
-    const applied = doc.ok ? this.#opts.apply(doc.value, `xds ${name}`) : doc;
+    const applied = doc.ok ? this.#opts.apply(doc.value, 'xds') : doc;
     if (!applied.ok) return applied.error.map((r) => `${name}: ${r}`);
     this.#version = mine.version ?? '';
     this.emit('applied', this.#version);
