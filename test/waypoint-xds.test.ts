@@ -1,7 +1,11 @@
+import { once } from 'node:events';
 import { unlink, writeFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { join } from 'node:path';
+import { ControlPlane } from '@zmesh/control-plane';
 import { L7_POLICY_YAML, L7_ROUTE_YAML, type L7Lab, startL7Lab } from '@zmesh/harness';
+import { WAYPOINT_CONFIG_TYPE_URL } from '@zmesh/shared';
+import { decodeWaypointConfig, WaypointXdsSource } from '@zmesh/waypoint';
 import test from 'ava';
 
 /** 127.74.0.0/16 and ports 25910/25914 are this file's. */
@@ -72,4 +76,40 @@ test('the waypoint takes its policy and routes from the control plane over xDS, 
 
   await unlink(policyFile);
   t.true(await until(async () => (await call(lab, 'POST', '/admin')).startsWith('200')), 'policy removed');
+});
+
+test('a waypoint config the waypoint cannot enforce is NACKed with its reasons; the last good one stays', async (t) => {
+  const cp = new ControlPlane({ trustDomain: 'cluster.local' });
+  const port = await cp.start(0, '127.74.0.9');
+  const source = new WaypointXdsSource({
+    address: `127.74.0.9:${port}`,
+    resourceName: 'shop/waypoint',
+    node: { id: 'waypoint~127.74.3.9~shop.waypoint~svc.cluster.local' },
+    token: cp.issueNodeToken('node-w'),
+    apply: (doc, from) => decodeWaypointConfig(doc, from),
+  });
+  t.teardown(async () => {
+    source.stop();
+    await cp.stop();
+  });
+  const gateway = `kind: Namespace
+metadata: { name: shop }
+---
+kind: Gateway
+metadata: { name: waypoint, namespace: shop }
+spec: { gatewayClassName: istio-waypoint, addresses: [{ value: 127.74.3.9 }] }
+`;
+  const first = once(source, 'applied');
+  source.start();
+  t.true(cp.store.applyYaml(gateway).ok);
+  await first;
+  const good = source.version;
+  // Istio's CUSTOM action is not something the waypoint enforces: refused, never half-applied.
+  const nack = once(source, 'nack');
+  t.true(cp.store.applyYaml(L7_POLICY_YAML.replace('DENY', 'CUSTOM')).ok);
+  const [reasons] = (await nack) as [string[]];
+  t.regex(reasons.join('; '), /^shop\/waypoint: .*action/);
+  t.is(source.version, good);
+  await until(async () => cp.proxyStatus()[0]?.types[WAYPOINT_CONFIG_TYPE_URL]?.state === 'NACKED');
+  t.is(cp.proxyStatus()[0]?.types[WAYPOINT_CONFIG_TYPE_URL]?.state, 'NACKED');
 });
