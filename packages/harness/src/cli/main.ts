@@ -102,7 +102,9 @@ program
 
 const ns = program.command('ns').description('namespace-wide operations');
 ns.command('l7')
-  .description('turn the namespace waypoint on or off; waits until every connected ztunnel has ACKed')
+  .description(
+    'turn the namespace waypoint on or off; waits until every connected proxy (ztunnels, waypoints) has ACKed',
+  )
   .argument('<state>', 'on or off')
   .argument('<namespace>')
   .option('--waypoint <name>', 'waypoint (Gateway) name', 'waypoint')
