@@ -11,6 +11,7 @@ import test from 'ava';
 /** 127.74.0.0/16 and ports 25910/25914 are this file's. */
 const LAB = { block: '127.74', xdsPort: 25_910, adminPort: 25_914, l7Config: false };
 const SPLIT_REQUESTS = 100;
+const WAYPOINT_ID = 'waypoint~127.74.3.9~shop.waypoint~svc.cluster.local';
 
 /** One request through the frontend's forward listener: `<status> <body's first word>`. */
 function call(lab: L7Lab, method: string, path: string): Promise<string> {
@@ -84,7 +85,7 @@ test('a waypoint config the waypoint cannot enforce is NACKed with its reasons; 
   const source = new WaypointXdsSource({
     address: `127.74.0.9:${port}`,
     resourceName: 'shop/waypoint',
-    node: { id: 'waypoint~127.74.3.9~shop.waypoint~svc.cluster.local' },
+    node: { id: WAYPOINT_ID },
     token: cp.issueNodeToken('node-w'),
     apply: (doc, from) => decodeWaypointConfig(doc, from),
   });
@@ -98,6 +99,11 @@ metadata: { name: shop }
 kind: Gateway
 metadata: { name: waypoint, namespace: shop }
 spec: { gatewayClassName: istio-waypoint, addresses: [{ value: 127.74.3.9 }] }
+---
+kind: Pod
+metadata: { name: waypoint, namespace: shop, labels: { gateway.networking.k8s.io/gateway-name: waypoint } }
+spec: { serviceAccountName: waypoint, nodeName: node-w }
+status: { podIP: 127.74.3.9 }
 `;
   const first = once(source, 'applied');
   source.start();
@@ -110,6 +116,20 @@ spec: { gatewayClassName: istio-waypoint, addresses: [{ value: 127.74.3.9 }] }
   const [reasons] = (await nack) as [string[]];
   t.regex(reasons.join('; '), /^shop\/waypoint: .*action/);
   t.is(source.version, good);
-  await until(async () => cp.proxyStatus()[0]?.types[WAYPOINT_CONFIG_TYPE_URL]?.state === 'NACKED');
-  t.is(cp.proxyStatus()[0]?.types[WAYPOINT_CONFIG_TYPE_URL]?.state, 'NACKED');
+  const typeOf = (proxy: string) =>
+    cp.proxyStatus().find((p) => p.proxy === proxy)?.types[WAYPOINT_CONFIG_TYPE_URL];
+  await until(async () => typeOf(WAYPOINT_ID)?.state === 'NACKED');
+  t.is(typeOf(WAYPOINT_ID)?.state, 'NACKED');
+
+  // Another node's token subscribes to the same name: answered (and ACKed) without it.
+  const intruder = new WaypointXdsSource({
+    address: `127.74.0.9:${port}`,
+    resourceName: 'shop/waypoint',
+    node: { id: 'intruder' },
+    token: cp.issueNodeToken('node-x'),
+    apply: () => t.fail('another node must not receive the waypoint config') as never,
+  });
+  t.teardown(() => intruder.stop());
+  intruder.start();
+  t.true(await until(async () => typeOf('intruder')?.acked != null));
 });

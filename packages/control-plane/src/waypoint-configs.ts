@@ -1,11 +1,13 @@
 import type { Service, Workload } from '@zmesh/shared';
 import { objectsOf, type StoreView } from './config-store.js';
-import type { GatewayObject, HttpRouteObject } from './k8s-objects.js';
+import type { GatewayObject, HttpRouteObject, PodObject } from './k8s-objects.js';
 
 /** One waypoint's config (the shape `decodeWaypointConfig` reads), served as `<ns>/<gateway>`. */
 export interface WaypointResource {
   name: string;
   config: Record<string, unknown>;
+  /** Nodes of the Gateway's pods: only their node tokens may read this resource. */
+  nodes: string[];
 }
 
 interface Inputs {
@@ -33,6 +35,7 @@ export function compileWaypointConfigs(inputs: Inputs): WaypointResource[] {
   return inputs.gateways.map((g) => {
     const { name, namespace } = g.metadata;
     const hostname = inputs.hostnameOf(name, namespace);
+    const pods = waypointPods(inputs.view, g);
     const own = inputs.services.filter((s) => s.waypoint?.hostname?.hostname === hostname);
     const ownKeys = new Set(own.map((s) => `${s.namespace}/${s.name}`));
     const attached = routes.flatMap((r) => attachRoute(r, ownKeys));
@@ -45,7 +48,7 @@ export function compileWaypointConfigs(inputs: Inputs): WaypointResource[] {
         name,
         namespace,
         trustDomain: inputs.trustDomain,
-        serviceAccount: waypointServiceAccount(inputs.view, g),
+        serviceAccount: pods[0]?.spec.serviceAccountName ?? name,
       },
       services: services.map(serviceEntry),
       workloads: workloads.map(workloadEntry),
@@ -55,7 +58,7 @@ export function compileWaypointConfigs(inputs: Inputs): WaypointResource[] {
         .map((p) => policyEntry(p.raw, p.metadata)),
       backendPolicies: [],
     };
-    return { name: `${namespace}/${name}`, config };
+    return { name: `${namespace}/${name}`, config, nodes: [...new Set(pods.map((p) => p.spec.nodeName))] };
   });
 }
 
@@ -109,13 +112,13 @@ function policyEntry(raw: Raw, meta: { name: string; namespace: string }): Raw {
   });
 }
 
-function waypointServiceAccount(view: StoreView, g: GatewayObject): string {
-  const pod = objectsOf(view, 'Pod').find(
+/** The Gateway's pods, by the label Istio puts on them. */
+function waypointPods(view: StoreView, g: GatewayObject): PodObject[] {
+  return objectsOf(view, 'Pod').filter(
     (p) =>
       p.metadata.namespace === g.metadata.namespace &&
       p.metadata.labels['gateway.networking.k8s.io/gateway-name'] === g.metadata.name,
   );
-  return pod?.spec.serviceAccountName ?? g.metadata.name;
 }
 
 function serviceEntry(s: Service): Raw {

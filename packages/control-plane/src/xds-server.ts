@@ -56,6 +56,8 @@ export class XdsServer {
   readonly #server: grpc.Server;
   readonly #sessions = new Set<AdsSession>();
   #workloadsByNode = new Map<string, Workload[]>();
+  /** Waypoint config name → nodes allowed to read it (where the waypoint's pods run). */
+  #waypointNodes = new Map<string, ReadonlySet<string>>();
   /**
    * No response before the first config: an empty answer to a proxy resuming with
    * initial_resource_versions would remove everything it holds (say, after a restart of
@@ -115,9 +117,12 @@ export class XdsServer {
       this.#memo(p, () => cached(policyKey(p), AUTHORIZATION_TYPE_URL, encodeAuthorization(p), 0)),
     );
     // Recompiled whole on every change (one small object per waypoint): encoded each time.
-    const waypoints = (config.waypoints ?? []).map((w) =>
-      cached(w.name, WAYPOINT_CONFIG_TYPE_URL, encodeWaypointResource(w.config), 0),
-    );
+    // The readers are part of the version: a waypoint pod moving node re-sends (or withdraws) it.
+    const waypoints = (config.waypoints ?? []).map((w) => {
+      const bytes = encodeWaypointResource(w.config);
+      const version = contentVersion(Buffer.concat([bytes, Buffer.from(`\n${w.nodes.join(',')}`)]));
+      return { ...cached(w.name, WAYPOINT_CONFIG_TYPE_URL, bytes, 0), version };
+    });
     const byNode = new Map<string, Workload[]>();
     for (const w of config.workloads) {
       const list = byNode.get(w.node);
@@ -125,6 +130,7 @@ export class XdsServer {
       else byNode.set(w.node, [w]);
     }
     this.#workloadsByNode = byNode;
+    this.#waypointNodes = new Map((config.waypoints ?? []).map((w) => [w.name, new Set(w.nodes)]));
     const addressesChanged = this.cache.replace(ADDRESS_TYPE_URL, addresses);
     const policiesChanged = this.cache.replace(AUTHORIZATION_TYPE_URL, policies);
     const waypointsChanged = this.cache.replace(WAYPOINT_CONFIG_TYPE_URL, waypoints);
@@ -211,7 +217,15 @@ export class XdsServer {
         }
         const record = this.proxies.record(id, node);
         record.connected = true;
-        session = new AdsSession(call, record, this.cache, this.proxies, () => this.#primed);
+        session = new AdsSession(
+          call,
+          record,
+          this.cache,
+          this.proxies,
+          () => this.#primed,
+          (typeUrl, name) =>
+            typeUrl !== WAYPOINT_CONFIG_TYPE_URL || this.#waypointNodes.get(name)?.has(node) === true,
+        );
         this.#sessions.add(session);
         log.info({ proxy: id, node }, 'proxy connected');
       }
