@@ -46,6 +46,64 @@ export async function startFromControlPlane(
   opts: XdsModeOptions,
   stopped: Promise<void>,
 ): Promise<RunningWaypoint | string | undefined> {
+  const id = await identitySetup(opts);
+  if (typeof id === 'string') return id;
+  const feed = new ConfigFeed(opts, id.token);
+  let waypoint: Waypoint | undefined;
+  let renewal: NodeJS.Timeout | undefined;
+  const stop = async () => {
+    clearTimeout(renewal);
+    feed.source.stop();
+    id.roots.stop();
+    id.ca.close();
+    await waypoint?.stop();
+  };
+  log.info(
+    { xds: opts.xds, gateway: opts.gateway },
+    'waiting for the waypoint config from the control plane',
+  );
+  const config = await Promise.race([feed.first, stopped.then(() => undefined)]);
+  if (config === undefined) {
+    await stop();
+    return undefined;
+  }
+  const identity = `spiffe://${config.trustDomain}/ns/${config.namespace}/sa/${config.serviceAccount}`;
+  const ttl = Number(opts.certTtlSeconds ?? 24 * 3600);
+  let credential: Credential;
+  try {
+    credential = await issue(id.ca, identity, ttl);
+  } catch (e) {
+    await stop();
+    return `certificate for ${identity}: ${(e as Error).message}`;
+  }
+  const port = opts.port === undefined ? WAYPOINT_HBONE_PORT : Number(opts.port);
+  waypoint = new Waypoint({ credential, bundle: id.bundle, config, host: opts.address, port });
+  feed.attach(waypoint);
+  const at = await waypoint.start();
+  log.info({ identity, ...at }, 'waypoint listening (config from the control plane)');
+  const renew = (delayMs: number) => {
+    renewal = setTimeout(() => {
+      issue(id.ca, identity, ttl).then(
+        (next) => {
+          waypoint?.updateCredential(next);
+          renew(halfLife(next));
+        },
+        (e: Error) => {
+          log.warn({ identity, err: e.message }, 'certificate renewal failed; retrying');
+          renew(RENEW_RETRY_MS);
+        },
+      );
+    }, delayMs);
+    renewal.unref();
+  };
+  renew(halfLife(credential));
+  return { waypoint, stop };
+}
+
+/** The node token, the trust bundle kept by the roots file, and the CA client that uses both. */
+async function identitySetup(
+  opts: XdsModeOptions,
+): Promise<{ token: string; bundle: TrustBundle; roots: RootsFileWatcher; ca: CaClient } | string> {
   let token: string;
   try {
     token = (await readFile(opts.tokenFile, 'utf8')).trim();
@@ -59,82 +117,49 @@ export async function startFromControlPlane(
     roots.stop();
     return `--roots-file: ${loaded.error.join('; ')}`;
   }
-  const ca = new CaClient({ address: opts.xds, token: () => token, bundle });
-  let waypoint: Waypoint | undefined;
-  let latest: WaypointConfig | undefined;
-  let first: () => void = () => {};
-  const firstConfig = new Promise<void>((resolve) => {
-    first = resolve;
-  });
-  const source = new WaypointXdsSource({
-    address: opts.xds,
-    resourceName: opts.gateway,
-    token,
-    node: { id: `waypoint~${opts.address}~${opts.gateway.replace('/', '.')}~svc.cluster.local` },
-    apply: (doc, from): Result<WaypointConfig> => {
-      if (waypoint) return waypoint.applyConfig(doc, from);
-      const decoded = decodeWaypointConfig(doc, from);
-      if (decoded.ok) {
-        latest = decoded.value;
-        first();
-      } else log.warn({ reasons: decoded.error }, 'first config from the control plane rejected');
-      return decoded;
-    },
-  });
-  let renewal: NodeJS.Timeout | undefined;
-  const stop = async () => {
-    clearTimeout(renewal);
-    source.stop();
-    roots.stop();
-    ca.close();
-    await waypoint?.stop();
-  };
-  source.start();
-  log.info(
-    { xds: opts.xds, gateway: opts.gateway },
-    'waiting for the waypoint config from the control plane',
-  );
-  if ((await Promise.race([firstConfig.then(() => 'config'), stopped.then(() => 'stopped')])) === 'stopped') {
-    await stop();
-    return undefined;
+  return { token, bundle, roots, ca: new CaClient({ address: opts.xds, token: () => token, bundle }) };
+}
+
+/**
+ * The ADS subscription, before and after the waypoint exists: until then a valid config is
+ * held (the newest wins) and `first` resolves with the first; after `attach`, every version
+ * goes to `Waypoint.applyConfig`.
+ */
+class ConfigFeed {
+  readonly source: WaypointXdsSource;
+  readonly first: Promise<WaypointConfig>;
+  #waypoint: Waypoint | undefined;
+  #latest: WaypointConfig | undefined;
+
+  constructor(opts: XdsModeOptions, token: string) {
+    let resolve: (c: WaypointConfig) => void = () => {};
+    this.first = new Promise((r) => {
+      resolve = r;
+    });
+    this.source = new WaypointXdsSource({
+      address: opts.xds,
+      resourceName: opts.gateway,
+      token,
+      node: { id: `waypoint~${opts.address}~${opts.gateway.replace('/', '.')}~svc.cluster.local` },
+      apply: (doc, from): Result<WaypointConfig> => {
+        if (this.#waypoint) return this.#waypoint.applyConfig(doc, from);
+        const decoded = decodeWaypointConfig(doc, from);
+        if (!decoded.ok) log.warn({ reasons: decoded.error }, 'config from the control plane rejected');
+        else {
+          this.#latest = decoded.value;
+          resolve(decoded.value);
+        }
+        return decoded;
+      },
+    });
+    this.source.start();
   }
-  const config = latest!;
-  const identity = `spiffe://${config.trustDomain}/ns/${config.namespace}/sa/${config.serviceAccount}`;
-  const ttl = Number(opts.certTtlSeconds ?? 24 * 3600);
-  let credential: Credential;
-  try {
-    credential = await issue(ca, identity, ttl);
-  } catch (e) {
-    await stop();
-    return `certificate for ${identity}: ${(e as Error).message}`;
+
+  /** From now on configs go to the waypoint; one that arrived since `first` is applied now. */
+  attach(waypoint: Waypoint): void {
+    this.#waypoint = waypoint;
+    if (this.#latest !== undefined && this.#latest !== waypoint.config) waypoint.setConfig(this.#latest);
   }
-  waypoint = new Waypoint({
-    credential,
-    bundle,
-    config,
-    host: opts.address,
-    port: opts.port === undefined ? WAYPOINT_HBONE_PORT : Number(opts.port),
-  });
-  if (latest !== config) waypoint.setConfig(latest!);
-  const at = await waypoint.start();
-  log.info({ identity, ...at }, 'waypoint listening (config from the control plane)');
-  const schedule = (cred: Credential, delayMs: number) => {
-    renewal = setTimeout(() => {
-      issue(ca, identity, ttl).then(
-        (next) => {
-          waypoint?.updateCredential(next);
-          schedule(next, halfLife(next));
-        },
-        (e: Error) => {
-          log.warn({ identity, err: e.message }, 'certificate renewal failed; retrying');
-          if (cred.notAfter.getTime() > Date.now()) schedule(cred, RENEW_RETRY_MS);
-        },
-      );
-    }, delayMs);
-    renewal.unref();
-  };
-  schedule(credential, halfLife(credential));
-  return { waypoint, stop };
 }
 
 async function issue(ca: CaClient, identity: string, ttlSeconds: number): Promise<Credential> {
