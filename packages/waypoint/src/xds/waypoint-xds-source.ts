@@ -41,7 +41,7 @@ export interface WaypointXdsSourceOptions {
  * (docs/xds.md). Each version is applied whole or NACKed with every reason, keeping the
  * config in force. A removed resource (its Gateway deleted) keeps the last config too: a
  * waypoint without config would drop traffic that ztunnels still send it.
- * Events: 'applied' (version), 'nack' (reasons), 'connected', 'disconnected'.
+ * Events: 'applied' (version), 'nack' (reasons), 'disconnected' ({code, details}).
  */
 export class WaypointXdsSource extends EventEmitter {
   readonly #opts: WaypointXdsSourceOptions;
@@ -115,7 +115,6 @@ export class WaypointXdsSource extends EventEmitter {
 
   #onResponse(call: grpc.ClientDuplexStream<DeltaRequest, DeltaResponse>, res: DeltaResponse): void {
     if (call !== this.#call) return;
-    if (this.#attempt > 0 || this.listenerCount('connected') > 0) this.emit('connected');
     this.#attempt = 0;
     const nonce = res.nonce ?? '';
     const reasons = this.#apply(res);
