@@ -45,20 +45,27 @@ export class AdsSession {
   #nonces = 0;
 
   readonly #primed: () => boolean;
+  readonly #mayRead: (typeUrl: string, name: string) => boolean;
 
-  /** `primed`: false until the server holds a real config, so nothing is pushed before it. */
+  /**
+   * `primed`: false until the server holds a real config, so nothing is pushed before it.
+   * `mayRead`: whether this proxy may be sent a resource at all (a waypoint's config goes
+   * only to the node its pod runs on); a resource it may not read is, to it, absent.
+   */
   constructor(
     call: AdsStream,
     record: ProxyRecord,
     cache: ResourceCache,
     registry: ProxyStatusRegistry,
     primed: () => boolean,
+    mayRead: (typeUrl: string, name: string) => boolean = () => true,
   ) {
     this.#call = call;
     this.record = record;
     this.#cache = cache;
     this.#registry = registry;
     this.#primed = primed;
+    this.#mayRead = mayRead;
   }
 
   onRequest(req: DeltaRequest, servedTypes: readonly string[]): void {
@@ -122,7 +129,7 @@ export class AdsSession {
       state.syncedThrough === undefined ? undefined : this.#cache.changesSince(typeUrl, state.syncedThrough);
     const check = (name: string) => {
       const r = resources.get(name);
-      if (r !== undefined && subscribed(state, name)) {
+      if (r !== undefined && subscribed(state, name) && this.#mayRead(typeUrl, name)) {
         if (state.view.get(name) !== r.version) updated.push(r);
       } else if (state.view.has(name)) {
         removed.push(name);
@@ -158,6 +165,7 @@ export class AdsSession {
       owesFirst: true,
       status,
     };
+    status.subscribed = state.names;
     this.#types.set(typeUrl, state);
     return state;
   }
@@ -168,6 +176,7 @@ export class AdsSession {
     if (add.includes('*')) state.names = undefined;
     else if (state.names !== undefined) for (const n of add) state.names.add(n);
     if (state.names !== undefined) for (const n of drop) state.names.delete(n);
+    state.status.subscribed = state.names;
     if (add.length > 0 || drop.length > 0) state.syncedThrough = undefined;
   }
 

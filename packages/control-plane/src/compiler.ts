@@ -8,6 +8,7 @@ import {
   type ServiceObject,
   WAYPOINT_CLASS,
 } from './k8s-objects.js';
+import { compileWaypointConfigs, type WaypointResource } from './waypoint-configs.js';
 
 /** Istio's labels (istio.io/latest/docs/ambient). */
 export const DATAPLANE_MODE_LABEL = 'istio.io/dataplane-mode';
@@ -30,6 +31,8 @@ export interface CompiledConfig {
   workloads: Workload[];
   services: Service[];
   authorizations: Authorization[];
+  /** One per waypoint Gateway (docs/xds.md, "Waypoint config"); absent: none served. */
+  waypoints?: WaypointResource[];
 }
 
 /** Compiles the store into the resources served over xDS. Pure: same view, same output. */
@@ -87,7 +90,15 @@ export class Compiler {
       const converted = this.#policies.get(p);
       return converted ? [converted] : [];
     });
-    return { workloads, services, authorizations };
+    const waypoints = compileWaypointConfigs({
+      view,
+      gateways,
+      services,
+      workloads,
+      trustDomain: this.#opts.trustDomain,
+      hostnameOf: this.#hostnameOf,
+    });
+    return { workloads, services, authorizations, waypoints };
   }
 
   #service(

@@ -3,6 +3,7 @@ import {
   type Authorization,
   convertAuthorizationPolicy,
   logger,
+  WAYPOINT_CONFIG_TYPE_URL,
   ZmeshError,
 } from '@zmesh/shared';
 import type { SignCsr } from './ca-service.js';
@@ -85,7 +86,8 @@ export class ControlPlane {
     const applied = setNamespaceWaypoint(this.store, namespace, waypoint);
     if (!applied.ok) return applied;
     const version = this.server.cache.view(ADDRESS_TYPE_URL).version;
-    const split = await waitForAcks(() => this.proxyStatus(), version, timeoutMs);
+    const waypointVersion = this.server.cache.view(WAYPOINT_CONFIG_TYPE_URL).version;
+    const split = await waitForAcks(() => this.proxyStatus(), version, timeoutMs, waypointVersion);
     return { ok: true, value: { namespace, waypoint: waypoint ?? null, version, ...split } };
   }
 

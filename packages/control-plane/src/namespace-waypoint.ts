@@ -1,4 +1,4 @@
-import { ADDRESS_TYPE_URL, err, ok, type Result } from '@zmesh/shared';
+import { ADDRESS_TYPE_URL, err, ok, type Result, WAYPOINT_CONFIG_TYPE_URL } from '@zmesh/shared';
 import { USE_WAYPOINT_LABEL } from './compiler.js';
 import type { ConfigStore } from './config-store.js';
 import type { NamespaceObject } from './k8s-objects.js';
@@ -45,25 +45,35 @@ export function setNamespaceWaypoint(
  * Waits until every connected proxy has ACKed `version` of the Address type (or holds every
  * resource current, which a proxy that NACKed an unrelated resource still can), or until
  * `timeoutMs`; then reports which did and which did not, with their state and NACK reason.
+ * A waypoint (subscribed to its config, not to Addresses) is waited for on its config type,
+ * at `waypointVersion` when given.
  */
 export async function waitForAcks(
   proxyStatus: () => ProxyReport[],
   version: number,
   timeoutMs: number,
+  waypointVersion?: number,
 ): Promise<Pick<RolloutReport, 'acked' | 'notAcked'>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const split = splitByAck(proxyStatus(), version);
+    const split = splitByAck(proxyStatus(), version, waypointVersion ?? 0);
     if (split.notAcked.length === 0 || Date.now() >= deadline) return split;
     await new Promise((r) => setTimeout(r, POLL_MS));
   }
 }
 
-function splitByAck(reports: ProxyReport[], version: number): Pick<RolloutReport, 'acked' | 'notAcked'> {
+function splitByAck(
+  reports: ProxyReport[],
+  addressVersion: number,
+  waypointVersion: number,
+): Pick<RolloutReport, 'acked' | 'notAcked'> {
   const acked: string[] = [];
   const notAcked: RolloutReport['notAcked'] = [];
   for (const p of reports.filter((r) => r.connected)) {
-    const t = p.types[ADDRESS_TYPE_URL];
+    const waypoint =
+      p.types[ADDRESS_TYPE_URL] === undefined && p.types[WAYPOINT_CONFIG_TYPE_URL] !== undefined;
+    const t = p.types[waypoint ? WAYPOINT_CONFIG_TYPE_URL : ADDRESS_TYPE_URL];
+    const version = waypoint ? waypointVersion : addressVersion;
     if (t && ((t.acked ?? -1) >= version || t.state === 'SYNCED')) acked.push(p.proxy);
     else
       notAcked.push({

@@ -14,6 +14,8 @@ export interface TypeStatus {
   readonly acked: Map<string, string>;
   /** Resource name → why the proxy rejected its current version. */
   readonly rejected: Map<string, string>;
+  /** Names the proxy subscribed to (a waypoint: its own config); undefined = wildcard. */
+  subscribed?: ReadonlySet<string> | undefined;
 }
 
 export interface ProxyRecord {
@@ -99,7 +101,10 @@ export class ProxyStatusRegistry {
 function typeReport(cache: ResourceCache, typeUrl: string, t: TypeStatus): TypeReport {
   const view = cache.view(typeUrl);
   const pending: string[] = [];
-  for (const [name, r] of view.resources) if (t.acked.get(name) !== r.version) pending.push(name);
+  for (const [name, r] of view.resources) {
+    if (t.subscribed !== undefined && !t.subscribed.has(name)) continue;
+    if (t.acked.get(name) !== r.version) pending.push(name);
+  }
   for (const name of t.acked.keys()) if (!view.resources.has(name)) pending.push(name);
   const rejected = [...t.rejected].map(([name, reason]) => ({ name, reason }));
   return {

@@ -10,10 +10,12 @@ import {
   deltaResponseCodec,
   encodeAddress,
   encodeAuthorization,
+  encodeWaypointResource,
   logger,
   policyKey,
   serviceKey,
   structString,
+  WAYPOINT_CONFIG_TYPE_URL,
   type Workload,
   ZmeshError,
 } from '@zmesh/shared';
@@ -26,7 +28,11 @@ import { type CachedResource, contentVersion, ResourceCache } from './resource-c
 
 const log = logger('xds-server');
 
-export const SERVED_TYPES: readonly string[] = [ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL];
+export const SERVED_TYPES: readonly string[] = [
+  ADDRESS_TYPE_URL,
+  AUTHORIZATION_TYPE_URL,
+  WAYPOINT_CONFIG_TYPE_URL,
+];
 /** Dependencies first: services (and waypoints, which are services) before workloads naming them. */
 const RANK_SERVICE = 0;
 const RANK_WORKLOAD = 1;
@@ -50,6 +56,8 @@ export class XdsServer {
   readonly #server: grpc.Server;
   readonly #sessions = new Set<AdsSession>();
   #workloadsByNode = new Map<string, Workload[]>();
+  /** Waypoint config name → nodes allowed to read it (where the waypoint's pods run). */
+  #waypointNodes = new Map<string, ReadonlySet<string>>();
   /**
    * No response before the first config: an empty answer to a proxy resuming with
    * initial_resource_versions would remove everything it holds (say, after a restart of
@@ -108,6 +116,13 @@ export class XdsServer {
     const policies = config.authorizations.map((p) =>
       this.#memo(p, () => cached(policyKey(p), AUTHORIZATION_TYPE_URL, encodeAuthorization(p), 0)),
     );
+    // Recompiled whole on every change (one small object per waypoint): encoded each time.
+    // The readers are part of the version: a waypoint pod moving node re-sends (or withdraws) it.
+    const waypoints = (config.waypoints ?? []).map((w) => {
+      const bytes = encodeWaypointResource(w.config);
+      const version = contentVersion(Buffer.concat([bytes, Buffer.from(`\n${w.nodes.join(',')}`)]));
+      return { ...cached(w.name, WAYPOINT_CONFIG_TYPE_URL, bytes, 0), version };
+    });
     const byNode = new Map<string, Workload[]>();
     for (const w of config.workloads) {
       const list = byNode.get(w.node);
@@ -115,8 +130,10 @@ export class XdsServer {
       else byNode.set(w.node, [w]);
     }
     this.#workloadsByNode = byNode;
+    this.#waypointNodes = new Map((config.waypoints ?? []).map((w) => [w.name, new Set(w.nodes)]));
     const addressesChanged = this.cache.replace(ADDRESS_TYPE_URL, addresses);
     const policiesChanged = this.cache.replace(AUTHORIZATION_TYPE_URL, policies);
+    const waypointsChanged = this.cache.replace(WAYPOINT_CONFIG_TYPE_URL, waypoints);
     if (!this.#primed) {
       this.#primed = true;
       for (const s of this.#sessions) s.pushAll();
@@ -124,6 +141,7 @@ export class XdsServer {
     }
     if (addressesChanged) this.#pushType(ADDRESS_TYPE_URL);
     if (policiesChanged) this.#pushType(AUTHORIZATION_TYPE_URL);
+    if (waypointsChanged) this.#pushType(WAYPOINT_CONFIG_TYPE_URL);
   }
 
   /** Test hook: serves arbitrary bytes under a name, e.g. a malformed Address. */
@@ -199,7 +217,15 @@ export class XdsServer {
         }
         const record = this.proxies.record(id, node);
         record.connected = true;
-        session = new AdsSession(call, record, this.cache, this.proxies, () => this.#primed);
+        session = new AdsSession(
+          call,
+          record,
+          this.cache,
+          this.proxies,
+          () => this.#primed,
+          (typeUrl, name) =>
+            typeUrl !== WAYPOINT_CONFIG_TYPE_URL || this.#waypointNodes.get(name)?.has(node) === true,
+        );
         this.#sessions.add(session);
         log.info({ proxy: id, node }, 'proxy connected');
       }

@@ -11,3 +11,4 @@ export { RetryBudget } from './resilience/retry-budget.js';
 export { RouteTable } from './route/route-table.js';
 export { WaypointMetrics } from './telemetry/waypoint-metrics.js';
 export { WAYPOINT_HBONE_PORT, Waypoint, type WaypointOptions } from './waypoint.js';
+export { WaypointXdsSource, type WaypointXdsSourceOptions } from './xds/waypoint-xds-source.js';

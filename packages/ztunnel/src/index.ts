@@ -1,14 +1,20 @@
+/** Moved to shared (the waypoint uses them too); re-exported for existing importers. */
+export {
+  CaClient,
+  type CaClientOptions,
+  DEFAULT_CA_TIMEOUT_MS,
+  parseRootsPem,
+  RootsFileWatcher,
+} from '@zmesh/shared';
 export { AdminServers } from './admin/admin-servers.js';
 export { type AuthzStaleness, InboundAuthorizer } from './authz/inbound-authorizer.js';
 export * from './capture/index.js';
 export { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
 export { bidirectionalCopy } from './forward/bidirectional-copy.js';
-export { CaClient, type CaClientOptions, DEFAULT_CA_TIMEOUT_MS } from './identity/ca-client.js';
 export { drainOnCertChange } from './identity/cert-drain.js';
 export { type CertificateSigner, CertManager } from './identity/cert-manager.js';
 export { LocalCaSigner } from './identity/local-ca-signer.js';
 export { keysDirError, PersistedKeys, TMPFS_MAGIC } from './identity/persisted-keys.js';
-export { parseRootsPem, RootsFileWatcher } from './identity/roots-file.js';
 export { InboundListener } from './inbound/inbound-listener.js';
 export { HbonePool, type PoolKey } from './pool/hbone-pool.js';
 export {

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { execa } from 'execa';
-import { startL7Lab } from '../demo/l7-demo.js';
+import { startL7Lab } from '../demo/l7-lab.js';
 
 /** Fixed-rate 1 KiB HTTP/1.1 GETs over keep-alive connections; latency from the scheduled send time. */
 const FIXED_RATE_HTTP = `

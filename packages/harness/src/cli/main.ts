@@ -102,7 +102,9 @@ program
 
 const ns = program.command('ns').description('namespace-wide operations');
 ns.command('l7')
-  .description('turn the namespace waypoint on or off; waits until every connected ztunnel has ACKed')
+  .description(
+    'turn the namespace waypoint on or off; waits until every connected proxy (ztunnels, waypoints) has ACKed',
+  )
   .argument('<state>', 'on or off')
   .argument('<namespace>')
   .option('--waypoint <name>', 'waypoint (Gateway) name', 'waypoint')
@@ -122,6 +124,10 @@ program
   .option('--trust-domain <domain>', 'SPIFFE trust domain')
   .option('--port <port>', 'HBONE port', '15008')
   .option('--metrics-port <port>', '/metrics and /healthz/ready port ("0" disables)', '15020')
+  .option('--xds <addr>', 'control plane (host:port or unix:/path): config and certificate from there')
+  .option('--token-file <file>', 'node token for the control plane (with --xds)')
+  .option('--roots-file <file>', 'trusted roots, watched (with --xds)')
+  .option('--gateway <ns/name>', "this waypoint's Gateway: the config resource subscribed to (with --xds)")
   .action(async (options) => {
     const { runWaypoint } = await import('@zmesh/waypoint');
     process.exitCode = await runWaypoint(options);

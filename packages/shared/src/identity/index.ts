@@ -1,5 +1,6 @@
 export { CertificateAuthority, DEFAULT_ROOT_TTL_SECONDS } from './ca.js';
 export { type Credential, generateCsr } from './credential.js';
+export { MAX_ROOTS_FILE_BYTES, parseRootsPem, RootsFileWatcher } from './roots-file.js';
 export {
   formatSpiffeId,
   MAX_SPIFFE_ID_BYTES,

@@ -16,6 +16,13 @@ export {
   type WireStruct,
 } from './ads-messages.js';
 export {
+  CaClient,
+  type CaClientOptions,
+  type CertificateSigner,
+  DEFAULT_CA_TIMEOUT_MS,
+  MAX_CHAIN_LENGTH,
+} from './ca-client.js';
+export {
   type DecodedAddress,
   decodeAddress,
   decodeAuthorization,
@@ -41,6 +48,13 @@ export {
   writeCurrentStamp,
   writeSnapshot,
 } from './snapshot-file.js';
+export {
+  decodeWaypointResource,
+  encodeWaypointResource,
+  MAX_WAYPOINT_CONFIG_BYTES,
+  WAYPOINT_CONFIG_TYPE_URL,
+  waypointResourceName,
+} from './waypoint-resource.js';
 export {
   backoffDelay,
   DEFAULT_MAX_SNAPSHOT_AGE_MS,

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { CertificateAuthority, logger, TrustBundle } from '@zmesh/shared';
 import { loadWaypointConfig } from '../config/config-parser.js';
 import { WAYPOINT_HBONE_PORT, Waypoint } from '../waypoint.js';
+import { type RunningWaypoint, startFromControlPlane } from './xds-mode.js';
 
 const log = logger('cli');
 
@@ -18,32 +19,81 @@ export interface RunWaypointOptions {
   certTtlSeconds?: string;
   /** Prometheus /metrics and /healthz/ready on the waypoint's address (DESIGN §3 Ports); "0" disables. */
   metricsPort?: string;
+  /** Control plane ADS/CA address: config and certificate come from there (docs/xds.md). */
+  xds?: string;
+  tokenFile?: string;
+  rootsFile?: string;
+  /** `<namespace>/<name>` of this waypoint's Gateway: the config resource subscribed to. */
+  gateway?: string;
 }
 
 export const DEFAULT_METRICS_PORT = 15020;
 
 /**
- * `zmesh waypoint --config f.yaml`: runs one waypoint from a local file (no control plane).
- * Exit code 2 with every reason when the config or flags are invalid; 0 after SIGINT/SIGTERM.
- * The file is read once; an xDS source will call Waypoint.setConfig with the same object.
+ * `zmesh waypoint`: with `--xds`, config and certificate from the control plane; otherwise
+ * from a local `--config` file and `--ca-dir`. Exit code 2 with every reason when the config
+ * or flags are invalid; 0 after SIGINT/SIGTERM.
  */
 export async function runWaypoint(opts: RunWaypointOptions): Promise<number> {
-  if (!opts.config || !opts.caDir || !opts.address) {
-    process.stderr.write(
-      'zmesh waypoint: --config, --address and --ca-dir are required without a control plane\n',
-    );
+  const usage = usageError(opts);
+  if (usage) {
+    process.stderr.write(`zmesh waypoint: ${usage}\n`);
     return 2;
   }
-  const config = await loadWaypointConfig(opts.config);
-  if (!config.ok) {
-    for (const reason of config.error) process.stderr.write(`zmesh waypoint: ${reason}\n`);
+  const stopped = new Promise<void>((resolve) => {
+    for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
+  });
+  const running = opts.xds
+    ? await startFromControlPlane(
+        {
+          xds: opts.xds,
+          tokenFile: opts.tokenFile!,
+          rootsFile: opts.rootsFile!,
+          gateway: opts.gateway!,
+          address: opts.address!,
+          ...pick(opts, ['port', 'trustDomain', 'certTtlSeconds']),
+        },
+        stopped,
+      )
+    : await startFromFile(opts);
+  if (running === undefined) return 0;
+  if (typeof running === 'string' || Array.isArray(running)) {
+    for (const reason of [running].flat()) process.stderr.write(`zmesh waypoint: ${reason}\n`);
     return 2;
   }
+  const metricsPort = Number(opts.metricsPort ?? DEFAULT_METRICS_PORT);
+  const metrics =
+    metricsPort > 0 ? await serveMetrics(running.waypoint, opts.address!, metricsPort) : undefined;
+  await stopped;
+  log.info('shutting down');
+  metrics?.close();
+  await running.stop();
+  return 0;
+}
+
+function usageError(opts: RunWaypointOptions): string | undefined {
+  if (!opts.address) return '--address is required';
+  if (opts.xds) {
+    if (!opts.tokenFile || !opts.rootsFile || !opts.gateway)
+      return '--xds needs --token-file, --roots-file and --gateway <namespace/name>';
+    if (!/^[a-z0-9-]+\/[a-z0-9-]+$/.test(opts.gateway))
+      return `--gateway: want namespace/name, got ${opts.gateway}`;
+    return undefined;
+  }
+  if (!opts.config || !opts.caDir)
+    return '--config and --ca-dir are required without --xds (no control plane)';
+  return undefined;
+}
+
+/** `--config f.yaml --ca-dir D`: the file is read once; the local CA signs the SVID. */
+async function startFromFile(opts: RunWaypointOptions): Promise<RunningWaypoint | string[]> {
+  const config = await loadWaypointConfig(opts.config!);
+  if (!config.ok) return config.error;
   const trustDomain = opts.trustDomain ?? config.value.trustDomain;
   const ca = await CertificateAuthority.fromPem({
     trustDomain,
-    certPem: await readFile(join(opts.caDir, 'root-cert.pem'), 'utf8'),
-    keyPem: await readFile(join(opts.caDir, 'root-key.pem'), 'utf8'),
+    certPem: await readFile(join(opts.caDir!, 'root-cert.pem'), 'utf8'),
+    keyPem: await readFile(join(opts.caDir!, 'root-key.pem'), 'utf8'),
   });
   const identity = `spiffe://${trustDomain}/ns/${config.value.namespace}/sa/${config.value.serviceAccount}`;
   const credential = await ca.issue(identity, Number(opts.certTtlSeconds ?? 24 * 3600));
@@ -51,20 +101,21 @@ export async function runWaypoint(opts: RunWaypointOptions): Promise<number> {
     credential,
     bundle: new TrustBundle(trustDomain, [ca.rootPem]),
     config: config.value,
-    host: opts.address,
+    host: opts.address!,
     port: opts.port === undefined ? WAYPOINT_HBONE_PORT : Number(opts.port),
   });
   const at = await waypoint.start();
   log.info({ identity, ...at }, 'waypoint listening');
-  const metricsPort = Number(opts.metricsPort ?? DEFAULT_METRICS_PORT);
-  const metrics = metricsPort > 0 ? await serveMetrics(waypoint, opts.address, metricsPort) : undefined;
-  await new Promise<void>((resolve) => {
-    for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
-  });
-  log.info('shutting down');
-  metrics?.close();
-  await waypoint.stop();
-  return 0;
+  return { waypoint, stop: () => waypoint.stop() };
+}
+
+function pick<K extends keyof RunWaypointOptions>(
+  opts: RunWaypointOptions,
+  keys: K[],
+): Partial<Record<K, string>> {
+  const out: Partial<Record<K, string>> = {};
+  for (const k of keys) if (typeof opts[k] === 'string') out[k] = opts[k] as string;
+  return out;
 }
 
 function serveMetrics(waypoint: Waypoint, host: string, port: number): Promise<http.Server> {

@@ -1,13 +1,11 @@
 import { EventEmitter } from 'node:events';
-import { type Credential, generateCsr, logger, ZmeshError } from '@zmesh/shared';
+import { type CertificateSigner, type Credential, generateCsr, logger, ZmeshError } from '@zmesh/shared';
 import { Counter, Gauge, type Registry } from 'prom-client';
 
 const log = logger('certs');
 
 /** Signs a CSR for one identity: the CA client in production, a local CA in explicit mode. */
-export interface CertificateSigner {
-  sign(csrPem: string, identity: string, ttlSeconds: number): Promise<string[]>;
-}
+export type { CertificateSigner };
 
 export interface CertManagerOptions {
   signer: CertificateSigner;

@@ -1,8 +1,8 @@
 import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CertificateAuthority, TrustBundle } from '@zmesh/shared';
 import test from 'ava';
+import { CertificateAuthority, TrustBundle } from '../index.js';
 import { RootsFileWatcher } from './roots-file.js';
 
 async function until(cond: () => boolean, ms = 3000): Promise<void> {

@@ -1,5 +1,5 @@
-import { CertificateAuthority, generateCsr, TrustBundle } from '@zmesh/shared';
 import test from 'ava';
+import { CertificateAuthority, generateCsr, TrustBundle } from '../index.js';
 import { CaClient } from './ca-client.js';
 
 const ID = 'spiffe://cluster.local/ns/team-a/sa/client';

@@ -2,7 +2,9 @@ import { X509Certificate } from 'node:crypto';
 import { type FSWatcher, watch } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
-import { err, logger, ok, type Result, type TrustBundle } from '@zmesh/shared';
+import { logger } from '../log/logger.js';
+import { err, ok, type Result } from '../result.js';
+import type { TrustBundle } from './trust-bundle.js';
 
 const log = logger('roots-file');
 

@@ -1,22 +1,24 @@
 import { X509Certificate } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
+import { ZmeshError } from '../errors/zmesh-error.js';
+import { validateSvid } from '../identity/svid.js';
+import type { TrustBundle } from '../identity/trust-bundle.js';
+import { logger } from '../log/logger.js';
+import { err, ok, type Result } from '../result.js';
 import {
   CA_METHOD,
   type CertificateRequest,
   type CertificateResponse,
   certificateRequestCodec,
   certificateResponseCodec,
-  csrPublicKey,
-  err,
-  logger,
-  ok,
-  type Result,
-  type TrustBundle,
   toStruct,
-  validateSvid,
-  ZmeshError,
-} from '@zmesh/shared';
-import type { CertificateSigner } from './cert-manager.js';
+} from './ads-messages.js';
+import { csrPublicKey } from './csr-info.js';
+
+/** Signs a CSR for an identity; ztunnel's CertManager and the waypoint take any of these. */
+export interface CertificateSigner {
+  sign(csrPem: string, identity: string, ttlSeconds: number): Promise<string[]>;
+}
 
 const log = logger('ca-client');
 

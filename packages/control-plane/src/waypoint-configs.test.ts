@@ -1,0 +1,60 @@
+import test from 'ava';
+import { compile } from './compiler.js';
+import { ConfigStore } from './config-store.js';
+import { NAMESPACE_YAML, podYaml, SERVICE_YAML } from './test-fixtures.js';
+
+const GATEWAY = `kind: Gateway
+metadata: { name: wp, namespace: ns1 }
+spec: { gatewayClassName: istio-waypoint, addresses: [{ value: 10.1.0.9 }] }
+`;
+const WAYPOINT_POD = podYaml('wp-pod', '10.1.0.9', 'node-w', {
+  'gateway.networking.k8s.io/gateway-name': 'wp',
+});
+const ROUTE = `kind: HTTPRoute
+metadata: { name: r, namespace: ns1 }
+spec:
+  parentRefs: [{ kind: Service, name: svc, port: 80 }, { kind: Service, name: other }]
+  rules: [{ backendRefs: [{ name: svc, port: 80 }] }]
+`;
+const POLICY = `kind: AuthorizationPolicy
+metadata: { name: deny, namespace: ns1 }
+spec:
+  targetRefs: [{ kind: Gateway, group: gateway.networking.k8s.io, name: wp }]
+  action: DENY
+  rules: [{ to: [{ operation: { methods: [POST] } }] }]
+`;
+
+function waypoints(...docs: string[]) {
+  const store = new ConfigStore();
+  const applied = store.applyYaml(docs.join('---\n'));
+  if (!applied.ok) throw new Error(applied.error.join('\n'));
+  return compile(store.view(), { trustDomain: 'example.org' }).waypoints ?? [];
+}
+
+test('a waypoint Gateway compiles to its config: services using it, endpoints, routes, policies', (t) => {
+  const labelled = NAMESPACE_YAML.replace('ambient\n', 'ambient\n    istio.io/use-waypoint: wp\n');
+  const [wp] = waypoints(
+    labelled,
+    podYaml('a', '10.1.0.1'),
+    SERVICE_YAML,
+    GATEWAY,
+    WAYPOINT_POD,
+    ROUTE,
+    POLICY,
+  );
+  t.is(wp?.name, 'ns1/wp');
+  t.like(wp?.config, {
+    waypoint: { name: 'wp', namespace: 'ns1', trustDomain: 'example.org', serviceAccount: 'sa-wp-pod' },
+    services: [{ name: 'svc', namespace: 'ns1', addresses: ['10.96.0.10'] }],
+    workloads: [{ uid: 'Kubernetes//Pod/ns1/a', addresses: ['10.1.0.1'] }],
+    httpRoutes: [{ name: 'r', namespace: 'ns1', parentRefs: [{ kind: 'Service', name: 'svc', port: 80 }] }],
+    authorizationPolicies: [{ name: 'deny', action: 'DENY' }],
+  });
+  t.is((wp?.config.httpRoutes as unknown[] | undefined)?.length, 1);
+});
+
+test('without istio.io/use-waypoint the waypoint serves nothing, and routes do not attach', (t) => {
+  const [wp] = waypoints(NAMESPACE_YAML, podYaml('a', '10.1.0.1'), SERVICE_YAML, GATEWAY, ROUTE, POLICY);
+  t.like(wp?.config, { services: [], workloads: [], httpRoutes: [] });
+  t.is((wp?.config.authorizationPolicies as unknown[] | undefined)?.length, 1);
+});

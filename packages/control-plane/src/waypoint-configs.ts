@@ -1,0 +1,154 @@
+import type { Service, Workload } from '@zmesh/shared';
+import { objectsOf, type StoreView } from './config-store.js';
+import type { GatewayObject, HttpRouteObject, PodObject } from './k8s-objects.js';
+
+/** One waypoint's config (the shape `decodeWaypointConfig` reads), served as `<ns>/<gateway>`. */
+export interface WaypointResource {
+  name: string;
+  config: Record<string, unknown>;
+  /** Nodes of the Gateway's pods: only their node tokens may read this resource. */
+  nodes: string[];
+}
+
+interface Inputs {
+  view: StoreView;
+  gateways: GatewayObject[];
+  services: Service[];
+  workloads: Workload[];
+  trustDomain: string;
+  hostnameOf: (name: string, ns: string) => string;
+}
+
+type Raw = Record<string, unknown>;
+type Ref = { kind?: unknown; name?: unknown; namespace?: unknown };
+
+/**
+ * Per waypoint Gateway: the services that use it (istio.io/use-waypoint, as the compiler
+ * resolved it), the services its routes send to, their endpoints, the HTTPRoutes attached
+ * to those services, and the AuthorizationPolicies that target the Gateway or the services.
+ * Routes and policies pass through as written: the waypoint validates them and NACKs what
+ * it cannot enforce, which proxy-status then shows.
+ */
+export function compileWaypointConfigs(inputs: Inputs): WaypointResource[] {
+  const routes = objectsOf(inputs.view, 'HTTPRoute');
+  const policies = objectsOf(inputs.view, 'AuthorizationPolicy');
+  return inputs.gateways.map((g) => {
+    const { name, namespace } = g.metadata;
+    const hostname = inputs.hostnameOf(name, namespace);
+    const pods = waypointPods(inputs.view, g);
+    const own = inputs.services.filter((s) => s.waypoint?.hostname?.hostname === hostname);
+    const ownKeys = new Set(own.map((s) => `${s.namespace}/${s.name}`));
+    const attached = routes.flatMap((r) => attachRoute(r, ownKeys));
+    const wanted = new Set([...ownKeys, ...attached.flatMap(backendKeys)]);
+    const services = inputs.services.filter((s) => wanted.has(`${s.namespace}/${s.name}`));
+    const hostKeys = new Set(services.map((s) => `${s.namespace}/${s.hostname}`));
+    const workloads = inputs.workloads.filter((w) => Object.keys(w.services).some((k) => hostKeys.has(k)));
+    const config = {
+      waypoint: {
+        name,
+        namespace,
+        trustDomain: inputs.trustDomain,
+        serviceAccount: pods[0]?.spec.serviceAccountName ?? name,
+      },
+      services: services.map(serviceEntry),
+      workloads: workloads.map(workloadEntry),
+      httpRoutes: attached,
+      authorizationPolicies: policies
+        .filter((p) => p.metadata.namespace === namespace && targets(p.raw, name, ownKeys, namespace))
+        .map((p) => policyEntry(p.raw, p.metadata)),
+      backendPolicies: [],
+    };
+    return { name: `${namespace}/${name}`, config, nodes: [...new Set(pods.map((p) => p.spec.nodeName))] };
+  });
+}
+
+/** The route with only the parentRefs that name one of this waypoint's services; none: not attached. */
+function attachRoute(r: HttpRouteObject, ownKeys: Set<string>): Raw[] {
+  const spec = (r.raw.spec ?? {}) as Raw;
+  const { name, namespace } = r.metadata;
+  const parents = (Array.isArray(spec.parentRefs) ? spec.parentRefs : []) as Ref[];
+  // GAMMA: a route binds to a Service by parentRef kind Service (zmesh's file form omits it).
+  const mine = parents.filter(
+    (p) =>
+      (p.kind === undefined || p.kind === 'Service') &&
+      ownKeys.has(`${typeof p.namespace === 'string' ? p.namespace : namespace}/${String(p.name)}`),
+  );
+  if (mine.length === 0) return [];
+  return [defined({ name, namespace, parentRefs: mine, hostnames: spec.hostnames, rules: spec.rules })];
+}
+
+function backendKeys(route: Raw): string[] {
+  const rules = (Array.isArray(route.rules) ? route.rules : []) as Raw[];
+  return rules.flatMap((rule) =>
+    ((Array.isArray(rule.backendRefs) ? rule.backendRefs : []) as Ref[]).map(
+      (b) => `${typeof b.namespace === 'string' ? b.namespace : route.namespace}/${String(b.name)}`,
+    ),
+  );
+}
+
+function targets(raw: Raw, gateway: string, ownKeys: Set<string>, namespace: string): boolean {
+  const spec = (raw.spec ?? {}) as Raw;
+  return targetRefs(spec).some(
+    (t) =>
+      (t.kind === 'Gateway' && t.name === gateway) ||
+      (t.kind === 'Service' && ownKeys.has(`${namespace}/${String(t.name)}`)),
+  );
+}
+
+/** Istio accepts `targetRef` (one) and `targetRefs`. */
+function targetRefs(spec: Raw): Ref[] {
+  if (Array.isArray(spec.targetRefs)) return spec.targetRefs as Ref[];
+  return spec.targetRef && typeof spec.targetRef === 'object' ? [spec.targetRef as Ref] : [];
+}
+
+function policyEntry(raw: Raw, meta: { name: string; namespace: string }): Raw {
+  const spec = (raw.spec ?? {}) as Raw;
+  return defined({
+    name: meta.name,
+    namespace: meta.namespace,
+    targetRefs: targetRefs(spec),
+    action: spec.action,
+    rules: spec.rules,
+  });
+}
+
+/** The Gateway's pods, by the label Istio puts on them. */
+function waypointPods(view: StoreView, g: GatewayObject): PodObject[] {
+  return objectsOf(view, 'Pod').filter(
+    (p) =>
+      p.metadata.namespace === g.metadata.namespace &&
+      p.metadata.labels['gateway.networking.k8s.io/gateway-name'] === g.metadata.name,
+  );
+}
+
+function serviceEntry(s: Service): Raw {
+  return {
+    name: s.name,
+    namespace: s.namespace,
+    hostname: s.hostname,
+    addresses: s.addresses.map((a) => a.address),
+    ports: s.ports.map((p) => defined({ ...p })),
+    subjectAltNames: s.subjectAltNames,
+  };
+}
+
+/** The file form's optional fields are left out when empty (it refuses an empty `network`). */
+function workloadEntry(w: Workload): Raw {
+  return defined({
+    uid: w.uid,
+    name: w.name,
+    namespace: w.namespace,
+    addresses: w.addresses,
+    network: w.network || undefined,
+    node: w.node || undefined,
+    serviceAccount: w.serviceAccount,
+    trustDomain: w.trustDomain,
+    services: w.services,
+    status: w.status,
+    tunnelProtocol: w.tunnelProtocol,
+  });
+}
+
+function defined(o: Raw): Raw {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
+}

@@ -1,0 +1,135 @@
+import { once } from 'node:events';
+import { unlink, writeFile } from 'node:fs/promises';
+import { request } from 'node:http';
+import { join } from 'node:path';
+import { ControlPlane } from '@zmesh/control-plane';
+import { L7_POLICY_YAML, L7_ROUTE_YAML, type L7Lab, startL7Lab } from '@zmesh/harness';
+import { WAYPOINT_CONFIG_TYPE_URL } from '@zmesh/shared';
+import { decodeWaypointConfig, WaypointXdsSource } from '@zmesh/waypoint';
+import test from 'ava';
+
+/** 127.74.0.0/16 and ports 25910/25914 are this file's. */
+const LAB = { block: '127.74', xdsPort: 25_910, adminPort: 25_914, l7Config: false };
+const SPLIT_REQUESTS = 100;
+const WAYPOINT_ID = 'waypoint~127.74.3.9~shop.waypoint~svc.cluster.local';
+
+/** One request through the frontend's forward listener: `<status> <body's first word>`. */
+function call(lab: L7Lab, method: string, path: string): Promise<string> {
+  return new Promise((resolve) => {
+    const req = request({ ...lab.entry, method, path, agent: false }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => {
+        body += d.toString();
+      });
+      res.on('end', () => resolve(`${res.statusCode} ${body.split(' ')[0]}`));
+    });
+    req.on('error', (e) => resolve(`000 ${e.message}`));
+    req.setTimeout(3_000, () => req.destroy(new Error('timeout')));
+    req.end();
+  });
+}
+
+async function until(what: () => Promise<boolean>, timeoutMs = 8_000): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await what()) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
+}
+
+test('the waypoint takes its policy and routes from the control plane over xDS, live', async (t) => {
+  t.timeout(45_000);
+  const lab = await startL7Lab(LAB);
+  t.teardown(() => lab.stop());
+  t.regex(await lab.l7(true), /L7 on .*acked by 3 proxies/);
+  t.is((await call(lab, 'POST', '/admin')).split(' ')[0], '200', 'no policy yet');
+
+  // A DENY policy targeting the waypoint Gateway, as a file in the watched config directory.
+  const policyFile = join(lab.configDir, 'policy.yaml');
+  await writeFile(policyFile, L7_POLICY_YAML);
+  t.true(await until(async () => (await call(lab, 'POST', '/admin')).startsWith('403')), 'DENY applies');
+  t.true((await call(lab, 'GET', '/public')).startsWith('200'));
+
+  // The 90/10 HTTPRoute through the admin API (ConfigStore apply).
+  const applied = await fetch(`${lab.admin}/apply`, { method: 'POST', body: L7_ROUTE_YAML });
+  t.is(applied.status, 200, await applied.clone().text());
+  t.true(
+    await until(async () => {
+      const status = (await (await fetch(`${lab.admin}/proxy-status`)).json()) as Array<{
+        proxy: string;
+        types: Record<string, { state: string }>;
+      }>;
+      const wp = status.find((p) => p.proxy.startsWith('waypoint~'));
+      return wp?.types['type.googleapis.com/zmesh.waypoint.WaypointConfig']?.state === 'SYNCED';
+    }),
+  );
+  const counts = { v1: 0, v2: 0 };
+  for (let i = 0; i < SPLIT_REQUESTS; i++) {
+    const r = await call(lab, 'GET', '/public');
+    if (r === '200 v1') counts.v1++;
+    else if (r === '200 v2') counts.v2++;
+  }
+  t.log(`${SPLIT_REQUESTS} × GET /public: v1 ${counts.v1}, v2 ${counts.v2}`);
+  t.is(counts.v1 + counts.v2, SPLIT_REQUESTS);
+  // 90/10 of 100: v2 is Binomial(100, 0.1), mean 10, sd 3; 1..25 fails ~1e-6 of the time.
+  t.true(counts.v2 >= 1 && counts.v2 <= 25, `v2 got ${counts.v2}`);
+
+  await unlink(policyFile);
+  t.true(await until(async () => (await call(lab, 'POST', '/admin')).startsWith('200')), 'policy removed');
+});
+
+test('a waypoint config the waypoint cannot enforce is NACKed with its reasons; the last good one stays', async (t) => {
+  const cp = new ControlPlane({ trustDomain: 'cluster.local' });
+  const port = await cp.start(0, '127.74.0.9');
+  const source = new WaypointXdsSource({
+    address: `127.74.0.9:${port}`,
+    resourceName: 'shop/waypoint',
+    node: { id: WAYPOINT_ID },
+    token: cp.issueNodeToken('node-w'),
+    apply: (doc, from) => decodeWaypointConfig(doc, from),
+  });
+  t.teardown(async () => {
+    source.stop();
+    await cp.stop();
+  });
+  const gateway = `kind: Namespace
+metadata: { name: shop }
+---
+kind: Gateway
+metadata: { name: waypoint, namespace: shop }
+spec: { gatewayClassName: istio-waypoint, addresses: [{ value: 127.74.3.9 }] }
+---
+kind: Pod
+metadata: { name: waypoint, namespace: shop, labels: { gateway.networking.k8s.io/gateway-name: waypoint } }
+spec: { serviceAccountName: waypoint, nodeName: node-w }
+status: { podIP: 127.74.3.9 }
+`;
+  const first = once(source, 'applied');
+  source.start();
+  t.true(cp.store.applyYaml(gateway).ok);
+  await first;
+  const good = source.version;
+  // Istio's CUSTOM action is not something the waypoint enforces: refused, never half-applied.
+  const nack = once(source, 'nack');
+  t.true(cp.store.applyYaml(L7_POLICY_YAML.replace('DENY', 'CUSTOM')).ok);
+  const [reasons] = (await nack) as [string[]];
+  t.regex(reasons.join('; '), /^shop\/waypoint: .*action/);
+  t.is(source.version, good);
+  const typeOf = (proxy: string) =>
+    cp.proxyStatus().find((p) => p.proxy === proxy)?.types[WAYPOINT_CONFIG_TYPE_URL];
+  await until(async () => typeOf(WAYPOINT_ID)?.state === 'NACKED');
+  t.is(typeOf(WAYPOINT_ID)?.state, 'NACKED');
+
+  // Another node's token subscribes to the same name: answered (and ACKed) without it.
+  const intruder = new WaypointXdsSource({
+    address: `127.74.0.9:${port}`,
+    resourceName: 'shop/waypoint',
+    node: { id: 'intruder' },
+    token: cp.issueNodeToken('node-x'),
+    apply: () => t.fail('another node must not receive the waypoint config') as never,
+  });
+  t.teardown(() => intruder.stop());
+  intruder.start();
+  t.true(await until(async () => typeOf('intruder')?.acked != null));
+});
