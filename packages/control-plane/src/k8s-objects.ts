@@ -62,6 +62,13 @@ export interface HttpRouteObject {
   raw: Record<string, unknown>;
 }
 
+/** Istio DestinationRule, kept raw: the waypoint's backend policy (pool limits, outliers). */
+export interface DestinationRuleObject {
+  kind: 'DestinationRule';
+  metadata: Meta;
+  raw: Record<string, unknown>;
+}
+
 export type StoreObject =
   | NamespaceObject
   | PodObject
@@ -69,7 +76,8 @@ export type StoreObject =
   | ServiceAccountObject
   | GatewayObject
   | AuthorizationPolicyObject
-  | HttpRouteObject;
+  | HttpRouteObject
+  | DestinationRuleObject;
 
 export type Kind = StoreObject['kind'];
 
@@ -81,6 +89,7 @@ export const KINDS: readonly Kind[] = [
   'AuthorizationPolicy',
   'Gateway',
   'HTTPRoute',
+  'DestinationRule',
 ];
 
 /** Identity of an object in the store: `Kind/namespace/name` (namespace empty for Namespace). */

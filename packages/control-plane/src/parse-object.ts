@@ -45,6 +45,8 @@ export function parseObject(doc: unknown, reasons: string[]): StoreObject | unde
       return { kind: 'AuthorizationPolicy', metadata, raw: doc };
     case 'HTTPRoute':
       return { kind: 'HTTPRoute', metadata, raw: doc };
+    case 'DestinationRule':
+      return { kind: 'DestinationRule', metadata, raw: doc };
   }
 }
 

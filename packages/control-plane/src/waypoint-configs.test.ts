@@ -58,3 +58,50 @@ test('without istio.io/use-waypoint the waypoint serves nothing, and routes do n
   t.like(wp?.config, { services: [], workloads: [], httpRoutes: [] });
   t.is((wp?.config.authorizationPolicies as unknown[] | undefined)?.length, 1);
 });
+
+const DESTINATION_RULE = `kind: DestinationRule
+metadata: { name: svc, namespace: ns1 }
+spec:
+  host: svc.ns1.svc.cluster.local
+  trafficPolicy:
+    loadBalancer: { simple: LEAST_REQUEST }
+    connectionPool: { tcp: { maxConnections: 10 }, http: { http1MaxPendingRequests: 5, http2MaxRequests: 20 } }
+    outlierDetection: { consecutive5xxErrors: 3, interval: 5s, baseEjectionTime: 15s, maxEjectionPercent: 50 }
+`;
+
+test("a DestinationRule for one of the waypoint's services becomes its backend policy", (t) => {
+  const labelled = NAMESPACE_YAML.replace('ambient\n', 'ambient\n    istio.io/use-waypoint: wp\n');
+  const [wp] = waypoints(
+    labelled,
+    podYaml('a', '10.1.0.1'),
+    SERVICE_YAML,
+    GATEWAY,
+    WAYPOINT_POD,
+    DESTINATION_RULE,
+  );
+  t.deepEqual(wp?.config.backendPolicies, [
+    {
+      service: 'ns1/svc.ns1.svc.cluster.local',
+      loadBalancer: 'LEAST_REQUEST',
+      circuitBreaker: { maxConnections: 10, maxPendingRequests: 5, maxRequests: 20 },
+      outlierDetection: {
+        consecutive5xx: 3,
+        interval: '5s',
+        baseEjectionTime: '15s',
+        maxEjectionPercent: 50,
+      },
+    },
+  ]);
+});
+
+test('a DestinationRule for a service the waypoint does not serve is not sent to it', (t) => {
+  const [wp] = waypoints(
+    NAMESPACE_YAML,
+    podYaml('a', '10.1.0.1'),
+    SERVICE_YAML,
+    GATEWAY,
+    WAYPOINT_POD,
+    DESTINATION_RULE,
+  );
+  t.deepEqual(wp?.config.backendPolicies, []);
+});

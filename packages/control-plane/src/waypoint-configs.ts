@@ -32,6 +32,7 @@ type Ref = { kind?: unknown; name?: unknown; namespace?: unknown };
 export function compileWaypointConfigs(inputs: Inputs): WaypointResource[] {
   const routes = objectsOf(inputs.view, 'HTTPRoute');
   const policies = objectsOf(inputs.view, 'AuthorizationPolicy');
+  const rules = objectsOf(inputs.view, 'DestinationRule');
   return inputs.gateways.map((g) => {
     const { name, namespace } = g.metadata;
     const hostname = inputs.hostnameOf(name, namespace);
@@ -56,7 +57,7 @@ export function compileWaypointConfigs(inputs: Inputs): WaypointResource[] {
       authorizationPolicies: policies
         .filter((p) => p.metadata.namespace === namespace && targets(p.raw, name, ownKeys, namespace))
         .map((p) => policyEntry(p.raw, p.metadata)),
-      backendPolicies: [],
+      backendPolicies: services.flatMap((s) => backendPolicies(rules, s)),
     };
     return { name: `${namespace}/${name}`, config, nodes: [...new Set(pods.map((p) => p.spec.nodeName))] };
   });
@@ -151,4 +152,46 @@ function workloadEntry(w: Workload): Raw {
 
 function defined(o: Raw): Raw {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
+}
+
+type ServiceShape = { name: string; namespace: string; hostname: string };
+
+/**
+ * Istio DestinationRules whose `host` names the service (short name, `name.namespace`, or
+ * the FQDN), as the waypoint's backend policy: load balancer, connection-pool limits as the
+ * circuit breaker, outlier detection. Fields pass through as written; the waypoint
+ * validates them and NACKs what it cannot enforce.
+ */
+function backendPolicies(
+  rules: readonly { metadata: { namespace: string }; raw: Raw }[],
+  s: ServiceShape,
+): Raw[] {
+  const hosts = new Set([s.name, `${s.name}.${s.namespace}`, s.hostname]);
+  return rules
+    .filter(
+      (r) => r.metadata.namespace === s.namespace && hosts.has(String(((r.raw.spec ?? {}) as Raw).host)),
+    )
+    .slice(0, 1)
+    .map((r) => {
+      const traffic = (((r.raw.spec ?? {}) as Raw).trafficPolicy ?? {}) as Raw;
+      const pool = (traffic.connectionPool ?? {}) as { tcp?: Raw; http?: Raw };
+      const od = (traffic.outlierDetection ?? {}) as Raw;
+      const lb = ((traffic.loadBalancer ?? {}) as Raw).simple;
+      const policy: Raw = { service: `${s.namespace}/${s.hostname}` };
+      if (lb !== undefined) policy.loadBalancer = lb;
+      const cb = defined({
+        maxConnections: pool.tcp?.maxConnections,
+        maxPendingRequests: pool.http?.http1MaxPendingRequests,
+        maxRequests: pool.http?.http2MaxRequests,
+      });
+      if (Object.keys(cb).length > 0) policy.circuitBreaker = cb;
+      const outlier = defined({
+        consecutive5xx: od.consecutive5xxErrors,
+        interval: od.interval,
+        baseEjectionTime: od.baseEjectionTime,
+        maxEjectionPercent: od.maxEjectionPercent,
+      });
+      if (Object.keys(outlier).length > 0) policy.outlierDetection = outlier;
+      return policy;
+    });
 }
