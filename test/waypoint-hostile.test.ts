@@ -80,9 +80,12 @@ test.serial('hostile HTTP/1.1 is refused with 400, counted, and reaches no backe
     .filter((l) => l.startsWith('zmesh_waypoint_bad_requests_total{protocol="http1"'))
     .reduce((n, l) => n + Number(l.split(' ').pop()), 0);
   t.true(counted >= HOSTILE.length, `counted ${counted}`);
-  // Tunnels and upstream connections of the refused requests are all gone (pooled HBONE
-  // sessions to the waypoint and endpoints may stay: slack for those).
-  t.true((await settleFds(fdsBefore + 4)) <= fdsBefore + 4, 'no leaked sockets');
+  // Tunnels and upstream connections of the refused requests are all gone. Pooled HBONE
+  // sessions to the waypoint and endpoints may stay (a loaded machine may have opened a
+  // second one): slack for those, still fewer than one socket per hostile request.
+  const slack = Math.min(8, HOSTILE.length - 1);
+  const after = await settleFds(fdsBefore + slack, 8000);
+  t.true(after <= fdsBefore + slack, `no leaked sockets: ${fdsBefore} fds before, ${after} after`);
 });
 
 /** RFC 9113 §4.1 frame header + payload. */
