@@ -1,22 +1,21 @@
 import {
-  canonicalIp,
+  checkUnique,
+  DEFAULT_TRUST_DOMAIN,
+  DNS_LABEL,
   err,
   FieldReader,
   ok,
-  type Port,
   parseYamlText,
   type Result,
+  readService,
+  readWorkload,
   readYamlFile,
-  type Service,
   serviceKey,
-  type Workload,
 } from '@zmesh/shared';
 import { readBackendPolicy, readPolicy } from './policy-parser.js';
 import { readRoute } from './route-parser.js';
 import type { WaypointConfig } from './waypoint-config.js';
 
-export const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const DEFAULT_TRUST_DOMAIN = 'cluster.local';
 const ROOT_KEYS = [
   'waypoint',
   'workloads',
@@ -55,7 +54,7 @@ export function decodeWaypointConfig(doc: unknown, source: string): Result<Waypo
     serviceAccount: r.string(self.serviceAccount, 'waypoint.serviceAccount', { optional: true }) ?? name,
     workloads: r
       .array(root.workloads, 'workloads')
-      .flatMap((w, i) => readWorkload(r, w, `workloads[${i}]`) ?? []),
+      .flatMap((w, i) => readWorkload(r, w, `workloads[${i}]`, { requireNode: false }) ?? []),
     services: r.array(root.services, 'services').flatMap((s, i) => readService(r, s, `services[${i}]`) ?? []),
     routes: r
       .array(root.httpRoutes, 'httpRoutes')
@@ -72,13 +71,13 @@ export function decodeWaypointConfig(doc: unknown, source: string): Result<Waypo
 }
 
 function checkReferences(r: FieldReader, cfg: WaypointConfig): void {
-  unique(
+  checkUnique(
     r,
     cfg.workloads.map((w) => w.uid),
     'workloads',
     'uid',
   );
-  unique(r, cfg.services.map(serviceKey), 'services', 'namespace/hostname');
+  checkUnique(r, cfg.services.map(serviceKey), 'services', 'namespace/hostname');
   const byName = new Set(cfg.services.map((s) => `${s.namespace}/${s.name}`));
   cfg.routes.forEach((route, i) => {
     route.parentRefs.forEach((p, j) => {
@@ -91,93 +90,5 @@ function checkReferences(r: FieldReader, cfg: WaypointConfig): void {
           r.fail(`httpRoutes[${i}].rules[${j}].backendRefs[${k}]`, `no service ${b.namespace}/${b.name}`);
       });
     });
-  });
-}
-
-function unique(r: FieldReader, keys: string[], path: string, what: string): void {
-  const seen = new Set<string>();
-  for (const key of keys) {
-    if (seen.has(key)) r.fail(path, `duplicate ${what} ${key}`);
-    seen.add(key);
-  }
-}
-
-function readWorkload(r: FieldReader, value: unknown, path: string): Workload | undefined {
-  const o = r.object(value, path);
-  if (!o) return undefined;
-  r.onlyKeys(
-    o,
-    path,
-    ['uid', 'name', 'namespace', 'addresses', 'node', 'serviceAccount', 'trustDomain'].concat([
-      'network',
-      'services',
-      'status',
-      'tunnelProtocol',
-    ]),
-  );
-  const name = r.string(o.name, `${path}.name`, { pattern: DNS_LABEL }) ?? '';
-  const namespace = r.string(o.namespace, `${path}.namespace`, { pattern: DNS_LABEL }) ?? '';
-  const services: Record<string, Port[]> = {};
-  for (const [key, ports] of Object.entries(r.optionalObject(o.services, `${path}.services`) ?? {}))
-    services[key] = readPorts(r, ports, `${path}.services.${key}`);
-  return {
-    uid: r.string(o.uid, `${path}.uid`, { optional: true }) ?? `Kubernetes//Pod/${namespace}/${name}`,
-    name,
-    namespace,
-    addresses: readAddresses(r, o.addresses, `${path}.addresses`),
-    network: r.string(o.network, `${path}.network`, { optional: true }) ?? '',
-    node: r.string(o.node, `${path}.node`, { optional: true }) ?? '',
-    trustDomain: r.string(o.trustDomain, `${path}.trustDomain`, { optional: true }) ?? DEFAULT_TRUST_DOMAIN,
-    serviceAccount: r.string(o.serviceAccount, `${path}.serviceAccount`, { optional: true }) ?? 'default',
-    tunnelProtocol: r.oneOf(o.tunnelProtocol, `${path}.tunnelProtocol`, ['NONE', 'HBONE'] as const, 'HBONE'),
-    services,
-    authorizationPolicies: [],
-    status: r.oneOf(o.status, `${path}.status`, ['HEALTHY', 'UNHEALTHY'] as const, 'HEALTHY'),
-    canonicalName: name,
-    canonicalRevision: 'latest',
-    workloadName: name,
-    clusterId: 'Kubernetes',
-  };
-}
-
-function readService(r: FieldReader, value: unknown, path: string): Service | undefined {
-  const o = r.object(value, path);
-  if (!o) return undefined;
-  r.onlyKeys(o, path, ['name', 'namespace', 'hostname', 'addresses', 'ports', 'subjectAltNames']);
-  const name = r.string(o.name, `${path}.name`, { pattern: DNS_LABEL }) ?? '';
-  const namespace = r.string(o.namespace, `${path}.namespace`, { pattern: DNS_LABEL }) ?? '';
-  return {
-    name,
-    namespace,
-    hostname:
-      r.string(o.hostname, `${path}.hostname`, { optional: true }) ??
-      `${name}.${namespace}.svc.cluster.local`,
-    addresses: readAddresses(r, o.addresses, `${path}.addresses`).map((address) => ({
-      network: '',
-      address,
-    })),
-    ports: readPorts(r, o.ports, `${path}.ports`),
-    subjectAltNames: r.strings(o.subjectAltNames, `${path}.subjectAltNames`) ?? [],
-  };
-}
-
-function readAddresses(r: FieldReader, value: unknown, path: string): string[] {
-  return r.array(value, path).flatMap((a, i) => {
-    const ip = typeof a === 'string' ? canonicalIp(a) : undefined;
-    return ip ?? r.fail(`${path}[${i}]`, 'must be an IPv4 or IPv6 address') ?? [];
-  });
-}
-
-function readPorts(r: FieldReader, value: unknown, path: string): Port[] {
-  const protocols = ['UNKNOWN', 'HTTP11', 'HTTP2', 'GRPC', 'TCP', 'TLS'] as const;
-  return r.array(value, path).flatMap((p, i) => {
-    const o = r.object(p, `${path}[${i}]`);
-    if (!o) return [];
-    r.onlyKeys(o, `${path}[${i}]`, ['servicePort', 'targetPort', 'appProtocol']);
-    const servicePort = r.port(o.servicePort, `${path}[${i}].servicePort`);
-    const targetPort =
-      o.targetPort === undefined ? servicePort : r.port(o.targetPort, `${path}[${i}].targetPort`);
-    const appProtocol = r.oneOf(o.appProtocol, `${path}[${i}].appProtocol`, protocols, 'UNKNOWN');
-    return servicePort && targetPort ? [{ servicePort, targetPort, appProtocol }] : [];
   });
 }

@@ -1,6 +1,5 @@
 import * as http2 from 'node:http2';
 import type { Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
 import {
   type ConnectionAttributes,
   type Credential,
