@@ -151,22 +151,25 @@ export function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 }
 
-function round(ms: number): number {
+export function round(ms: number): number {
   return Math.round(ms * 100) / 100;
 }
 
-async function main(): Promise<void> {
+/**
+ * The command-line runner both push benches share: one JSON line per workload count given
+ * as arguments (default 1,000 and 10,000).
+ */
+export async function benchMain(run: (workloads: number) => Promise<unknown>): Promise<void> {
   const sizes = process.argv
     .slice(2)
     .map(Number)
     .filter((n) => n > 0);
   for (const n of sizes.length > 0 ? sizes : [1000, 10_000]) {
-    const result = await benchPush(n);
-    process.stdout.write(`${JSON.stringify(result)}\n`);
+    process.stdout.write(`${JSON.stringify(await run(n))}\n`);
   }
   if ((globalThis as { gc?: unknown }).gc === undefined) {
     process.stderr.write('memory figures need node --expose-gc\n');
   }
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await main();
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await benchMain((n) => benchPush(n));

@@ -1,12 +1,14 @@
 import { performance } from 'node:perf_hooks';
 import { pathToFileURL } from 'node:url';
 import {
+  benchMain,
   benchPodDoc,
   benchPodIp,
   ControlPlane,
   clusterDocs,
   heapAfterGc,
   quantile,
+  round,
 } from '@zmesh/control-plane';
 import { CertificateAuthority, type ConfigSnapshot, TrustBundle } from '@zmesh/shared';
 import { LocalCaSigner, XdsConfigSource, Ztunnel } from '@zmesh/ztunnel';
@@ -123,21 +125,4 @@ function appliedWhere(source: XdsConfigSource, predicate: (s: ConfigSnapshot) =>
   });
 }
 
-function round(ms: number): number {
-  return Math.round(ms * 100) / 100;
-}
-
-async function main(): Promise<void> {
-  const sizes = process.argv
-    .slice(2)
-    .map(Number)
-    .filter((n) => n > 0);
-  for (const n of sizes.length > 0 ? sizes : [1000, 10_000]) {
-    process.stdout.write(`${JSON.stringify(await benchXdsPush(n))}\n`);
-  }
-  if ((globalThis as { gc?: unknown }).gc === undefined) {
-    process.stderr.write('memory figures need node --expose-gc\n');
-  }
-}
-
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await main();
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await benchMain((n) => benchXdsPush(n));
