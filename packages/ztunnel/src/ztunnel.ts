@@ -279,6 +279,7 @@ export class Ztunnel {
       connectApp: this.appConnector(w),
       metrics: this.metrics,
       authorizer: this.authorizer,
+      ...(this.tenancy.inboundCopy ? { copy: this.tenancy.inboundCopy } : {}),
     });
     this.inbound.set(w.uid, listener);
     boundFor.set(listener, inboundKey(w));

@@ -33,7 +33,14 @@ export interface TunnelRequest {
 }
 
 /** Resolve to accept (the server answers 200 and splices); reject with a ZmeshError to refuse. */
-export type TunnelAccept = { upstream: Duplex };
+export type TunnelAccept = {
+  upstream: Duplex;
+  /**
+   * Copies the accepted tunnel instead of the default splice (ztunnel's tenant byte
+   * fairness); it owns both ends from then on, half-close included.
+   */
+  copy?: (stream: Duplex, upstream: Duplex) => void;
+};
 
 export interface HboneServerOptions {
   credential: Credential;

@@ -96,7 +96,8 @@ export class InboundSession {
       return;
     }
     stream.respond({ ':status': 200 });
-    spliceTunnel(stream, accept.upstream);
+    if (accept.copy) accept.copy(stream, accept.upstream);
+    else spliceTunnel(stream, accept.upstream);
   }
 
   #refuse(stream: http2.ServerHttp2Stream, error: ZmeshError): void {

@@ -1,5 +1,6 @@
 import * as http2 from 'node:http2';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import {
   type ConnectionAttributes,
   type Credential,
@@ -18,6 +19,7 @@ import type { InboundAuthorizer } from '../authz/inbound-authorizer.js';
 import type { AppConnector } from '../forward/app-connector.js';
 import { recordClosed, recordOpened, tcpLabels } from '../forward/tcp-metrics.js';
 import type { ProxyState } from '../state/proxy-state.js';
+import { tenantOf } from '../tenancy/tenant-of.js';
 
 const log = logger('inbound');
 
@@ -33,6 +35,8 @@ export interface InboundInputs {
   connectApp: AppConnector;
   metrics: MeshMetrics;
   authorizer: InboundAuthorizer;
+  /** Tenant byte fairness for the inbound copy (DESIGN §7); plain splice when absent. */
+  copy?: (tenant: string, stream: Duplex, upstream: Duplex) => void;
 }
 
 /** Where one of the workload's 15008 sockets listens: an address, or a socket made elsewhere (in the pod's netns). */
@@ -113,7 +117,11 @@ export class InboundListener {
       upstream.destroy();
     });
     upstream.once('close', release);
-    return { upstream };
+    const copy = this.inputs.copy;
+    if (!copy) return { upstream };
+    // The destination's tenant pays for the bytes delivered to it.
+    const tenant = tenantOf(workload);
+    return { upstream, copy: (stream, up) => copy(tenant, stream, up) };
   }
 
   /**

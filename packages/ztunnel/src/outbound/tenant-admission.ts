@@ -118,6 +118,15 @@ export class TenantAdmission {
     });
   }
 
+  /** The inbound copier with byte fairness, or undefined (plain splice) when fairness is off. */
+  get inboundCopy(): ((tenant: string, stream: Duplex, upstream: Duplex) => void) | undefined {
+    const bytes = this.bytes;
+    if (!bytes) return undefined;
+    return (tenant, stream, upstream) => {
+      bytes.attach(tenant, stream, upstream);
+    };
+  }
+
   close(): void {
     this.bytes?.close();
   }

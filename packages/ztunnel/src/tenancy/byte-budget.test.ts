@@ -250,3 +250,83 @@ test("under lag a penalised tenant's heavy links wait while its request/response
   t.false(rpc.down.isPaused(), 'its light link does not');
   t.false(other.down.isPaused());
 });
+
+test("a tenant's bulk links take turns: bulkSlots copy at once, the others wait a tick, light links never", async (t) => {
+  const clock = { now: 0 };
+  const fair = new ByteFairness({
+    autoTick: false,
+    now: () => clock.now,
+    lag: () => 0,
+    heavyLinkBytes: 1024,
+    bulkSlots: 2,
+  });
+  const bulk = Array.from({ length: 4 }, () => ({ down: socket(), up: socket() }));
+  const rpc = { down: socket(), up: socket() };
+  for (const b of bulk) fair.attach('flood', b.down, b.up);
+  fair.attach('flood', rpc.down, rpc.up);
+  await turn();
+  for (const b of bulk) b.down.push(Buffer.alloc(4096));
+  rpc.down.push(Buffer.alloc(100));
+  await turn();
+  const open = () => bulk.map((b, i) => (b.down.isPaused() ? -1 : i)).filter((i) => i >= 0);
+  clock.now += 10;
+  fair.tick();
+  const first = open();
+  t.is(first.length, 2, 'two bulk links copy this tick');
+  t.false(rpc.down.isPaused(), 'the request/response link is never parked');
+  clock.now += 10;
+  fair.tick();
+  const second = open();
+  t.is(second.length, 2);
+  t.deepEqual([...first, ...second].sort(), [0, 1, 2, 3], 'the next tick is the other links’ turn');
+  t.false(rpc.down.isPaused());
+  fair.close();
+});
+
+test('a saturated loop penalises the heaviest tenant even when no single turn is late', async (t) => {
+  const clock = { now: 0 };
+  const fair = new ByteFairness({
+    autoTick: false,
+    now: () => clock.now,
+    pauseMs: 50,
+    lag: () => 0,
+    utilization: () => 0.99,
+    heavyLinkBytes: 0,
+  });
+  const heavy = { down: socket(), up: socket() };
+  const light = { down: socket(), up: socket() };
+  fair.attach('heavy', heavy.down, heavy.up);
+  fair.attach('light', light.down, light.up);
+  await turn();
+  heavy.down.push(Buffer.alloc(256 * 1024));
+  light.down.push(Buffer.alloc(100));
+  await turn();
+  clock.now += 10;
+  fair.tick();
+  t.true(heavy.down.isPaused(), 'the tenant above its share waits');
+  t.false(light.down.isPaused());
+  t.is(fair.stats().heavy!.paused, 1);
+  fair.close();
+});
+
+test('idle links leave the tick: a hoard of idle connections is not walked every tick', async (t) => {
+  const clock = { now: 0 };
+  const fair = new ByteFairness({ autoTick: false, now: () => clock.now, lag: () => 0, windowMs: 10 });
+  const pair = { down: socket(), up: socket() };
+  fair.attach('hoard', pair.down, pair.up);
+  await turn();
+  pair.down.push(Buffer.alloc(1000));
+  await turn();
+  clock.now += 10;
+  fair.tick();
+  t.true(fair.stats().hoard!.windowBytes > 0);
+  for (let i = 0; i < 20; i++) {
+    clock.now += 10;
+    fair.tick();
+  }
+  t.true(fair.stats().hoard!.windowBytes < 1, 'the window decays to nothing');
+  pair.down.push(Buffer.alloc(10));
+  await turn();
+  t.is(pair.up.written, 1010, 'an idle link that wakes up copies at once');
+  fair.close();
+});

@@ -1,10 +1,15 @@
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { type EventLoopUtilization, performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import { Registry } from 'prom-client';
 import type { MemoryGuard } from './memory-guard.js';
 import { ByteFairnessMetrics } from './tenancy-metrics.js';
 /** Event-loop lag that starts penalising the heaviest tenant; well under a victim's p99. */
 export const DEFAULT_LAG_THRESHOLD_MS = 10;
+/**
+ * Event-loop utilisation over a tick above which the loop counts as saturated even when
+ * each turn is short (many readable sockets, none slow): that also penalises the heaviest.
+ */
+export const DEFAULT_BUSY_UTILIZATION = 0.9;
 /** How long one lag penalty pauses a tenant's reads; bounded so no tenant is stalled for long. */
 export const DEFAULT_PAUSE_MS = 50;
 export const MAX_PAUSE_MS = 250;
@@ -16,6 +21,12 @@ export const DEFAULT_WINDOW_MS = 1000;
 /** 256 KiB in the decayed window: a bulk stream, not a request/response exchange. */
 export const DEFAULT_HEAVY_LINK_BYTES = 256 * 1024;
 export const DEFAULT_MAX_BUFFERED_PER_TENANT = 4 * 1024 * 1024;
+/**
+ * Bulk links of one tenant that copy at the same time; its other bulk links wait their
+ * turn (rotated every tick). Each readable link costs the event loop up to a few hundred
+ * KiB of copying per turn, so this bounds how long one tenant can make every loop turn.
+ */
+export const DEFAULT_BULK_SLOTS_PER_TENANT = 2;
 
 export interface ByteFairnessOptions {
   readonly lagThresholdMs?: number;
@@ -28,8 +39,13 @@ export interface ByteFairnessOptions {
    * the recent window: its bulk streams slow down, its request/response traffic does not.
    */
   readonly heavyLinkBytes?: number;
-  /** Current event loop lag in ms; the default reads `monitorEventLoopDelay` since the last tick. */
+  /** Bulk (heavy) links per tenant copying at once; the rest take turns, one tick each. */
+  readonly bulkSlots?: number;
+  readonly busyUtilization?: number;
+  /** Current event loop lag in ms; the default is how late this tick's own timer fired. */
   readonly lag?: () => number;
+  /** Event-loop utilisation (0–1) since the last tick; the default reads `performance.eventLoopUtilization`. */
+  readonly utilization?: () => number;
   /** Milliseconds, monotonic. */
   readonly now?: () => number;
   /** When false, nothing runs on its own: the caller (a test) calls `tick()`. */
@@ -61,6 +77,8 @@ interface Link {
   paused: boolean;
   /** Bytes of this link written to dst and not yet flushed; returned to the tenant on detach. */
   buffered: number;
+  /** Waiting for its tenant's turn among its bulk links (see `bulkSlots`). */
+  parked: boolean;
   /** Bytes this link moved since the last tick, and their decayed sum over the window. */
   recent: number;
   windowBytes: number;
@@ -72,6 +90,11 @@ interface Link {
 interface TenantState {
   readonly name: string;
   readonly links: Set<Link>;
+  /**
+   * Links that moved bytes within the window: the only ones a tick looks at, so thousands
+   * of idle connections (a hoard) cost the timer nothing.
+   */
+  readonly active: Set<Link>;
   bytes: number;
   recent: number;
   windowBytes: number;
@@ -79,6 +102,8 @@ interface TenantState {
   /** Reads paused until the tenant's buffered bytes fall to half the cap (hysteresis). */
   capped: boolean;
   penaltyUntil: number;
+  /** Rotation offset over the tenant's bulk links. */
+  turn: number;
   /** After a lag penalty the tenant reads freely for as long again: lag pauses it at most half the time. */
   cooldownUntil: number;
   pauses: number;
@@ -101,16 +126,19 @@ export class ByteFairness {
   #lastTick: number;
 
   constructor(options: ByteFairnessOptions = {}) {
-    const probe = options.lag ? undefined : monitorEventLoopDelay({ resolution: 10 });
-    probe?.enable();
+    const tickMs = options.tickMs ?? DEFAULT_TICK_MS;
     this.#o = {
       lagThresholdMs: options.lagThresholdMs ?? DEFAULT_LAG_THRESHOLD_MS,
       pauseMs: Math.min(MAX_PAUSE_MS, options.pauseMs ?? DEFAULT_PAUSE_MS),
-      tickMs: options.tickMs ?? DEFAULT_TICK_MS,
+      tickMs,
+      busyUtilization: options.busyUtilization ?? DEFAULT_BUSY_UTILIZATION,
       windowMs: options.windowMs ?? DEFAULT_WINDOW_MS,
       maxBufferedPerTenant: options.maxBufferedPerTenant ?? DEFAULT_MAX_BUFFERED_PER_TENANT,
       heavyLinkBytes: options.heavyLinkBytes ?? DEFAULT_HEAVY_LINK_BYTES,
-      lag: options.lag ?? (() => probeLag(probe!)),
+      bulkSlots: Math.max(1, options.bulkSlots ?? DEFAULT_BULK_SLOTS_PER_TENANT),
+      lag: options.lag ?? (() => Math.max(0, this.#o.now() - this.#lastTick - tickMs)),
+      // An injected lag (a test) with no utilisation means the test drives pressure by lag alone.
+      utilization: options.utilization ?? (options.lag ? () => 0 : utilizationProbe()),
       now: options.now ?? (() => performance.now()),
     };
     this.#memory = options.memory;
@@ -120,7 +148,6 @@ export class ByteFairness {
     timer?.unref();
     this.#stop = () => {
       if (timer) clearInterval(timer);
-      probe?.disable();
     };
   }
 
@@ -173,24 +200,32 @@ export class ByteFairness {
   /** Ages the byte windows, ends expired penalties and, if the loop lags, pauses the heaviest tenant. */
   tick(): void {
     const now = this.#o.now();
+    const lag = this.#o.lag();
+    const busy = this.#o.utilization();
     const decay = Math.exp(-Math.max(0, now - this.#lastTick) / this.#o.windowMs);
     this.#lastTick = now;
-    const lag = this.#o.lag();
     this.#metrics.lag.set(lag / 1000);
     for (const t of this.#tenants.values()) {
       t.windowBytes = t.windowBytes * decay + t.recent;
       t.recent = 0;
-      for (const link of t.links) {
+      for (const link of t.active) {
         link.windowBytes = link.windowBytes * decay + link.recent;
         link.recent = 0;
+        if (link.windowBytes < 1) {
+          link.windowBytes = 0;
+          link.parked = false;
+          t.active.delete(link);
+          this.#flow(link);
+        }
       }
       if (t.penaltyUntil !== 0 && now >= t.penaltyUntil) {
         t.penaltyUntil = 0;
         t.cooldownUntil = now + this.#o.pauseMs;
-        this.#flowAll(t);
       }
+      this.#rotate(t);
     }
-    if (lag > this.#o.lagThresholdMs) this.#penalize(this.#heaviest(now), now, 'lag');
+    if (lag > this.#o.lagThresholdMs || busy > this.#o.busyUtilization)
+      this.#penalize(this.#heaviest(now), now, 'lag');
     const shed = this.#memory?.shedCandidate();
     if (shed !== undefined) this.#penalize(this.#tenants.get(shed), now, 'memory');
   }
@@ -206,12 +241,14 @@ export class ByteFairness {
       t = {
         name,
         links: new Set(),
+        active: new Set(),
         bytes: 0,
         recent: 0,
         windowBytes: 0,
         buffered: 0,
         capped: false,
         penaltyUntil: 0,
+        turn: 0,
         cooldownUntil: 0,
         pauses: 0,
       };
@@ -226,6 +263,7 @@ export class ByteFairness {
       dst,
       tenant,
       destFull: false,
+      parked: false,
       paused: false,
       buffered: 0,
       recent: 0,
@@ -269,6 +307,7 @@ export class ByteFairness {
     link.detached = true;
     link.off();
     link.tenant.links.delete(link);
+    link.tenant.active.delete(link);
     this.#release(link.tenant, link.buffered);
     link.buffered = 0;
     // Without our 'data' listener a flowing stream would drop bytes; the next owner resumes it.
@@ -282,6 +321,7 @@ export class ByteFairness {
     t.buffered += n;
     link.buffered += n;
     link.recent += n;
+    t.active.add(link);
     this.#memory?.add(t.name, n);
     if (!t.capped && t.buffered >= this.#o.maxBufferedPerTenant) {
       t.capped = true;
@@ -331,7 +371,7 @@ export class ByteFairness {
     if (t?.penaltyUntil !== 0 || t.links.size === 0) return;
     t.penaltyUntil = now + this.#o.pauseMs;
     this.#paused(t, reason);
-    this.#flowAll(t);
+    this.#flowActive(t);
   }
 
   #paused(t: TenantState, reason: 'lag' | 'memory' | 'buffer'): void {
@@ -339,8 +379,40 @@ export class ByteFairness {
     this.#metrics.pauses.inc({ tenant: t.name, reason });
   }
 
+  /**
+   * Gives `bulkSlots` of the tenant's bulk links that can make progress the next turn and
+   * parks the others; a link that moved less than `heavyLinkBytes` in the window (a
+   * request/response exchange) is never parked.
+   */
+  #rotate(t: TenantState): void {
+    const ready: Link[] = [];
+    for (const link of t.active) {
+      if (this.#heavy(link) && !link.destFull) ready.push(link);
+      else link.parked = false;
+    }
+    const slots = this.#o.bulkSlots;
+    if (ready.length <= slots) {
+      for (const link of ready) link.parked = false;
+    } else {
+      const first = t.turn % ready.length;
+      for (let i = 0; i < ready.length; i++)
+        ready[i]!.parked = (i - first + ready.length) % ready.length >= slots;
+      t.turn = first + slots;
+    }
+    this.#flowActive(t);
+  }
+
+  #heavy(link: Link): boolean {
+    return link.windowBytes + link.recent >= this.#o.heavyLinkBytes;
+  }
+
   #flowAll(t: TenantState): void {
     for (const link of t.links) this.#flow(link);
+  }
+
+  /** Lag penalties and bulk turns only concern links that moved bytes lately. */
+  #flowActive(t: TenantState): void {
+    for (const link of t.active) this.#flow(link);
   }
 
   /** Applies the one rule deciding whether src may be read: every reason to stop is checked together. */
@@ -351,8 +423,9 @@ export class ByteFairness {
     // tenant's heavy links wait. Each link is still bounded by its own back-pressure.
     const open =
       !link.destFull &&
+      !link.parked &&
       !(t.capped && link.buffered > 0) &&
-      !(t.penaltyUntil !== 0 && link.windowBytes + link.recent >= this.#o.heavyLinkBytes);
+      !(t.penaltyUntil !== 0 && this.#heavy(link));
     if (open && link.paused) {
       link.paused = false;
       link.src.resume();
@@ -363,9 +436,13 @@ export class ByteFairness {
   }
 }
 
-/** Worst event loop delay since the last call, in ms. */
-function probeLag(h: ReturnType<typeof monitorEventLoopDelay>): number {
-  const worst = h.count > 0 ? h.max / 1e6 : 0;
-  h.reset();
-  return worst;
+/** Event-loop utilisation since the previous call. */
+function utilizationProbe(): () => number {
+  let last: EventLoopUtilization = performance.eventLoopUtilization();
+  return () => {
+    const now = performance.eventLoopUtilization();
+    const u = performance.eventLoopUtilization(now, last).utilization;
+    last = now;
+    return u;
+  };
 }
