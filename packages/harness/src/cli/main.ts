@@ -177,6 +177,8 @@ harness
   .command('noisy-neighbor')
   .description('a victim tenant under four attacks by another tenant, fairness on and off')
   .option('--quick', 'short scenarios (CI)')
+  .option('--scenarios <names>', 'comma-separated subset of storm,flood,slow,hoard')
+  .option('--fairness <which>', 'on, off or both (default both)')
   .option('--json <file>', 'write the scenarios and verdict as JSON')
   .option('--png <file>', 'write a chart as PNG')
   .action(async (options) => {

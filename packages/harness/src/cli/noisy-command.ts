@@ -1,12 +1,14 @@
 import { writeFile } from 'node:fs/promises';
 import { BpfCapture } from '@zmesh/ztunnel';
-import { runNoisyNeighbor } from '../noisy/noisy-neighbor.js';
+import { runNoisyNeighbor, SCENARIOS, type Scenario } from '../noisy/noisy-neighbor.js';
 import { chart, table, verdictOf } from '../noisy/noisy-report.js';
 
 export interface NoisyCommandOptions {
   json?: string;
   png?: string;
   quick?: boolean;
+  scenarios?: string;
+  fairness?: string;
 }
 
 /** `zmesh harness noisy-neighbor`: prints progress, the table, and the verdict last; exit 1 if it failed. */
@@ -16,9 +18,20 @@ export async function runNoisyCommand(opts: NoisyCommandOptions): Promise<number
     console.error(`noisy-neighbor needs the local cluster (root and BPF): ${why}`);
     return 2;
   }
+  const picked = opts.scenarios?.split(',').map((s) => s.trim());
+  const bad = picked?.filter((s) => !(SCENARIOS as readonly string[]).includes(s)) ?? [];
+  const fairness = opts.fairness === undefined || opts.fairness === 'both' ? undefined : [opts.fairness];
+  if (bad.length > 0 || fairness?.some((f) => f !== 'on' && f !== 'off')) {
+    console.error(
+      `noisy-neighbor: --scenarios takes ${SCENARIOS.join(',')} and --fairness on|off|both (got ${[...bad, opts.fairness].join(', ')})`,
+    );
+    return 2;
+  }
   const started = Date.now();
   const { scenarios, capacityRps } = await runNoisyNeighbor({
     quick: opts.quick === true,
+    ...(picked ? { scenarios: picked as Scenario[] } : {}),
+    ...(fairness ? { fairness: fairness as ('on' | 'off')[] } : {}),
     progress: (line) => console.log(`[${((Date.now() - started) / 1000).toFixed(0)}s] ${line}`),
   });
   const verdict = verdictOf(scenarios);

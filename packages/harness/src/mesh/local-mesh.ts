@@ -44,8 +44,8 @@ export interface MeshOptions {
   ztunnelLog?: string;
   /** Extra `zmesh ztunnel` arguments for every node (e.g. `--fairness off`). */
   ztunnelArgs?: string[];
-  /** CPU list the ztunnels are pinned to with taskset (benchmarks and harnesses). */
-  ztunnelCpus?: string;
+  /** CPU list the ztunnels are pinned to with taskset (benchmarks and harnesses), or one per node. */
+  ztunnelCpus?: string | Readonly<Record<string, string>>;
   /** Extra environment for the ztunnels (e.g. ZMESH_LOG_<SCOPE> levels). */
   ztunnelEnv?: Record<string, string>;
   /** Receives each node's ztunnel stderr (JSON log lines); without it they go to our stderr. */
@@ -296,7 +296,9 @@ export class LocalMesh {
       this.captureScope(node.name),
       ...(this.options.ztunnelArgs ?? []),
     ];
-    if (this.options.ztunnelCpus) argv.unshift('taskset', '-c', this.options.ztunnelCpus);
+    const cpus = this.options.ztunnelCpus;
+    const pin = typeof cpus === 'string' ? cpus : cpus?.[node.name];
+    if (pin) argv.unshift('taskset', '-c', pin);
     const child = this.cluster.runInNode(node, argv, {
       reject: false,
       stdin: 'ignore',

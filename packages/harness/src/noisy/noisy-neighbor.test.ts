@@ -6,9 +6,11 @@ import { table, verdictOf } from './noisy-report.js';
 const unavailable = await BpfCapture.unavailableReason();
 
 /**
- * The --quick noisy-neighbor run in CI. Bounds are generous (2-core CI machine, ratios
- * from the same run); the full verdict is printed, not asserted: issue 8's targets are
- * reported in the closing note, and today flood/slow/hoard miss them (see the note).
+ * The --quick noisy-neighbor run in CI. Bounds are generous (2-core CI machine, 3 s
+ * scenarios, ratios from the same run): fairness on must keep the victim served and
+ * within 10× its solo p99 under every attack, and under the bulk attacks (flood, slow
+ * readers) fairness on must beat fairness off clearly, in this run. The issue's own 2×
+ * target is the harness verdict, printed here and reported, not asserted.
  */
 (unavailable ? test.skip : test)(
   unavailable
@@ -20,12 +22,21 @@ const unavailable = await BpfCapture.unavailableReason();
     t.log(JSON.stringify(verdictOf(scenarios)));
     t.true(capacityRps > 0);
     t.is(scenarios.length, SCENARIOS.length * 2);
+    const run = (name: string, fairness: 'on' | 'off') =>
+      scenarios.find((s) => s.name === name && s.fairness === fairness)!;
     for (const s of scenarios)
       t.true(s.victim.loaded.rps > 0, `${s.name}/${s.fairness}: victim got no answers`);
     for (const s of scenarios.filter((x) => x.fairness === 'on')) {
       t.true(s.rps_ratio >= 0.8, `${s.name}: victim throughput ${s.rps_ratio.toFixed(2)}× solo`);
+      t.true(s.p99_ratio <= 10, `${s.name} with fairness on: victim p99 ${s.p99_ratio.toFixed(2)}× solo`);
     }
-    const storm = scenarios.find((s) => s.fairness === 'on' && s.name === 'storm')!;
-    t.true(storm.p99_ratio <= 3, `storm with fairness on: victim p99 ${storm.p99_ratio.toFixed(2)}× solo`);
+    for (const name of ['flood', 'slow']) {
+      const on = run(name, 'on');
+      const off = run(name, 'off');
+      t.true(
+        on.victim.loaded.p99_ms * 2 < off.victim.loaded.p99_ms,
+        `${name}: victim p99 ${on.victim.loaded.p99_ms} ms with fairness vs ${off.victim.loaded.p99_ms} ms without`,
+      );
+    }
   },
 );

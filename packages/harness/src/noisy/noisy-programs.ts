@@ -4,7 +4,11 @@
  * prints one JSON line.
  */
 
-/** 1 KiB HTTP responses on :8080, a byte sink on :9000, a firehose (never stops sending) on :9100. */
+/**
+ * 1 KiB HTTP responses on :8080, a byte sink on :9000, a firehose (never stops sending) on
+ * :9100, and on :9200 a sink that greets each connection with one byte, so a client can
+ * tell a connection the mesh carried end to end from one it accepted and then refused.
+ */
 export const SERVERS = `
 const net = require('net'), http = require('http');
 const body = Buffer.alloc(1024, 120);
@@ -15,7 +19,9 @@ net.createServer((s) => {
   const chunk = Buffer.alloc(64 * 1024, 1);
   const pump = () => { while (!s.destroyed && s.write(chunk)); };
   s.on('drain', pump); pump();
-}).listen(9100, '::', () => console.log(JSON.stringify({ listening: true })));
+}).listen(9100, '::');
+net.createServer((s) => { s.on('error', () => {}); s.resume(); s.write('+'); })
+  .listen(9200, '::', () => console.log(JSON.stringify({ listening: true })));
 `;
 
 /**
@@ -67,7 +73,9 @@ setTimeout(() => { bulk.destroy(); const wait = setInterval(() => { if (inflight
 /**
  * The aggressor, one scenario at a time: \`storm\` opens as many connections as it can
  * (200 at a time); \`flood\` pushes 32 bulk streams; \`slow\` opens 64 firehose streams and
- * never reads; \`hoard\` holds as many idle connections as it can (up to 4000).
+ * never reads; \`hoard\` holds as many idle connections as it can (up to 4000). Storm and
+ * hoard count a connection admitted only when the server's greeting came back through
+ * the mesh: the in-pod listener accepts every TCP handshake, refusals come after.
  */
 export const AGGRESSOR = `
 const net = require('net');
@@ -83,9 +91,9 @@ function conn(port, onUp) {
 if (scenario === 'storm') {
   const one = () => {
     if (!live()) return;
-    const s = net.connect({ host, port: 9000 });
+    const s = net.connect({ host, port: 9200 });
     let up = false;
-    s.on('connect', () => { up = true; s.end('x'); });
+    s.once('data', () => { up = true; s.end('x'); });
     s.on('error', () => {});
     s.on('close', () => { if (up) admitted++; else refused++; one(); });
   };
@@ -108,9 +116,9 @@ if (scenario === 'storm') {
   const more = () => {
     while (live() && pending < 100 && admitted + refused < 4000) {
       pending++;
-      const s = net.connect({ host, port: 9000 });
+      const s = net.connect({ host, port: 9200 });
       let up = false;
-      s.on('connect', () => { up = true; pending--; admitted++; more(); });
+      s.once('data', () => { up = true; pending--; admitted++; more(); });
       s.on('error', () => {});
       s.on('close', () => { if (!up) { pending--; refused++; more(); } });
       open.push(s);
