@@ -278,10 +278,9 @@ export class LocalMesh {
 
   private async startZtunnel(node: NodeInfo): Promise<void> {
     await mkdir(join(this.dir, node.name), { recursive: true, mode: 0o700 });
+    // Through bin/zmesh, as an operator runs it: the node proxy's heap flags live there.
     const argv = [
-      process.execPath,
-      '--enable-source-maps',
-      ZMESH_MAIN,
+      ZMESH_BIN,
       'ztunnel',
       ...(this.controlPlane
         ? this.controlPlaneArgs(node.name)
@@ -357,5 +356,3 @@ export class LocalMesh {
     await writeFile(join(this.dir, 'mesh.yaml'), stringify({ workloads, services, policies }));
   }
 }
-
-const ZMESH_MAIN = ZMESH_BIN.replace(/bin\/zmesh$/, 'packages/harness/dist/cli/main.js');
