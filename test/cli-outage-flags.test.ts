@@ -81,3 +81,15 @@ test('zmesh ztunnel refuses --persist-keys without --xds, a non-tmpfs or open ke
   t.is(unsafe.exitCode, 2);
   t.regex(unsafe.stderr, /refusing to keep keys in .*: .*(not tmpfs|open to others)/);
 });
+
+test('zmesh ztunnel refuses a per-tenant quota flag that is not a positive integer', async (t) => {
+  for (const [flag, value] of [
+    ['--tenant-connect-rate', 'fast'],
+    ['--tenant-connect-burst', '0'],
+    ['--tenant-max-connections', '-3'],
+  ] as const) {
+    const r = await execa(ZMESH, ['ztunnel', '--node', 'n', flag, value], { reject: false });
+    t.is(r.exitCode, 2, flag);
+    t.regex(r.stderr, new RegExp(`${flag}: want a positive integer, got ${value}`));
+  }
+});

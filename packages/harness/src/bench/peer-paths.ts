@@ -118,6 +118,10 @@ export function ztunnelPath(
           cpu: PROXY_CPU,
           log: 'error',
           bin: opts.bin,
+          // The bench measures the data path's capacity, not the per-tenant connection-rate
+          // quota (500/s by default), which would cap "new connections per second". An
+          // older build (--baseline) may not know the flags and keeps its defaults.
+          ...(opts.bin ? {} : { args: BENCH_TENANT_LIMITS }),
         });
       const children = [start('node-a', addr.nodeA), start('node-b', addr.nodeB)];
       const ready = () => Promise.all([waitReady(addr.nodeA, 30_000), waitReady(addr.nodeB, 30_000)]);
@@ -125,6 +129,8 @@ export function ztunnelPath(
     },
   };
 }
+
+const BENCH_TENANT_LIMITS = ['--tenant-connect-rate', '1000000', '--tenant-connect-burst', '1000000'];
 
 function benchMesh(addr: BenchAddresses, targets: Target[], endpoints: Map<TargetName, Endpoint>): unknown {
   const pod = (name: string, sa: string, address: string, node: string) => ({

@@ -26,6 +26,9 @@ program
     'tenant isolation: quotas, fair setup queue, fair byte copying (off: plain FIFO)',
     'on',
   )
+  .option('--tenant-connect-rate <n>', 'per-tenant quota: sustained new connections per second (default 500)')
+  .option('--tenant-connect-burst <n>', 'per-tenant quota: connections opened in a burst (default 1000)')
+  .option('--tenant-max-connections <n>', 'per-tenant quota: open connections at once (default 4096)')
   .option('--capture-scope <name>', 'capture mode: BPF pin scope (default: the node name)')
   .option(
     '--agent-socket <path>',

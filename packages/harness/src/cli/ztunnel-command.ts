@@ -10,6 +10,7 @@ import {
   type LocalConfig,
   loadLocalConfig,
   PersistedKeys,
+  type QuotaLimits,
   RootsFileWatcher,
   toCredential,
   XdsConfigSource,
@@ -32,6 +33,9 @@ export interface ZtunnelCommandOptions {
   agentSocket?: string;
   captureScope?: string;
   fairness?: string;
+  tenantConnectRate?: string;
+  tenantConnectBurst?: string;
+  tenantMaxConnections?: string;
   xds?: string;
   tokenFile?: string;
   rootsFile?: string;
@@ -96,7 +100,7 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     signer: mode.signer,
     passthrough: opts.passthrough === 'allow' ? 'allow' : 'deny',
     registry,
-    tenancy: { fairness: opts.fairness !== 'off' },
+    tenancy: { fairness: opts.fairness !== 'off', limits: tenantLimits(opts) },
     ...(backoff ? { certBackoff: backoff } : {}),
     ...(opts.agentSocket
       ? { capture: await captureMode(opts.captureScope ?? opts.node!, opts.agentSocket, registry) }
@@ -147,8 +151,29 @@ function parseBackoff(text?: string): { initialMs: number; maxMs: number } | und
   return { initialMs, maxMs };
 }
 
+const TENANT_LIMIT_FLAGS = {
+  connectRate: ['--tenant-connect-rate', 'tenantConnectRate'],
+  connectBurst: ['--tenant-connect-burst', 'tenantConnectBurst'],
+  maxConnections: ['--tenant-max-connections', 'tenantMaxConnections'],
+} as const;
+
+/** The per-tenant quota defaults an operator overrode on the command line. */
+function tenantLimits(opts: ZtunnelCommandOptions): Partial<QuotaLimits> {
+  const limits: Partial<Record<keyof typeof TENANT_LIMIT_FLAGS, number>> = {};
+  for (const [key, [, field]] of Object.entries(TENANT_LIMIT_FLAGS)) {
+    const text = opts[field];
+    if (text !== undefined) limits[key as keyof typeof TENANT_LIMIT_FLAGS] = Number(text);
+  }
+  return limits;
+}
+
 function usageError(opts: ZtunnelCommandOptions): string | undefined {
   if (!opts.node) return '--node is required';
+  for (const [flag, field] of Object.values(TENANT_LIMIT_FLAGS)) {
+    const text = opts[field];
+    if (text !== undefined && !(Number.isInteger(Number(text)) && Number(text) > 0))
+      return `${flag}: want a positive integer, got ${text}`;
+  }
   if (opts.xdsBackoff && !parseBackoff(opts.xdsBackoff))
     return `--xds-backoff: want initialMs:maxMs with 0 < initial <= max, got ${opts.xdsBackoff}`;
   if (opts.persistKeys && !opts.xds) return '--persist-keys needs --xds (a local CA never goes away)';

@@ -14,6 +14,8 @@ export function startZtunnelProcess(opts: {
   quiet?: boolean;
   /** Another build's `bin/zmesh` (the bench's before/after comparison); default this one. */
   bin?: string;
+  /** More `zmesh ztunnel` flags. */
+  args?: readonly string[];
 }): ResultPromise {
   const argv = [
     'ztunnel',
@@ -25,6 +27,7 @@ export function startZtunnelProcess(opts: {
     opts.address,
     '--ca-dir',
     opts.caDir,
+    ...(opts.args ?? []),
   ];
   const bin = opts.bin ?? ZMESH_BIN;
   const [file, args] = opts.cpu ? ['taskset', ['-c', opts.cpu, bin, ...argv]] : [bin, argv];
