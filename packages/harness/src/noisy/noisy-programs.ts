@@ -27,8 +27,10 @@ net.createServer((s) => { s.on('error', () => {}); s.resume(); s.write('+'); })
 /**
  * The victim: 1 KiB HTTP GETs over keep-alive connections, either closed-loop (\`rate\` 0:
  * as fast as \`concurrency\` allows, to find saturation) or at a fixed rate, plus one bulk
- * upload stream to :9000 for the whole run. Latency is measured from the scheduled send
- * time, so a stalled proxy cannot hide queueing (no coordinated omission).
+ * upload stream to :9000 for the whole run. Every 20th request goes on a fresh
+ * connection, as clients recycle theirs, so the victim's connection setups also meet the
+ * aggressor's in the shared setup queue. Latency is measured from the scheduled send time,
+ * so a stalled proxy cannot hide queueing (no coordinated omission).
  */
 export const VICTIM = `
 const http = require('http'), net = require('net');
@@ -41,9 +43,11 @@ const chunk = Buffer.alloc(64 * 1024, 2);
 bulk.on('error', () => {});
 const pump = () => { while (Date.now() - t0 < durationMs && bulk.write(chunk)) bulkBytes += chunk.length; };
 bulk.on('connect', pump); bulk.on('drain', () => { bulkBytes += 0; pump(); });
+let issued = 0;
 function one(scheduled) {
   inflight++;
-  const req = http.get({ host, port: 8080, path: '/', agent, timeout: 5000 }, (res) => {
+  const fresh = issued++ % 20 === 19;
+  const req = http.get({ host, port: 8080, path: '/', agent: fresh ? false : agent, timeout: 5000 }, (res) => {
     res.resume();
     res.on('end', () => { inflight--; ok++; lat.push(Date.now() - scheduled); next(); });
   });
