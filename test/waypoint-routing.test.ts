@@ -308,9 +308,19 @@ httpRoutes:
 });
 
 test.serial('requests on one keep-alive connection reuse one upstream connection per endpoint', async (t) => {
+  const warnings: string[] = [];
+  const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+  process.on('warning', onWarning);
+  t.teardown(() => process.off('warning', onWarning));
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   for (let i = 0; i < 20; i++)
     t.is((await h1Request(mesh.ip.client, mesh.port.client, { path: '/', agent })).status, 200);
+  await new Promise((r) => setImmediate(r)); // warnings are emitted on the next tick
+  t.deepEqual(
+    warnings.filter((w) => w.startsWith('MaxListenersExceededWarning')),
+    [],
+    'reusing the upstream tunnel adds no listener per request',
+  );
   const cluster = mesh.waypoint.cluster('team-b/server-v1.team-b.svc.cluster.local')!;
   t.is(cluster.counts.connections, 1, 'one tunnel to server-v1 carried all 20');
   t.is(mesh.waypoint.stats().downstreamTunnels, 1);

@@ -195,7 +195,7 @@ export class UpstreamSet {
 /**
  * An http.Agent whose connections are HBONE tunnels. Agent supports an asynchronous
  * createConnection(options, callback); the socket-only calls it makes on kept-alive
- * connections (setKeepAlive, ref/unref) are skipped because a tunnel is an HTTP/2 stream.
+ * connections (setKeepAlive, ref/unref) are no-op shims because a tunnel is an HTTP/2 stream.
  */
 class TunnelAgent extends http.Agent {
   constructor(private readonly open: () => Promise<Duplex>) {
@@ -222,8 +222,9 @@ class TunnelAgent extends http.Agent {
     socket.setTimeout?.(UPSTREAM_IDLE_MS);
     return true;
   }
-
-  override reuseSocket(): void {}
+  // reuseSocket is Agent's own: it removes the 'error' listener Agent put on the socket
+  // when it was freed (an empty override leaked one listener per reuse) and calls ref(),
+  // which the shims below provide.
 }
 
 function withSocketShims(d: Duplex): Duplex {
