@@ -80,6 +80,7 @@ function dial(opts: ConnectHboneOptions, address: string): Dialed {
           ...(opts.localAddress === undefined ? {} : { localAddress: opts.localAddress }),
           ...(opts.createSocket === undefined ? {} : { socket: opts.createSocket() }),
         })
+        .setNoDelay(true) // many streams' small frames share it: no Nagle wait behind an ACK
         .on('error', (e) => {
           socketError = e;
         }),

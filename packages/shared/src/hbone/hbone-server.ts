@@ -80,6 +80,7 @@ export class HboneServer {
       allowHTTP1: false,
     });
     this.#server.on('connection', (socket: Socket) => {
+      socket.setNoDelay(true); // as the client side: multiplexed small frames, no Nagle
       this.#sockets.add(socket);
       socket.once('close', () => this.#sockets.delete(socket));
     });

@@ -101,7 +101,7 @@ export function connectInNetns(netnsPath: string, host: string, port: number): S
   let socket: Socket;
   try {
     // allowHalfOpen: a proxied peer's FIN must end only one direction (half-close).
-    socket = new Socket({ fd, readable: true, writable: true, allowHalfOpen: true });
+    socket = new Socket({ fd, readable: true, writable: true, allowHalfOpen: true }).setNoDelay(true);
   } catch (e) {
     sys.close(fd);
     throw e;
