@@ -33,6 +33,20 @@ test('bytes arrive in order, are counted, and the source end ends the sink', asy
   t.deepEqual(calls.flat(), [3, 2]);
 });
 
+test('a source paused on purpose before the pump (its first bytes sniffed and put back) still flows', async (t) => {
+  const src = new PassThrough();
+  src.write('ping');
+  // What the waypoint's protocol sniffing does: read, pause, put the bytes back.
+  const seen = await new Promise<Buffer>((resolve) => src.once('data', resolve));
+  src.pause();
+  src.unshift(seen);
+  const { sink, calls } = recordingSink();
+  const counter = pumpBytes(src, sink);
+  await new Promise((r) => setImmediate(r));
+  t.is(counter.bytes, 4, 'the put-back bytes were copied without the source ending');
+  t.deepEqual(calls.flat(), [4]);
+});
+
 test('bulk chunks read in one loop turn leave in one vectored write', async (t) => {
   const src = new PassThrough();
   const { sink, calls } = recordingSink();

@@ -58,5 +58,8 @@ export function pumpBytes(src: Readable, dst: Writable): PumpCounter {
   src.once('end', () => {
     if (!dst.destroyed && !dst.writableEnded) dst.end();
   });
+  // A 'data' listener does not undo an earlier explicit pause() (a stream held while its
+  // protocol was sniffed, or while its tunnel was set up): the pump starts the flow itself.
+  if (!waiting) src.resume();
   return counter;
 }
