@@ -19,6 +19,7 @@ import {
 } from './peer-paths.js';
 import { onPath, startTargets, type Target } from './targets.js';
 import { haproxyPath, stunnelPath } from './tls-peers.js';
+import { waypointPath } from './waypoint-path.js';
 
 export interface BenchOptions {
   quick?: boolean;
@@ -126,6 +127,8 @@ async function availablePaths(
       ? [ztunnelPath(dir, ADDR, { name: `${ZMESH_PATH} (before)`, bin: opts.baseline })]
       : []),
     ztunnelPath(dir, ADDR),
+    // Not in --quick (CI): three proxies and a control plane to start per round.
+    ...(opts.quick ? [] : [waypointPath(dir, ADDR)]),
   ];
   const wanted = opts.paths?.split(',').map((s) => s.trim());
   const out: PathSpec[] = [];

@@ -130,7 +130,7 @@ export function ztunnelPath(
   };
 }
 
-const BENCH_TENANT_LIMITS = ['--tenant-connect-rate', '1000000', '--tenant-connect-burst', '1000000'];
+export const BENCH_TENANT_LIMITS = ['--tenant-connect-rate', '1000000', '--tenant-connect-burst', '1000000'];
 
 function benchMesh(addr: BenchAddresses, targets: Target[], endpoints: Map<TargetName, Endpoint>): unknown {
   const pod = (name: string, sa: string, address: string, node: string) => ({

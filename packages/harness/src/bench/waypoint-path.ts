@@ -1,0 +1,179 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { execa, type ResultPromise } from 'execa';
+import { stringify } from 'yaml';
+import { poll } from '../demo/l7-lab.js';
+import { waitReady, ZMESH_BIN } from '../local/ztunnel-process.js';
+import {
+  BENCH_TENANT_LIMITS,
+  type BenchAddresses,
+  type Endpoint,
+  type PathSpec,
+  spawnProxy,
+  started,
+} from './peer-paths.js';
+import type { Target, TargetName } from './targets.js';
+
+/** The waypoint path's own loopback addresses: control plane, the two nodes, the waypoint, VIPs. */
+const WP = {
+  cp: '127.42.0.1',
+  nodeA: '127.42.0.2',
+  nodeB: '127.42.0.3',
+  waypoint: '127.42.3.1',
+  vip: (i: number) => `127.42.96.${10 + i}`,
+  xdsPort: 25_910,
+  adminPort: 25_914,
+};
+const FORWARD_PORT = 16_300;
+
+/**
+ * zmesh ztunnel → waypoint → ztunnel: the bench's servers as Services of a namespace that
+ * uses a waypoint, everything configured by a control plane over xDS (as in the L7 lab),
+ * in explicit-proxy mode on loopback. Both ztunnels and the waypoint run on the proxy CPU;
+ * opaque TCP (iperf3, redis, echo) crosses the waypoint at L4, HTTP at L7.
+ */
+export function waypointPath(dir: string, addr: BenchAddresses): PathSpec {
+  return {
+    name: 'zmesh ztunnel → waypoint → ztunnel',
+    kind: 'zmesh',
+    unavailable: async () => undefined,
+    open: async (targets) => {
+      const base = join(dir, 'waypoint-path');
+      await mkdir(join(base, 'cfg'), { recursive: true });
+      await writeFile(join(base, 'cfg', 'mesh.yaml'), meshYaml(addr, targets));
+      const endpoints = new Map<TargetName, Endpoint>(
+        targets.map((t, i) => [t.name, { host: addr.client, port: FORWARD_PORT + i }]),
+      );
+      await writeFile(join(base, 'forwards.yaml'), stringify(forwards(addr, targets, endpoints)));
+      const xds = `${WP.cp}:${WP.xdsPort}`;
+      const admin = `http://${WP.cp}:${WP.adminPort}`;
+      const roots = join(base, 'roots.pem');
+      const children: ResultPromise[] = [];
+      // The control plane is not on the data path: it stays on the load CPU with this process.
+      children.push(
+        execa(
+          ZMESH_BIN,
+          ['control-plane', '-c', join(base, 'cfg'), '--host', WP.cp, '--port', String(WP.xdsPort)].concat([
+            '--admin-port',
+            String(WP.adminPort),
+            '--ca-dir',
+            join(base, 'ca'),
+            '--roots-file',
+            roots,
+          ]),
+          {
+            reject: false,
+            stdin: 'ignore',
+            stdout: 'ignore',
+            stderr: { file: join(base, 'control-plane.log') },
+          },
+        ),
+      );
+      const tokenFile = async (node: string) => {
+        const res = await fetch(`${admin}/node-token?node=${node}`, { method: 'POST' });
+        const file = join(base, `${node}.token`);
+        await writeFile(file, ((await res.json()) as { token: string }).token);
+        return file;
+      };
+      const up = async () => {
+        await poll(async () => (await fetch(`${admin}/healthz`).catch(() => undefined))?.ok === true);
+        for (const [node, address] of [
+          ['node-a', WP.nodeA],
+          ['node-b', WP.nodeB],
+        ] as const) {
+          children.push(
+            spawnProxy(
+              [ZMESH_BIN, 'ztunnel', '--xds', xds, '--token-file', await tokenFile(node)].concat(
+                ['--roots-file', roots, '--node', node, '--address', address],
+                ['--snapshot', join(base, `${node}.snapshot`), '--config', join(base, 'forwards.yaml')],
+                BENCH_TENANT_LIMITS,
+              ),
+              join(base, `${node}.log`),
+            ),
+          );
+        }
+        children.push(
+          spawnProxy(
+            [ZMESH_BIN, 'waypoint', '--xds', xds, '--token-file', await tokenFile('node-w')].concat([
+              '--roots-file',
+              roots,
+              '--gateway',
+              'bench/waypoint',
+              '--address',
+              WP.waypoint,
+            ]),
+            join(base, 'waypoint.log'),
+          ),
+        );
+        await Promise.all([waitReady(WP.nodeA, 30_000), waitReady(WP.nodeB, 30_000)]);
+        await poll(
+          async () =>
+            (await fetch(`http://${WP.waypoint}:15020/healthz/ready`).catch(() => undefined))?.ok === true,
+          30_000,
+        );
+      };
+      const path = await started(endpoints, children, [...endpoints.values()], up);
+      // CPU and memory are the data path's: both ztunnels and the waypoint, not the control plane.
+      return { ...path, pids: path.pids.slice(1) };
+    },
+  };
+}
+
+function meshYaml(addr: BenchAddresses, targets: Target[]): string {
+  const doc = (o: unknown) => stringify(o);
+  const pod = (name: string, ns: string, node: string, ip: string, labels: Record<string, string>) =>
+    doc({
+      kind: 'Pod',
+      metadata: { name, namespace: ns, labels },
+      spec: { serviceAccountName: name, nodeName: node },
+      status: { podIP: ip },
+    });
+  return [
+    doc({ kind: 'Namespace', metadata: { name: 'front', labels: { 'istio.io/dataplane-mode': 'ambient' } } }),
+    doc({
+      kind: 'Namespace',
+      metadata: {
+        name: 'bench',
+        labels: { 'istio.io/dataplane-mode': 'ambient', 'istio.io/use-waypoint': 'waypoint' },
+      },
+    }),
+    pod('load-client', 'front', 'node-a', addr.client, { app: 'load-client' }),
+    pod('load-server', 'bench', 'node-b', addr.server, { app: 'load-server' }),
+    pod('waypoint', 'bench', 'node-w', WP.waypoint, { 'gateway.networking.k8s.io/gateway-name': 'waypoint' }),
+    doc({
+      kind: 'Gateway',
+      metadata: { name: 'waypoint', namespace: 'bench' },
+      spec: { gatewayClassName: 'istio-waypoint', addresses: [{ value: WP.waypoint }] },
+    }),
+    ...targets.map((t, i) =>
+      doc({
+        kind: 'Service',
+        metadata: { name: `bench-${t.name}`, namespace: 'bench' },
+        spec: {
+          clusterIP: WP.vip(i),
+          selector: { app: 'load-server' },
+          ports: [{ port: t.port, targetPort: t.port }],
+        },
+      }),
+    ),
+  ].join('---\n');
+}
+
+function forwards(addr: BenchAddresses, targets: Target[], endpoints: Map<TargetName, Endpoint>) {
+  return {
+    workloads: [
+      {
+        name: 'load-client',
+        namespace: 'front',
+        serviceAccount: 'load-client',
+        addresses: [addr.client],
+        node: 'node-a',
+      },
+    ],
+    forwards: targets.map((t, i) => ({
+      workload: 'Kubernetes//Pod/front/load-client',
+      listen: `${endpoints.get(t.name)!.host}:${endpoints.get(t.name)!.port}`,
+      destination: `${WP.vip(i)}:${t.port}`,
+    })),
+  };
+}
