@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
 import { poll } from '../demo/l7-lab.js';
-import { waitReady, ZMESH_BIN } from '../local/ztunnel-process.js';
+import { stopChild, waitReady, ZMESH_BIN } from '../local/ztunnel-process.js';
 import {
   BENCH_TENANT_LIMITS,
   type BenchAddresses,
@@ -112,7 +112,14 @@ export function waypointPath(dir: string, addr: BenchAddresses): PathSpec {
           30_000,
         );
       };
-      const path = await started(endpoints, children, [...endpoints.values()], up);
+      // Every process is spawned before `started` records the path's pids.
+      try {
+        await up();
+      } catch (e) {
+        await Promise.all(children.map((c) => stopChild(c)));
+        throw e;
+      }
+      const path = await started(endpoints, children, [...endpoints.values()]);
       // CPU and memory are the data path's: both ztunnels and the waypoint, not the control plane.
       return { ...path, pids: path.pids.slice(1) };
     },
