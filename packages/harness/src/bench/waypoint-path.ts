@@ -2,8 +2,8 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
-import { poll } from '../demo/l7-lab.js';
-import { stopChild, waitReady, ZMESH_BIN } from '../local/ztunnel-process.js';
+import { startXdsMesh } from '../local/xds-mesh.js';
+import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
 import {
   BENCH_TENANT_LIMITS,
   type BenchAddresses,
@@ -45,76 +45,35 @@ export function waypointPath(dir: string, addr: BenchAddresses): PathSpec {
         targets.map((t, i) => [t.name, { host: addr.client, port: FORWARD_PORT + i }]),
       );
       await writeFile(join(base, 'forwards.yaml'), stringify(forwards(addr, targets, endpoints)));
-      const xds = `${WP.cp}:${WP.xdsPort}`;
-      const admin = `http://${WP.cp}:${WP.adminPort}`;
-      const roots = join(base, 'roots.pem');
       const children: ResultPromise[] = [];
-      // The control plane is not on the data path: it stays on the load CPU with this process.
-      children.push(
-        execa(
-          ZMESH_BIN,
-          ['control-plane', '-c', join(base, 'cfg'), '--host', WP.cp, '--port', String(WP.xdsPort)].concat([
-            '--admin-port',
-            String(WP.adminPort),
-            '--ca-dir',
-            join(base, 'ca'),
-            '--roots-file',
-            roots,
-          ]),
-          {
-            reject: false,
-            stdin: 'ignore',
-            stdout: 'ignore',
-            stderr: { file: join(base, 'control-plane.log') },
-          },
-        ),
-      );
-      const tokenFile = async (node: string) => {
-        const res = await fetch(`${admin}/node-token?node=${node}`, { method: 'POST' });
-        const file = join(base, `${node}.token`);
-        await writeFile(file, ((await res.json()) as { token: string }).token);
-        return file;
-      };
-      const up = async () => {
-        await poll(async () => (await fetch(`${admin}/healthz`).catch(() => undefined))?.ok === true);
-        for (const [node, address] of [
-          ['node-a', WP.nodeA],
-          ['node-b', WP.nodeB],
-        ] as const) {
-          children.push(
-            spawnProxy(
-              [ZMESH_BIN, 'ztunnel', '--xds', xds, '--token-file', await tokenFile(node)].concat(
-                ['--roots-file', roots, '--node', node, '--address', address],
-                ['--snapshot', join(base, `${node}.snapshot`), '--config', join(base, 'forwards.yaml')],
-                BENCH_TENANT_LIMITS,
-              ),
-              join(base, `${node}.log`),
-            ),
-          );
-        }
-        children.push(
-          spawnProxy(
-            [ZMESH_BIN, 'waypoint', '--xds', xds, '--token-file', await tokenFile('node-w')].concat([
-              '--roots-file',
-              roots,
-              '--gateway',
-              'bench/waypoint',
-              '--address',
-              WP.waypoint,
-            ]),
-            join(base, 'waypoint.log'),
-          ),
-        );
-        await Promise.all([waitReady(WP.nodeA, 30_000), waitReady(WP.nodeB, 30_000)]);
-        await poll(
-          async () =>
-            (await fetch(`http://${WP.waypoint}:15020/healthz/ready`).catch(() => undefined))?.ok === true,
-          30_000,
-        );
-      };
+      const log = (name: string) => join(base, `${name}.log`);
       // Every process is spawned before `started` records the path's pids.
       try {
-        await up();
+        await startXdsMesh(
+          {
+            dir: base,
+            cp: WP.cp,
+            xdsPort: WP.xdsPort,
+            adminPort: WP.adminPort,
+            nodes: { 'node-a': WP.nodeA, 'node-b': WP.nodeB },
+            forwards: join(base, 'forwards.yaml'),
+            waypoint: { gateway: 'bench/waypoint', address: WP.waypoint },
+            ztunnelArgs: BENCH_TENANT_LIMITS,
+            readyTimeoutMs: 30_000,
+            // The control plane is not on the data path: it stays on the load CPU with this
+            // process; the ztunnels and the waypoint go to the proxy CPU.
+            spawn: (argv, role, name) =>
+              role === 'control-plane'
+                ? execa(ZMESH_BIN, argv, {
+                    reject: false,
+                    stdin: 'ignore',
+                    stdout: 'ignore',
+                    stderr: { file: log(name) },
+                  })
+                : spawnProxy([ZMESH_BIN, ...argv], log(name)),
+          },
+          children,
+        );
       } catch (e) {
         await Promise.all(children.map((c) => stopChild(c)));
         throw e;

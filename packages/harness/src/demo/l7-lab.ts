@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
-import { stopChild, waitReady, ZMESH_BIN } from '../local/ztunnel-process.js';
+import { startXdsMesh } from '../local/xds-mesh.js';
+import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
 
 export interface L7LabOptions {
   /** First two octets of the lab's loopback /16 (default the demo's `127.50`). */
@@ -70,56 +71,20 @@ export async function startL7Lab(opts: L7LabOptions = {}): Promise<L7Lab> {
   try {
     await mkdir(join(dir, 'cfg'));
     await writeFile(join(dir, 'cfg', 'mesh.yaml'), meshYaml(a, opts.l7Config ?? true));
-    const roots = join(dir, 'roots.pem');
-    children.push(
-      zmesh(
-        ['control-plane', '-c', join(dir, 'cfg'), '--host', a.cp, '--port', xds.split(':')[1]!].concat([
-          '--admin-port',
-          new URL(admin).port,
-          '--ca-dir',
-          join(dir, 'ca'),
-          '--roots-file',
-          roots,
-        ]),
-      ),
-    );
-    await poll(async () => (await fetch(`${admin}/healthz`).catch(() => undefined))?.ok === true);
     for (const v of ['v1', 'v2'] as const) apps.push(await webServer(a.web[v], v));
     await writeFile(join(dir, 'forwards.yaml'), stringify(forwards(a)));
-    const tokenFile = async (node: string) => {
-      const res = await fetch(`${admin}/node-token?node=${node}`, { method: 'POST' });
-      const file = join(dir, `${node}.token`);
-      await writeFile(file, ((await res.json()) as { token: string }).token);
-      return file;
-    };
-    for (const [node, address] of Object.entries(a.nodes)) {
-      const common = ['--xds', xds, '--token-file', await tokenFile(node), '--roots-file', roots];
-      children.push(
-        zmesh(
-          ['ztunnel', ...common, '--node', node, '--address', address].concat([
-            '--snapshot',
-            join(dir, `${node}.snapshot`),
-            '--config',
-            join(dir, 'forwards.yaml'),
-          ]),
-        ),
-      );
-    }
-    await Promise.all(Object.values(a.nodes).map((address) => waitReady(address)));
-    const waypoint = zmesh(
-      ['waypoint', '--xds', xds, '--token-file', await tokenFile('node-w')].concat([
-        '--roots-file',
-        roots,
-        '--gateway',
-        'shop/waypoint',
-        '--address',
-        a.waypoint,
-      ]),
-    );
-    children.push(waypoint);
-    await poll(
-      async () =>
-        (await fetch(`http://${a.waypoint}:15020/healthz/ready`).catch(() => undefined))?.ok === true,
+    const { waypoint } = await startXdsMesh(
+      {
+        dir,
+        cp: a.cp,
+        xdsPort: Number(xds.split(':')[1]),
+        adminPort: Number(new URL(admin).port),
+        nodes: a.nodes,
+        forwards: join(dir, 'forwards.yaml'),
+        waypoint: { gateway: 'shop/waypoint', address: a.waypoint },
+        spawn: (argv) => zmesh(argv),
+      },
+      children,
     );
     return {
       l7: (on) =>
@@ -259,12 +224,4 @@ function zmesh(argv: string[]): ResultPromise {
 async function zmeshOnce(argv: string[]): Promise<string> {
   const r = await execa(ZMESH_BIN, argv, { reject: false, env: { ZMESH_LOG: 'error' } });
   return r.stdout || r.stderr;
-}
-
-export async function poll(cond: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }

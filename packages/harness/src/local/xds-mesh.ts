@@ -1,0 +1,110 @@
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { ResultPromise } from 'execa';
+import { waitReady } from './ztunnel-process.js';
+
+export type XdsMeshRole = 'control-plane' | 'ztunnel' | 'waypoint';
+
+export interface XdsMeshOptions {
+  /** Scratch directory; `<dir>/cfg` must already hold the control plane's YAML. */
+  dir: string;
+  /** Control plane address, its xDS/CA port and its admin port. */
+  cp: string;
+  xdsPort: number;
+  adminPort: number;
+  /** Node name → that node's ztunnel address (explicit-proxy mode on loopback). */
+  nodes: Readonly<Record<string, string>>;
+  /** Forward listeners for the ztunnels (`--config`). */
+  forwards: string;
+  waypoint: { gateway: string; address: string };
+  /** Starts one `zmesh` process (argv without the binary): the caller decides pinning and logs. */
+  spawn: (argv: string[], role: XdsMeshRole, name: string) => ResultPromise;
+  ztunnelArgs?: readonly string[];
+  readyTimeoutMs?: number;
+}
+
+export interface XdsMesh {
+  admin: string;
+  waypoint: ResultPromise;
+}
+
+/**
+ * A control plane, one ztunnel per node and a waypoint, all configured over xDS, started in
+ * order and waited for (the L7 lab and the bench's waypoint path). Every process started is
+ * pushed onto `children` as it starts, so the caller can stop them whatever happens here.
+ */
+export async function startXdsMesh(o: XdsMeshOptions, children: ResultPromise[]): Promise<XdsMesh> {
+  const xds = `${o.cp}:${o.xdsPort}`;
+  const admin = `http://${o.cp}:${o.adminPort}`;
+  const roots = join(o.dir, 'roots.pem');
+  const timeoutMs = o.readyTimeoutMs ?? 15_000;
+  children.push(
+    o.spawn(
+      ['control-plane', '-c', join(o.dir, 'cfg'), '--host', o.cp, '--port', String(o.xdsPort)].concat([
+        '--admin-port',
+        String(o.adminPort),
+        '--ca-dir',
+        join(o.dir, 'ca'),
+        '--roots-file',
+        roots,
+      ]),
+      'control-plane',
+      'control-plane',
+    ),
+  );
+  await poll(async () => (await fetch(`${admin}/healthz`).catch(() => undefined))?.ok === true, timeoutMs);
+  const tokenFile = async (node: string) => {
+    const res = await fetch(`${admin}/node-token?node=${node}`, { method: 'POST' });
+    const file = join(o.dir, `${node}.token`);
+    await writeFile(file, ((await res.json()) as { token: string }).token);
+    return file;
+  };
+  const common = async (node: string) => [
+    '--xds',
+    xds,
+    '--token-file',
+    await tokenFile(node),
+    '--roots-file',
+    roots,
+  ];
+  for (const [node, address] of Object.entries(o.nodes)) {
+    children.push(
+      o.spawn(
+        ['ztunnel', ...(await common(node)), '--node', node, '--address', address].concat(
+          ['--snapshot', join(o.dir, `${node}.snapshot`), '--config', o.forwards],
+          o.ztunnelArgs ?? [],
+        ),
+        'ztunnel',
+        node,
+      ),
+    );
+  }
+  await Promise.all(Object.values(o.nodes).map((address) => waitReady(address, timeoutMs)));
+  const waypoint = o.spawn(
+    [
+      'waypoint',
+      ...(await common('node-w')),
+      '--gateway',
+      o.waypoint.gateway,
+      '--address',
+      o.waypoint.address,
+    ],
+    'waypoint',
+    'waypoint',
+  );
+  children.push(waypoint);
+  await poll(
+    async () =>
+      (await fetch(`http://${o.waypoint.address}:15020/healthz/ready`).catch(() => undefined))?.ok === true,
+    timeoutMs,
+  );
+  return { admin, waypoint };
+}
+
+async function poll(cond: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
