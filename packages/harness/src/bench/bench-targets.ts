@@ -1,4 +1,5 @@
 import { type BenchReport, find, fmt } from './bench-results.js';
+import { WAYPOINT_PATH } from './waypoint-path.js';
 
 export interface TargetCheck {
   target: string;
@@ -39,6 +40,13 @@ export function checkTargets(report: BenchReport, path: string): TargetCheck[] {
     target: 'ztunnel ≤ 0.06 vCPU per 1,000 rps (each of the pair: pair ÷ 2)',
     measured: cpu === undefined ? '-' : `pair ${fmt(cpu)}, each ${fmt(cpu / 2)} vCPU`,
     met: cpu === undefined ? undefined : cpu / 2 <= 0.06,
+  });
+  // The waypoint's own process, on the waypoint path of the same run (the same for a `before` path).
+  const wcpu = get(WAYPOINT_PATH, 'HTTP 1 KiB @ 1,000 rps', 'waypoint CPU per 1,000 rps');
+  out.push({
+    target: 'waypoint ≤ 0.25 vCPU per 1,000 rps',
+    measured: wcpu === undefined ? '-' : `${fmt(wcpu)} vCPU`,
+    met: wcpu === undefined ? undefined : wcpu <= 0.25,
   });
   const rss = get(path, 'idle', 'RSS (largest process)');
   out.push({

@@ -149,6 +149,7 @@ function redisSteps(ctx: StepContext, row: Row): Step[] {
 
 async function httpStep(open: OpenPath, ctx: StepContext, row: Row): Promise<BenchResult[]> {
   const cpuBefore = await cpuSeconds(open.pids);
+  const waypointBefore = open.waypointPid ? await cpuSeconds([open.waypointPid]) : 0;
   const started = process.hrtime.bigint();
   const r = await fixedRateHttp(open.endpoints.get('http')!, {
     rate: HTTP_RATE,
@@ -166,6 +167,10 @@ async function httpStep(open: OpenPath, ctx: StepContext, row: Row): Promise<Ben
   if (open.pids.length > 0) {
     const vcpu = ((await cpuSeconds(open.pids)) - cpuBefore) / wall;
     out.push(row(HTTP_WORKLOAD, 'CPU per 1,000 rps', vcpu / (r.rps / 1000), 'vCPU'));
+  }
+  if (open.waypointPid) {
+    const vcpu = ((await cpuSeconds([open.waypointPid])) - waypointBefore) / wall;
+    out.push(row(HTTP_WORKLOAD, 'waypoint CPU per 1,000 rps', vcpu / (r.rps / 1000), 'vCPU'));
   }
   return out;
 }

@@ -15,6 +15,8 @@ export interface OpenPath {
   endpoints: Map<TargetName, Endpoint>;
   /** Pids of the proxy processes on this path (roots: forked children are found under them). */
   pids: number[];
+  /** The waypoint's pid, on a path through one (its CPU is also reported on its own). */
+  waypointPid?: number;
   close(): Promise<void>;
 }
 

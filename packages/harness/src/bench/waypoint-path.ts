@@ -32,9 +32,11 @@ const FORWARD_PORT = 16_300;
  * in explicit-proxy mode on loopback. Both ztunnels and the waypoint run on the proxy CPU;
  * opaque TCP (iperf3, redis, echo) crosses the waypoint at L4, HTTP at L7.
  */
+export const WAYPOINT_PATH = 'zmesh ztunnel → waypoint → ztunnel';
+
 export function waypointPath(dir: string, addr: BenchAddresses): PathSpec {
   return {
-    name: 'zmesh ztunnel → waypoint → ztunnel',
+    name: WAYPOINT_PATH,
     kind: 'zmesh',
     unavailable: async () => undefined,
     open: async (targets) => {
@@ -80,7 +82,7 @@ export function waypointPath(dir: string, addr: BenchAddresses): PathSpec {
       }
       const path = await started(endpoints, children, [...endpoints.values()]);
       // CPU and memory are the data path's: both ztunnels and the waypoint, not the control plane.
-      return { ...path, pids: path.pids.slice(1) };
+      return { ...path, pids: path.pids.slice(1), waypointPid: children.at(-1)?.pid };
     },
   };
 }
