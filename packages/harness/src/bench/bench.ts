@@ -19,7 +19,7 @@ import {
 } from './peer-paths.js';
 import { onPath, startTargets, type Target } from './targets.js';
 import { haproxyPath, stunnelPath } from './tls-peers.js';
-import { waypointPath } from './waypoint-path.js';
+import { WAYPOINT_PATH, waypointPath } from './waypoint-path.js';
 
 export interface BenchOptions {
   quick?: boolean;
@@ -128,7 +128,14 @@ async function availablePaths(
       : []),
     ztunnelPath(dir, ADDR),
     // Not in --quick (CI): three proxies and a control plane to start per round.
-    ...(opts.quick ? [] : [waypointPath(dir, ADDR)]),
+    ...(opts.quick
+      ? []
+      : [
+          ...(opts.baseline
+            ? [waypointPath(dir, ADDR, { name: `${WAYPOINT_PATH} (before)`, bin: opts.baseline })]
+            : []),
+          waypointPath(dir, ADDR),
+        ]),
   ];
   const wanted = opts.paths?.split(',').map((s) => s.trim());
   const out: PathSpec[] = [];

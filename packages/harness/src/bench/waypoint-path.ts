@@ -1,4 +1,4 @@
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
@@ -34,13 +34,19 @@ const FORWARD_PORT = 16_300;
  */
 export const WAYPOINT_PATH = 'zmesh ztunnel → waypoint → ztunnel';
 
-export function waypointPath(dir: string, addr: BenchAddresses): PathSpec {
+export function waypointPath(
+  dir: string,
+  addr: BenchAddresses,
+  opts: { name?: string; bin?: string } = {},
+): PathSpec {
+  const bin = opts.bin ?? ZMESH_BIN;
   return {
-    name: WAYPOINT_PATH,
+    name: opts.name ?? WAYPOINT_PATH,
     kind: 'zmesh',
-    unavailable: async () => undefined,
+    unavailable: async () =>
+      opts.bin && !(await readFile(opts.bin).catch(() => undefined)) ? `${opts.bin} not found` : undefined,
     open: async (targets) => {
-      const base = join(dir, 'waypoint-path');
+      const base = join(dir, opts.bin ? 'waypoint-path-before' : 'waypoint-path');
       await mkdir(join(base, 'cfg'), { recursive: true });
       await writeFile(join(base, 'cfg', 'mesh.yaml'), meshYaml(addr, targets));
       const endpoints = new Map<TargetName, Endpoint>(
@@ -66,13 +72,13 @@ export function waypointPath(dir: string, addr: BenchAddresses): PathSpec {
             // process; the ztunnels and the waypoint go to the proxy CPU.
             spawn: (argv, role, name) =>
               role === 'control-plane'
-                ? execa(ZMESH_BIN, argv, {
+                ? execa(bin, argv, {
                     reject: false,
                     stdin: 'ignore',
                     stdout: 'ignore',
                     stderr: { file: log(name) },
                   })
-                : spawnProxy([ZMESH_BIN, ...argv], log(name)),
+                : spawnProxy([bin, ...argv], log(name)),
           },
           children,
         );

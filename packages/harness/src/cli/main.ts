@@ -204,7 +204,10 @@ program
   .option('--json <file>', 'write results as JSON')
   .option('--png <file>', 'write a chart as PNG')
   .option('--markdown <file>', 'rewrite the performance section (between perf markers) of this file')
-  .option('--baseline <zmesh-bin>', "another build's bin/zmesh, measured as the 'before' ztunnel pair")
+  .option(
+    '--baseline <zmesh-bin>',
+    "another build's bin/zmesh, measured as the 'before' ztunnel pair (and waypoint path)",
+  )
   .option('--workloads <names>', 'comma-separated substrings: run only the steps whose labels contain one')
   .option('--paths <names>', 'comma-separated substrings: measure only the paths whose names contain one')
   .action(async (options) => {

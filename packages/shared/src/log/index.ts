@@ -1,1 +1,1 @@
-export { type Logger, type LogLevel, logger, logLevels, setLogLevel } from './logger.js';
+export { accessLogger, type Logger, type LogLevel, logger, logLevels, setLogLevel } from './logger.js';

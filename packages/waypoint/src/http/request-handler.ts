@@ -1,4 +1,4 @@
-import { logger, type MeshMetrics, type Service, serviceKey, ZmeshError } from '@zmesh/shared';
+import { accessLogger, logger, type MeshMetrics, type Service, serviceKey, ZmeshError } from '@zmesh/shared';
 import { authorize } from '../authz/l7-authorizer.js';
 import type { ConfigView, Destination, Endpoint } from '../config/config-view.js';
 import { endpointOf } from '../config/config-view.js';
@@ -16,6 +16,8 @@ import { type Exchange, replyError } from './http-exchange.js';
 import { type RequestRecord, recordRequest } from './request-record.js';
 
 const log = logger('waypoint');
+/** One line per request, written in batches (see accessLogger). */
+const accessLog = accessLogger('waypoint');
 
 /** What every request on one tunnel shares: who sent it and where the tunnel was for. */
 export interface TunnelContext {
@@ -62,7 +64,7 @@ export async function handleRequest(deps: HandlerDeps, tunnel: TunnelContext, ex
     }
   }
   try {
-    recordRequest(deps.metrics, deps.clock, log, record);
+    recordRequest(deps.metrics, deps.clock, accessLog, record);
   } catch (e) {
     log.warn({ err: (e as Error).message }, 'request not recorded');
   }
