@@ -207,6 +207,11 @@ export class Waypoint {
     // Refuse at CONNECT only what every request would be refused; the rest is judged per request.
     const verdict = authorize(view.policies, ctx, 'tunnel');
     if (!verdict.allowed) throw new ZmeshError('ZM_ERR_AUTHZ_DENIED', { policy: verdict.policy });
+    // The HTTP servers read an in-memory pair spliced to the tunnel, not the HTTP/2 stream
+    // itself. Handing them the stream would save two copies per chunk, but on Node 20 a
+    // reply with `connection: close` then went out with its first 16 bytes replaced by
+    // freed memory (reproduced with plain node:http2 + node:http over TLS), and keep-alive
+    // load through it failed: never give http.Server an Http2Stream.
     const [outer, inner] = duplexPair();
     // A port declared TCP skips sniffing (no wait for server-first protocols).
     const declaredTcp = dest.kind === 'service' && dest.port.appProtocol === 'TCP';
