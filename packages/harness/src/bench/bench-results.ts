@@ -11,8 +11,11 @@ export interface BenchResult {
 
 export interface BenchReport {
   results: BenchResult[];
-  /** Each measured path and its kind, so readers can tell the C mTLS peers apart. */
-  paths: { name: string; kind: PathKind }[];
+  /**
+   * Each measured path and its kind, so readers can tell the C mTLS peers apart, and the
+   * path its "vs direct" ratios are taken against when that is not `direct`.
+   */
+  paths: { name: string; kind: PathKind; direct?: string }[];
   run: { date: string; quick: boolean; cpus: number; node: string; kernel: string; pinning: string };
 }
 
@@ -37,7 +40,8 @@ export interface Ratios {
 export function ratiosOf(report: BenchReport, r: BenchResult): Ratios {
   const same = report.results.filter((o) => o.workload === r.workload && o.metric === r.metric);
   const cPeers = new Set(report.paths.filter((p) => p.kind === 'c-mtls').map((p) => p.name));
-  const direct = same.find((o) => o.path === 'direct')?.value;
+  const directName = report.paths.find((p) => p.name === r.path)?.direct ?? 'direct';
+  const direct = r.path === directName ? undefined : same.find((o) => o.path === directName)?.value;
   const peers = same.filter((o) => cPeers.has(o.path));
   const best = peers.sort((a, b) => (higherIsBetter(r.unit) ? b.value - a.value : a.value - b.value))[0];
   const out: Ratios = {};

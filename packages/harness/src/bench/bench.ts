@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { cpus, release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CertificateAuthority } from '@zmesh/shared';
@@ -8,6 +8,7 @@ import { rewritePerfSection } from '../report/perf-markdown.js';
 import { BenchProgress } from './bench-progress.js';
 import { type BenchReport, type BenchResult, ordered, textTable } from './bench-results.js';
 import { checkTargets, targetsText } from './bench-targets.js';
+import { CLUSTER_ZMESH_PATH, clusterPath } from './cluster-paths.js';
 import { addedLatency, FULL, pathSteps, QUICK, type Step, type StepContext } from './path-workloads.js';
 import {
   type BenchAddresses,
@@ -60,6 +61,9 @@ export async function runBench(opts: BenchOptions): Promise<number> {
   // The servers and clients that run inside this process belong with the load generators.
   await execa('taskset', ['-a', '-p', '-c', LOAD_CPU, String(process.pid)], { reject: false });
   const dir = await mkdtemp(join(tmpdir(), 'zmesh-bench-'));
+  // Load generators in the cluster's pods run as the pod's uid and read wrk's script here;
+  // the CA key in it stays 0600.
+  await chmod(dir, 0o711);
   const running = await startTargets(ADDR.server, LOAD_CPU, dir);
   const results: BenchResult[] = [];
   const measured: BenchReport['paths'] = [];
@@ -94,7 +98,11 @@ export async function runBench(opts: BenchOptions): Promise<number> {
           failures,
         );
         if (rows && !measured.some((m) => m.name === path.name))
-          measured.push({ name: path.name, kind: path.kind });
+          measured.push({
+            name: path.name,
+            kind: path.kind,
+            ...(path.direct ? { direct: path.direct } : {}),
+          });
         results.push(...(rows ?? []));
       }
     }
@@ -105,7 +113,7 @@ export async function runBench(opts: BenchOptions): Promise<number> {
     else await rm(dir, { recursive: true, force: true });
   }
   const medians = medianOfRounds(results);
-  medians.push(...addedLatency(medians));
+  medians.push(...addedLatency(medians, (p) => measured.find((m) => m.name === p)?.direct ?? 'direct'));
   const report: BenchReport = { results: [], paths: measured, run: runInfo(opts) };
   report.results = ordered({ ...report, results: medians });
   await emit(report, opts);
@@ -127,14 +135,18 @@ async function availablePaths(
       ? [ztunnelPath(dir, ADDR, { name: `${ZMESH_PATH} (before)`, bin: opts.baseline })]
       : []),
     ztunnelPath(dir, ADDR),
-    // Not in --quick (CI): three proxies and a control plane to start per round.
-    ...(opts.quick
+    // Paths that take seconds to start (three proxies and a control plane; a netns cluster)
+    // are left out of --quick (CI) unless --paths names them.
+    ...(opts.quick && !opts.paths
       ? []
       : [
           ...(opts.baseline
             ? [waypointPath(dir, ADDR, { name: `${WAYPOINT_PATH} (before)`, bin: opts.baseline })]
             : []),
           waypointPath(dir, ADDR),
+          // The same pair on the netns cluster, through BPF capture (needs root).
+          clusterPath(false, LOAD_CPU),
+          clusterPath(true, LOAD_CPU),
         ]),
   ];
   const wanted = opts.paths?.split(',').map((s) => s.trim());
@@ -221,8 +233,9 @@ function runInfo(opts: BenchOptions): BenchReport['run'] {
 
 async function emit(report: BenchReport, opts: BenchOptions): Promise<void> {
   console.log(`\n${textTable(report)}\n`);
-  if (report.paths.some((p) => p.name === ZMESH_PATH)) {
-    console.log(`targets (${ZMESH_PATH}):\n${targetsText(checkTargets(report, ZMESH_PATH))}\n`);
+  for (const path of [ZMESH_PATH, CLUSTER_ZMESH_PATH]) {
+    if (report.paths.some((p) => p.name === path))
+      console.log(`targets (${path}):\n${targetsText(checkTargets(report, path))}\n`);
   }
   if (opts.json) await writeFile(opts.json, `${JSON.stringify(report, null, 2)}\n`);
   if (opts.png) await writeFile(opts.png, await benchChartPng(report));

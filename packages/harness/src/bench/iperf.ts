@@ -1,4 +1,5 @@
 import { execa, type ResultPromise } from 'execa';
+import { type Launch, runClient } from './request-load.js';
 
 /** iperf3 as the bulk-throughput load: server pinned with the load generators. */
 export function startIperfServer(host: string, port: number, cpu: string): ResultPromise {
@@ -15,6 +16,7 @@ export async function iperfThroughput(opts: {
   seconds: number;
   streams: number;
   cpu: string;
+  launch?: Launch;
 }): Promise<number> {
   const args = [
     '-c',
@@ -27,10 +29,7 @@ export async function iperfThroughput(opts: {
     String(opts.streams),
     '-J',
   ];
-  const run = await execa('taskset', ['-c', opts.cpu, 'iperf3', ...args], {
-    reject: false,
-    timeout: (opts.seconds + 20) * 1000,
-  });
+  const run = await runClient(['iperf3', ...args], opts.cpu, opts.launch, (opts.seconds + 20) * 1000);
   let report: { end?: { sum_received?: { bits_per_second?: number } }; error?: string };
   try {
     report = JSON.parse(run.stdout) as typeof report;

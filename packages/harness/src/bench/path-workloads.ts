@@ -3,7 +3,7 @@ import { iperfThroughput } from './iperf.js';
 import { measureMemory } from './memory.js';
 import type { Endpoint, OpenPath, PathSpec } from './peer-paths.js';
 import { cpuSeconds } from './proc-stat.js';
-import { connectionRate, echoLatency, fixedRateHttp, redisBenchmark } from './request-load.js';
+import { connectionRate, echoLatency, fixedRateHttp, redisBenchmark, runLoad } from './request-load.js';
 import type { TargetName } from './targets.js';
 
 /** How long each workload runs: `quick` keeps the whole bench under a minute (CI). */
@@ -69,7 +69,7 @@ const at = (open: OpenPath, t: TargetName): Endpoint => open.endpoints.get(t)!;
 export function pathSteps(path: PathSpec, ctx: StepContext): Step[] {
   const row: Row = (workload, metric, value, unit) => ({ path: path.name, workload, metric, value, unit });
   return [
-    ...(path.kind === 'direct' ? [] : [memoryStep(ctx, row)]),
+    ...(path.kind === 'direct' || path.inPods ? [] : [memoryStep(ctx, row)]),
     ...latencySteps(ctx, row),
     ...iperfSteps(ctx, row),
     ...(ctx.targets.has('redis') ? redisSteps(ctx, row) : []),
@@ -98,14 +98,17 @@ function latencySteps(ctx: StepContext, row: Row): Step[] {
     {
       label: `echo latency, ${b.roundTrips} round trips on one connection`,
       run: async (open) => {
-        const l = await echoLatency(at(open, 'echo'), b.roundTrips);
+        const l = await runLoad(open.launch, ctx.loadCpu, echoLatency, [at(open, 'echo'), b.roundTrips]);
         return [row('echo, 1 conn', 'p50', l.p50, 'µs'), row('echo, 1 conn', 'p99', l.p99, 'µs')];
       },
     },
     {
       label: 'new connections per second',
       run: async (open) => {
-        const rate = await connectionRate(at(open, 'echo'), { seconds: b.connectSeconds, concurrency: 8 });
+        const rate = await runLoad(open.launch, ctx.loadCpu, connectionRate, [
+          at(open, 'echo'),
+          { seconds: b.connectSeconds, concurrency: 8 },
+        ]);
         return [row('new connections', 'connections/s', rate, 'conn/s')];
       },
     },
@@ -121,7 +124,13 @@ function iperfSteps(ctx: StepContext, row: Row): Step[] {
       run: async (open) => {
         const cpuBefore = await cpuSeconds(open.pids);
         const e = at(open, 'iperf3');
-        const mbs = await iperfThroughput({ ...e, seconds: b.iperfSeconds, streams, cpu: ctx.loadCpu });
+        const mbs = await iperfThroughput({
+          ...e,
+          seconds: b.iperfSeconds,
+          streams,
+          cpu: ctx.loadCpu,
+          launch: open.launch,
+        });
         const rows = [row(workload, 'throughput', mbs, 'MB/s')];
         // CPU per byte: what the proxies spend, far less sensitive than MB/s to a busy machine.
         const gb = (mbs * b.iperfSeconds) / 1000;
@@ -139,7 +148,7 @@ function redisSteps(ctx: StepContext, row: Row): Step[] {
     return {
       label: workload,
       run: async (open) => {
-        const opts = { test, requests: ctx.budget.redisRequests, cpu: ctx.loadCpu };
+        const opts = { test, requests: ctx.budget.redisRequests, cpu: ctx.loadCpu, launch: open.launch };
         const r = await redisBenchmark(at(open, 'redis'), opts);
         return [row(workload, 'requests/s', r.rps, 'req/s'), row(workload, 'p50', r.p50Ms, 'ms')];
       },
@@ -157,6 +166,7 @@ async function httpStep(open: OpenPath, ctx: StepContext, row: Row): Promise<Ben
     connections: 20,
     cpu: ctx.loadCpu,
     dir: ctx.dir,
+    launch: open.launch,
   });
   const wall = Number(process.hrtime.bigint() - started) / 1e9;
   const out = [
@@ -175,8 +185,14 @@ async function httpStep(open: OpenPath, ctx: StepContext, row: Row): Promise<Ben
   return out;
 }
 
-/** Adds "added" latency (path − direct) once every path has run. */
-export function addedLatency(results: BenchResult[]): BenchResult[] {
+/**
+ * Adds "added" latency (path − its direct path) once every path has run; `directOf` names
+ * each path's direct path (`direct` on loopback, the cluster's own on the netns cluster).
+ */
+export function addedLatency(
+  results: BenchResult[],
+  directOf: (path: string) => string = () => 'direct',
+): BenchResult[] {
   const pairs: [string, string][] = [
     ['echo, 1 conn', 'p50'],
     ['echo, 1 conn', 'p99'],
@@ -184,11 +200,10 @@ export function addedLatency(results: BenchResult[]): BenchResult[] {
   ];
   const out: BenchResult[] = [];
   for (const [workload, metric] of pairs) {
-    const direct = results.find((r) => r.path === 'direct' && r.workload === workload && r.metric === metric);
-    if (!direct) continue;
-    for (const r of results.filter(
-      (o) => o.workload === workload && o.metric === metric && o.path !== 'direct',
-    )) {
+    const same = results.filter((o) => o.workload === workload && o.metric === metric);
+    for (const r of same) {
+      const direct = same.find((o) => o.path === directOf(r.path));
+      if (!direct || direct === r) continue;
       out.push({ ...r, metric: `added ${metric}`, value: r.value - direct.value });
     }
   }

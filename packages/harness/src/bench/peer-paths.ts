@@ -17,6 +17,11 @@ export interface OpenPath {
   pids: number[];
   /** The waypoint's pid, on a path through one (its CPU is also reported on its own). */
   waypointPid?: number;
+  /**
+   * How to run a load generator's argv on this path (inside the client pod on the netns
+   * cluster); without it load generators run here, and in-process ones in this process.
+   */
+  launch?: (argv: string[]) => string[];
   close(): Promise<void>;
 }
 
@@ -26,6 +31,10 @@ export type PathKind = 'direct' | 'relay' | 'c-mtls' | 'zmesh';
 export interface PathSpec {
   name: string;
   kind: PathKind;
+  /** The path "vs direct" ratios and added latencies are taken against (default `direct`). */
+  direct?: string;
+  /** Clients run in pods (see OpenPath.launch): no idle-memory step, which opens them here. */
+  inPods?: boolean;
   /** Why this path may be unavailable on this machine (a missing binary), or undefined. */
   unavailable(): Promise<string | undefined>;
   open(targets: Target[]): Promise<OpenPath>;

@@ -4,10 +4,43 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import type { Endpoint } from './peer-paths.js';
 
+/** Wraps a load generator's argv to run it where a path's clients run (OpenPath.launch). */
+export type Launch = (argv: string[]) => string[];
+
+/** Runs argv (pinned to `cpu`) where the path's clients run: here, or through `launch`. */
+export function runClient(argv: string[], cpu: string, launch: Launch | undefined, timeout: number) {
+  const [file, ...args] = (launch ?? ((a: string[]) => a))(['taskset', '-c', cpu, ...argv]);
+  return execa(file!, args, { reject: false, timeout });
+}
+
+/**
+ * Runs one of this module's in-process loads where the path's clients run: in this
+ * process, or in a node child started through `launch` that imports this very module,
+ * so a pod's client runs the same code. The load's result crosses as one JSON line.
+ */
+export async function runLoad<A extends unknown[], R>(
+  launch: Launch | undefined,
+  cpu: string,
+  load: (...args: A) => Promise<R>,
+  args: A,
+): Promise<R> {
+  if (!launch) return load(...args);
+  const script =
+    `const m = await import(${JSON.stringify(import.meta.url)});` +
+    `const r = await m[${JSON.stringify(load.name)}](...${JSON.stringify(args)});` +
+    'console.log(JSON.stringify(r)); process.exit(0);';
+  const run = await runClient([process.execPath, '--input-type=module', '-e', script], cpu, launch, 180_000);
+  const line = run.stdout.trim().split('\n').pop();
+  if (run.exitCode !== 0 || !line) {
+    throw new Error(`${load.name} in the client pod: ${(run.stderr || run.stdout).slice(0, 300)}`);
+  }
+  return JSON.parse(line) as R;
+}
+
 /** One redis-benchmark test (SET or GET): requests per second and p50 in ms. */
 export async function redisBenchmark(
   at: Endpoint,
-  opts: { test: 'set' | 'get'; requests: number; cpu: string },
+  opts: { test: 'set' | 'get'; requests: number; cpu: string; launch?: Launch },
 ) {
   const args = [
     '-h',
@@ -21,10 +54,7 @@ export async function redisBenchmark(
     '-t',
     opts.test,
   ];
-  const run = await execa('taskset', ['-c', opts.cpu, 'redis-benchmark', ...args, '--csv'], {
-    reject: false,
-    timeout: 120_000,
-  });
+  const run = await runClient(['redis-benchmark', ...args, '--csv'], opts.cpu, opts.launch, 120_000);
   // "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",...
   const row = run.stdout
     .split('\n')
@@ -133,7 +163,7 @@ export function exchangeByte(s: Socket): Promise<void> {
  */
 export async function fixedRateHttp(
   at: Endpoint,
-  opts: { rate: number; seconds: number; connections: number; cpu: string; dir: string },
+  opts: { rate: number; seconds: number; connections: number; cpu: string; dir: string; launch?: Launch },
 ) {
   const script = join(opts.dir, 'fixed-rate.lua');
   await writeFile(script, fixedRateLua(1000 / opts.rate));
@@ -145,7 +175,7 @@ export async function fixedRateHttp(
     script,
     `http://${at.host}:${at.port}/`,
   ];
-  const run = await execa('taskset', ['-c', opts.cpu, 'wrk', ...args], { reject: false, timeout: 60_000 });
+  const run = await runClient(['wrk', ...args], opts.cpu, opts.launch, 60_000);
   const line = run.stdout.split('\n').find((l) => l.startsWith('{"requests"'));
   if (!line) throw new Error(`wrk: ${(run.stderr || run.stdout).slice(0, 300)}`);
   const r = JSON.parse(line) as {

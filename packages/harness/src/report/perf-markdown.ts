@@ -32,11 +32,33 @@ export function perfSection(report: BenchReport, zmeshPath: string): string {
     '',
     ...targetsTable(report, zmeshPath),
     '',
+    ...clusterTargets(report),
     '### Results',
     '',
     ...resultsTable(report, zmeshPath),
   ];
   return lines.join('\n');
+}
+
+/**
+ * The same targets for zmesh paths on the netns cluster (held against the cluster's own
+ * pod-to-pod path); only the rows that can be checked there (no C peers in the cluster).
+ */
+function clusterTargets(report: BenchReport): string[] {
+  const met = (m: boolean | undefined) => (m ? 'yes' : 'no');
+  return report.paths
+    .filter((p) => p.kind === 'zmesh' && p.direct !== undefined && p.direct !== p.name)
+    .flatMap((p) => [
+      `On the netns cluster, \`${p.name}\` against \`${p.direct}\`:`,
+      '',
+      ...markdownTable(
+        ['target', 'measured', 'met'],
+        checkTargets(report, p.name)
+          .filter((c) => c.met !== undefined)
+          .map((c) => [c.target, c.measured, met(c.met)]),
+      ),
+      '',
+    ]);
 }
 
 function targetsTable(report: BenchReport, zmeshPath: string): string[] {

@@ -1,0 +1,119 @@
+import { BpfCapture } from '@zmesh/ztunnel';
+import type { ResultPromise } from 'execa';
+import { podArgv } from '../cluster/pod-runner.js';
+import type { PodInfo } from '../cluster/topology.js';
+import { stopChild } from '../local/ztunnel-process.js';
+import { LocalMesh } from '../mesh/local-mesh.js';
+import { ECHO_SERVER } from '../mesh/pod-programs.js';
+import { BENCH_TENANT_LIMITS, type Endpoint, type OpenPath, type PathSpec, PROXY_CPU } from './peer-paths.js';
+import { HTTP_BODY_BYTES, type Target, type TargetName } from './targets.js';
+
+export const CLUSTER_DIRECT_PATH = 'cluster: direct pod-to-pod';
+export const CLUSTER_ZMESH_PATH = 'cluster: zmesh ztunnel pair (captured)';
+
+/** The HTTP target inside the server pod: the same 1 KiB answer as the loopback one. */
+const HTTP_SERVER = `
+const body = Buffer.alloc(Number(process.argv[2]), 'z');
+require('http').createServer({ keepAliveTimeout: 60000 }, (_req, res) => {
+  res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': body.length });
+  res.end(body);
+}).listen(Number(process.argv[1]), '::');
+`;
+
+const PORTS: Record<TargetName, number> = { iperf3: 5201, redis: 6379, echo: 7007, http: 8080 };
+
+/**
+ * The bench on the netns cluster (DESIGN §10), cross-node pod to pod: a client pod on
+ * node-a and a server pod on node-b, each with its own network namespace, cgroup and uid.
+ * `captured`: both pods enrolled, so the client's connections are redirected by BPF into
+ * node-a's ztunnel and cross to node-b's over HBONE; otherwise the same pods unenrolled
+ * (the direct path this one is compared with). The servers run in the server pod and the
+ * load generators in the client pod, on the load CPU; the ztunnels on the proxy CPU.
+ */
+export function clusterPath(captured: boolean, loadCpu: string): PathSpec {
+  return {
+    name: captured ? CLUSTER_ZMESH_PATH : CLUSTER_DIRECT_PATH,
+    kind: captured ? 'zmesh' : 'direct',
+    direct: CLUSTER_DIRECT_PATH,
+    inPods: true,
+    unavailable: async () => {
+      const why = await BpfCapture.unavailableReason();
+      return why ? `the netns cluster needs root and BPF (${why})` : undefined;
+    },
+    open: (targets) => openClusterPath(captured, loadCpu, targets),
+  };
+}
+
+async function openClusterPath(captured: boolean, loadCpu: string, targets: Target[]): Promise<OpenPath> {
+  const mesh = await LocalMesh.up(
+    {
+      nodes: ['node-a', 'node-b'],
+      pods: [
+        { name: 'load-client', namespace: 'bench', serviceAccount: 'client', node: 'node-a' },
+        { name: 'load-server', namespace: 'bench', serviceAccount: 'server', node: 'node-b' },
+      ],
+    },
+    {
+      enroll: () => captured,
+      ztunnelCpus: PROXY_CPU,
+      ztunnelLog: 'error',
+      // As on the loopback pair: the data path's capacity, not the connection-rate quota.
+      ztunnelArgs: BENCH_TENANT_LIMITS,
+    },
+  );
+  const servers: ResultPromise[] = [];
+  const close = async () => {
+    await Promise.all(servers.map((s) => stopChild(s)));
+    await mesh.down();
+  };
+  try {
+    const server = mesh.pod('load-server');
+    const names = targets.map((t) => t.name);
+    for (const name of names) servers.push(startServer(mesh, server, name, loadCpu));
+    await waitListening(
+      mesh,
+      server,
+      names.map((n) => PORTS[n]),
+    );
+    const client = mesh.pod('load-client');
+    const pids = captured ? ['node-a', 'node-b'].flatMap((n) => mesh.ztunnelPid(n) ?? []) : [];
+    return {
+      endpoints: new Map<TargetName, Endpoint>(names.map((n) => [n, { host: server.ipv4, port: PORTS[n] }])),
+      pids,
+      launch: (argv) => ['sh', ...podArgv(client, argv)],
+      close,
+    };
+  } catch (e) {
+    await close();
+    throw e;
+  }
+}
+
+function startServer(mesh: LocalMesh, pod: PodInfo, name: TargetName, cpu: string): ResultPromise {
+  const pin = ['taskset', '-c', cpu];
+  const argv: Record<TargetName, string[]> = {
+    iperf3: ['iperf3', '-s', '-p', String(PORTS.iperf3)],
+    redis: [
+      'redis-server',
+      ...['--port', String(PORTS.redis), '--save', '', '--appendonly', 'no', '--protected-mode', 'no'],
+      ...['--dir', '/tmp', '--maxclients', '4000', '--loglevel', 'warning'],
+    ],
+    echo: ['node', '-e', ECHO_SERVER, String(PORTS.echo)],
+    http: ['node', '-e', HTTP_SERVER, String(PORTS.http), String(HTTP_BODY_BYTES)],
+  };
+  return mesh.cluster.runInPod(pod, [...pin, ...argv[name]], { reject: false, stdio: 'ignore' });
+}
+
+/** Polls the pod's listening sockets (ss in its namespace) until every port is up. */
+async function waitListening(mesh: LocalMesh, pod: PodInfo, ports: number[], timeoutMs = 20_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const r = await mesh.cluster.exec(pod, ['ss', '-Hltn']);
+    const up = new Set([...r.stdout.matchAll(/:(\d+)\s/g)].map((m) => Number(m[1])));
+    const missing = ports.filter((p) => !up.has(p));
+    if (missing.length === 0) return;
+    if (Date.now() > deadline)
+      throw new Error(`servers in ${pod.name} not listening on ${missing.join(', ')}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
