@@ -16,7 +16,16 @@ export interface BenchReport {
    * path its "vs direct" ratios are taken against when that is not `direct`.
    */
   paths: { name: string; kind: PathKind; direct?: string }[];
-  run: { date: string; quick: boolean; cpus: number; node: string; kernel: string; pinning: string };
+  run: {
+    date: string;
+    quick: boolean;
+    cpus: number;
+    node: string;
+    kernel: string;
+    pinning: string;
+    /** The `--baseline` build's git revision (its "before" paths), when there is one. */
+    baseline?: string;
+  };
 }
 
 /** Rates (`…/s`) are better higher; times, memory and CPU are better lower. */

@@ -47,8 +47,12 @@ export function checkTargets(report: BenchReport, path: string): TargetCheck[] {
     measured: cpu === undefined ? '-' : `pair ${fmt(cpu)}, each ${fmt(cpu / 2)} vCPU`,
     met: cpu === undefined ? undefined : cpu / 2 <= 0.06,
   });
-  // The waypoint's own process, on the waypoint path of the same run (the same for a `before` path).
-  const wcpu = get(WAYPOINT_PATH, 'HTTP 1 KiB @ 1,000 rps', 'waypoint CPU per 1,000 rps');
+  // The waypoint's own process, on the waypoint path of the same run (on loopback; the same
+  // for a `before` path).
+  const wcpu =
+    direct === 'direct'
+      ? get(WAYPOINT_PATH, 'HTTP 1 KiB @ 1,000 rps', 'waypoint CPU per 1,000 rps')
+      : undefined;
   out.push({
     target: 'waypoint ≤ 0.25 vCPU per 1,000 rps',
     measured: wcpu === undefined ? '-' : `${fmt(wcpu)} vCPU`,

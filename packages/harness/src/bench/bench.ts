@@ -1,6 +1,6 @@
 import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { cpus, release, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { CertificateAuthority } from '@zmesh/shared';
 import { execa } from 'execa';
 import { benchChartPng } from '../report/bench-chart.js';
@@ -114,7 +114,7 @@ export async function runBench(opts: BenchOptions): Promise<number> {
   }
   const medians = medianOfRounds(results);
   medians.push(...addedLatency(medians, (p) => measured.find((m) => m.name === p)?.direct ?? 'direct'));
-  const report: BenchReport = { results: [], paths: measured, run: runInfo(opts) };
+  const report: BenchReport = { results: [], paths: measured, run: await runInfo(opts) };
   report.results = ordered({ ...report, results: medians });
   await emit(report, opts);
   if (failures.length > 0) console.log(`failed steps (no numbers): ${failures.join('; ')}`);
@@ -220,8 +220,13 @@ function summary(rows: BenchResult[]): string {
   return rows.map((r) => `${r.metric} ${r.value.toFixed(r.value >= 100 ? 0 : 2)} ${r.unit}`).join(', ');
 }
 
-function runInfo(opts: BenchOptions): BenchReport['run'] {
+async function runInfo(opts: BenchOptions): Promise<BenchReport['run']> {
+  // bin/zmesh sits at the top of its checkout: the revision says what "before" was.
+  const rev = opts.baseline
+    ? await execa('git', ['-C', dirname(opts.baseline), 'log', '-1', '--format=%h %s'], { reject: false })
+    : undefined;
   return {
+    ...(opts.baseline ? { baseline: rev?.exitCode === 0 ? rev.stdout.trim() : opts.baseline } : {}),
     date: new Date().toISOString(),
     quick: Boolean(opts.quick),
     cpus: cpus().length,

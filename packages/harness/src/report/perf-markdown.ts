@@ -72,10 +72,14 @@ function targetsTable(report: BenchReport, zmeshPath: string): string[] {
     );
   }
   const before = checkTargets(report, beforePath);
-  return markdownTable(
-    ['target', 'measured', 'met', 'before this work', 'met before'],
-    after.map((c, i) => [c.target, c.measured, met(c.met), before[i]!.measured, met(before[i]!.met)]),
-  );
+  return [
+    `"Before" is the \`--baseline\` build${report.run.baseline ? ` (${report.run.baseline})` : ''}, measured in the same run.`,
+    '',
+    ...markdownTable(
+      ['target', 'measured', 'met', 'before', 'met before'],
+      after.map((c, i) => [c.target, c.measured, met(c.met), before[i]!.measured, met(before[i]!.met)]),
+    ),
+  ];
 }
 
 /** A table laid out as Biome formats markdown (cells padded to the column width), so lint passes. */
