@@ -99,7 +99,7 @@ export class HboneSession extends EventEmitter {
       this.#active--;
       if (this.#active === 0) this.emit('idle');
     };
-    stream.once('close', release);
+    stream.on('close', release); // emitted once: no once() wrapper per tunnel
     return new Promise((resolve, reject) => {
       const onEarlyClose = () =>
         reject(

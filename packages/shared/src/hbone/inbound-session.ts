@@ -64,7 +64,7 @@ export class InboundSession {
     const hm = this.#deps.hboneMetrics;
     hm?.inboundStreams.inc();
     stream.on('error', (e) => log.debug({ peer: this.peerIdentity, err: e.message }, 'stream error'));
-    stream.once('close', () => {
+    stream.on('close', () => {
       hm?.inboundStreams.dec();
       // Every RST_STREAM with an error from the peer counts: our own client ends refused
       // tunnels with END_STREAM, so only app-level aborts and attacks reset streams.

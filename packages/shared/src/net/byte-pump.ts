@@ -55,7 +55,8 @@ export function pumpBytes(src: Readable, dst: Writable): PumpCounter {
       dst.once('drain', resume);
     }
   });
-  src.once('end', () => {
+  // 'end' is emitted once; on() spares once()'s wrapper on every pumped connection.
+  src.on('end', () => {
     if (!dst.destroyed && !dst.writableEnded) dst.end();
   });
   // A 'data' listener does not undo an earlier explicit pause() (a stream held while its

@@ -116,7 +116,7 @@ export class InboundListener {
       req.stream.close(http2.constants.NGHTTP2_CANCEL);
       upstream.destroy();
     });
-    upstream.once('close', release);
+    upstream.on('close', release); // 'close' comes once: on() keeps no once() wrapper per tunnel
     const copy = this.inputs.copy;
     if (!copy) return { upstream };
     // The destination's tenant pays for the bytes delivered to it.
@@ -173,7 +173,7 @@ export class InboundListener {
     });
     recordOpened(this.inputs.metrics, labels);
     const started = Date.now();
-    upstream.once('close', () => {
+    upstream.on('close', () => {
       const copy = { sent: upstream.bytesWritten, received: upstream.bytesRead };
       recordClosed(this.inputs.metrics, labels, copy);
       log.info(

@@ -39,7 +39,7 @@ export class ForwardListener {
 
   private onConnection(socket: Socket): void {
     this.sockets.add(socket);
-    socket.once('close', () => this.sockets.delete(socket));
+    socket.on('close', () => this.sockets.delete(socket));
     socket.on('error', () => {});
     const source = this.inputs.state().workload(this.config.workloadUid);
     if (!source) {

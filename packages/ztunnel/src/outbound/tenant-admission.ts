@@ -112,8 +112,9 @@ export class TenantAdmission {
         if (open > 0) return;
         resolve({ sent: downstream.bytesRead, received: downstream.bytesWritten });
       };
-      downstream.once('close', done);
-      upstream.once('close', done);
+      // 'close' is emitted once: on() spares the per-listener wrapper once() allocates.
+      downstream.on('close', done);
+      upstream.on('close', done);
       bytes.attach(tenant, downstream, upstream);
     });
   }

@@ -96,7 +96,7 @@ export class HbonePool {
       this.release(key, entry);
       throw e;
     }
-    tunnel.once('close', () => this.release(key, entry));
+    tunnel.on('close', () => this.release(key, entry)); // once per stream; no once() wrapper
     return tunnel;
   }
 

@@ -322,7 +322,7 @@ export class ByteFairness {
     // A socket that got FIN with nothing buffered emits 'end' without a reader, so it may
     // have ended before we attached (a client that half-closes while its tunnel is set up).
     if (src.readableEnded) queueMicrotask(onEnd);
-    else src.once('end', onEnd);
+    else src.on('end', onEnd); // emitted once; on() keeps no once() wrapper per link
     tenant.links.add(link);
     this.#flow(link); // a new pair of a paused tenant starts paused
     // A 'data' listener does not undo an earlier explicit pause() (a stream held while
