@@ -7,9 +7,12 @@ const loggerModule = fileURLToPath(new URL('./logger.js', import.meta.url));
 /** Runs `body` in a fresh node process with the built logger imported as `L`; returns its stderr lines. */
 function run(body: string): string[] {
   const script = `const L = await import(${JSON.stringify(loggerModule)});\n${body}`;
+  // The levels start at info whatever the suite runs with (scripts/test.sh sets ZMESH_LOG=error).
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ZMESH_LOG')));
   const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
     encoding: 'utf8',
     timeout: 20_000,
+    env: { ...env, ZMESH_LOG: 'info' },
   });
   if (r.status !== 0) throw new Error(`child exited ${r.status}: ${r.stderr}`);
   return r.stderr.split('\n').filter((l) => l.length > 0);
