@@ -48,8 +48,13 @@ export interface Ratios {
 /** Ratio of `r` to direct and to the best C mTLS peer of the same workload and metric. */
 export function ratiosOf(report: BenchReport, r: BenchResult): Ratios {
   const same = report.results.filter((o) => o.workload === r.workload && o.metric === r.metric);
-  const cPeers = new Set(report.paths.filter((p) => p.kind === 'c-mtls').map((p) => p.name));
   const directName = report.paths.find((p) => p.name === r.path)?.direct ?? 'direct';
+  // C peers are compared within their setting: loopback with loopback, cluster with cluster.
+  const cPeers = new Set(
+    report.paths
+      .filter((p) => p.kind === 'c-mtls' && (p.direct ?? 'direct') === directName)
+      .map((p) => p.name),
+  );
   const direct = r.path === directName ? undefined : same.find((o) => o.path === directName)?.value;
   const peers = same.filter((o) => cPeers.has(o.path));
   const best = peers.sort((a, b) => (higherIsBetter(r.unit) ? b.value - a.value : a.value - b.value))[0];

@@ -10,14 +10,15 @@ export interface TargetCheck {
 
 /**
  * The issue's targets for `zmesh` (the path named `path`), checked against one run's numbers.
- * A path on the netns cluster is held against the cluster's own direct path; the C peers
- * run on loopback only, so the checks against them stay open (`?`) for it.
+ * A path on the netns cluster is held against the cluster's own direct path and C peers.
  */
 export function checkTargets(report: BenchReport, path: string): TargetCheck[] {
   const get = (p: string, w: string, m: string) => find(report, p, w, m);
   const direct = report.paths.find((p) => p.name === path)?.direct ?? 'direct';
-  const cNames =
-    direct === 'direct' ? report.paths.filter((p) => p.kind === 'c-mtls').map((p) => p.name) : [];
+  // The C peers measured in the same setting (loopback, or the netns cluster).
+  const cNames = report.paths
+    .filter((p) => p.kind === 'c-mtls' && (p.direct ?? 'direct') === direct)
+    .map((p) => p.name);
   const out: TargetCheck[] = [];
   for (const w of ['iperf3 1 stream', 'iperf3 4 streams']) {
     const z = get(path, w, 'throughput');
@@ -35,7 +36,8 @@ export function checkTargets(report: BenchReport, path: string): TargetCheck[] {
     );
   }
   const zp50 = get(path, 'echo, 1 conn', 'added p50');
-  const sp50 = cNames.length > 0 ? get('stunnel4 pair', 'echo, 1 conn', 'added p50') : undefined;
+  const stunnel = cNames.find((n) => n.endsWith('stunnel4 pair'));
+  const sp50 = stunnel ? get(stunnel, 'echo, 1 conn', 'added p50') : undefined;
   out.push({
     target: "one-connection added latency p50 ≤ stunnel4's",
     measured: `${fmt(zp50)} µs vs ${fmt(sp50)} µs`,

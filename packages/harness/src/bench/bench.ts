@@ -8,7 +8,7 @@ import { rewritePerfSection } from '../report/perf-markdown.js';
 import { BenchProgress } from './bench-progress.js';
 import { type BenchReport, type BenchResult, ordered, textTable } from './bench-results.js';
 import { checkTargets, targetsText } from './bench-targets.js';
-import { CLUSTER_ZMESH_PATH, clusterPath } from './cluster-paths.js';
+import { CLUSTER_ZMESH_PATH, type ClusterPeer, clusterPath, clusterPeerPath } from './cluster-paths.js';
 import { addedLatency, FULL, pathSteps, QUICK, type Step, type StepContext } from './path-workloads.js';
 import {
   type BenchAddresses,
@@ -121,6 +121,8 @@ export async function runBench(opts: BenchOptions): Promise<number> {
   return failures.length > 0 ? 2 : 0;
 }
 
+const CLUSTER_PEERS: ClusterPeer[] = ['socat relay pair', 'stunnel4 pair', 'haproxy pair'];
+
 async function availablePaths(
   opts: BenchOptions,
   dir: string,
@@ -144,8 +146,10 @@ async function availablePaths(
             ? [waypointPath(dir, ADDR, { name: `${WAYPOINT_PATH} (before)`, bin: opts.baseline })]
             : []),
           waypointPath(dir, ADDR),
-          // The same pair on the netns cluster, through BPF capture (needs root).
+          // Pod to pod across the netns cluster's nodes (needs root): directly, through the
+          // C peers' pairs in the nodes, and through ztunnel by BPF capture.
           clusterPath(false, LOAD_CPU),
+          ...CLUSTER_PEERS.map((peer) => clusterPeerPath(peer, LOAD_CPU, dir, ca)),
           clusterPath(true, LOAD_CPU),
         ]),
   ];

@@ -8,7 +8,17 @@ import { ZMESH_BIN } from '../local/ztunnel-process.js';
 import { type BenchReport, ratiosOf } from './bench-results.js';
 import { CLUSTER_DIRECT_PATH, CLUSTER_ZMESH_PATH } from './cluster-paths.js';
 
-const NEEDS = ['iperf3', 'redis-server', 'redis-benchmark', 'wrk', 'taskset', 'ss'];
+const NEEDS = [
+  'iperf3',
+  'redis-server',
+  'redis-benchmark',
+  'wrk',
+  'taskset',
+  'ss',
+  'socat',
+  'stunnel4',
+  'haproxy',
+];
 const missing = (
   await Promise.all(
     NEEDS.map(async (b) => ((await execa('which', [b], { reject: false })).exitCode ? b : '')),
@@ -23,9 +33,9 @@ const why = noCapture
 const clusterTest = why ? test.skip : test;
 
 clusterTest(
-  `zmesh bench --quick --paths cluster: pod to pod across nodes, direct and captured, every workload${why}`,
+  `zmesh bench --quick --paths cluster: pod to pod across nodes, direct, C peers and captured, every workload${why}`,
   async (t) => {
-    t.timeout(150_000);
+    t.timeout(240_000);
     const dir = await mkdtemp(join(tmpdir(), 'zmesh-bench-cluster-test-'));
     try {
       const json = join(dir, 'bench.json');
@@ -44,23 +54,31 @@ clusterTest(
       t.deepEqual(
         report.paths.map((p) => [p.name, p.direct]),
         [
-          [CLUSTER_DIRECT_PATH, CLUSTER_DIRECT_PATH],
-          [CLUSTER_ZMESH_PATH, CLUSTER_DIRECT_PATH],
-        ],
+          CLUSTER_DIRECT_PATH,
+          'cluster: socat relay pair',
+          'cluster: stunnel4 pair',
+          'cluster: haproxy pair',
+          CLUSTER_ZMESH_PATH,
+        ].map((name) => [name, CLUSTER_DIRECT_PATH]),
       );
       const workloads = new Set(
         report.results.filter((r) => r.path === CLUSTER_DIRECT_PATH).map((r) => r.workload),
       );
       t.true(workloads.size >= 6, `workloads measured in the pods: ${[...workloads].join(', ')}`);
+      for (const path of report.paths.slice(1)) {
+        const mine = report.results.filter((r) => r.path === path.name);
+        for (const w of workloads)
+          t.true(
+            mine.some((r) => r.workload === w),
+            `${path.name} measured ${w}`,
+          );
+      }
       const captured = report.results.filter((r) => r.path === CLUSTER_ZMESH_PATH);
-      for (const w of workloads)
-        t.true(
-          captured.some((r) => r.workload === w),
-          `captured path measured ${w}`,
-        );
-      // The captured pair is held against the cluster's own pod-to-pod path, not loopback's.
+      // Held against the cluster's own pod-to-pod path and C peers, not loopback's.
       const iperf = captured.find((r) => r.workload === 'iperf3 1 stream' && r.metric === 'throughput')!;
-      t.true(ratiosOf(report, iperf).direct! > 0);
+      const q = ratiosOf(report, iperf);
+      t.true(q.direct! > 0);
+      t.true(q.bestCPath?.startsWith('cluster: '), `best C peer: ${q.bestCPath}`);
       t.true(captured.some((r) => r.metric === 'added p50'));
       t.true(
         captured.some((r) => r.metric === 'CPU per 1,000 rps'),

@@ -1,3 +1,4 @@
+import type { CertificateAuthority } from '@zmesh/shared';
 import { BpfCapture } from '@zmesh/ztunnel';
 import type { ResultPromise } from 'execa';
 import { podArgv } from '../cluster/pod-runner.js';
@@ -5,8 +6,18 @@ import type { PodInfo } from '../cluster/topology.js';
 import { stopChild } from '../local/ztunnel-process.js';
 import { LocalMesh } from '../mesh/local-mesh.js';
 import { ECHO_SERVER } from '../mesh/pod-programs.js';
-import { BENCH_TENANT_LIMITS, type Endpoint, type OpenPath, type PathSpec, PROXY_CPU } from './peer-paths.js';
+import {
+  BENCH_TENANT_LIMITS,
+  type Endpoint,
+  missing,
+  type OpenPath,
+  openSocat,
+  type PathSpec,
+  type Placement,
+  PROXY_CPU,
+} from './peer-paths.js';
 import { HTTP_BODY_BYTES, type Target, type TargetName } from './targets.js';
+import { openHaproxy, openStunnel } from './tls-peers.js';
 
 export const CLUSTER_DIRECT_PATH = 'cluster: direct pod-to-pod';
 export const CLUSTER_ZMESH_PATH = 'cluster: zmesh ztunnel pair (captured)';
@@ -36,15 +47,73 @@ export function clusterPath(captured: boolean, loadCpu: string): PathSpec {
     kind: captured ? 'zmesh' : 'direct',
     direct: CLUSTER_DIRECT_PATH,
     inPods: true,
-    unavailable: async () => {
-      const why = await BpfCapture.unavailableReason();
-      return why ? `the netns cluster needs root and BPF (${why})` : undefined;
-    },
-    open: (targets) => openClusterPath(captured, loadCpu, targets),
+    unavailable: clusterUnavailable,
+    open: (targets) => openCluster(captured, loadCpu, targets),
   };
 }
 
-async function openClusterPath(captured: boolean, loadCpu: string, targets: Target[]): Promise<OpenPath> {
+export type ClusterPeer = 'socat relay pair' | 'stunnel4 pair' | 'haproxy pair';
+
+/**
+ * A C peer's proxy pair on the cluster, in the nodes' namespaces as ztunnel is: the
+ * client-side proxy on node-a (the client pod connects to its address on the pod subnet's
+ * gateway), the server-side one on node-b (on its fabric address), which connects to the
+ * server pod. The pods are not enrolled.
+ */
+export function clusterPeerPath(
+  peer: ClusterPeer,
+  loadCpu: string,
+  dir: string,
+  ca: CertificateAuthority,
+): PathSpec {
+  const bin = { 'socat relay pair': 'socat', 'stunnel4 pair': 'stunnel4', 'haproxy pair': 'haproxy' }[peer];
+  const open = {
+    'socat relay pair': (targets: Target[], at: Placement) => openSocat(targets, at),
+    'stunnel4 pair': (targets: Target[], at: Placement) => openStunnel(dir, ca, targets, at),
+    'haproxy pair': (targets: Target[], at: Placement) => openHaproxy(dir, ca, targets, at),
+  }[peer];
+  return {
+    name: `cluster: ${peer}`,
+    kind: peer === 'socat relay pair' ? 'relay' : 'c-mtls',
+    direct: CLUSTER_DIRECT_PATH,
+    inPods: true,
+    unavailable: async () => (await missing(bin)) ?? (await clusterUnavailable()),
+    open: (targets) =>
+      openCluster(false, loadCpu, targets, (mesh, podTargets) => open(podTargets, nodePlacement(mesh))),
+  };
+}
+
+async function clusterUnavailable(): Promise<string | undefined> {
+  const why = await BpfCapture.unavailableReason();
+  return why ? `the netns cluster needs root and BPF (${why})` : undefined;
+}
+
+function nodePlacement(mesh: LocalMesh): Placement {
+  const [a, b] = [mesh.node('node-a'), mesh.node('node-b')];
+  return {
+    front: a.gateway4,
+    back: b.fabric4,
+    spawn: (side, argv, log) =>
+      mesh.cluster.runInNode(side === 'client' ? a : b, ['taskset', '-c', PROXY_CPU, ...argv], {
+        reject: false,
+        stdin: 'ignore',
+        stdout: 'ignore',
+        stderr: log ? { file: log } : 'ignore',
+      }),
+  };
+}
+
+/**
+ * Brings up the two-node cluster and the servers in the server pod; `proxies` (a C peer
+ * pair) then goes between the pods, or nothing does (the pods talk directly, or through
+ * ztunnel when `captured`).
+ */
+async function openCluster(
+  captured: boolean,
+  loadCpu: string,
+  targets: Target[],
+  proxies?: (mesh: LocalMesh, podTargets: Target[]) => Promise<OpenPath>,
+): Promise<OpenPath> {
   const mesh = await LocalMesh.up(
     {
       nodes: ['node-a', 'node-b'],
@@ -62,7 +131,9 @@ async function openClusterPath(captured: boolean, loadCpu: string, targets: Targ
     },
   );
   const servers: ResultPromise[] = [];
+  let inner: OpenPath | undefined;
   const close = async () => {
+    await inner?.close();
     await Promise.all(servers.map((s) => stopChild(s)));
     await mesh.down();
   };
@@ -70,16 +141,18 @@ async function openClusterPath(captured: boolean, loadCpu: string, targets: Targ
     const server = mesh.pod('load-server');
     const names = targets.map((t) => t.name);
     for (const name of names) servers.push(startServer(mesh, server, name, loadCpu));
-    await waitListening(
+    await waitPodListening(
       mesh,
       server,
       names.map((n) => PORTS[n]),
     );
+    const podTargets = names.map((name) => ({ name, host: server.ipv4, port: PORTS[name] }));
+    inner = proxies ? await proxies(mesh, podTargets) : undefined;
     const client = mesh.pod('load-client');
-    const pids = captured ? ['node-a', 'node-b'].flatMap((n) => mesh.ztunnelPid(n) ?? []) : [];
+    const ztunnels = captured ? ['node-a', 'node-b'].flatMap((n) => mesh.ztunnelPid(n) ?? []) : [];
     return {
-      endpoints: new Map<TargetName, Endpoint>(names.map((n) => [n, { host: server.ipv4, port: PORTS[n] }])),
-      pids,
+      endpoints: inner?.endpoints ?? new Map<TargetName, Endpoint>(podTargets.map((t) => [t.name, t])),
+      pids: inner?.pids ?? ztunnels,
       launch: (argv) => ['sh', ...podArgv(client, argv)],
       close,
     };
@@ -105,7 +178,7 @@ function startServer(mesh: LocalMesh, pod: PodInfo, name: TargetName, cpu: strin
 }
 
 /** Polls the pod's listening sockets (ss in its namespace) until every port is up. */
-async function waitListening(mesh: LocalMesh, pod: PodInfo, ports: number[], timeoutMs = 20_000) {
+async function waitPodListening(mesh: LocalMesh, pod: PodInfo, ports: number[], timeoutMs = 20_000) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const r = await mesh.cluster.exec(pod, ['ss', '-Hltn']);

@@ -28,6 +28,24 @@ export interface OpenPath {
 /** `c-mtls` paths are the ones zmesh is held against ("best C peer"). */
 export type PathKind = 'direct' | 'relay' | 'c-mtls' | 'zmesh';
 
+/**
+ * Where a C peer's pair of proxies runs: on the host's loopback addresses, or in two
+ * nodes of the netns cluster. `front` is the client-side proxy's listen address (the load
+ * generators connect to it), `back` the server-side one's.
+ */
+export interface Placement {
+  front: string;
+  back: string;
+  spawn(side: 'client' | 'server', argv: string[], log?: string): ResultPromise;
+}
+
+export function loopbackPlacement(addr: BenchAddresses): Placement {
+  return { front: addr.client, back: addr.nodeB, spawn: (_side, argv, log) => spawnProxy(argv, log) };
+}
+
+/** A listen address that must be up, read in the network namespace of the process `pid` (default: ours). */
+export type Listening = Endpoint & { pid?: number | undefined };
+
 export interface PathSpec {
   name: string;
   kind: PathKind;
@@ -74,21 +92,24 @@ export function socatPath(addr: BenchAddresses): PathSpec {
     name: 'socat relay pair',
     kind: 'relay',
     unavailable: async () => missing('socat'),
-    open: async (targets) => {
-      const children: ResultPromise[] = [];
-      const endpoints = new Map<TargetName, Endpoint>();
-      for (const [i, t] of targets.entries()) {
-        const front = { host: addr.client, port: 16000 + i };
-        const back = { host: addr.nodeB, port: 16010 + i };
-        children.push(
-          spawnProxy(['socat', ...socatArgs(back, t)]),
-          spawnProxy(['socat', ...socatArgs(front, back)]),
-        );
-        endpoints.set(t.name, front);
-      }
-      return started(endpoints, children, [...endpoints.values()]);
-    },
+    open: (targets) => openSocat(targets, loopbackPlacement(addr)),
   };
+}
+
+export async function openSocat(targets: Target[], at: Placement): Promise<OpenPath> {
+  const children: ResultPromise[] = [];
+  const endpoints = new Map<TargetName, Endpoint>();
+  const listening: Listening[] = [];
+  for (const [i, t] of targets.entries()) {
+    const front = { host: at.front, port: 16000 + i };
+    const back = { host: at.back, port: 16010 + i };
+    const server = at.spawn('server', ['socat', ...socatArgs(back, t)]);
+    const client = at.spawn('client', ['socat', ...socatArgs(front, back)]);
+    children.push(server, client);
+    listening.push({ ...back, pid: server.pid }, { ...front, pid: client.pid });
+    endpoints.set(t.name, front);
+  }
+  return started(endpoints, children, listening);
 }
 
 function socatArgs(listen: Endpoint, to: Endpoint): string[] {
@@ -120,6 +141,8 @@ export function ztunnelPath(
       const config = join(dir, 'bench-mesh.yaml');
       const endpoints = new Map(targets.map((t, i) => [t.name, { host: addr.client, port: 16200 + i }]));
       await writeFile(config, stringify(benchMesh(addr, targets, endpoints)));
+      // An older build (--baseline) that does not know the quota flags keeps its defaults.
+      const args = opts.bin && !(await knowsQuotaFlags(opts.bin)) ? [] : BENCH_TENANT_LIMITS;
       const start = (node: string, address: string) =>
         startZtunnelProcess({
           config,
@@ -130,9 +153,8 @@ export function ztunnelPath(
           log: 'error',
           bin: opts.bin,
           // The bench measures the data path's capacity, not the per-tenant connection-rate
-          // quota (500/s by default), which would cap "new connections per second". An
-          // older build (--baseline) may not know the flags and keeps its defaults.
-          ...(opts.bin ? {} : { args: BENCH_TENANT_LIMITS }),
+          // quota (500/s by default), which would cap "new connections per second".
+          args,
         });
       const children = [start('node-a', addr.nodeA), start('node-b', addr.nodeB)];
       const ready = () => Promise.all([waitReady(addr.nodeA, 30_000), waitReady(addr.nodeB, 30_000)]);
@@ -142,6 +164,11 @@ export function ztunnelPath(
 }
 
 export const BENCH_TENANT_LIMITS = ['--tenant-connect-rate', '1000000', '--tenant-connect-burst', '1000000'];
+
+async function knowsQuotaFlags(bin: string): Promise<boolean> {
+  const help = await execa(bin, ['ztunnel', '--help'], { reject: false });
+  return help.stdout.includes(BENCH_TENANT_LIMITS[0]!);
+}
 
 function benchMesh(addr: BenchAddresses, targets: Target[], endpoints: Map<TargetName, Endpoint>): unknown {
   const pod = (name: string, sa: string, address: string, node: string) => ({
@@ -196,13 +223,13 @@ export function spawnProxy(argv: string[], log?: string): ResultPromise {
 export async function started(
   endpoints: Map<TargetName, Endpoint>,
   children: ResultPromise[],
-  listening: Endpoint[],
+  listening: Listening[],
   ready: () => Promise<unknown> = async () => {},
 ): Promise<OpenPath> {
   const path = closer(endpoints, children);
   try {
     await ready();
-    await Promise.all(listening.map((e) => waitListening(e.host, e.port)));
+    await Promise.all(listening.map((e) => waitListening(e.host, e.port, 15_000, e.pid)));
   } catch (e) {
     await path.close();
     throw e;
@@ -232,7 +259,12 @@ export { ZMESH_BIN };
  * connecting: a probe connection would reach the server behind the proxy and confuse
  * servers such as iperf3 that expect every connection to be a test.
  */
-export async function waitListening(host: string, port: number, timeoutMs = 15_000): Promise<void> {
+export async function waitListening(
+  host: string,
+  port: number,
+  timeoutMs = 15_000,
+  pid?: number,
+): Promise<void> {
   const want = `${host
     .split('.')
     .reverse()
@@ -240,7 +272,7 @@ export async function waitListening(host: string, port: number, timeoutMs = 15_0
     .join('')}:${port.toString(16).padStart(4, '0')}`.toUpperCase();
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    const table = await readFile('/proc/net/tcp', 'utf8');
+    const table = await readFile(pid ? `/proc/${pid}/net/tcp` : '/proc/net/tcp', 'utf8').catch(() => '');
     // Column 2 is local address, column 4 the state; 0A is LISTEN.
     if (table.split('\n').some((l) => l.trim().split(/\s+/)[1] === want && l.trim().split(/\s+/)[3] === '0A'))
       return;

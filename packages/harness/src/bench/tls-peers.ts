@@ -5,9 +5,11 @@ import type { CertificateAuthority } from '@zmesh/shared';
 import {
   type BenchAddresses,
   type Endpoint,
+  loopbackPlacement,
   missing,
+  type OpenPath,
   type PathSpec,
-  spawnProxy,
+  type Placement,
   started,
 } from './peer-paths.js';
 import type { Target, TargetName } from './targets.js';
@@ -29,19 +31,30 @@ export function stunnelPath(dir: string, ca: CertificateAuthority, addr: BenchAd
     name: 'stunnel4 pair',
     kind: 'c-mtls',
     unavailable: async () => missing('stunnel4'),
-    open: async (targets) => {
-      const files = await writeCredentials(dir, ca, 'stunnel');
-      const { front, back, endpoints } = layout(addr, targets, 16100);
-      const server = targets.map((t, i) => service(t.name, files, back[i]!, t));
-      const client = targets.map((t, i) => service(t.name, files, front[i]!, back[i]!, true));
-      await writeFile(join(dir, 'stunnel-server.conf'), [...stunnelGlobal(), ...server].join('\n'));
-      await writeFile(join(dir, 'stunnel-client.conf'), [...stunnelGlobal(), ...client].join('\n'));
-      const children = ['server', 'client'].map((side) =>
-        spawnProxy(['stunnel4', join(dir, `stunnel-${side}.conf`)]),
-      );
-      return started(endpoints, children, [...endpoints.values(), ...back]);
-    },
+    open: (targets) => openStunnel(dir, ca, targets, loopbackPlacement(addr)),
   };
+}
+
+export async function openStunnel(
+  dir: string,
+  ca: CertificateAuthority,
+  targets: Target[],
+  at: Placement,
+): Promise<OpenPath> {
+  const files = await writeCredentials(dir, ca, 'stunnel');
+  const { front, back, endpoints } = layout(at, targets, 16100);
+  const server = targets.map((t, i) => service(t.name, files, back[i]!, t));
+  const client = targets.map((t, i) => service(t.name, files, front[i]!, back[i]!, true));
+  await writeFile(join(dir, 'stunnel-server.conf'), [...stunnelGlobal(), ...server].join('\n'));
+  await writeFile(join(dir, 'stunnel-client.conf'), [...stunnelGlobal(), ...client].join('\n'));
+  const [s, c] = (['server', 'client'] as const).map((side) =>
+    at.spawn(side, ['stunnel4', join(dir, `stunnel-${side}.conf`)]),
+  );
+  const listening = [
+    ...front.map((e) => ({ ...e, pid: c!.pid })),
+    ...back.map((e) => ({ ...e, pid: s!.pid })),
+  ];
+  return started(endpoints, [s!, c!], listening);
 }
 
 function stunnelGlobal(): string[] {
@@ -74,35 +87,47 @@ export function haproxyPath(dir: string, ca: CertificateAuthority, addr: BenchAd
     name: 'haproxy pair',
     kind: 'c-mtls',
     unavailable: async () => missing('haproxy'),
-    open: async (targets) => {
-      const f = await writeCredentials(dir, ca, 'haproxy');
-      const { front, back, endpoints } = layout(addr, targets, 16300);
-      const tls = `crt ${f.combined} ca-file ${f.root} verify required ssl-min-ver TLSv1.3`;
-      const server = targets.flatMap((t, i) => [
-        `frontend in-${t.name}`,
-        `  bind ${back[i]!.host}:${back[i]!.port} ssl ${tls}`,
-        `  default_backend app-${t.name}`,
-        `backend app-${t.name}`,
-        `  server app ${t.host}:${t.port}`,
-      ]);
-      const client = targets.flatMap((t, i) => [
-        `frontend out-${t.name}`,
-        `  bind ${front[i]!.host}:${front[i]!.port}`,
-        `  default_backend tunnel-${t.name}`,
-        `backend tunnel-${t.name}`,
-        `  server peer ${back[i]!.host}:${back[i]!.port} ssl ${tls}`,
-      ]);
-      await writeFile(join(dir, 'haproxy-server.cfg'), [...haproxyGlobal(), ...server, ''].join('\n'));
-      await writeFile(join(dir, 'haproxy-client.cfg'), [...haproxyGlobal(), ...client, ''].join('\n'));
-      const children = ['server', 'client'].map((side) =>
-        spawnProxy(
-          ['haproxy', '-db', '-f', join(dir, `haproxy-${side}.cfg`)],
-          join(dir, `haproxy-${side}.log`),
-        ),
-      );
-      return started(endpoints, children, [...endpoints.values(), ...back]);
-    },
+    open: (targets) => openHaproxy(dir, ca, targets, loopbackPlacement(addr)),
   };
+}
+
+export async function openHaproxy(
+  dir: string,
+  ca: CertificateAuthority,
+  targets: Target[],
+  at: Placement,
+): Promise<OpenPath> {
+  const f = await writeCredentials(dir, ca, 'haproxy');
+  const { front, back, endpoints } = layout(at, targets, 16300);
+  const tls = `crt ${f.combined} ca-file ${f.root} verify required ssl-min-ver TLSv1.3`;
+  const server = targets.flatMap((t, i) => [
+    `frontend in-${t.name}`,
+    `  bind ${back[i]!.host}:${back[i]!.port} ssl ${tls}`,
+    `  default_backend app-${t.name}`,
+    `backend app-${t.name}`,
+    `  server app ${t.host}:${t.port}`,
+  ]);
+  const client = targets.flatMap((t, i) => [
+    `frontend out-${t.name}`,
+    `  bind ${front[i]!.host}:${front[i]!.port}`,
+    `  default_backend tunnel-${t.name}`,
+    `backend tunnel-${t.name}`,
+    `  server peer ${back[i]!.host}:${back[i]!.port} ssl ${tls}`,
+  ]);
+  await writeFile(join(dir, 'haproxy-server.cfg'), [...haproxyGlobal(), ...server, ''].join('\n'));
+  await writeFile(join(dir, 'haproxy-client.cfg'), [...haproxyGlobal(), ...client, ''].join('\n'));
+  const [s, c] = (['server', 'client'] as const).map((side) =>
+    at.spawn(
+      side,
+      ['haproxy', '-db', '-f', join(dir, `haproxy-${side}.cfg`)],
+      join(dir, `haproxy-${side}.log`),
+    ),
+  );
+  const listening = [
+    ...front.map((e) => ({ ...e, pid: c!.pid })),
+    ...back.map((e) => ({ ...e, pid: s!.pid })),
+  ];
+  return started(endpoints, [s!, c!], listening);
 }
 
 function haproxyGlobal(): string[] {
@@ -119,9 +144,9 @@ function haproxyGlobal(): string[] {
   ];
 }
 
-function layout(addr: BenchAddresses, targets: Target[], base: number) {
-  const front = targets.map((_, i) => ({ host: addr.client, port: base + i }));
-  const back = targets.map((_, i) => ({ host: addr.nodeB, port: base + 10 + i }));
+function layout(at: Placement, targets: Target[], base: number) {
+  const front = targets.map((_, i) => ({ host: at.front, port: base + i }));
+  const back = targets.map((_, i) => ({ host: at.back, port: base + 10 + i }));
   const endpoints = new Map<TargetName, Endpoint>(targets.map((t, i) => [t.name, front[i]!]));
   return { front, back, endpoints };
 }

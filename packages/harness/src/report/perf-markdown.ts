@@ -41,8 +41,8 @@ export function perfSection(report: BenchReport, zmeshPath: string): string {
 }
 
 /**
- * The same targets for zmesh paths on the netns cluster (held against the cluster's own
- * pod-to-pod path); only the rows that can be checked there (no C peers in the cluster).
+ * The same targets for zmesh paths on the netns cluster, held against the cluster's own
+ * pod-to-pod path and C peers; only the rows that can be checked there (no memory rows).
  */
 function clusterTargets(report: BenchReport): string[] {
   const met = (m: boolean | undefined) => (m ? 'yes' : 'no');
