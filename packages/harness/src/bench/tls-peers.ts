@@ -1,6 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CertificateAuthority } from '@zmesh/shared';
+import type { ResultPromise } from 'execa';
 
 import {
   type BenchAddresses,
@@ -50,11 +51,7 @@ export async function openStunnel(
   const [s, c] = (['server', 'client'] as const).map((side) =>
     at.spawn(side, ['stunnel4', join(dir, `stunnel-${side}.conf`)]),
   );
-  const listening = [
-    ...front.map((e) => ({ ...e, pid: c!.pid })),
-    ...back.map((e) => ({ ...e, pid: s!.pid })),
-  ];
-  return started(endpoints, [s!, c!], listening);
+  return startedPair(endpoints, front, back, s!, c!);
 }
 
 function stunnelGlobal(): string[] {
@@ -123,11 +120,7 @@ export async function openHaproxy(
       join(dir, `haproxy-${side}.log`),
     ),
   );
-  const listening = [
-    ...front.map((e) => ({ ...e, pid: c!.pid })),
-    ...back.map((e) => ({ ...e, pid: s!.pid })),
-  ];
-  return started(endpoints, [s!, c!], listening);
+  return startedPair(endpoints, front, back, s!, c!);
 }
 
 function haproxyGlobal(): string[] {
@@ -142,6 +135,21 @@ function haproxyGlobal(): string[] {
     '  timeout client 1h',
     '  timeout server 1h',
   ];
+}
+
+/** Up once the client side listens on `front` and the server side on `back`, each in its own namespace. */
+function startedPair(
+  endpoints: Map<TargetName, Endpoint>,
+  front: Endpoint[],
+  back: Endpoint[],
+  server: ResultPromise,
+  client: ResultPromise,
+): Promise<OpenPath> {
+  const listening = [
+    ...front.map((e) => ({ ...e, pid: client.pid })),
+    ...back.map((e) => ({ ...e, pid: server.pid })),
+  ];
+  return started(endpoints, [server, client], listening);
 }
 
 function layout(at: Placement, targets: Target[], base: number) {
