@@ -2,7 +2,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
-import { startXdsMesh } from '../local/xds-mesh.js';
+import { clientForwards, startXdsMesh } from '../local/xds-mesh.js';
 import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
 import {
   BENCH_TENANT_LIMITS,
@@ -52,7 +52,18 @@ export function waypointPath(
       const endpoints = new Map<TargetName, Endpoint>(
         targets.map((t, i) => [t.name, { host: addr.client, port: FORWARD_PORT + i }]),
       );
-      await writeFile(join(base, 'forwards.yaml'), stringify(forwards(addr, targets, endpoints)));
+      await writeFile(
+        join(base, 'forwards.yaml'),
+        stringify(
+          clientForwards(
+            { name: 'load-client', namespace: 'front', address: addr.client },
+            targets.map((t, i) => ({
+              listen: `${endpoints.get(t.name)!.host}:${endpoints.get(t.name)!.port}`,
+              destination: `${WP.vip(i)}:${t.port}`,
+            })),
+          ),
+        ),
+      );
       const children: ResultPromise[] = [];
       const log = (name: string) => join(base, `${name}.log`);
       // Every process is spawned before `started` records the path's pids.
@@ -131,23 +142,4 @@ function meshYaml(addr: BenchAddresses, targets: Target[]): string {
       }),
     ),
   ].join('---\n');
-}
-
-function forwards(addr: BenchAddresses, targets: Target[], endpoints: Map<TargetName, Endpoint>) {
-  return {
-    workloads: [
-      {
-        name: 'load-client',
-        namespace: 'front',
-        serviceAccount: 'load-client',
-        addresses: [addr.client],
-        node: 'node-a',
-      },
-    ],
-    forwards: targets.map((t, i) => ({
-      workload: 'Kubernetes//Pod/front/load-client',
-      listen: `${endpoints.get(t.name)!.host}:${endpoints.get(t.name)!.port}`,
-      destination: `${WP.vip(i)}:${t.port}`,
-    })),
-  };
 }

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
-import { startXdsMesh } from '../local/xds-mesh.js';
+import { clientForwards, startXdsMesh } from '../local/xds-mesh.js';
 import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
 
 export interface L7LabOptions {
@@ -72,7 +72,14 @@ export async function startL7Lab(opts: L7LabOptions = {}): Promise<L7Lab> {
     await mkdir(join(dir, 'cfg'));
     await writeFile(join(dir, 'cfg', 'mesh.yaml'), meshYaml(a, opts.l7Config ?? true));
     for (const v of ['v1', 'v2'] as const) apps.push(await webServer(a.web[v], v));
-    await writeFile(join(dir, 'forwards.yaml'), stringify(forwards(a)));
+    await writeFile(
+      join(dir, 'forwards.yaml'),
+      stringify(
+        clientForwards({ name: 'frontend', namespace: 'front', address: a.frontend }, [
+          { listen: `${a.frontend}:18080`, destination: `${a.vip.web}:80` },
+        ]),
+      ),
+    );
     const { waypoint } = await startXdsMesh(
       {
         dir,
@@ -178,27 +185,6 @@ function meshYaml(a: Addresses, l7Config: boolean): string {
     }),
     ...(l7Config ? [L7_ROUTE_YAML, L7_POLICY_YAML] : []),
   ].join('---\n');
-}
-
-function forwards(a: Addresses) {
-  return {
-    workloads: [
-      {
-        name: 'frontend',
-        namespace: 'front',
-        serviceAccount: 'frontend',
-        addresses: [a.frontend],
-        node: 'node-a',
-      },
-    ],
-    forwards: [
-      {
-        workload: 'Kubernetes//Pod/front/frontend',
-        listen: `${a.frontend}:18080`,
-        destination: `${a.vip.web}:80`,
-      },
-    ],
-  };
 }
 
 function webServer(host: string, version: string): Promise<Server> {

@@ -33,6 +33,28 @@ export interface XdsMesh {
  * order and waited for (the L7 lab and the bench's waypoint path). Every process started is
  * pushed onto `children` as it starts, so the caller can stop them whatever happens here.
  */
+/**
+ * The forwards file (`XdsMeshOptions.forwards`) for one client workload on node-a in
+ * explicit-proxy mode: its identity (service account = its name) and its forward listeners.
+ */
+export function clientForwards(
+  client: { name: string; namespace: string; address: string },
+  forwards: Array<{ listen: string; destination: string }>,
+) {
+  return {
+    workloads: [
+      {
+        name: client.name,
+        namespace: client.namespace,
+        serviceAccount: client.name,
+        addresses: [client.address],
+        node: 'node-a',
+      },
+    ],
+    forwards: forwards.map((f) => ({ workload: `Kubernetes//Pod/${client.namespace}/${client.name}`, ...f })),
+  };
+}
+
 export async function startXdsMesh(o: XdsMeshOptions, children: ResultPromise[]): Promise<XdsMesh> {
   const xds = `${o.cp}:${o.xdsPort}`;
   const admin = `http://${o.cp}:${o.adminPort}`;
