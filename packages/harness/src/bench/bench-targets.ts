@@ -1,4 +1,5 @@
 import { type BenchReport, find, fmt } from './bench-results.js';
+import { CLUSTER_WAYPOINT_PATH } from './cluster-paths.js';
 import { WAYPOINT_PATH } from './waypoint-path.js';
 
 export interface TargetCheck {
@@ -49,12 +50,13 @@ export function checkTargets(report: BenchReport, path: string): TargetCheck[] {
     measured: cpu === undefined ? '-' : `pair ${fmt(cpu)}, each ${fmt(cpu / 2)} vCPU`,
     met: cpu === undefined ? undefined : cpu / 2 <= 0.06,
   });
-  // The waypoint's own process, on the waypoint path of the same run (on loopback; the same
-  // for a `before` path).
-  const wcpu =
-    direct === 'direct'
-      ? get(WAYPOINT_PATH, 'HTTP 1 KiB @ 1,000 rps', 'waypoint CPU per 1,000 rps')
-      : undefined;
+  // The waypoint's own process, on the waypoint path of the same run and setting (loopback
+  // or the cluster; the same for a `before` path).
+  const wcpu = get(
+    direct === 'direct' ? WAYPOINT_PATH : CLUSTER_WAYPOINT_PATH,
+    'HTTP 1 KiB @ 1,000 rps',
+    'waypoint CPU per 1,000 rps',
+  );
   out.push({
     target: 'waypoint ≤ 0.25 vCPU per 1,000 rps',
     measured: wcpu === undefined ? '-' : `${fmt(wcpu)} vCPU`,

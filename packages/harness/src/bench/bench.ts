@@ -8,7 +8,13 @@ import { rewritePerfSection } from '../report/perf-markdown.js';
 import { BenchProgress } from './bench-progress.js';
 import { type BenchReport, type BenchResult, ordered, textTable } from './bench-results.js';
 import { checkTargets, targetsText } from './bench-targets.js';
-import { CLUSTER_ZMESH_PATH, type ClusterPeer, clusterPath, clusterPeerPath } from './cluster-paths.js';
+import {
+  CLUSTER_ZMESH_PATH,
+  type ClusterPeer,
+  clusterPath,
+  clusterPeerPath,
+  clusterWaypointPath,
+} from './cluster-paths.js';
 import { addedLatency, FULL, pathSteps, QUICK, type Step, type StepContext } from './path-workloads.js';
 import {
   type BenchAddresses,
@@ -147,10 +153,12 @@ async function availablePaths(
             : []),
           waypointPath(dir, ADDR),
           // Pod to pod across the netns cluster's nodes (needs root): directly, through the
-          // C peers' pairs in the nodes, and through ztunnel by BPF capture.
+          // C peers' pairs in the nodes, through ztunnel by BPF capture, and through ztunnel
+          // and the server namespace's waypoint.
           clusterPath(false, LOAD_CPU),
           ...CLUSTER_PEERS.map((peer) => clusterPeerPath(peer, LOAD_CPU, dir, ca)),
           clusterPath(true, LOAD_CPU),
+          clusterWaypointPath(LOAD_CPU),
         ]),
   ];
   const wanted = opts.paths?.split(',').map((s) => s.trim());

@@ -6,7 +6,7 @@ import test from 'ava';
 import { execa } from 'execa';
 import { ZMESH_BIN } from '../local/ztunnel-process.js';
 import { type BenchReport, ratiosOf } from './bench-results.js';
-import { CLUSTER_DIRECT_PATH, CLUSTER_ZMESH_PATH } from './cluster-paths.js';
+import { CLUSTER_DIRECT_PATH, CLUSTER_WAYPOINT_PATH, CLUSTER_ZMESH_PATH } from './cluster-paths.js';
 
 const NEEDS = [
   'iperf3',
@@ -33,7 +33,7 @@ const why = noCapture
 const clusterTest = why ? test.skip : test;
 
 clusterTest(
-  `zmesh bench --quick --paths cluster: pod to pod across nodes, direct, C peers and captured, every workload${why}`,
+  `zmesh bench --quick --paths cluster: pod to pod across nodes, direct, C peers, captured and via a waypoint, every workload${why}`,
   async (t) => {
     t.timeout(240_000);
     const dir = await mkdtemp(join(tmpdir(), 'zmesh-bench-cluster-test-'));
@@ -59,6 +59,7 @@ clusterTest(
           'cluster: stunnel4 pair',
           'cluster: haproxy pair',
           CLUSTER_ZMESH_PATH,
+          CLUSTER_WAYPOINT_PATH,
         ].map((name) => [name, CLUSTER_DIRECT_PATH]),
       );
       const workloads = new Set(
@@ -84,6 +85,11 @@ clusterTest(
         captured.some((r) => r.metric === 'CPU per 1,000 rps'),
         'both ztunnels CPU read from /proc',
       );
+      // The waypoint's own process did the L7 work of the HTTP load.
+      const waypointCpu = report.results.find(
+        (r) => r.path === CLUSTER_WAYPOINT_PATH && r.metric === 'waypoint CPU per 1,000 rps',
+      );
+      t.true((waypointCpu?.value ?? 0) > 0, `waypoint CPU per 1,000 rps: ${waypointCpu?.value}`);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

@@ -4,7 +4,7 @@ import type { ResultPromise } from 'execa';
 import { podArgv } from '../cluster/pod-runner.js';
 import type { PodInfo } from '../cluster/topology.js';
 import { stopChild } from '../local/ztunnel-process.js';
-import { LocalMesh } from '../mesh/local-mesh.js';
+import { LocalMesh, type MeshSpec, VIP_PREFIX } from '../mesh/local-mesh.js';
 import { ECHO_SERVER } from '../mesh/pod-programs.js';
 import {
   BENCH_TENANT_LIMITS,
@@ -21,6 +21,13 @@ import { openHaproxy, openStunnel } from './tls-peers.js';
 
 export const CLUSTER_DIRECT_PATH = 'cluster: direct pod-to-pod';
 export const CLUSTER_ZMESH_PATH = 'cluster: zmesh ztunnel pair (captured)';
+export const CLUSTER_WAYPOINT_PATH = 'cluster: zmesh ztunnel → waypoint → ztunnel';
+
+/** How the client pod reaches the server pod on a cluster path. */
+type Mode = 'direct' | 'captured' | 'waypoint';
+
+/** The server pod's namespace's waypoint, on the waypoint path. */
+const WAYPOINT = { name: 'waypoint', namespace: 'bench', pod: 'waypoint' };
 
 /** The HTTP target inside the server pod: the same 1 KiB answer as the loopback one. */
 const HTTP_SERVER = `
@@ -48,7 +55,24 @@ export function clusterPath(captured: boolean, loadCpu: string): PathSpec {
     direct: CLUSTER_DIRECT_PATH,
     inPods: true,
     unavailable: clusterUnavailable,
-    open: (targets) => openCluster(captured, loadCpu, targets),
+    open: (targets) => openCluster(captured ? 'captured' : 'direct', loadCpu, targets),
+  };
+}
+
+/**
+ * Captured as above, with the servers as Services of a namespace that uses a waypoint: the
+ * client's connections go to the Service VIPs, node-a's ztunnel tunnels them to the
+ * waypoint (its own pod on node-b, configured over xDS by a control plane), which sends them
+ * on to node-b's ztunnel. Opaque TCP crosses the waypoint at L4, HTTP at L7.
+ */
+export function clusterWaypointPath(loadCpu: string): PathSpec {
+  return {
+    name: CLUSTER_WAYPOINT_PATH,
+    kind: 'zmesh',
+    direct: CLUSTER_DIRECT_PATH,
+    inPods: true,
+    unavailable: clusterUnavailable,
+    open: (targets) => openCluster('waypoint', loadCpu, targets),
   };
 }
 
@@ -79,7 +103,7 @@ export function clusterPeerPath(
     inPods: true,
     unavailable: async () => (await missing(bin)) ?? (await clusterUnavailable()),
     open: (targets) =>
-      openCluster(false, loadCpu, targets, (mesh, podTargets) => open(podTargets, nodePlacement(mesh))),
+      openCluster('direct', loadCpu, targets, (mesh, podTargets) => open(podTargets, nodePlacement(mesh))),
   };
 }
 
@@ -103,33 +127,56 @@ function nodePlacement(mesh: LocalMesh): Placement {
   };
 }
 
+/** A Service VIP per target on the waypoint path (in the harness's VIP range). */
+const vipOf = (i: number) => `${VIP_PREFIX}${10 + i}`;
+
+function clusterSpec(mode: Mode, targets: Target[]): MeshSpec {
+  const spec: MeshSpec = {
+    nodes: ['node-a', 'node-b'],
+    pods: [
+      { name: 'load-client', namespace: 'bench', serviceAccount: 'client', node: 'node-a' },
+      { name: 'load-server', namespace: 'bench', serviceAccount: 'server', node: 'node-b' },
+    ],
+  };
+  if (mode !== 'waypoint') return spec;
+  spec.pods.push({
+    name: WAYPOINT.pod,
+    namespace: WAYPOINT.namespace,
+    serviceAccount: 'waypoint',
+    node: 'node-b',
+  });
+  spec.services = targets.map((t, i) => ({
+    name: `bench-${t.name}`,
+    namespace: 'bench',
+    vip: vipOf(i),
+    ports: [{ port: PORTS[t.name], targetPort: PORTS[t.name] }],
+    pods: ['load-server'],
+  }));
+  spec.waypoints = [WAYPOINT];
+  return spec;
+}
+
 /**
  * Brings up the two-node cluster and the servers in the server pod; `proxies` (a C peer
  * pair) then goes between the pods, or nothing does (the pods talk directly, or through
- * ztunnel when `captured`).
+ * ztunnel when captured, or ztunnel and the waypoint).
  */
 async function openCluster(
-  captured: boolean,
+  mode: Mode,
   loadCpu: string,
   targets: Target[],
   proxies?: (mesh: LocalMesh, podTargets: Target[]) => Promise<OpenPath>,
 ): Promise<OpenPath> {
-  const mesh = await LocalMesh.up(
-    {
-      nodes: ['node-a', 'node-b'],
-      pods: [
-        { name: 'load-client', namespace: 'bench', serviceAccount: 'client', node: 'node-a' },
-        { name: 'load-server', namespace: 'bench', serviceAccount: 'server', node: 'node-b' },
-      ],
-    },
-    {
-      enroll: () => captured,
-      ztunnelCpus: PROXY_CPU,
-      ztunnelLog: 'error',
-      // As on the loopback pair: the data path's capacity, not the connection-rate quota.
-      ztunnelArgs: BENCH_TENANT_LIMITS,
-    },
-  );
+  const mesh = await LocalMesh.up(clusterSpec(mode, targets), {
+    enroll: () => mode !== 'direct',
+    ztunnelCpus: PROXY_CPU,
+    waypointCpus: PROXY_CPU,
+    ztunnelLog: 'error',
+    // As on the loopback pair: the data path's capacity, not the connection-rate quota.
+    ztunnelArgs: BENCH_TENANT_LIMITS,
+    // A waypoint is configured over xDS, so that path has a control plane (off the data path).
+    controlPlane: mode === 'waypoint',
+  });
   const servers: ResultPromise[] = [];
   let inner: OpenPath | undefined;
   const close = async () => {
@@ -146,13 +193,19 @@ async function openCluster(
       server,
       names.map((n) => PORTS[n]),
     );
-    const podTargets = names.map((name) => ({ name, host: server.ipv4, port: PORTS[name] }));
+    const podTargets = names.map((name, i) => ({
+      name,
+      host: mode === 'waypoint' ? vipOf(i) : server.ipv4,
+      port: PORTS[name],
+    }));
     inner = proxies ? await proxies(mesh, podTargets) : undefined;
     const client = mesh.pod('load-client');
-    const ztunnels = captured ? ['node-a', 'node-b'].flatMap((n) => mesh.ztunnelPid(n) ?? []) : [];
+    const ztunnels = mode === 'direct' ? [] : ['node-a', 'node-b'].flatMap((n) => mesh.ztunnelPid(n) ?? []);
+    const waypointPid = mesh.waypointPid(`${WAYPOINT.namespace}/${WAYPOINT.name}`);
     return {
       endpoints: inner?.endpoints ?? new Map<TargetName, Endpoint>(podTargets.map((t) => [t.name, t])),
-      pids: inner?.pids ?? ztunnels,
+      pids: inner?.pids ?? [...ztunnels, ...(waypointPid ? [waypointPid] : [])],
+      ...(waypointPid ? { waypointPid } : {}),
       launch: (argv) => ['sh', ...podArgv(client, argv)],
       close,
     };

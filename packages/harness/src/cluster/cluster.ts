@@ -183,6 +183,15 @@ export class Cluster {
     return runInNode(node, argv, opts);
   }
 
+  /**
+   * Runs a command as root in a pod's namespace and cgroup, as a privileged pod: the
+   * harness's waypoints, which read a node token and reach the control plane's socket
+   * through the file system, as the ztunnels do.
+   */
+  runPrivilegedInPod(pod: PodInfo, argv: readonly string[], opts: Options = {}): ResultPromise {
+    return runInNode(pod, argv, opts);
+  }
+
   status(): ClusterStatus {
     const present = (ns: string) => existsSync(`/run/netns/${ns}`);
     return {

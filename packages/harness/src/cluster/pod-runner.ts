@@ -43,8 +43,15 @@ export function runInPod(pod: PodInfo, argv: readonly string[], opts: Options = 
   return execa('sh', podArgv(pod, argv), { cwd: '/', ...opts });
 }
 
-/** Runs a command as root in a node's network namespace and cgroup (e.g. that node's ztunnel). */
-export function runInNode(node: NodeInfo, argv: readonly string[], opts: Options = {}): ResultPromise {
+/**
+ * Runs a command as root in a node's network namespace and cgroup (e.g. that node's
+ * ztunnel), or in a pod's, as a privileged pod would run it.
+ */
+export function runInNode(
+  node: Pick<NodeInfo, 'cgroupPath' | 'netnsPath'>,
+  argv: readonly string[],
+  opts: Options = {},
+): ResultPromise {
   return execa(
     'sh',
     ['-c', JOIN_CGROUP, node.cgroupPath, 'nsenter', `--net=${node.netnsPath}`, '--', ...argv],

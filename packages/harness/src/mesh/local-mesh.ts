@@ -11,7 +11,7 @@ import type { ClusterSpec } from '../cluster/cluster-spec.js';
 import type { NodeInfo, PodInfo } from '../cluster/topology.js';
 import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
 import { MeshControlPlane } from './mesh-control-plane.js';
-import { controlPlaneUid, meshYaml } from './mesh-objects.js';
+import { controlPlaneUid, meshYaml, type WaypointShape } from './mesh-objects.js';
 import { netnsHttp } from './netns-http.js';
 
 const log = logger('mesh');
@@ -34,6 +34,11 @@ export interface MeshSpec extends ClusterSpec {
   policies?: unknown[];
   /** Pod name → name of the pod that is its waypoint (a workload-attached waypoint by address). */
   podWaypoints?: Record<string, string>;
+  /**
+   * Namespace waypoints that run (control-plane mode only): `zmesh waypoint` in its pod
+   * (never enrolled), configured over xDS; the namespace uses it for its services and pods.
+   */
+  waypoints?: WaypointShape[];
 }
 
 export interface MeshOptions {
@@ -46,6 +51,8 @@ export interface MeshOptions {
   ztunnelArgs?: string[];
   /** CPU list the ztunnels are pinned to with taskset (benchmarks and harnesses), or one per node. */
   ztunnelCpus?: string | Readonly<Record<string, string>>;
+  /** CPU list the waypoints are pinned to with taskset. */
+  waypointCpus?: string;
   /** Extra environment for the ztunnels (e.g. ZMESH_LOG_<SCOPE> levels). */
   ztunnelEnv?: Record<string, string>;
   /** Receives each node's ztunnel stderr (JSON log lines); without it they go to our stderr. */
@@ -80,6 +87,8 @@ export const VIP_PREFIX = '10.244.250.';
  */
 export class LocalMesh {
   private readonly ztunnels = new Map<string, ResultPromise>();
+  /** Waypoint processes by their Gateway's `namespace/name`. */
+  private readonly waypoints = new Map<string, ResultPromise>();
   private readonly enrolled = new Set<string>();
   /** Control-plane mode only. */
   controlPlane: MeshControlPlane | undefined;
@@ -100,6 +109,8 @@ export class LocalMesh {
     const mesh = new LocalMesh(cluster, dir, spec, options);
     try {
       if (options.controlPlane) await mesh.startControlPlane();
+      else if (spec.waypoints?.length)
+        throw new Error('waypoints need the control plane (controlPlane: true)');
       else {
         const ca = await CertificateAuthority.create({ trustDomain: 'cluster.local' });
         await writeFile(join(dir, 'root-cert.pem'), ca.rootPem);
@@ -107,8 +118,13 @@ export class LocalMesh {
         await mesh.writeConfig();
       }
       for (const node of cluster.nodes) await mesh.startZtunnel(node);
-      for (const pod of cluster.pods) if (options.enroll?.(pod) ?? true) await mesh.enroll(pod);
+      // Waypoints' pods are never enrolled (DESIGN §3): their traffic is HBONE already.
+      const runsWaypoint = (pod: PodInfo) =>
+        spec.waypoints?.some((w) => w.namespace === pod.namespace && w.pod === pod.name) ?? false;
+      for (const pod of cluster.pods)
+        if ((options.enroll?.(pod) ?? true) && !runsWaypoint(pod)) await mesh.enroll(pod);
       await mesh.waitReady();
+      for (const w of spec.waypoints ?? []) await mesh.startWaypoint(w);
       return mesh;
     } catch (e) {
       await mesh.down();
@@ -140,7 +156,7 @@ export class LocalMesh {
 
   /** Kubernetes-shaped YAML registering `pods` (and the spec's services) with the control plane. */
   objectsYaml(pods: readonly PodInfo[]): string {
-    return meshYaml(pods, this.spec.services ?? []);
+    return meshYaml(pods, this.spec.services ?? [], this.spec.waypoints, this.cluster.pods);
   }
 
   /** Enrolls a pod with its node's ztunnel; resolves once capture and listeners are in place. */
@@ -167,6 +183,11 @@ export class LocalMesh {
   /** The pid of a node's ztunnel process (the harness's own child). */
   ztunnelPid(node: string): number | undefined {
     return this.ztunnels.get(node)?.pid;
+  }
+
+  /** The pid of a waypoint's process (the harness's own child), by its Gateway's `namespace/name`. */
+  waypointPid(gateway: string): number | undefined {
+    return this.waypoints.get(gateway)?.pid;
   }
 
   /** GET (or another method) on a node's ztunnel admin, metrics or health port. */
@@ -219,6 +240,8 @@ export class LocalMesh {
   }
 
   async down(): Promise<void> {
+    await Promise.all([...this.waypoints.values()].map((w) => stopChild(w)));
+    this.waypoints.clear();
     await Promise.all([...this.ztunnels.keys()].map((n) => this.stopZtunnel(n)));
     for (const node of this.cluster.nodes) {
       await new BpfCapture({ node: this.captureScope(node.name) }).cleanupStale([]).catch((e: unknown) => {
@@ -274,6 +297,46 @@ export class LocalMesh {
         ? ['--authz-max-staleness', String(mode.authzMaxStalenessSeconds)]
         : []),
     ];
+  }
+
+  /**
+   * Starts a namespace's waypoint in its pod, as root there (see Cluster.runPrivilegedInPod):
+   * xDS and its certificate from the control plane with its node's token, listening on the
+   * pod's address. Resolves once it reports ready (config and certificate in hand).
+   */
+  private async startWaypoint(w: WaypointShape, timeoutMs = 20_000): Promise<void> {
+    const cp = this.controlPlane;
+    if (!cp) throw new Error('waypoints need the control plane (controlPlane: true)');
+    const pod = this.pod(w.pod, w.namespace);
+    const gateway = `${w.namespace}/${w.name}`;
+    const token = join(this.dir, `waypoint-${w.namespace}-${w.name}.token`);
+    await cp.writeNodeToken(pod.node, token);
+    const argv = [
+      ZMESH_BIN,
+      'waypoint',
+      ...['--xds', cp.xdsAddress, '--token-file', token, '--roots-file', cp.rootsFile],
+      ...['--gateway', gateway, '--address', pod.ipv4],
+    ];
+    if (this.options.waypointCpus) argv.unshift('taskset', '-c', this.options.waypointCpus);
+    const child = this.cluster.runPrivilegedInPod(pod, argv, {
+      reject: false,
+      stdin: 'ignore',
+      stdout: 'ignore',
+      stderr: 'pipe',
+      env: { ZMESH_LOG: this.options.ztunnelLog ?? process.env.ZMESH_LOG ?? 'warn' },
+    });
+    child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[waypoint ${gateway}] ${d}`));
+    this.waypoints.set(gateway, child);
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const r = await netnsHttp(pod.netnsPath, 15020, '/healthz/ready', 'GET', pod.ipv4).catch(
+        () => undefined,
+      );
+      if (r?.status === 200) return;
+      if (child.exitCode !== null) throw new Error(`waypoint ${gateway} exited with ${child.exitCode}`);
+      if (Date.now() > deadline) throw new Error(`waypoint ${gateway} not ready after ${timeoutMs} ms`);
+      await new Promise((res) => setTimeout(res, 100));
+    }
   }
 
   private async startZtunnel(node: NodeInfo): Promise<void> {

@@ -15,14 +15,34 @@ export function controlPlaneUid(pod: Pick<PodInfo, 'name' | 'namespace'>): strin
   return `Kubernetes//Pod/${pod.namespace}/${pod.name}`;
 }
 
+/**
+ * A namespace's waypoint (Istio's `istio-waypoint` Gateway): the pod that runs it, whose
+ * address is the Gateway's. The namespace is labelled to use it (`zmesh ns l7 on`), so its
+ * services and pods are reached through it.
+ */
+export interface WaypointShape {
+  name: string;
+  namespace: string;
+  pod: string;
+}
+
+/** Set on a waypoint's own pods (Istio's label): they never go through a waypoint themselves. */
+const GATEWAY_NAME_LABEL = 'gateway.networking.k8s.io/gateway-name';
+
 /** A label per service a pod backs, so a Service selector picks exactly its listed pods. */
 const memberLabel = (service: string) => `zmesh-member-${service}`;
 
 /** Kubernetes-shaped Pod YAML for one harness pod (ambient via its namespace). */
-export function podObject(pod: PodInfo, services: readonly ServiceShape[]): object {
+export function podObject(
+  pod: PodInfo,
+  services: readonly ServiceShape[],
+  waypoints: readonly WaypointShape[] = [],
+): object {
   const labels: Record<string, string> = { app: pod.name };
   for (const s of services)
     if (s.namespace === pod.namespace && s.pods.includes(pod.name)) labels[memberLabel(s.name)] = 'true';
+  const runs = waypoints.find((w) => w.namespace === pod.namespace && w.pod === pod.name);
+  if (runs) labels[GATEWAY_NAME_LABEL] = runs.name;
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -34,16 +54,44 @@ export function podObject(pod: PodInfo, services: readonly ServiceShape[]): obje
 
 /**
  * Multi-document YAML for what the harness registers with the control plane: every
- * namespace (ambient), the given pods, and the services. Applied through `zmesh apply`'s path.
+ * namespace (ambient, and using its waypoint if it has one), the given pods, the services
+ * and the waypoints' Gateways (addressed by their pods' IPs, which `all` must hold).
+ * Applied through `zmesh apply`'s path.
  */
-export function meshYaml(pods: readonly PodInfo[], services: readonly ServiceShape[]): string {
+export function meshYaml(
+  pods: readonly PodInfo[],
+  services: readonly ServiceShape[],
+  waypoints: readonly WaypointShape[] = [],
+  all: readonly PodInfo[] = pods,
+): string {
   const namespaces = [...new Set([...pods.map((p) => p.namespace), ...services.map((s) => s.namespace)])];
-  const docs: object[] = namespaces.map((name) => ({
-    apiVersion: 'v1',
-    kind: 'Namespace',
-    metadata: { name, labels: { 'istio.io/dataplane-mode': 'ambient' } },
-  }));
-  docs.push(...pods.map((p) => podObject(p, services)));
+  const docs: object[] = namespaces.map((name) => {
+    const waypoint = waypoints.find((w) => w.namespace === name);
+    return {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: {
+        name,
+        labels: {
+          'istio.io/dataplane-mode': 'ambient',
+          ...(waypoint ? { 'istio.io/use-waypoint': waypoint.name } : {}),
+        },
+      },
+    };
+  });
+  docs.push(
+    ...waypoints.map((w) => {
+      const pod = all.find((p) => p.namespace === w.namespace && p.name === w.pod);
+      if (!pod) throw new Error(`waypoint ${w.namespace}/${w.name}: no pod ${w.pod}`);
+      return {
+        apiVersion: 'gateway.networking.k8s.io/v1',
+        kind: 'Gateway',
+        metadata: { name: w.name, namespace: w.namespace },
+        spec: { gatewayClassName: 'istio-waypoint', addresses: [{ value: pod.ipv4 }] },
+      };
+    }),
+  );
+  docs.push(...pods.map((p) => podObject(p, services, waypoints)));
   docs.push(
     ...services.map((s) => ({
       apiVersion: 'v1',

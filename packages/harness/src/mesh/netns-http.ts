@@ -6,7 +6,7 @@ export const NETNS_HTTP_TIMEOUT_MS = 5000;
 
 /**
  * An HTTP request to a server inside another network namespace (a node's ztunnel admin
- * ports, which are reachable only from inside that node), over a socket this process
+ * ports, which are reachable only from inside that node; a waypoint's on its pod address), over a socket this process
  * creates in that namespace. No route into the cluster is needed, so none exists.
  */
 export function netnsHttp(
@@ -14,16 +14,17 @@ export function netnsHttp(
   port: number,
   path: string,
   method = 'GET',
+  host = '127.0.0.1',
 ): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = request(
       {
         method,
         path,
-        host: '127.0.0.1',
+        host,
         port,
         timeout: NETNS_HTTP_TIMEOUT_MS,
-        createConnection: () => connectInNetns(netnsPath, '127.0.0.1', port),
+        createConnection: () => connectInNetns(netnsPath, host, port),
       },
       (res) => {
         let body = '';
