@@ -1,6 +1,7 @@
 import { CertificateAuthority, TrustBundle } from '@zmesh/shared';
 import test from 'ava';
 import { parseWaypointConfig } from './config/config-parser.js';
+import { baggageWorkload } from './http/request-record.js';
 import { Waypoint } from './waypoint.js';
 
 test('applyConfig swaps a valid config and keeps the active one on invalid input', async (t) => {
@@ -32,4 +33,17 @@ test('applyConfig swaps a valid config and keeps the active one on invalid input
   t.regex(text, /zmesh_waypoint_config_total\{result="rejected"\} 1/);
   t.regex(text, /zmesh_waypoint_config_total\{result="applied"\} 1/);
   await w.stop();
+});
+
+test('the source workload label comes from baggage only for the peer identity’s own namespace', (t) => {
+  const peer = 'spiffe://cluster.local/ns/front/sa/frontend';
+  const bag = (ns: string) => ({ 'k8s.namespace.name': ns, 'k8s.workload.name': 'frontend' });
+  t.is(baggageWorkload(peer, bag('front')), 'frontend');
+  t.is(baggageWorkload(peer, bag('shop')), undefined, 'a name claimed for another namespace');
+  t.is(baggageWorkload(peer, undefined), undefined);
+  t.is(
+    baggageWorkload('spiffe://cluster.local/custom/path', bag('front')),
+    undefined,
+    'no namespace in the ID',
+  );
 });

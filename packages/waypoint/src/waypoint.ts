@@ -21,6 +21,7 @@ import { duplexPair } from './http/duplex-pair.js';
 import { HttpFrontend } from './http/http-frontend.js';
 import { detectProtocol } from './http/protocol-detector.js';
 import type { HandlerDeps, TunnelContext } from './http/request-handler.js';
+import { baggageWorkload } from './http/request-record.js';
 import { BackendCluster } from './resilience/backend-cluster.js';
 import { type Clock, systemClock } from './resilience/clock.js';
 import { TokenBucket } from './resilience/rate-limiter.js';
@@ -247,9 +248,11 @@ export class Waypoint {
     });
     const protocol = declaredTcp ? 'tcp' : await detectProtocol(inner, this.#opts.detectTimeoutMs);
     this.waypointMetrics.tunnels.inc({ protocol });
+    const sourceWorkload = baggageWorkload(req.peerIdentity, req.request.baggage);
     const ctx: TunnelContext = {
       peerIdentity: req.peerIdentity,
       authority: req.request.authority,
+      ...(sourceWorkload ? { sourceWorkload } : {}),
       ...(req.request.forwardedFor ? { forwardedFor: req.request.forwardedFor } : {}),
       ...(req.request.traceparent ? { traceparent: req.request.traceparent } : {}),
       upstream,

@@ -91,6 +91,7 @@ meshTest(
         .filter(
           (l) =>
             l.startsWith('istio_requests_total{') &&
+            l.includes('source_workload="frontend"') &&
             l.includes('source_principal="spiffe://cluster.local/ns/front/sa/frontend"'),
         );
       t.true(requests.length > 0, 'the waypoint counted the frontend pod’s requests');

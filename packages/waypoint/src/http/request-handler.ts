@@ -24,6 +24,12 @@ export interface TunnelContext {
   /** The source workload's SPIFFE ID (the HBONE peer: ztunnel presents the source's certificate). */
   peerIdentity: string;
   authority: { host: string; port: number };
+  /**
+   * The source workload's name as the source ztunnel's `baggage` gives it, for metric
+   * labels when this waypoint's config does not hold the source (it holds the workloads
+   * behind its services). Only kept when its namespace is the peer identity's.
+   */
+  sourceWorkload?: string;
   forwardedFor?: string;
   traceparent?: string;
   upstream: UpstreamSet;

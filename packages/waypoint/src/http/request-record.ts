@@ -1,4 +1,4 @@
-import type { Logger, ResponseFlag, Service } from '@zmesh/shared';
+import { type Logger, parseSpiffeId, type ResponseFlag, type Service } from '@zmesh/shared';
 import type { ConfigView, Destination } from '../config/config-view.js';
 import type { RouteRule } from '../config/waypoint-config.js';
 import type { Clock } from '../resilience/clock.js';
@@ -35,7 +35,7 @@ export function recordRequest(metrics: WaypointMetrics, clock: Clock, log: Logge
     const grpc = (r.ex.header('content-type') ?? '').startsWith('application/grpc');
     const labels = {
       reporter: 'waypoint',
-      source_workload: source?.workloadName ?? 'unknown',
+      source_workload: source?.workloadName ?? r.tunnel.sourceWorkload ?? 'unknown',
       source_workload_namespace:
         source?.namespace ?? /\/ns\/([^/]+)\//.exec(r.tunnel.peerIdentity)?.[1] ?? 'unknown',
       source_principal: r.tunnel.peerIdentity,
@@ -77,3 +77,20 @@ export function recordRequest(metrics: WaypointMetrics, clock: Clock, log: Logge
 }
 
 type RecordLike = RequestRecord;
+
+/**
+ * The workload name in a tunnel's `baggage` (`k8s.workload.name`), if its
+ * `k8s.namespace.name` is the namespace of the peer's SPIFFE ID: a source ztunnel speaks
+ * for its own workloads only, so a name claimed for another namespace is not used.
+ */
+export function baggageWorkload(
+  peerIdentity: string,
+  baggage: Record<string, string> | undefined,
+): string | undefined {
+  const name = baggage?.['k8s.workload.name'];
+  if (!name) return undefined;
+  const id = parseSpiffeId(peerIdentity);
+  return id.ok && id.value.namespace !== undefined && id.value.namespace === baggage['k8s.namespace.name']
+    ? name
+    : undefined;
+}
