@@ -182,6 +182,10 @@ harness
   .option('--quick', 'short scenarios (CI)')
   .option('--scenarios <names>', 'comma-separated subset of storm,flood,slow,hoard')
   .option('--fairness <which>', 'on, off or both (default both)')
+  .option(
+    '--rounds <n>',
+    'solo-then-loaded rounds per scenario; the median round is reported (default 3, --quick 1)',
+  )
   .option('--json <file>', 'write the scenarios and verdict as JSON')
   .option('--png <file>', 'write a chart as PNG')
   .action(async (options) => {

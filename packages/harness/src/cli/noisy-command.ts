@@ -9,6 +9,7 @@ export interface NoisyCommandOptions {
   quick?: boolean;
   scenarios?: string;
   fairness?: string;
+  rounds?: string;
 }
 
 /** `zmesh harness noisy-neighbor`: prints progress, the table, and the verdict last; exit 1 if it failed. */
@@ -27,9 +28,15 @@ export async function runNoisyCommand(opts: NoisyCommandOptions): Promise<number
     );
     return 2;
   }
+  const rounds = opts.rounds === undefined ? undefined : Number(opts.rounds);
+  if (rounds !== undefined && !(Number.isInteger(rounds) && rounds >= 1 && rounds <= 20)) {
+    console.error(`noisy-neighbor: --rounds takes a whole number from 1 to 20 (got ${opts.rounds})`);
+    return 2;
+  }
   const started = Date.now();
   const { scenarios, capacityRps } = await runNoisyNeighbor({
     quick: opts.quick === true,
+    ...(rounds ? { rounds } : {}),
     ...(picked ? { scenarios: picked as Scenario[] } : {}),
     ...(fairness ? { fairness: fairness as ('on' | 'off')[] } : {}),
     progress: (line) => console.log(`[${((Date.now() - started) / 1000).toFixed(0)}s] ${line}`),

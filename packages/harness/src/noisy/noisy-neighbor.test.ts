@@ -1,6 +1,6 @@
 import { BpfCapture } from '@zmesh/ztunnel';
 import test from 'ava';
-import { runNoisyNeighbor, SCENARIOS } from './noisy-neighbor.js';
+import { CONTROL, runNoisyNeighbor, SCENARIOS } from './noisy-neighbor.js';
 import { table, verdictOf } from './noisy-report.js';
 
 const unavailable = await BpfCapture.unavailableReason();
@@ -21,7 +21,10 @@ const unavailable = await BpfCapture.unavailableReason();
     t.log(`\n${table(scenarios)}`);
     t.log(JSON.stringify(verdictOf(scenarios)));
     t.true(capacityRps > 0);
-    t.is(scenarios.length, SCENARIOS.length * 2);
+    // Each attack with fairness on and off, and the no-attack control once (fairness on).
+    t.is(scenarios.length, SCENARIOS.length * 2 + 1);
+    t.is(scenarios.filter((s) => s.name === CONTROL).length, 1);
+    for (const s of scenarios) t.is(s.rounds.length, 1, 'one round in --quick');
     const run = (name: string, fairness: 'on' | 'off') =>
       scenarios.find((s) => s.name === name && s.fairness === fairness)!;
     for (const s of scenarios)
