@@ -9,4 +9,5 @@ export * from './model/index.js';
 export * from './net/index.js';
 export * from './result.js';
 export * from './tls/index.js';
+export * from './tracing/index.js';
 export * from './xds/index.js';

@@ -1,5 +1,5 @@
 import type { Writable } from 'node:stream';
-import { spiffeIdOf, ZmeshError } from '@zmesh/shared';
+import { childTraceparent, spiffeIdOf, ZmeshError } from '@zmesh/shared';
 import type { Endpoint } from '../config/config-view.js';
 import type { RetryPolicy, RouteRule } from '../config/waypoint-config.js';
 import { type Exchange, forwardableHeaders, responseHeaders } from '../http/http-exchange.js';
@@ -8,7 +8,6 @@ import type { RequestRecord } from '../http/request-record.js';
 import type { BackendCluster } from '../resilience/backend-cluster.js';
 import { DEADLINE_HEADER, grpcTimeoutValue } from '../resilience/deadline.js';
 import { backoffMs, isIdempotent } from '../resilience/retry-budget.js';
-import { childTraceparent } from '../telemetry/trace-context.js';
 import { RequestBody } from './request-body.js';
 import { forwardUpgrade } from './upgrade-forwarder.js';
 import { AttemptError, type AttemptResponse, attempt } from './upstream-attempt.js';

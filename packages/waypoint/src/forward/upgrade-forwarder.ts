@@ -1,10 +1,9 @@
 import type { Http2Stream } from 'node:http2';
 import type { Duplex } from 'node:stream';
-import { spiffeIdOf, spliceTunnel } from '@zmesh/shared';
+import { childTraceparent, spiffeIdOf, spliceTunnel } from '@zmesh/shared';
 import type { Exchange } from '../http/http-exchange.js';
 import type { HandlerDeps } from '../http/request-handler.js';
 import type { RequestRecord } from '../http/request-record.js';
-import { childTraceparent } from '../telemetry/trace-context.js';
 import { admit, type ForwardPlan, upstreamError } from './forwarder.js';
 
 /** Request-head headers that belong to this hop's tunnel and are rewritten here. */

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import {
@@ -6,6 +5,7 @@ import {
   isZmeshError,
   logger,
   type MeshMetrics,
+  newTraceparent,
   responseFlagOf,
   spiffeIdOf,
   type Workload,
@@ -118,7 +118,7 @@ async function openUpstream(inputs: OutboundInputs, route: Route, source: Worklo
         'k8s.workload.name': source.workloadName,
         'service.name': source.canonicalName,
       },
-      traceparent: `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-00`,
+      traceparent: newTraceparent(),
     },
   );
 }

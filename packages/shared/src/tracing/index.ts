@@ -1,0 +1,1 @@
+export { childTraceparent, newTraceparent } from './trace-context.js';
