@@ -8,8 +8,10 @@ const unavailable = await BpfCapture.unavailableReason();
 /**
  * The --quick noisy-neighbor run in CI. Bounds are generous (2-core CI machine, 3 s
  * scenarios, ratios from the same run): fairness on must keep the victim served and
- * within 10× its solo p99 under every attack, and under the bulk attacks (flood, slow
- * readers) fairness on must beat fairness off clearly, in this run. The issue's own 2×
+ * within 20× its solo p99 under every attack (the no-attack control alone has read up to
+ * 7.7× on this kind of machine; without fairness flood and slow read 60-370×), and under
+ * the bulk attacks (flood, slow readers) fairness on must beat fairness off clearly, in
+ * this run. The issue's own 2×
  * target is the harness verdict, printed here and reported, not asserted.
  */
 (unavailable ? test.skip : test)(
@@ -31,7 +33,7 @@ const unavailable = await BpfCapture.unavailableReason();
       t.true(s.victim.loaded.rps > 0, `${s.name}/${s.fairness}: victim got no answers`);
     for (const s of scenarios.filter((x) => x.fairness === 'on')) {
       t.true(s.rps_ratio >= 0.8, `${s.name}: victim throughput ${s.rps_ratio.toFixed(2)}× solo`);
-      t.true(s.p99_ratio <= 10, `${s.name} with fairness on: victim p99 ${s.p99_ratio.toFixed(2)}× solo`);
+      t.true(s.p99_ratio <= 20, `${s.name} with fairness on: victim p99 ${s.p99_ratio.toFixed(2)}× solo`);
     }
     for (const name of ['flood', 'slow']) {
       const on = run(name, 'on');
