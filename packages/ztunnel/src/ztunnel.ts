@@ -337,7 +337,7 @@ export class Ztunnel {
       // Capture mode: the TCP socket is made inside the source pod, so the tunnel leaves
       // from the pod's own address; explicit mode binds the workload's loopback address.
       ...(pod
-        ? { createSocket: () => connectInNetns(pod.netnsPath, host, port) }
+        ? { createSocket: () => connectInNetns(pod.netns, host, port) }
         : key.sourceAddress && !this.captured
           ? { localAddress: key.sourceAddress }
           : {}),
@@ -354,7 +354,7 @@ export class Ztunnel {
     const pod = this.captured?.get(w.uid);
     if (!pod) return w.addresses.map((host) => ({ host, port: HBONE_PORT }));
     return w.addresses.map((host) => ({
-      fd: listenInNetns(pod.netnsPath, host, HBONE_PORT, { freebind: true }),
+      fd: listenInNetns(pod.netns, host, HBONE_PORT, { freebind: true }),
     }));
   }
 
@@ -362,7 +362,7 @@ export class Ztunnel {
   private appConnector(w: Workload): AppConnector {
     const pod = this.captured?.get(w.uid);
     if (!pod) return this.options.connectApp ?? loopbackAppConnector;
-    return (_w, host, port) => whenConnected(connectInNetns(pod.netnsPath, host, port));
+    return (_w, host, port) => whenConnected(connectInNetns(pod.netns, host, port));
   }
 }
 

@@ -4,7 +4,7 @@ import { logger, type Workload, ZmeshError } from '@zmesh/shared';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { BpfCapture } from '../capture/bpf-capture.js';
 import { OUTBOUND_PORT, POD_ID_PATTERN } from '../capture/bpf-layout.js';
-import { listenInNetns } from '../capture/netns-listener.js';
+import { listenInNetns, NetnsHandle } from '../capture/netns-listener.js';
 import type { AddWorkloadRequest, NodeAgentHandler } from '../capture/node-agent.js';
 import { handleOutbound, type OutboundInputs } from '../outbound/outbound-handler.js';
 import type { ProxyState } from '../state/proxy-state.js';
@@ -14,6 +14,8 @@ const log = logger('capture');
 export interface EnrolledPod {
   uid: string;
   netnsPath: string;
+  /** The namespace held open while the pod is enrolled (sockets made in it per connection). */
+  netns: NetnsHandle;
   cgroupPath: string;
   /** 15001 on 127.0.0.1 and [::1] inside the pod: whatever arrives here is this pod's. */
   outbound: Server[];
@@ -72,11 +74,19 @@ export class CapturedPods implements NodeAgentHandler {
     if (existing && existing.netnsPath === req.netns && existing.cgroupPath === req.cgroup) return;
     if (existing) await this.delWorkload(req.uid);
     await this.inputs.bpf.attach({ id: pinIdOf(req.uid), cgroupPath: req.cgroup, netnsPath: req.netns });
-    const pod: EnrolledPod = { uid: req.uid, netnsPath: req.netns, cgroupPath: req.cgroup, outbound: [] };
+    let pod: EnrolledPod | undefined;
     try {
+      pod = {
+        uid: req.uid,
+        netnsPath: req.netns,
+        netns: new NetnsHandle(req.netns),
+        cgroupPath: req.cgroup,
+        outbound: [],
+      };
       for (const host of ['127.0.0.1', '::1']) pod.outbound.push(await this.listenOutbound(pod, host));
     } catch (e) {
-      for (const s of pod.outbound) s.close();
+      for (const s of pod?.outbound ?? []) s.close();
+      pod?.netns.close();
       // Capture stays attached: the pod is cut off (fail closed) rather than uncaptured.
       throw new ZmeshError(
         'ZM_ERR_CAPTURE_NETNS',
@@ -94,6 +104,7 @@ export class CapturedPods implements NodeAgentHandler {
     if (!pod) throw new ZmeshError('ZM_ERR_AGENT_UNKNOWN_WORKLOAD', { uid });
     this.pods.delete(uid);
     await Promise.all(pod.outbound.map((s) => new Promise<void>((r) => s.close(() => r()))));
+    pod.netns.close();
     await this.inputs.bpf.detach(pinIdOf(uid));
     log.info({ pod: uid }, 'pod removed');
     this.inputs.onChange();
@@ -111,12 +122,15 @@ export class CapturedPods implements NodeAgentHandler {
    * ztunnel adopts the attachments.
    */
   async close(): Promise<void> {
-    for (const pod of this.pods.values()) for (const s of pod.outbound) s.close();
+    for (const pod of this.pods.values()) {
+      for (const s of pod.outbound) s.close();
+      pod.netns.close();
+    }
     this.pods.clear();
   }
 
   private listenOutbound(pod: EnrolledPod, host: string): Promise<Server> {
-    const fd = listenInNetns(pod.netnsPath, host, OUTBOUND_PORT);
+    const fd = listenInNetns(pod.netns, host, OUTBOUND_PORT);
     const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) =>
       this.onCaptured(pod, socket),
     );

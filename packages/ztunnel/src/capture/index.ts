@@ -13,6 +13,8 @@ export {
   inNetns,
   type ListenOptions,
   listenInNetns,
+  type Netns,
+  NetnsHandle,
   netnsCookieOf,
   socketInNetns,
 } from './netns-listener.js';

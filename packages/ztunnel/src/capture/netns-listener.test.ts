@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { readdirSync, readlinkSync } from 'node:fs';
 import { createConnection, createServer, type Server } from 'node:net';
 import test, { type ExecutionContext } from 'ava';
-import { connectInNetns, inNetns, listenInNetns, netnsCookieOf } from './netns-listener.js';
+import { connectInNetns, inNetns, listenInNetns, NetnsHandle, netnsCookieOf } from './netns-listener.js';
 import * as sys from './sys.js';
 
 /*
@@ -86,6 +86,25 @@ rootTest('IPv6 loopback listeners work too', async (t) => {
     let data = '';
     for await (const chunk of connectInNetns(NETNS_PATH, '::1', 15001)) data += chunk;
     t.is(data, '::1');
+  } finally {
+    server.close();
+  }
+});
+
+rootTest('a held namespace handle serves connects like its path; once closed it refuses', async (t) => {
+  const handle = new NetnsHandle(NETNS_PATH);
+  const fd = listenInNetns(handle, '127.0.0.1', 15002);
+  const server = createServer((s) => s.end('held'));
+  await new Promise<void>((resolve) => server.listen({ fd }, resolve));
+  try {
+    let data = '';
+    for await (const chunk of connectInNetns(handle, '127.0.0.1', 15002)) data += chunk;
+    t.is(data, 'held');
+    const home = readlinkSync('/proc/thread-self/ns/net');
+    handle.close();
+    handle.close(); // idempotent
+    t.throws(() => connectInNetns(handle, '127.0.0.1', 15002), { message: /closed \(pod removed\)/ });
+    t.is(readlinkSync('/proc/thread-self/ns/net'), home, 'never left home');
   } finally {
     server.close();
   }
