@@ -1,5 +1,6 @@
 import { type BenchReport, fmt, fmtRatio, ratiosOf } from '../bench/bench-results.js';
 import { checkTargets } from '../bench/bench-targets.js';
+import { CLUSTER_ZMESH_PATH } from '../bench/cluster-paths.js';
 
 export const PERF_START = '<!-- perf:start -->';
 export const PERF_END = '<!-- perf:end -->';
@@ -41,13 +42,14 @@ export function perfSection(report: BenchReport, zmeshPath: string): string {
 }
 
 /**
- * The same targets for zmesh paths on the netns cluster, held against the cluster's own
- * pod-to-pod path and C peers; only the rows that can be checked there (no memory rows).
+ * The same targets for the captured ztunnel pair on the netns cluster, held against the
+ * cluster's own pod-to-pod path and C peers; only the rows that can be checked there (no
+ * memory rows). The cluster's waypoint path counts in them by its waypoint CPU row.
  */
 function clusterTargets(report: BenchReport): string[] {
   const met = (m: boolean | undefined) => (m ? 'yes' : 'no');
   return report.paths
-    .filter((p) => p.kind === 'zmesh' && p.direct !== undefined && p.direct !== p.name)
+    .filter((p) => p.name === CLUSTER_ZMESH_PATH && p.direct !== undefined)
     .flatMap((p) => [
       `On the netns cluster, \`${p.name}\` against \`${p.direct}\`:`,
       '',
