@@ -85,6 +85,12 @@ clusterTest(
         captured.some((r) => r.metric === 'CPU per 1,000 rps'),
         'both ztunnels CPU read from /proc',
       );
+      // node-a's ztunnel with 100 enrolled pods at rest, then idle connections held by the client pod.
+      t.true(
+        captured.some((r) => r.metric === 'RSS (largest process)' && r.value > 0),
+        'RSS with 100 enrolled pods',
+      );
+      t.true(captured.some((r) => r.metric === 'memory per connection'));
       // The waypoint's own process did the L7 work of the HTTP load.
       const waypointCpu = report.results.find(
         (r) => r.path === CLUSTER_WAYPOINT_PATH && r.metric === 'waypoint CPU per 1,000 rps',

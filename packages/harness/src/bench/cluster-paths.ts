@@ -15,6 +15,7 @@ import {
   type PathSpec,
   type Placement,
   PROXY_CPU,
+  ZTUNNEL_PODS,
 } from './peer-paths.js';
 import { HTTP_BODY_BYTES, type Target, type TargetName } from './targets.js';
 import { openHaproxy, openStunnel } from './tls-peers.js';
@@ -54,6 +55,7 @@ export function clusterPath(captured: boolean, loadCpu: string): PathSpec {
     kind: captured ? 'zmesh' : 'direct',
     direct: CLUSTER_DIRECT_PATH,
     inPods: true,
+    podMemory: captured,
     unavailable: clusterUnavailable,
     open: (targets) => openCluster(captured ? 'captured' : 'direct', loadCpu, targets),
   };
@@ -127,6 +129,9 @@ function nodePlacement(mesh: LocalMesh): Placement {
   };
 }
 
+/** Enrolled pods beside the client on the captured pair's node-a: 100 in all (ZTUNNEL_PODS). */
+const FILLER_PODS = ZTUNNEL_PODS - 1;
+
 /** A Service VIP per target on the waypoint path (in the harness's VIP range). */
 const vipOf = (i: number) => `${VIP_PREFIX}${10 + i}`;
 
@@ -138,6 +143,11 @@ function clusterSpec(mode: Mode, targets: Target[]): MeshSpec {
       { name: 'load-server', namespace: 'bench', serviceAccount: 'server', node: 'node-b' },
     ],
   };
+  // The captured pair's node-a holds 100 enrolled pods, as the memory target asks: the
+  // client and 99 idle ones (a netns, cgroup, BPF attachment and listeners each).
+  if (mode === 'captured')
+    for (let i = 0; i < FILLER_PODS; i++)
+      spec.pods.push({ name: `filler-${i}`, namespace: 'bench', serviceAccount: 'filler', node: 'node-a' });
   if (mode !== 'waypoint') return spec;
   spec.pods.push({
     name: WAYPOINT.pod,

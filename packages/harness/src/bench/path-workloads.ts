@@ -69,7 +69,7 @@ const at = (open: OpenPath, t: TargetName): Endpoint => open.endpoints.get(t)!;
 export function pathSteps(path: PathSpec, ctx: StepContext): Step[] {
   const row: Row = (workload, metric, value, unit) => ({ path: path.name, workload, metric, value, unit });
   return [
-    ...(path.kind === 'direct' || path.inPods ? [] : [memoryStep(ctx, row)]),
+    ...(path.kind === 'direct' || (path.inPods && !path.podMemory) ? [] : [memoryStep(ctx, row)]),
     ...latencySteps(ctx, row),
     ...iperfSteps(ctx, row),
     ...(ctx.targets.has('redis') ? redisSteps(ctx, row) : []),
@@ -83,7 +83,8 @@ function memoryStep(ctx: StepContext, row: Row): Step {
     label: `memory at rest and with ${b.idleConnections} idle connections`,
     once: true,
     run: async (open) => {
-      const m = await measureMemory(open.pids, at(open, 'echo'), b.idleConnections, b.settleMs);
+      const pod = open.launch ? { launch: open.launch, cpu: ctx.loadCpu } : undefined;
+      const m = await measureMemory(open.pids, at(open, 'echo'), b.idleConnections, b.settleMs, pod);
       return [
         row('idle', 'RSS (largest process)', m.idleRssMax / 2 ** 20, 'MB'),
         row('idle connections', 'memory per connection', m.perConnection / 1024, 'KiB'),

@@ -51,8 +51,10 @@ export interface PathSpec {
   kind: PathKind;
   /** The path "vs direct" ratios and added latencies are taken against (default `direct`). */
   direct?: string;
-  /** Clients run in pods (see OpenPath.launch): no idle-memory step, which opens them here. */
+  /** Clients run in pods (see OpenPath.launch): no idle-memory step, which opens them here... */
   inPods?: boolean;
+  /** ...unless the step holds its idle connections from the client pod (the captured pair). */
+  podMemory?: boolean;
   /** Why this path may be unavailable on this machine (a missing binary), or undefined. */
   unavailable(): Promise<string | undefined>;
   open(targets: Target[]): Promise<OpenPath>;
