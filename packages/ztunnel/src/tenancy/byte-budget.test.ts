@@ -272,6 +272,16 @@ test("a tenant's bulk links take turns: bulkSlots copy at once, the others wait 
   const open = () => bulk.map((b, i) => (b.down.isPaused() ? -1 : i)).filter((i) => i >= 0);
   clock.now += 10;
   fair.tick();
+  t.deepEqual(open(), [0, 1, 2, 3], 'alone on the loop, every bulk link copies');
+  // Another tenant's request/response traffic: now the loop is shared.
+  const victim = { down: socket(), up: socket() };
+  fair.attach('victim', victim.down, victim.up);
+  await turn();
+  victim.down.push(Buffer.alloc(100));
+  for (const b of bulk) b.down.push(Buffer.alloc(4096));
+  await turn();
+  clock.now += 10;
+  fair.tick();
   const first = open();
   t.is(first.length, 2, 'two bulk links copy this tick');
   t.false(rpc.down.isPaused(), 'the request/response link is never parked');
