@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream';
 import { ok, type Result, type ZmeshError } from '@zmesh/shared';
 import type { Registry } from 'prom-client';
 import { bidirectionalCopy, type CopyResult } from '../forward/bidirectional-copy.js';
+import { AttemptRates } from '../tenancy/attempt-rates.js';
 import { ByteFairness } from '../tenancy/byte-budget.js';
 import { FairScheduler } from '../tenancy/fair-scheduler.js';
 import { MemoryGuard } from '../tenancy/memory-guard.js';
@@ -38,6 +39,13 @@ export interface Admission {
 export const DEFAULT_MAX_SETUPS_IN_FLIGHT = 256;
 /** Pending connects per tenant: 500 connects/s at up to 2 s each under load. */
 export const DEFAULT_MAX_PENDING_CONNECTS = 1024;
+/**
+ * Connect rate of the tenant opening connections fastest while the node is contended (the
+ * event loop under pressure, more than one tenant moving bytes). Each connection costs
+ * ztunnel about 0.5 ms of CPU for both ends; at its own 500/s quota one tenant's storm or
+ * hoard took a quarter to half of the loop from the others.
+ */
+export const CONTENDED_CONNECT_RATE = 100;
 
 /**
  * Everything the outbound path shares between tenants (DESIGN §7), in one place: the
@@ -50,6 +58,7 @@ export class TenantAdmission {
   readonly memory: MemoryGuard;
   private readonly scheduler: FairScheduler;
   private readonly bytes?: ByteFairness;
+  readonly #attempts = new AttemptRates();
 
   constructor(options: TenancyOptions, registry: Registry) {
     this.fairness = options.fairness ?? true;
@@ -78,7 +87,10 @@ export class TenantAdmission {
   admit(tenant: string): Result<Admission, ZmeshError> {
     const quotas = this.quotas;
     if (!quotas) return ok({ setupDone: () => {}, release: () => {} });
-    const token = quotas.takeConnectToken(tenant);
+    const token = quotas.takeConnectToken(
+      tenant,
+      this.#attempted(tenant) ? CONTENDED_CONNECT_RATE : undefined,
+    );
     if (!token.ok) return token;
     const connection = quotas.acquireConnection(tenant);
     if (!connection.ok) return connection;
@@ -94,6 +106,21 @@ export class TenantAdmission {
         connection.value.release();
       },
     });
+  }
+
+  /**
+   * Counts a connect attempt; true when this tenant attempts connects fastest (above
+   * CONTENDED_CONNECT_RATE) while the node is contended, so its bucket refills slower.
+   */
+  #attempted(tenant: string): boolean {
+    const { rate, fastestOther } = this.#attempts.record(tenant);
+    const bytes = this.bytes;
+    return (
+      bytes?.pressured === true &&
+      bytes.activeTenants > 1 &&
+      rate > CONTENDED_CONNECT_RATE &&
+      rate >= fastestOther
+    );
   }
 
   /** Runs one connection setup in the tenant's turn. */

@@ -136,6 +136,10 @@ export class ByteFairness {
   readonly #tenants = new Map<string, TenantState>();
   readonly #stop: () => void;
   #lastTick: number;
+  /** Whether the last tick found the loop under pressure (lag or utilisation). */
+  pressured = false;
+  /** Tenants that moved bytes lately, as of the last tick. */
+  activeTenants = 0;
 
   constructor(options: ByteFairnessOptions = {}) {
     const tickMs = options.tickMs ?? DEFAULT_TICK_MS;
@@ -220,6 +224,7 @@ export class ByteFairness {
     this.#metrics.lag.set(lag / 1000);
     let activeTenants = 0;
     for (const t of this.#tenants.values()) if (t.active.size > 0) activeTenants++;
+    this.activeTenants = activeTenants;
     const shared = activeTenants > 1;
     for (const t of this.#tenants.values()) {
       t.windowBytes = t.windowBytes * decay + t.recent;
@@ -240,8 +245,8 @@ export class ByteFairness {
       }
       this.#rotate(t, shared);
     }
-    if (lag > this.#o.lagThresholdMs || busy > this.#o.busyUtilization)
-      this.#penalize(this.#heaviest(now), now, 'lag');
+    this.pressured = lag > this.#o.lagThresholdMs || busy > this.#o.busyUtilization;
+    if (this.pressured) this.#penalize(this.#heaviest(now), now, 'lag');
     const shed = this.#memory?.shedCandidate();
     if (shed !== undefined) this.#penalize(this.#tenants.get(shed), now, 'memory');
   }

@@ -66,6 +66,26 @@ test('the connect token bucket allows a burst, then refills at the rate (injecte
   t.is(q.usage('shop').tokens, 3);
 });
 
+test('a contended connect rate refills slower and holds at most one second of tokens', (t) => {
+  let now = 0;
+  const q = new TenantQuotas({
+    log,
+    defaults: { ...tight, connectRate: 100, connectBurst: 100 },
+    now: () => now,
+  });
+  t.true(q.takeConnectToken('storm', 10).ok, 'the full bucket is cut to 10 tokens');
+  for (let i = 0; i < 9; i++) t.true(q.takeConnectToken('storm', 10).ok);
+  const refused = q.takeConnectToken('storm', 10);
+  refusedQuota(t, refused, 'connect_rate');
+  t.regex(refused.ok ? '' : refused.error.message, /10\/s while the node is contended/);
+  now += 100; // 10/s: one token, where the tenant's own rate would give ten
+  t.true(q.takeConnectToken('storm', 10).ok);
+  refusedQuota(t, q.takeConnectToken('storm', 10), 'connect_rate');
+  now += 100;
+  for (let i = 0; i < 10; i++) t.true(q.takeConnectToken('storm').ok, 'uncontended: its own rate again');
+  t.true(q.takeConnectToken('victim', 1_000).ok, 'a contended rate above its own changes nothing');
+});
+
 test('buffered bytes are refused over the limit and released bytes free capacity', (t) => {
   const q = new TenantQuotas({ log, defaults: tight });
   t.true(q.reserveBytes('shop', 60).ok);

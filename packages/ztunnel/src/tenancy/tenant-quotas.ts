@@ -112,12 +112,25 @@ export class TenantQuotas {
     return ok(new QuotaLease(tenant, () => this.#drop(tenant, 'pending')));
   }
 
-  /** Takes one token from the tenant's connect bucket; refused when it is empty. */
-  takeConnectToken(tenant: string): Result<void, ZmeshError> {
+  /**
+   * Takes one token from the tenant's connect bucket; refused when it is empty. With
+   * `contendedRate` (the tenant opens connections fastest on a node under pressure), the
+   * bucket refills at that lower rate and holds at most one second of it.
+   */
+  takeConnectToken(tenant: string, contendedRate?: number): Result<void, ZmeshError> {
     const u = this.#state(tenant);
-    const limits = this.limitsOf(tenant);
+    const own = this.limitsOf(tenant);
+    const contended = contendedRate !== undefined && contendedRate < own.connectRate;
+    const limits = contended
+      ? { ...own, connectRate: contendedRate, connectBurst: Math.max(1, contendedRate) }
+      : own;
     this.#refill(u, limits);
-    if (u.tokens < 1) return this.#refuse(tenant, 'connect_rate', `${limits.connectRate}/s`);
+    if (u.tokens < 1)
+      return this.#refuse(
+        tenant,
+        'connect_rate',
+        contended ? `${limits.connectRate}/s while the node is contended` : `${limits.connectRate}/s`,
+      );
     u.tokens--;
     return ok(undefined);
   }
