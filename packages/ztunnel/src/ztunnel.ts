@@ -235,6 +235,7 @@ export class Ztunnel {
       certificates: this.certs.identities(),
       policies: { version: this.authorizer.store.version, items: this.authorizer.store.list() },
       pool: this.pool.stats(),
+      tenants: this.tenancy.byteStats(),
     };
   }
 

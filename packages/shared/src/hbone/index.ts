@@ -16,4 +16,4 @@ export {
 } from './hbone-server.js';
 export { HboneSession, type OpenTunnelRequest } from './hbone-session.js';
 export * as hboneSettings from './hbone-settings.js';
-export { type SpliceStats, spliceTunnel } from './tunnel-splice.js';
+export { resetStream, type SpliceStats, spliceTunnel } from './tunnel-splice.js';

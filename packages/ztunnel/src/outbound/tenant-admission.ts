@@ -4,7 +4,7 @@ import { ok, type Result, type ZmeshError } from '@zmesh/shared';
 import type { Registry } from 'prom-client';
 import { bidirectionalCopy, type CopyResult } from '../forward/bidirectional-copy.js';
 import { AttemptRates } from '../tenancy/attempt-rates.js';
-import { ByteFairness } from '../tenancy/byte-budget.js';
+import { ByteFairness, type TenantByteStats } from '../tenancy/byte-budget.js';
 import { FairScheduler } from '../tenancy/fair-scheduler.js';
 import { MemoryGuard } from '../tenancy/memory-guard.js';
 import { type QuotaLimits, TenantQuotas } from '../tenancy/tenant-quotas.js';
@@ -144,6 +144,11 @@ export class TenantAdmission {
       upstream.on('close', done);
       bytes.attach(tenant, downstream, upstream);
     });
+  }
+
+  /** Per-tenant copy state (bytes, pauses, unflushed bytes, links) for `/config_dump`. */
+  byteStats(): Record<string, TenantByteStats> {
+    return this.bytes?.stats() ?? {};
   }
 
   /** The inbound copier with byte fairness, or undefined (plain splice) when fairness is off. */

@@ -341,3 +341,39 @@ test('idle links leave the tick: a hoard of idle connections is not walked every
   t.is(pair.up.written, 1010, 'an idle link that wakes up copies at once');
   fair.close();
 });
+
+/** An HTTP/2 stream's shape as teardown sees it: `close(code)` sends RST_STREAM. */
+function h2Stream(): Duplex & { rstCode?: number; closedWith?: number; close(code: number): void } {
+  const d = socket() as unknown as Duplex & {
+    rstCode?: number;
+    closedWith?: number;
+    close(code: number): void;
+  };
+  d.rstCode = undefined;
+  d.close = (code: number) => {
+    d.closedWith = code;
+    d.destroy();
+  };
+  return d;
+}
+
+test('a socket that closes abruptly resets the HTTP/2 stream it was paired with; a clean close does not', async (t) => {
+  const { fair } = manual();
+  const abrupt = { down: socket(), up: h2Stream() };
+  fair.attach('slow', abrupt.down, abrupt.up);
+  abrupt.down.destroy(); // the client went away mid-stream (a reset socket)
+  await turn();
+  t.is(abrupt.up.closedWith, 8, 'RST_STREAM(CANCEL), not a destroy the peer would wait on');
+  t.deepEqual(fair.stats(), {}, 'the pair is detached');
+
+  const clean = { down: socket(), up: h2Stream() };
+  fair.attach('ok', clean.down, clean.up);
+  clean.down.push(null); // the client's end ...
+  clean.down.end(); // ... and ours, both flushed
+  clean.down.resume();
+  await turn();
+  clean.down.destroy();
+  await turn();
+  t.is(clean.up.closedWith, undefined, 'a clean close leaves the stream to end by itself');
+  fair.close();
+});

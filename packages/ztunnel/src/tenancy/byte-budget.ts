@@ -1,6 +1,7 @@
+import { constants, type Http2Stream } from 'node:http2';
 import { type EventLoopUtilization, performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
-import { PUMP_COALESCE_MIN_BYTES, PUMP_QUEUE_BYTES } from '@zmesh/shared';
+import { PUMP_COALESCE_MIN_BYTES, PUMP_QUEUE_BYTES, resetStream } from '@zmesh/shared';
 import { Registry } from 'prom-client';
 import type { MemoryGuard } from './memory-guard.js';
 import { ByteFairnessMetrics } from './tenancy-metrics.js';
@@ -76,6 +77,8 @@ export interface TenantByteStats {
   buffered: number;
   /** Decaying byte count ranking the tenant against others. */
   windowBytes: number;
+  /** Copy directions attached (two per connection). */
+  links: number;
 }
 
 /** One copy direction, src → dst. */
@@ -178,26 +181,33 @@ export class ByteFairness {
     const state = this.#tenant(tenant);
     const links = [this.#link(state, a, b), this.#link(state, b, a)];
     const onError = () => {
-      a.destroy();
-      b.destroy();
+      teardown(a, true);
+      teardown(b, true);
     };
-    const onClose = () => {
+    // A side that closed without ending both ways cleanly (a reset socket, a reset stream)
+    // resets the other: an HTTP/2 stream only destroyed would send RST_STREAM(NO_ERROR),
+    // and the peer keeps such a stream until its reader takes the end, which a paused
+    // reader never does (slow readers' tunnels stayed open at the destination).
+    const onCloseA = () => {
+      teardown(b, !cleanlyEnded(a));
       a.destroy();
+      detach();
+    };
+    const onCloseB = () => {
+      teardown(a, !cleanlyEnded(b));
       b.destroy();
       detach();
     };
     const detach = () => {
-      for (const s of [a, b]) {
-        s.off('error', onError);
-        s.off('close', onClose);
-      }
+      for (const s of [a, b]) s.off('error', onError);
+      a.off('close', onCloseA);
+      b.off('close', onCloseB);
       for (const link of links) this.#unlink(link);
       if (state.links.size === 0 && state.buffered === 0) this.#tenants.delete(tenant);
     };
-    for (const s of [a, b]) {
-      s.on('error', onError);
-      s.on('close', onClose);
-    }
+    for (const s of [a, b]) s.on('error', onError);
+    a.on('close', onCloseA);
+    b.on('close', onCloseB);
     return detach;
   }
 
@@ -209,6 +219,7 @@ export class ByteFairness {
         paused: t.pauses,
         buffered: t.buffered,
         windowBytes: t.windowBytes + t.recent,
+        links: t.links.size,
       };
     }
     return out;
@@ -490,4 +501,19 @@ function utilizationProbe(): () => number {
     last = now;
     return u;
   };
+}
+
+/** Both directions of `s` ended (its end read and its own end flushed): a clean close. */
+function cleanlyEnded(s: Duplex): boolean {
+  return s.readableEnded && s.writableFinished;
+}
+
+/** Destroys `s`; an HTTP/2 stream closed abruptly is reset (CANCEL), so its peer lets go. */
+function teardown(s: Duplex, abrupt: boolean): void {
+  if (abrupt && isHttp2Stream(s)) resetStream(s, constants.NGHTTP2_CANCEL);
+  s.destroy();
+}
+
+function isHttp2Stream(s: Duplex): s is Http2Stream {
+  return 'rstCode' in s && typeof (s as Http2Stream).close === 'function';
 }
