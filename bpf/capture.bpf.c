@@ -58,19 +58,59 @@ struct {
 } zm_exempt SEC(".maps");
 
 /* [0] packets dropped by strict inbound, [1] connects captured, [2] connects the
- * sock_ops program could not re-key (no per-socket record). */
+ * sock_ops program could not re-key (no per-socket record), [3] connects refused by
+ * the connect throttle. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 3);
+	__uint(max_entries, 4);
 	__type(key, __u32);
 	__type(value, __u64);
 } zm_counters SEC(".maps");
+
+/* Connect throttle: ztunnel arms it when it refuses one of the pod's connects for its
+ * tenant's connection-rate quota. Until until_ns, one captured connect per interval_ns
+ * goes on to ztunnel and the others fail with EPERM in connect(), before a SYN is sent,
+ * so a connection storm over its quota costs ztunnel nothing. Times are CLOCK_MONOTONIC
+ * (bpf_ktime_get_ns); until_ns 0 is off. */
+struct zm_throttle {
+	__u64 until_ns;
+	__u64 interval_ns;
+	__u64 next_ns; /* when the next connect may pass */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct zm_throttle);
+} zm_throttle SEC(".maps");
 
 static __always_inline void count(__u32 idx)
 {
 	__u64 *v = bpf_map_lookup_elem(&zm_counters, &idx);
 	if (v)
 		__sync_fetch_and_add(v, 1);
+}
+
+/* True when this connect is refused by the throttle. Two CPUs may both let one through
+ * in the same interval; ztunnel's own quota check still applies to what passes. */
+static __always_inline int throttled(void)
+{
+	__u32 zero = 0;
+	struct zm_throttle *t = bpf_map_lookup_elem(&zm_throttle, &zero);
+	__u64 now;
+
+	if (!t || !t->until_ns)
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (now >= t->until_ns)
+		return 0;
+	if (now >= t->next_ns) {
+		t->next_ns = now + t->interval_ns;
+		return 0;
+	}
+	count(3);
+	return 1;
 }
 
 /* What to do with a connect: capture TCP; let UDP and ICMP (ping sockets) through,
@@ -128,7 +168,7 @@ int zm_connect4(struct bpf_sock_addr *ctx)
 	 * connections to the application. */
 	if ((ip >> 24) == 127 || ip == 0)
 		return forget(ctx);
-	if (v == REFUSE)
+	if (v == REFUSE || throttled())
 		return 0;
 	d.addr[0] = ctx->user_ip4;
 	d.port = bpf_ntohs(ctx->user_port);
@@ -158,7 +198,7 @@ int zm_connect6(struct bpf_sock_addr *ctx)
 		__u32 ip = bpf_ntohl(a3);
 		if ((ip >> 24) == 127 || ip == 0)
 			return forget(ctx);
-		if (v == REFUSE)
+		if (v == REFUSE || throttled())
 			return 0;
 		d.addr[0] = a3;
 		d.family = 4;
@@ -171,7 +211,7 @@ int zm_connect6(struct bpf_sock_addr *ctx)
 	}
 	if (a0 == 0 && a1 == 0 && a2 == 0 && (a3 == 0 || a3 == bpf_htonl(1)))
 		return forget(ctx); /* :: and ::1 */
-	if (v == REFUSE)
+	if (v == REFUSE || throttled())
 		return 0;
 	d.addr[0] = a0;
 	d.addr[1] = a1;

@@ -6,7 +6,7 @@ import type { BpfCapture } from '../capture/bpf-capture.js';
 import { OUTBOUND_PORT, POD_ID_PATTERN } from '../capture/bpf-layout.js';
 import { listenInNetns, NetnsHandle } from '../capture/netns-listener.js';
 import type { AddWorkloadRequest, NodeAgentHandler } from '../capture/node-agent.js';
-import { handleOutbound, type OutboundInputs } from '../outbound/outbound-handler.js';
+import { type ConnectOrigin, handleOutbound, type OutboundInputs } from '../outbound/outbound-handler.js';
 import type { ProxyState } from '../state/proxy-state.js';
 
 const log = logger('capture');
@@ -19,7 +19,17 @@ export interface EnrolledPod {
   cgroupPath: string;
   /** 15001 on 127.0.0.1 and [::1] inside the pod: whatever arrives here is this pod's. */
   outbound: Server[];
+  /** Arms the pod's kernel connect throttle when the pod is over its tenant's connect rate. */
+  origin: ConnectOrigin;
 }
+
+/**
+ * How long the kernel keeps throttling a pod's connects after ztunnel last refused it for
+ * its connection rate. Meanwhile one connect per interval of the rate reaches ztunnel and
+ * the others fail with EPERM in the pod; after it, a storm that goes on meets one more
+ * refusal in ztunnel, which arms it again.
+ */
+export const THROTTLE_HOLD_MS = 1000;
 
 export interface CapturedPodsInputs {
   bpf: BpfCapture;
@@ -82,6 +92,10 @@ export class CapturedPods implements NodeAgentHandler {
         netns: new NetnsHandle(req.netns),
         cgroupPath: req.cgroup,
         outbound: [],
+        origin: {
+          overConnectRate: (intervalMs) =>
+            this.inputs.bpf.throttle(pinIdOf(req.uid), intervalMs, THROTTLE_HOLD_MS),
+        },
       };
       for (const host of ['127.0.0.1', '::1']) pod.outbound.push(await this.listenOutbound(pod, host));
     } catch (e) {
@@ -153,7 +167,7 @@ export class CapturedPods implements NodeAgentHandler {
       this.refuse(socket, pod, refusal ?? 'pending_config');
       return;
     }
-    handleOutbound(this.inputs.outbound, socket, workload, destination).catch((e: unknown) => {
+    handleOutbound(this.inputs.outbound, socket, workload, destination, pod.origin).catch((e: unknown) => {
       log.error({ pod: pod.uid, err: (e as Error).message }, 'outbound handler failed');
       socket.destroy();
     });

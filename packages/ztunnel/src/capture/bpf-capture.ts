@@ -9,6 +9,7 @@ import {
   COUNTER,
   decodeValue,
   encodeKey,
+  encodeThrottle,
   HOOKS,
   MAPS,
   type OriginalDestination,
@@ -59,6 +60,8 @@ export interface CaptureCounters {
   inboundDrops: number;
   captured: number;
   rekeyFailures: number;
+  /** Connects the kernel refused while the pod's connect throttle was armed. */
+  throttled: number;
 }
 
 interface AttachedPod {
@@ -66,7 +69,16 @@ interface AttachedPod {
   readonly netnsCookie: bigint;
   readonly origDstFd: number;
   readonly countersFd: number;
+  /** Absent on a pin directory adopted from a build without the throttle. */
+  readonly throttleFd: number | undefined;
+  /** What the throttle was last armed with (monotonic ns), to skip redundant writes. */
+  throttleUntil: bigint;
+  throttleInterval: bigint;
+  throttleLoggedAt: bigint;
 }
+
+/** A pod's throttle episodes are logged at most this often. */
+const THROTTLE_LOG_INTERVAL_NS = 10_000_000_000n;
 
 export interface BpfCaptureOptions {
   objectPath?: string;
@@ -193,6 +205,39 @@ export class BpfCapture {
     return dst;
   }
 
+  /**
+   * Arms the pod's connect throttle (bpf/README.md): for `holdMs` from now the kernel lets
+   * one of the pod's captured connects through every `intervalMs` and refuses the rest with
+   * EPERM. Called when ztunnel refuses the pod for its tenant's connection rate, so the
+   * connects that would be refused anyway never reach ztunnel. A write is skipped while an
+   * arming with the same interval has more than half its hold left. False when the pod has
+   * no throttle (unknown, or adopted from an older build).
+   */
+  throttle(podId: string, intervalMs: number, holdMs: number): boolean {
+    const pod = this.#pods.get(podId);
+    if (pod?.throttleFd === undefined || !(intervalMs > 0) || !(holdMs > 0)) return false;
+    const now = process.hrtime.bigint();
+    const interval = BigInt(Math.ceil(intervalMs * 1e6));
+    const hold = BigInt(Math.ceil(holdMs * 1e6));
+    if (pod.throttleInterval === interval && pod.throttleUntil - now > hold / 2n) return true;
+    sys.bpfMapUpdate(pod.throttleFd, ZERO_KEY, encodeThrottle(now + hold, interval, now + interval));
+    if (pod.throttleUntil <= now && now - pod.throttleLoggedAt > THROTTLE_LOG_INTERVAL_NS) {
+      pod.throttleLoggedAt = now;
+      log.warn(
+        { pod: podId, intervalMs, holdMs },
+        'pod over its connection rate: the kernel refuses its connects beyond one per interval',
+      );
+    }
+    pod.throttleUntil = now + hold;
+    pod.throttleInterval = interval;
+    return true;
+  }
+
+  /** Pods whose throttle has ever been armed by this process (their counters matter). */
+  get throttledPodIds(): string[] {
+    return [...this.#pods.values()].filter((p) => p.throttleUntil > 0n).map((p) => p.id);
+  }
+
   /** The netns cookie of an attached pod (what the pod's accepted sockets report). */
   netnsCookie(podId: string): bigint | undefined {
     return this.#pods.get(podId)?.netnsCookie;
@@ -214,6 +259,7 @@ export class BpfCapture {
       inboundDrops: read(COUNTER.inboundDrops),
       captured: read(COUNTER.captured),
       rekeyFailures: read(COUNTER.rekeyFailures),
+      throttled: read(COUNTER.throttled),
     };
   }
 
@@ -274,7 +320,17 @@ export class BpfCapture {
       sys.close(origDstFd);
       throw e;
     }
-    const pod = { id, netnsCookie, origDstFd, countersFd };
+    const throttleFd = optionalMap(p.map(MAPS.throttle));
+    const pod = {
+      id,
+      netnsCookie,
+      origDstFd,
+      countersFd,
+      throttleFd,
+      throttleUntil: 0n,
+      throttleInterval: 0n,
+      throttleLoggedAt: 0n,
+    };
     this.#pods.set(id, pod);
     this.#byCookie.set(netnsCookie, pod);
   }
@@ -286,6 +342,7 @@ export class BpfCapture {
     this.#byCookie.delete(pod.netnsCookie);
     sys.close(pod.origDstFd);
     sys.close(pod.countersFd);
+    if (pod.throttleFd !== undefined) sys.close(pod.throttleFd);
   }
 
   /** Runs operations on one pod one at a time, in call order. */
@@ -298,6 +355,18 @@ export class BpfCapture {
       if (this.#queues.get(id) === tail) this.#queues.delete(id);
     });
     return next;
+  }
+}
+
+const ZERO_KEY = Buffer.alloc(4);
+
+/** A map that a pin directory from an older build may lack: its fd, or undefined. */
+function optionalMap(pin: string): number | undefined {
+  try {
+    return existsSync(pin) ? sys.bpfObjGet(pin) : undefined;
+  } catch (e) {
+    log.warn({ pin, err: String(e) }, 'optional BPF map unusable');
+    return undefined;
   }
 }
 

@@ -45,10 +45,11 @@ export const MAPS = {
   origDst: 'zm_orig_dst',
   exempt: 'zm_exempt',
   counters: 'zm_counters',
+  throttle: 'zm_throttle',
 } as const;
 
 /** Indexes into zm_counters. */
-export const COUNTER = { inboundDrops: 0, captured: 1, rekeyFailures: 2 } as const;
+export const COUNTER = { inboundDrops: 0, captured: 1, rekeyFailures: 2, throttled: 3 } as const;
 
 /** A pod id becomes a directory name under PIN_ROOT: keep it to a safe alphabet. */
 export const POD_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
@@ -100,4 +101,16 @@ export function exemptKey(addr: Buffer): Buffer {
   key.writeUInt16BE(0xffff, 10);
   addr.copy(key, 12);
   return key;
+}
+
+/**
+ * struct zm_throttle (zm_throttle[0]): u64 until_ns, interval_ns, next_ns, CLOCK_MONOTONIC
+ * nanoseconds as bpf_ktime_get_ns() reads them (process.hrtime.bigint() is the same clock).
+ */
+export function encodeThrottle(untilNs: bigint, intervalNs: bigint, nextNs: bigint): Buffer {
+  const value = Buffer.alloc(24);
+  value.writeBigUInt64LE(untilNs, 0);
+  value.writeBigUInt64LE(intervalNs, 8);
+  value.writeBigUInt64LE(nextNs, 16);
+  return value;
 }

@@ -2,7 +2,9 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 
 interface CaptureSource {
   readonly podIds: string[];
+  readonly throttledPodIds: string[];
   dropCount(podId: string): number;
+  counters(podId: string): { throttled: number } | undefined;
 }
 
 /** Capture metrics on the proxy's own registry. Pod ids are bounded names, never addresses. */
@@ -32,6 +34,16 @@ export class CaptureMetrics {
       collect() {
         this.reset();
         for (const id of source.podIds) this.set({ pod: id }, source.dropCount(id));
+      },
+    });
+    new Gauge({
+      name: 'zmesh_capture_throttled_connects',
+      help: 'Connects refused in the kernel by the pod connect throttle, armed when the pod was over its tenant connection-rate quota (since attach)',
+      labelNames: ['pod'],
+      registers,
+      collect() {
+        this.reset();
+        for (const id of source.throttledPodIds) this.set({ pod: id }, source.counters(id)?.throttled ?? 0);
       },
     });
   }

@@ -32,6 +32,12 @@ export interface OutboundInputs {
   tenancy: TenantAdmission;
 }
 
+/** Where a connection came from, when that can be told to slow down (a captured pod). */
+export interface ConnectOrigin {
+  /** The source was refused for its connection rate, which allows one connect per `intervalMs`. */
+  overConnectRate(intervalMs: number): void;
+}
+
 /**
  * Carries one accepted downstream connection of `source` (attributed by the listener
  * that accepted it, never by anything the client sent) to `destination`.
@@ -41,11 +47,14 @@ export async function handleOutbound(
   downstream: Socket,
   source: Workload,
   destination: { host: string; port: number },
+  origin?: ConnectOrigin,
 ): Promise<void> {
   const started = Date.now();
   const tenant = inputs.tenantOf(source);
   const admitted = inputs.tenancy.admit(tenant);
   if (!admitted.ok) {
+    const interval = connectRateInterval(admitted.error);
+    if (interval !== undefined) origin?.overConnectRate(interval);
     refuse(inputs, downstream, source, destination, admitted.error);
     return;
   }
@@ -132,6 +141,13 @@ function connectPlain(target: { host: string; port: number }): Promise<Socket> {
     });
     socket.once('error', reject);
   });
+}
+
+/** For a connection-rate refusal, the interval between the connects the rate allows (ms). */
+function connectRateInterval(error: ZmeshError): number | undefined {
+  const rate = error.context.rate;
+  if (error.code !== 'ZM_ERR_TENANT_QUOTA' || error.context.quota !== 'connect_rate') return undefined;
+  return typeof rate === 'number' && rate > 0 && Number.isFinite(rate) ? 1000 / rate : undefined;
 }
 
 function refuse(

@@ -130,6 +130,7 @@ export class TenantQuotas {
         tenant,
         'connect_rate',
         contended ? `${limits.connectRate}/s while the node is contended` : `${limits.connectRate}/s`,
+        { rate: limits.connectRate },
       );
     u.tokens--;
     return ok(undefined);
@@ -202,9 +203,15 @@ export class TenantQuotas {
     if (u.tokens >= limits.connectBurst) this.#usage.delete(tenant);
   }
 
-  #refuse(tenant: string, quota: QuotaKind, limit: number | string): Result<never, ZmeshError> {
+  /** `extra`: facts for the caller (connect_rate: the `rate` in force, per second). */
+  #refuse(
+    tenant: string,
+    quota: QuotaKind,
+    limit: number | string,
+    extra: Record<string, unknown> = {},
+  ): Result<never, ZmeshError> {
     this.#metrics.refused.inc({ tenant, quota });
-    const error = new ZmeshError('ZM_ERR_TENANT_QUOTA', { tenant, quota, limit });
+    const error = new ZmeshError('ZM_ERR_TENANT_QUOTA', { tenant, quota, limit, ...extra });
     this.#log.refused(tenant, quota, { limit }, error.message);
     return err(error);
   }
