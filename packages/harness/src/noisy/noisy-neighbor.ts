@@ -17,9 +17,13 @@ export interface VictimStats {
   rps: number;
 }
 
-/** One solo run and one loaded run right after it. */
+/**
+ * One loaded run. `victim.solo` is the reference the ratios divide by: the median of every
+ * round's solo run with the same fairness setting; `round_solo` is this round's own.
+ */
 export interface RoundResult {
   victim: { solo: VictimStats; loaded: VictimStats };
+  round_solo: VictimStats;
   p99_ratio: number;
   rps_ratio: number;
   aggressor: { admitted: number; refused: number };
@@ -120,9 +124,11 @@ export async function runNoisyNeighbor(
         ...(opts.scenarios ?? SCENARIOS),
       ];
       const rounds = new Map(names.map((n) => [n, [] as RoundResult[]]));
+      const solos: VictimStats[] = [];
       for (let r = 1; r <= roundCount; r++) {
         await settle(mesh, say);
         const solo = await victim(mesh, server, rate, seconds);
+        solos.push(solo);
         say(
           `fairness ${fairness}, round ${r}/${roundCount}: victim solo at ${rate} req/s: p50 ${solo.p50_ms} ms, p99 ${solo.p99_ms} ms`,
         );
@@ -136,7 +142,17 @@ export async function runNoisyNeighbor(
           );
         }
       }
-      for (const name of names) scenarios.push(summarize(name, fairness, rounds.get(name)!));
+      // A single solo run can be an outlier either way (host noise has read 93 ms where
+      // 12 ms is usual), which made a whole round's ratios 0.1x or 5x: every loaded run is
+      // divided by the median of this setting's solo runs instead.
+      const reference = medianStats(solos);
+      say(
+        `fairness ${fairness}: solo reference (median of ${solos.length}): p50 ${reference.p50_ms} ms, p99 ${reference.p99_ms} ms, ${reference.rps} req/s`,
+      );
+      for (const name of names) {
+        const rebased = rounds.get(name)!.map((round) => against(round, reference));
+        scenarios.push(summarize(name, fairness, rebased));
+      }
     } finally {
       await mesh.down();
     }
@@ -169,6 +185,29 @@ async function victim(mesh: LocalMesh, host: string, rate: number, seconds: numb
     p99_ms: round(line.p99_ms ?? 5000),
     rps: round(line.rps ?? 0),
   };
+}
+
+/** Each field's median over the runs (the upper of two middles). */
+function medianStats(runs: VictimStats[]): VictimStats {
+  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+  return {
+    p50_ms: median(runs.map((r) => r.p50_ms)),
+    p99_ms: median(runs.map((r) => r.p99_ms)),
+    rps: median(runs.map((r) => r.rps)),
+  };
+}
+
+function ratios(loaded: VictimStats, solo: VictimStats): { p99_ratio: number; rps_ratio: number } {
+  return {
+    p99_ratio: loaded.p99_ms / Math.max(1, solo.p99_ms),
+    rps_ratio: loaded.rps / Math.max(1e-9, solo.rps),
+  };
+}
+
+/** A round's ratios against the solo reference. */
+function against(round: RoundResult, solo: VictimStats): RoundResult {
+  const { loaded } = round.victim;
+  return { ...round, victim: { solo, loaded }, ...ratios(loaded, solo) };
 }
 
 /** The median round by p99 ratio (the upper of two middles), with the peak RSS of all. */
@@ -222,8 +261,8 @@ async function scenario(
   clearInterval(sampler);
   return {
     victim: { solo, loaded },
-    p99_ratio: loaded.p99_ms / Math.max(1, solo.p99_ms),
-    rps_ratio: loaded.rps / Math.max(1e-9, solo.rps),
+    round_solo: solo,
+    ...ratios(loaded, solo),
     aggressor: { admitted: agg.admitted ?? 0, refused: agg.refused ?? 0 },
     ztunnel: { cpu_s: pid ? cpuSeconds(pid) - cpuBefore : 0, rss_mb: rssMax },
   };
