@@ -34,7 +34,7 @@ export async function runNoisyCommand(opts: NoisyCommandOptions): Promise<number
     return 2;
   }
   const started = Date.now();
-  const { scenarios, capacityRps } = await runNoisyNeighbor({
+  const { scenarios, capacityRps, solo } = await runNoisyNeighbor({
     quick: opts.quick === true,
     ...(rounds ? { rounds } : {}),
     ...(picked ? { scenarios: picked as Scenario[] } : {}),
@@ -44,7 +44,7 @@ export async function runNoisyCommand(opts: NoisyCommandOptions): Promise<number
   const verdict = verdictOf(scenarios);
   console.log(`\n${table(scenarios)}\n`);
   if (opts.json)
-    await writeFile(opts.json, `${JSON.stringify({ capacityRps, scenarios, verdict }, null, 2)}\n`);
+    await writeFile(opts.json, `${JSON.stringify({ capacityRps, solo, scenarios, verdict }, null, 2)}\n`);
   if (opts.png) await writeFile(opts.png, await chart(scenarios));
   console.log(verdict.passed ? 'verdict: PASSED' : `verdict: FAILED\n  ${verdict.reasons.join('\n  ')}`);
   return verdict.passed ? 0 : 1;
