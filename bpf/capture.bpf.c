@@ -68,14 +68,21 @@ struct {
 } zm_counters SEC(".maps");
 
 /* Connect throttle: ztunnel arms it when it refuses one of the pod's connects for its
- * tenant's connection-rate quota. Until until_ns, one captured connect per interval_ns
- * goes on to ztunnel and the others fail with EPERM in connect(), before a SYN is sent,
- * so a connection storm over its quota costs ztunnel nothing. Times are CLOCK_MONOTONIC
+ * tenant's connection-rate quota. Until until_ns the connect hooks keep a token bucket
+ * like ztunnel's (rate per second, burst), starting empty: connects with a token go on to
+ * ztunnel, the others fail with EPERM in connect() before a SYN is sent, so a storm over
+ * its quota costs ztunnel nothing and a pod that slows down gets its burst back as it
+ * would from ztunnel. Tokens are counted in billionths. Times are CLOCK_MONOTONIC
  * (bpf_ktime_get_ns); until_ns 0 is off. */
+#define ZM_TOKEN 1000000000ULL
+#define ZM_MAX_ELAPSED_NS 10000000000ULL
+
 struct zm_throttle {
 	__u64 until_ns;
-	__u64 interval_ns;
-	__u64 next_ns; /* when the next connect may pass */
+	__u64 rate;      /* tokens per second */
+	__u64 burst_nt;  /* bucket size, billionths of a token */
+	__u64 tokens_nt; /* tokens held at last_ns, billionths */
+	__u64 last_ns;
 };
 
 struct {
@@ -92,23 +99,32 @@ static __always_inline void count(__u32 idx)
 		__sync_fetch_and_add(v, 1);
 }
 
-/* True when this connect is refused by the throttle. Two CPUs may both let one through
- * in the same interval; ztunnel's own quota check still applies to what passes. */
+/* True when this connect is refused by the throttle. Two CPUs updating the bucket at
+ * once may both take the same token; ztunnel's own quota check still applies to what
+ * passes. */
 static __always_inline int throttled(void)
 {
 	__u32 zero = 0;
 	struct zm_throttle *t = bpf_map_lookup_elem(&zm_throttle, &zero);
-	__u64 now;
+	__u64 now, elapsed, tokens;
 
 	if (!t || !t->until_ns)
 		return 0;
 	now = bpf_ktime_get_ns();
 	if (now >= t->until_ns)
 		return 0;
-	if (now >= t->next_ns) {
-		t->next_ns = now + t->interval_ns;
+	elapsed = now > t->last_ns ? now - t->last_ns : 0;
+	if (elapsed > ZM_MAX_ELAPSED_NS)
+		elapsed = ZM_MAX_ELAPSED_NS;
+	tokens = t->tokens_nt + elapsed * t->rate;
+	if (tokens > t->burst_nt)
+		tokens = t->burst_nt;
+	t->last_ns = now;
+	if (tokens >= ZM_TOKEN) {
+		t->tokens_nt = tokens - ZM_TOKEN;
 		return 0;
 	}
+	t->tokens_nt = tokens;
 	count(3);
 	return 1;
 }

@@ -61,13 +61,21 @@ meshTest('a pod over its connection rate is refused in the kernel, not by ztunne
   const inZtunnel = metricSum(text, 'zmesh_tenant_quota_refused_total', (l) => l.includes('connect_rate'));
   t.log(`1000 connects in ${r.ms} ms: ${r.ok} ok, errors ${JSON.stringify(r.errors)}`);
   t.log(`refused in the kernel ${inKernel}, by ztunnel ${inZtunnel}`);
-  // The burst, then about one per 50 ms for the second the storm lasts (slack for timing).
+  // The burst, then the rate (20/s) for the second the storm lasts (slack for timing).
   t.true(r.ok >= RATE, `at least the burst got through (${r.ok})`);
   t.true(r.ok <= RATE + RATE * (r.ms / 1000) * 2 + 10, `no more than the rate allows (${r.ok})`);
   t.true((r.errors.EPERM ?? 0) > 500, 'most refusals are EPERM from connect() in the pod');
   t.true(inKernel >= (r.errors.EPERM ?? 0), 'every EPERM is counted per pod');
   t.true(inZtunnel < 100, `ztunnel itself saw few of them (${inZtunnel})`);
   t.is(r.ok + r.failed, 1000);
+});
+
+meshTest('a pod that stops storming gets its burst back as from the quota, while still armed', async (t) => {
+  await rate(300, 1000); // arms the throttle again
+  // Well inside the hold (1 s), long enough for 8 tokens at 20/s: a burst of 5 passes.
+  await new Promise((resolve) => setTimeout(resolve, 400));
+  const r = await rate(5, 1000);
+  t.is(r.ok, 5, JSON.stringify(r));
 });
 
 meshTest('the throttle lapses on its own: after the hold a connect goes through', async (t) => {

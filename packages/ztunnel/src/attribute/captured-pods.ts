@@ -25,7 +25,7 @@ export interface EnrolledPod {
 
 /**
  * How long the kernel keeps throttling a pod's connects after ztunnel last refused it for
- * its connection rate. Meanwhile one connect per interval of the rate reaches ztunnel and
+ * its connection rate. Meanwhile the connects within its rate and burst reach ztunnel and
  * the others fail with EPERM in the pod; after it, a storm that goes on meets one more
  * refusal in ztunnel, which arms it again.
  */
@@ -93,8 +93,8 @@ export class CapturedPods implements NodeAgentHandler {
         cgroupPath: req.cgroup,
         outbound: [],
         origin: {
-          overConnectRate: (intervalMs) =>
-            this.inputs.bpf.throttle(pinIdOf(req.uid), intervalMs, THROTTLE_HOLD_MS),
+          overConnectRate: (rate, burst) =>
+            this.inputs.bpf.throttle(pinIdOf(req.uid), rate, burst, THROTTLE_HOLD_MS),
         },
       };
       for (const host of ['127.0.0.1', '::1']) pod.outbound.push(await this.listenOutbound(pod, host));

@@ -71,9 +71,9 @@ interface AttachedPod {
   readonly countersFd: number;
   /** Absent on a pin directory adopted from a build without the throttle. */
   readonly throttleFd: number | undefined;
-  /** What the throttle was last armed with (monotonic ns), to skip redundant writes. */
+  /** What the throttle was last armed with (monotonic ns; rate/burst), to skip redundant writes. */
   throttleUntil: bigint;
-  throttleInterval: bigint;
+  throttleLimits: string;
   throttleLoggedAt: bigint;
 }
 
@@ -206,30 +206,32 @@ export class BpfCapture {
   }
 
   /**
-   * Arms the pod's connect throttle (bpf/README.md): for `holdMs` from now the kernel lets
-   * one of the pod's captured connects through every `intervalMs` and refuses the rest with
-   * EPERM. Called when ztunnel refuses the pod for its tenant's connection rate, so the
-   * connects that would be refused anyway never reach ztunnel. A write is skipped while an
-   * arming with the same interval has more than half its hold left. False when the pod has
-   * no throttle (unknown, or adopted from an older build).
+   * Arms the pod's connect throttle (bpf/README.md): for `holdMs` from now the kernel keeps
+   * an empty-started token bucket of `rate` per second and `burst` for the pod's captured
+   * connects and refuses those without a token with EPERM. Called when ztunnel refuses the
+   * pod for its tenant's connection rate, so the connects that would be refused anyway
+   * never reach ztunnel. A write is skipped while an arming with the same limits has more
+   * than half its hold left. False when the pod has no throttle (unknown, or adopted from
+   * an older build).
    */
-  throttle(podId: string, intervalMs: number, holdMs: number): boolean {
+  throttle(podId: string, rate: number, burst: number, holdMs: number): boolean {
     const pod = this.#pods.get(podId);
-    if (pod?.throttleFd === undefined || !(intervalMs > 0) || !(holdMs > 0)) return false;
+    if (pod?.throttleFd === undefined || !(rate > 0) || !(burst > 0) || !(holdMs > 0)) return false;
+    if (!Number.isFinite(rate) || !Number.isFinite(burst)) return false;
     const now = process.hrtime.bigint();
-    const interval = BigInt(Math.ceil(intervalMs * 1e6));
+    const limits = `${rate}/${burst}`;
     const hold = BigInt(Math.ceil(holdMs * 1e6));
-    if (pod.throttleInterval === interval && pod.throttleUntil - now > hold / 2n) return true;
-    sys.bpfMapUpdate(pod.throttleFd, ZERO_KEY, encodeThrottle(now + hold, interval, now + interval));
+    if (pod.throttleLimits === limits && pod.throttleUntil - now > hold / 2n) return true;
+    sys.bpfMapUpdate(pod.throttleFd, ZERO_KEY, encodeThrottle(now + hold, rate, burst, now));
     if (pod.throttleUntil <= now && now - pod.throttleLoggedAt > THROTTLE_LOG_INTERVAL_NS) {
       pod.throttleLoggedAt = now;
       log.warn(
-        { pod: podId, intervalMs, holdMs },
-        'pod over its connection rate: the kernel refuses its connects beyond one per interval',
+        { pod: podId, rate, burst, holdMs },
+        'pod over its connection rate: the kernel refuses its connects beyond the rate',
       );
     }
     pod.throttleUntil = now + hold;
-    pod.throttleInterval = interval;
+    pod.throttleLimits = limits;
     return true;
   }
 
@@ -328,7 +330,7 @@ export class BpfCapture {
       countersFd,
       throttleFd,
       throttleUntil: 0n,
-      throttleInterval: 0n,
+      throttleLimits: '',
       throttleLoggedAt: 0n,
     };
     this.#pods.set(id, pod);

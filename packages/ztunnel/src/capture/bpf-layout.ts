@@ -103,14 +103,20 @@ export function exemptKey(addr: Buffer): Buffer {
   return key;
 }
 
+/** One token in the throttle's units (struct zm_throttle counts billionths). */
+export const THROTTLE_TOKEN = 1_000_000_000n;
+
 /**
- * struct zm_throttle (zm_throttle[0]): u64 until_ns, interval_ns, next_ns, CLOCK_MONOTONIC
- * nanoseconds as bpf_ktime_get_ns() reads them (process.hrtime.bigint() is the same clock).
+ * struct zm_throttle (zm_throttle[0]): u64 until_ns, rate (per second), burst_nt,
+ * tokens_nt, last_ns. Times are CLOCK_MONOTONIC nanoseconds as bpf_ktime_get_ns() reads
+ * them (process.hrtime.bigint() is the same clock); the bucket is armed empty.
  */
-export function encodeThrottle(untilNs: bigint, intervalNs: bigint, nextNs: bigint): Buffer {
-  const value = Buffer.alloc(24);
+export function encodeThrottle(untilNs: bigint, rate: number, burst: number, nowNs: bigint): Buffer {
+  const value = Buffer.alloc(40);
   value.writeBigUInt64LE(untilNs, 0);
-  value.writeBigUInt64LE(intervalNs, 8);
-  value.writeBigUInt64LE(nextNs, 16);
+  value.writeBigUInt64LE(BigInt(Math.max(1, Math.round(rate))), 8);
+  value.writeBigUInt64LE(BigInt(Math.max(1, Math.round(burst))) * THROTTLE_TOKEN, 16);
+  value.writeBigUInt64LE(0n, 24);
+  value.writeBigUInt64LE(nowNs, 32);
   return value;
 }

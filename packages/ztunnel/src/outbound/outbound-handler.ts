@@ -34,8 +34,8 @@ export interface OutboundInputs {
 
 /** Where a connection came from, when that can be told to slow down (a captured pod). */
 export interface ConnectOrigin {
-  /** The source was refused for its connection rate, which allows one connect per `intervalMs`. */
-  overConnectRate(intervalMs: number): void;
+  /** The source was refused for its connection rate: `rate` per second with `burst`. */
+  overConnectRate(rate: number, burst: number): void;
 }
 
 /**
@@ -53,8 +53,8 @@ export async function handleOutbound(
   const tenant = inputs.tenantOf(source);
   const admitted = inputs.tenancy.admit(tenant);
   if (!admitted.ok) {
-    const interval = connectRateInterval(admitted.error);
-    if (interval !== undefined) origin?.overConnectRate(interval);
+    const limits = connectRateOf(admitted.error);
+    if (limits !== undefined) origin?.overConnectRate(limits.rate, limits.burst);
     refuse(inputs, downstream, source, destination, admitted.error);
     return;
   }
@@ -143,11 +143,12 @@ function connectPlain(target: { host: string; port: number }): Promise<Socket> {
   });
 }
 
-/** For a connection-rate refusal, the interval between the connects the rate allows (ms). */
-function connectRateInterval(error: ZmeshError): number | undefined {
-  const rate = error.context.rate;
-  if (error.code !== 'ZM_ERR_TENANT_QUOTA' || error.context.quota !== 'connect_rate') return undefined;
-  return typeof rate === 'number' && rate > 0 && Number.isFinite(rate) ? 1000 / rate : undefined;
+/** For a connection-rate refusal, the rate and burst that refused it. */
+function connectRateOf(error: ZmeshError): { rate: number; burst: number } | undefined {
+  const { quota, rate, burst } = error.context;
+  if (error.code !== 'ZM_ERR_TENANT_QUOTA' || quota !== 'connect_rate') return undefined;
+  if (typeof rate !== 'number' || typeof burst !== 'number') return undefined;
+  return { rate, burst };
 }
 
 function refuse(

@@ -130,7 +130,7 @@ export class TenantQuotas {
         tenant,
         'connect_rate',
         contended ? `${limits.connectRate}/s while the node is contended` : `${limits.connectRate}/s`,
-        { rate: limits.connectRate },
+        { rate: limits.connectRate, burst: limits.connectBurst },
       );
     u.tokens--;
     return ok(undefined);
@@ -203,7 +203,7 @@ export class TenantQuotas {
     if (u.tokens >= limits.connectBurst) this.#usage.delete(tenant);
   }
 
-  /** `extra`: facts for the caller (connect_rate: the `rate` in force, per second). */
+  /** `extra`: facts for the caller (connect_rate: the `rate` per second and `burst` in force). */
   #refuse(
     tenant: string,
     quota: QuotaKind,
