@@ -99,7 +99,7 @@ capTest(
       ],
       'getpeername inside the pod shows the original peer',
     );
-    t.deepEqual(capture.counters(a1!.uid), { inboundDrops: 0, captured: 3, rekeyFailures: 0 });
+    t.deepEqual(capture.counters(a1!.uid), { inboundDrops: 0, captured: 3, rekeyFailures: 0, throttled: 0 });
     t.is(
       capture.originalDestination({ netnsCookie: capture.netnsCookie(a1!.uid)!, peerPort: 1, family: 4 }),
       undefined,
