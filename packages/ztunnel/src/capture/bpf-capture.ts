@@ -222,7 +222,13 @@ export class BpfCapture {
     const limits = `${rate}/${burst}`;
     const hold = BigInt(Math.ceil(holdMs * 1e6));
     if (pod.throttleLimits === limits && pod.throttleUntil - now > hold / 2n) return true;
-    sys.bpfMapUpdate(pod.throttleFd, ZERO_KEY, encodeThrottle(now + hold, rate, burst, now));
+    try {
+      sys.bpfMapUpdate(pod.throttleFd, ZERO_KEY, encodeThrottle(now + hold, rate, burst, now));
+    } catch (e) {
+      // The refusal itself stands; only its cheaper repetition in the kernel is lost.
+      log.warn({ pod: podId, err: String(e) }, 'connect throttle not armed');
+      return false;
+    }
     if (pod.throttleUntil <= now && now - pod.throttleLoggedAt > THROTTLE_LOG_INTERVAL_NS) {
       pod.throttleLoggedAt = now;
       log.warn(
