@@ -122,7 +122,7 @@ export async function runNoisyNeighbor(
       await victim(mesh, server, rate, Math.min(3, seconds));
       // One p99 of a run at a third of capacity next to a saturating bulk stream swings
       // 1.5-2x between runs here, with no attack at all: each round measures the victim
-      // solo, then under each attack, and a scenario reports its median round.
+      // solo, under each attack and solo again, and a scenario reports its median round.
       const names: Array<Scenario | typeof CONTROL> = [
         ...(fairness === 'on' ? [CONTROL] : []),
         ...(opts.scenarios ?? SCENARIOS),
@@ -141,8 +141,8 @@ export async function runNoisyNeighbor(
           const result = await scenario(mesh, name, rate, seconds, solo);
           rounds.get(name)!.push(result);
           say(
-            `fairness ${fairness}, round ${r}, ${name}: victim p99 ${result.victim.loaded.p99_ms} ms (${result.p99_ratio.toFixed(2)}× solo), ` +
-              `rps ${result.rps_ratio.toFixed(2)}× solo; aggressor admitted ${result.aggressor.admitted}, refused ${result.aggressor.refused}`,
+            `fairness ${fairness}, round ${r}, ${name}: victim p99 ${result.victim.loaded.p99_ms} ms (${result.p99_ratio.toFixed(2)}× this round's solo), ` +
+              `rps ${result.rps_ratio.toFixed(2)}× this round's solo; aggressor admitted ${result.aggressor.admitted}, refused ${result.aggressor.refused}`,
           );
         }
         await settle(mesh, say);
@@ -199,14 +199,15 @@ async function victim(mesh: LocalMesh, host: string, rate: number, seconds: numb
   };
 }
 
-/** Each field's median over the runs (the upper of two middles). */
+/** The median item by `key` (the upper of two middles); `items` is not empty. */
+function upperMedian<T>(items: T[], key: (item: T) => number): T {
+  return [...items].sort((a, b) => key(a) - key(b))[Math.floor(items.length / 2)]!;
+}
+
+/** Each field's median over the runs. */
 function medianStats(runs: VictimStats[]): VictimStats {
-  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-  return {
-    p50_ms: median(runs.map((r) => r.p50_ms)),
-    p99_ms: median(runs.map((r) => r.p99_ms)),
-    rps: median(runs.map((r) => r.rps)),
-  };
+  const median = (field: keyof VictimStats) => upperMedian(runs, (r) => r[field])[field];
+  return { p50_ms: median('p50_ms'), p99_ms: median('p99_ms'), rps: median('rps') };
 }
 
 function ratios(loaded: VictimStats, solo: VictimStats): { p99_ratio: number; rps_ratio: number } {
@@ -228,8 +229,7 @@ function summarize(
   fairness: 'on' | 'off',
   rounds: RoundResult[],
 ): ScenarioResult {
-  const sorted = [...rounds].sort((a, b) => a.p99_ratio - b.p99_ratio);
-  const median = sorted[Math.floor(sorted.length / 2)]!;
+  const median = upperMedian(rounds, (r) => r.p99_ratio);
   const rss_mb = Math.max(...rounds.map((r) => r.ztunnel.rss_mb));
   return { name, fairness, ...median, ztunnel: { ...median.ztunnel, rss_mb }, rounds };
 }
