@@ -281,6 +281,7 @@ export class Ztunnel {
       metrics: this.metrics,
       authorizer: this.authorizer,
       ...(this.tenancy.inboundCopy ? { copy: this.tenancy.inboundCopy } : {}),
+      streamWindows: this.tenancy.streamWindows,
     });
     this.inbound.set(w.uid, listener);
     boundFor.set(listener, inboundKey(w));
@@ -335,6 +336,7 @@ export class Ztunnel {
       credential,
       bundle: this.options.bundle,
       expectedIdentities: key.destinationIdentity.split(','),
+      streamWindows: this.tenancy.streamWindows,
       // Capture mode: the TCP socket is made inside the source pod, so the tunnel leaves
       // from the pod's own address; explicit mode binds the workload's loopback address.
       ...(pod

@@ -14,6 +14,7 @@ import {
   type KeepaliveTiming,
   localSettings,
   MAX_SESSION_MEMORY_MB,
+  type StreamWindowMode,
 } from './hbone-settings.js';
 
 export interface ConnectHboneOptions {
@@ -36,6 +37,8 @@ export interface ConnectHboneOptions {
   keepalive?: KeepaliveTiming;
   /** Streams this session carries at most; default CLIENT_MAX_STREAMS_PER_CONNECTION. */
   maxStreams?: number;
+  /** How downloads' stream windows are sized; default `shared`. */
+  streamWindows?: StreamWindowMode;
 }
 
 /**
@@ -123,7 +126,10 @@ function awaitAccepted(dialed: Dialed, opts: ConnectHboneOptions, address: strin
       cleanup();
       const keepalive = opts.keepalive ?? DEFAULT_KEEPALIVE;
       const maxStreams = opts.maxStreams ?? CLIENT_MAX_STREAMS_PER_CONNECTION;
-      resolve(new HboneSession(session, { peerIdentity: id.value, address, keepalive, maxStreams }));
+      const streamWindows = opts.streamWindows ?? 'shared';
+      resolve(
+        new HboneSession(session, { peerIdentity: id.value, address, keepalive, maxStreams, streamWindows }),
+      );
     };
     opts.signal?.addEventListener('abort', onAbort, { once: true });
     session

@@ -3,10 +3,12 @@ import * as net from 'node:net';
 import { Duplex } from 'node:stream';
 import test from 'ava';
 import { isZmeshError, ZmeshError } from '../errors/index.js';
+import { PUMP_QUEUE_BYTES } from '../net/byte-pump.js';
 import { makePki, metricValue, type Pki, startEcho, startHbone } from '../testing/transport-fixtures.js';
 import { connectHbone } from './hbone-client.js';
 import type { HboneSession } from './hbone-session.js';
-import { STREAM_WINDOW_BYTES } from './hbone-settings.js';
+import { SESSION_STREAM_WINDOWS_BYTES, STREAM_WINDOW_BYTES } from './hbone-settings.js';
+import { streamWindowFor } from './stream-windows.js';
 
 const TRAILER = Buffer.from('<server rest after client END_STREAM>');
 const pki: Pki = await makePki();
@@ -208,33 +210,84 @@ test('connectHbone honours an abort signal and a timeout', async (t) => {
   silent.close();
 });
 
+/** Writes to `tunnel` until it stops draining for 300 ms; returns the bytes it accepted. */
+async function fillUntilStalled(tunnel: Duplex, limit = 64 * 1024 * 1024): Promise<number> {
+  const chunk = Buffer.alloc(64 * 1024);
+  let written = 0;
+  while (written < limit) {
+    written += chunk.length;
+    if (tunnel.write(chunk)) continue;
+    const drained = await Promise.race([
+      new Promise<boolean>((resolve) => tunnel.once('drain', () => resolve(true))),
+      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 300)),
+    ]);
+    if (!drained) break;
+  }
+  return written;
+}
+
 test('a slow reader holds the sender to the stream window instead of buffering without bound', async (t) => {
   // An upstream that accepts nothing: its writable side never calls back.
   const stuck = new Duplex({ read() {}, write(_chunk, _enc, _cb) {} });
   const slow = await startHbone(pki, echo.port, { onTunnel: async () => ({ upstream: stuck }) });
   const session = await connect({ port: slow.port });
   const tunnel = await session.openTunnel({ authority: '127.0.0.1:9' });
-  const chunk = Buffer.alloc(64 * 1024);
-  let written = 0;
-  for (;;) {
-    if (tunnel.write(chunk)) {
-      written += chunk.length;
-      continue;
-    }
-    written += chunk.length;
-    const drained = await Promise.race([
-      new Promise<boolean>((resolve) => tunnel.once('drain', () => resolve(true))),
-      new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 300)),
-    ]);
-    if (!drained) break;
-    if (written > 64 * 1024 * 1024) break;
-  }
+  const written = await fillUntilStalled(tunnel);
   t.log(`sender stalled after ${written} bytes`);
   t.true(written <= STREAM_WINDOW_BYTES + 2 * 1024 * 1024, `${written} bytes accepted`);
   t.true(written >= 1024 * 1024, 'the window itself was usable');
   session.destroy();
   stuck.destroy();
   await slow.server.close();
+});
+
+test('32 stalled tunnels on one session share its window budget instead of 32 full windows', async (t) => {
+  const stuck: Duplex[] = [];
+  const slow = await startHbone(pki, echo.port, {
+    onTunnel: async () => {
+      const upstream = new Duplex({ read() {}, write(_chunk, _enc, _cb) {} });
+      stuck.push(upstream);
+      return { upstream };
+    },
+  });
+  const session = await connect({ port: slow.port });
+  const tunnels = await Promise.all(
+    Array.from({ length: 32 }, () => session.openTunnel({ authority: '127.0.0.1:9' })),
+  );
+  const written = (await Promise.all(tunnels.map((tunnel) => fillUntilStalled(tunnel)))).reduce(
+    (a, b) => a + b,
+  );
+  t.log(`32 tunnels stalled after ${(written / 1048576).toFixed(1)} MiB in all`);
+  // Each stream's window is 512 KiB at 32 streams. Beside it, each tunnel holds its queue
+  // toward the stuck upstream and the sender's last chunk. With a fixed 4 MiB per stream,
+  // the same tunnels took 138 MiB.
+  const perTunnel = PUMP_QUEUE_BYTES + 64 * 1024;
+  t.true(written <= SESSION_STREAM_WINDOWS_BYTES + 32 * perTunnel, `${written} bytes accepted`);
+  // destroy() sends RST_STREAM(NO_ERROR): the server must still let go of the stream and
+  // its stuck upstream. With the streams gone, a lone tunnel gets the full window back.
+  for (const tunnel of tunnels) tunnel.destroy();
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  t.true(
+    stuck.every((s) => s.destroyed),
+    `${stuck.filter((s) => !s.destroyed).length} upstreams still held`,
+  );
+  const lone = await session.openTunnel({ authority: '127.0.0.1:9' });
+  const loneBytes = await fillUntilStalled(lone);
+  t.true(loneBytes >= STREAM_WINDOW_BYTES - 64 * 1024, `the full window is back (${loneBytes})`);
+  session.destroy();
+  for (const s of stuck) s.destroy();
+  await slow.server.close();
+});
+
+test('the stream window halves as streams double and never leaves its bounds', (t) => {
+  const MiB = 1024 * 1024;
+  t.is(streamWindowFor(0), STREAM_WINDOW_BYTES);
+  t.is(streamWindowFor(4), 4 * MiB);
+  t.is(streamWindowFor(5), 2 * MiB);
+  t.is(streamWindowFor(32), 512 * 1024);
+  t.is(streamWindowFor(64), 256 * 1024);
+  t.is(streamWindowFor(100), 128 * 1024);
+  t.is(streamWindowFor(10_000), 64 * 1024);
 });
 
 test('a session never exceeds its stream bound', async (t) => {

@@ -20,6 +20,7 @@ import {
   RAPID_RESET_LIMIT,
   RAPID_RESET_WINDOW_MS,
   SERVER_MAX_CONCURRENT_STREAMS,
+  type StreamWindowMode,
 } from './hbone-settings.js';
 import { InboundSession } from './inbound-session.js';
 
@@ -52,6 +53,8 @@ export interface HboneServerOptions {
   keepalive?: KeepaliveTiming;
   rapidReset?: { limit: number; windowMs: number };
   handshakeTimeoutMs?: number;
+  /** How uploads' stream windows are sized; default `shared`. */
+  streamWindows?: StreamWindowMode;
 }
 
 /**
@@ -184,6 +187,7 @@ export class HboneServer {
       hboneMetrics: this.#metrics,
       keepalive: this.#opts.keepalive ?? DEFAULT_KEEPALIVE,
       rapidReset: this.#opts.rapidReset ?? { limit: RAPID_RESET_LIMIT, windowMs: RAPID_RESET_WINDOW_MS },
+      streamWindows: this.#opts.streamWindows ?? 'shared',
     });
     this.#sessions.add(inbound);
     void inbound.closed.then(() => this.#sessions.delete(inbound));

@@ -4,8 +4,9 @@ import type { Duplex } from 'node:stream';
 import { ZmeshError } from '../errors/index.js';
 import { logger } from '../log/index.js';
 import { buildConnectHeaders } from './connect-request.js';
-import { CONNECTION_WINDOW_BYTES, type KeepaliveTiming } from './hbone-settings.js';
+import { CONNECTION_WINDOW_BYTES, type KeepaliveTiming, type StreamWindowMode } from './hbone-settings.js';
 import { startKeepalive } from './keepalive.js';
+import { StreamWindows } from './stream-windows.js';
 
 const log = logger('hbone');
 
@@ -28,13 +29,21 @@ export class HboneSession extends EventEmitter {
   /** Bound on concurrent tunnels here; the pool opens another session beyond it. */
   readonly maxStreams: number;
   readonly #session: http2.ClientHttp2Session;
+  /** Responses and downloads arrive here: their windows share one budget (absent when `fixed`). */
+  readonly #windows: StreamWindows | undefined;
   #active = 0;
   #closed = false;
   #draining = false;
 
   constructor(
     session: http2.ClientHttp2Session,
-    opts: { peerIdentity: string; address: string; keepalive: KeepaliveTiming; maxStreams: number },
+    opts: {
+      peerIdentity: string;
+      address: string;
+      keepalive: KeepaliveTiming;
+      maxStreams: number;
+      streamWindows?: StreamWindowMode;
+    },
   ) {
     super();
     this.#session = session;
@@ -42,6 +51,7 @@ export class HboneSession extends EventEmitter {
     this.address = opts.address;
     this.maxStreams = opts.maxStreams;
     session.setLocalWindowSize(CONNECTION_WINDOW_BYTES);
+    this.#windows = opts.streamWindows === 'fixed' ? undefined : new StreamWindows(session);
     const stopKeepalive = startKeepalive(session, opts.keepalive, () => {
       log.info({ address: this.address }, 'ping timeout, closing session');
       session.destroy(
@@ -91,6 +101,7 @@ export class HboneSession extends EventEmitter {
       return Promise.reject(this.#error((e as Error).message, e));
     }
     this.#active++;
+    this.#windows?.track(stream);
     let released = false;
     // A refused stream stops counting at once, not when its close is flushed a tick later.
     const release = () => {

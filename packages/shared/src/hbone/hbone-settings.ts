@@ -4,6 +4,20 @@ const MiB = 1024 * KiB;
 
 /** SETTINGS_INITIAL_WINDOW_SIZE: per-stream receive window. */
 export const STREAM_WINDOW_BYTES = 4 * MiB;
+/**
+ * The sum of stream windows a session may promise (see `StreamWindows`): the bytes one
+ * HBONE connection can make this proxy buffer for readers that are not reading. Up to
+ * four streams keep the full window; 32 streams get 512 KiB each.
+ */
+export const SESSION_STREAM_WINDOWS_BYTES = 16 * MiB;
+/**
+ * `shared`: a session's stream windows split SESSION_STREAM_WINDOWS_BYTES (see
+ * `StreamWindows`); `fixed`: every stream keeps STREAM_WINDOW_BYTES, as a proxy without
+ * tenancy does (ztunnel's `--fairness off`).
+ */
+export type StreamWindowMode = 'shared' | 'fixed';
+/** The smallest per-stream window a crowded session shrinks to (about HTTP/2's default). */
+export const MIN_STREAM_WINDOW_BYTES = 64 * KiB;
 /** Connection-level receive window (WINDOW_UPDATE on stream 0; RFC 9113 §6.9.2). */
 export const CONNECTION_WINDOW_BYTES = 16 * MiB;
 /** SETTINGS_MAX_FRAME_SIZE we accept. */

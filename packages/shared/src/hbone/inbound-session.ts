@@ -5,9 +5,10 @@ import type { MeshMetrics } from '../metrics/index.js';
 import { validateConnectHeaders } from './connect-request.js';
 import { countError, type HboneMetrics } from './hbone-metrics.js';
 import type { TunnelAccept, TunnelRequest } from './hbone-server.js';
-import { CONNECTION_WINDOW_BYTES, type KeepaliveTiming } from './hbone-settings.js';
+import { CONNECTION_WINDOW_BYTES, type KeepaliveTiming, type StreamWindowMode } from './hbone-settings.js';
 import { startKeepalive } from './keepalive.js';
 import { ResetCounter } from './reset-counter.js';
+import { StreamWindows } from './stream-windows.js';
 import { spliceTunnel, wasResetLocally } from './tunnel-splice.js';
 
 const log = logger('hbone');
@@ -19,6 +20,7 @@ export interface InboundSessionDeps {
   hboneMetrics: HboneMetrics | undefined;
   keepalive: KeepaliveTiming;
   rapidReset: { limit: number; windowMs: number };
+  streamWindows: StreamWindowMode;
 }
 
 /** One authenticated HTTP/2 session on an HBONE listener and the CONNECT streams on it. */
@@ -28,6 +30,8 @@ export class InboundSession {
   readonly #session: http2.ServerHttp2Session;
   readonly #deps: InboundSessionDeps;
   readonly #resets: ResetCounter;
+  /** Uploads arrive here: their windows share one budget (absent when `fixed`). */
+  readonly #windows: StreamWindows | undefined;
 
   constructor(session: http2.ServerHttp2Session, peerIdentity: string, deps: InboundSessionDeps) {
     this.#session = session;
@@ -35,6 +39,7 @@ export class InboundSession {
     this.#deps = deps;
     this.#resets = new ResetCounter(deps.rapidReset.limit, deps.rapidReset.windowMs);
     session.setLocalWindowSize(CONNECTION_WINDOW_BYTES);
+    this.#windows = deps.streamWindows === 'shared' ? new StreamWindows(session) : undefined;
     deps.hboneMetrics?.inboundSessions.inc();
     const stopKeepalive = startKeepalive(session, deps.keepalive, () => {
       log.info({ peer: peerIdentity }, 'ping timeout, closing session');
@@ -63,6 +68,11 @@ export class InboundSession {
   #onStream(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
     const hm = this.#deps.hboneMetrics;
     hm?.inboundStreams.inc();
+    this.#windows?.track(stream);
+    // A peer's RST_STREAM(NO_ERROR) only ends the readable side, and Node closes the stream
+    // once its reader takes that end: a tunnel whose upstream stopped reading would hold
+    // the stream, its window and the upstream forever. The reset ends the tunnel now.
+    stream.on('aborted', () => stream.destroy());
     stream.on('error', (e) => log.debug({ peer: this.peerIdentity, err: e.message }, 'stream error'));
     stream.on('close', () => {
       hm?.inboundStreams.dec();

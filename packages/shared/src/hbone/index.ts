@@ -15,5 +15,7 @@ export {
   type TunnelRequest,
 } from './hbone-server.js';
 export { HboneSession, type OpenTunnelRequest } from './hbone-session.js';
+export type { StreamWindowMode } from './hbone-settings.js';
 export * as hboneSettings from './hbone-settings.js';
+export { StreamWindows, streamWindowFor } from './stream-windows.js';
 export { resetStream, type SpliceStats, spliceTunnel } from './tunnel-splice.js';

@@ -8,6 +8,7 @@ import {
   HboneServer,
   logger,
   type MeshMetrics,
+  type StreamWindowMode,
   spiffeIdOf,
   type TrustBundle,
   type TunnelAccept,
@@ -37,6 +38,8 @@ export interface InboundInputs {
   authorizer: InboundAuthorizer;
   /** Tenant byte fairness for the inbound copy (DESIGN §7); plain splice when absent. */
   copy?: (tenant: string, stream: Duplex, upstream: Duplex) => void;
+  /** Uploads' HTTP/2 stream windows: one budget per session (tenancy) or fixed (`--fairness off`). */
+  streamWindows: StreamWindowMode;
 }
 
 /** Where one of the workload's 15008 sockets listens: an address, or a socket made elsewhere (in the pod's netns). */
@@ -60,6 +63,7 @@ export class InboundListener {
         metrics: this.inputs.metrics,
         name: this.inputs.workloadUid,
         onTunnel: (req) => this.onTunnel(req),
+        streamWindows: this.inputs.streamWindows,
       });
       this.servers.push(server);
       await server.listen(target);

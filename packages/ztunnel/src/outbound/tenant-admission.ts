@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { ok, type Result, type ZmeshError } from '@zmesh/shared';
+import { ok, type Result, type StreamWindowMode, type ZmeshError } from '@zmesh/shared';
 import type { Registry } from 'prom-client';
 import { bidirectionalCopy, type CopyResult } from '../forward/bidirectional-copy.js';
 import { AttemptRates } from '../tenancy/attempt-rates.js';
@@ -149,6 +149,15 @@ export class TenantAdmission {
   /** Per-tenant copy state (bytes, pauses, unflushed bytes, links) for `/config_dump`. */
   byteStats(): Record<string, TenantByteStats> {
     return this.bytes?.stats() ?? {};
+  }
+
+  /**
+   * HBONE sessions carry one tenant each (the pool key has it), so sharing a session's
+   * window budget between its streams bounds what one tenant's readers that do not read
+   * can make this proxy buffer. Off: fixed windows, as a proxy without tenancy has.
+   */
+  get streamWindows(): StreamWindowMode {
+    return this.fairness ? 'shared' : 'fixed';
   }
 
   /** The inbound copier with byte fairness, or undefined (plain splice) when fairness is off. */
