@@ -71,8 +71,12 @@ export class InboundSession {
     this.#windows?.track(stream);
     // A peer's RST_STREAM(NO_ERROR) only ends the readable side, and Node closes the stream
     // once its reader takes that end: a tunnel whose upstream stopped reading would hold
-    // the stream, its window and the upstream forever. The reset ends the tunnel now.
-    stream.on('aborted', () => stream.destroy());
+    // the stream, its window and the upstream forever. (Any other code destroys the stream
+    // at once.) The reset ends the tunnel now. Deferred: a local close() emits 'aborted'
+    // before it submits its own RST_STREAM, which a destroyed stream would never send.
+    stream.on('aborted', () => {
+      if (stream.rstCode === NGHTTP2_NO_ERROR) setImmediate(() => stream.destroy());
+    });
     stream.on('error', (e) => log.debug({ peer: this.peerIdentity, err: e.message }, 'stream error'));
     stream.on('close', () => {
       hm?.inboundStreams.dec();
