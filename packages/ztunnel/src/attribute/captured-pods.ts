@@ -40,6 +40,8 @@ export interface CapturedPodsInputs {
   /** Called after every enrollment change, so ztunnel reconciles inbound listeners. */
   onChange: () => void;
   registry: Registry;
+  /** SO_SNDBUF of captured connections' sockets; kernel autotuning when absent. */
+  sendBufferBytes?: number;
 }
 
 /**
@@ -144,7 +146,8 @@ export class CapturedPods implements NodeAgentHandler {
   }
 
   private listenOutbound(pod: EnrolledPod, host: string): Promise<Server> {
-    const fd = listenInNetns(pod.netns, host, OUTBOUND_PORT);
+    const sendBufferBytes = this.inputs.sendBufferBytes;
+    const fd = listenInNetns(pod.netns, host, OUTBOUND_PORT, sendBufferBytes ? { sendBufferBytes } : {});
     const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) =>
       this.onCaptured(pod, socket),
     );

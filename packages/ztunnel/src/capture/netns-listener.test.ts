@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { readdirSync, readlinkSync } from 'node:fs';
 import { createConnection, createServer, type Server } from 'node:net';
 import test, { type ExecutionContext } from 'ava';
+import { fdOf } from './bpf-capture.js';
 import { connectInNetns, inNetns, listenInNetns, NetnsHandle, netnsCookieOf } from './netns-listener.js';
 import * as sys from './sys.js';
 
@@ -54,6 +55,27 @@ rootTest('the thread returns home when the callback throws', (t) => {
   const e = t.throws(() => listenInNetns(NETNS_PATH, '192.0.2.1', 15001));
   t.is((e as sys.SysError).code, 'EADDRNOTAVAIL');
   t.is(readlinkSync('/proc/thread-self/ns/net'), home);
+});
+
+rootTest('a send-buffer bound reaches accepted sockets and connects made in the netns', async (t) => {
+  const bytes = 256 * 1024;
+  const fd = listenInNetns(NETNS_PATH, '127.0.0.1', 15002, { sendBufferBytes: bytes });
+  const server: Server = createServer((s) => s.end());
+  const accepted = new Promise<number>((resolve) => {
+    server.once('connection', (s) => resolve(sys.sendBuffer(fdOf(s))));
+  });
+  await new Promise<void>((resolve) => server.listen({ fd }, resolve));
+  try {
+    const socket = connectInNetns(NETNS_PATH, '127.0.0.1', 15002, { sendBufferBytes: bytes });
+    await new Promise((resolve) => socket.once('connect', resolve));
+    const own = sys.sendBuffer(fdOf(socket));
+    // Linux doubles SO_SNDBUF for its bookkeeping; autotuned sockets start at 16 KiB here.
+    t.is(await accepted, 2 * bytes);
+    t.is(own, 2 * bytes);
+    socket.destroy();
+  } finally {
+    server.close();
+  }
 });
 
 rootTest('a listener made in a netns serves Node, and is reachable only from that netns', async (t) => {

@@ -90,6 +90,8 @@ export interface ListenOptions {
   backlog?: number;
   /** Bind before the address exists (IP_FREEBIND / IPV6_FREEBIND). */
   freebind?: boolean;
+  /** SO_SNDBUF of every accepted socket (they inherit the listener's); kernel autotuning when absent. */
+  sendBufferBytes?: number;
 }
 
 /**
@@ -103,6 +105,7 @@ export function listenInNetns(netns: Netns, host: string, port: number, opts: Li
     sys.setReuseAddr(fd);
     if (family === 6) sys.setV6Only(fd);
     if (opts.freebind === true) sys.setFreebind(fd, family);
+    if (opts.sendBufferBytes !== undefined) sys.setSendBuffer(fd, opts.sendBufferBytes);
     sys.bind(fd, host, port);
     sys.listen(fd, opts.backlog ?? DEFAULT_BACKLOG);
     return fd;
@@ -119,10 +122,16 @@ export function listenInNetns(netns: Netns, host: string, port: number, opts: Li
  * an unconnected non-blocking fd and `connect()` reuses its handle). Errors, including
  * ECONNREFUSED, arrive as the socket's 'error' event.
  */
-export function connectInNetns(netns: Netns, host: string, port: number): Socket {
+export function connectInNetns(
+  netns: Netns,
+  host: string,
+  port: number,
+  opts: { sendBufferBytes?: number } = {},
+): Socket {
   const fd = socketInNetns(netns, sys.familyOf(host));
   let socket: Socket;
   try {
+    if (opts.sendBufferBytes !== undefined) sys.setSendBuffer(fd, opts.sendBufferBytes);
     // allowHalfOpen: a proxied peer's FIN must end only one direction (half-close).
     socket = new Socket({ fd, readable: true, writable: true, allowHalfOpen: true }).setNoDelay(true);
   } catch (e) {

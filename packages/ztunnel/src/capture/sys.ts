@@ -31,6 +31,7 @@ export const SOCK_CLOEXEC = 0o2000000;
 export const CLONE_NEWNET = 0x40000000;
 const SOL_SOCKET = 1;
 const SO_REUSEADDR = 2;
+const SO_SNDBUF = 7;
 const SO_NETNS_COOKIE = 71;
 const SO_PEERCRED = 17;
 const SOL_IP = 0;
@@ -106,6 +107,18 @@ export function setsockoptInt(fd: number, level: number, name: number, value: nu
 
 export function setReuseAddr(fd: number): void {
   setsockoptInt(fd, SOL_SOCKET, SO_REUSEADDR, 1);
+}
+
+/** SO_SNDBUF (the kernel doubles it for its bookkeeping, and stops autotuning it). */
+export function setSendBuffer(fd: number, bytes: number): void {
+  setsockoptInt(fd, SOL_SOCKET, SO_SNDBUF, bytes);
+}
+
+/** The socket's SO_SNDBUF as the kernel keeps it (twice what was set). */
+export function sendBuffer(fd: number): number {
+  const val = Buffer.alloc(4);
+  check('getsockopt', c.getsockopt(fd, SOL_SOCKET, SO_SNDBUF, val, [4]), 'SO_SNDBUF');
+  return val.readInt32LE(0);
 }
 
 export function setFreebind(fd: number, family: 4 | 6): void {

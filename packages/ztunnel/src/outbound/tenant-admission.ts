@@ -52,6 +52,9 @@ export const CONTENDED_CONNECT_RATE = 100;
  * connection-rate, open-connection and pending-connect quotas, the fair queue for
  * connection setup and stream admission, and fair byte copying under event-loop lag.
  */
+/** See `appSendBufferBytes`; the kernel doubles it, so 512 KiB per socket in all. */
+export const APP_SEND_BUFFER_BYTES = 256 * 1024;
+
 export class TenantAdmission {
   readonly fairness: boolean;
   readonly quotas?: TenantQuotas;
@@ -158,6 +161,17 @@ export class TenantAdmission {
    */
   get streamWindows(): StreamWindowMode {
     return this.fairness ? 'shared' : 'fixed';
+  }
+
+  /**
+   * SO_SNDBUF of ztunnel's sockets toward applications (the captured pod's side of its
+   * outbound connections, and the inbound hop to the app), or undefined (kernel
+   * autotuning) when fairness is off. Autotuned, each socket to a client that does not
+   * read grew to 4 MiB: 64 such readers kept ztunnel copying for seconds into 250 MB of
+   * kernel buffers on one tenant's behalf.
+   */
+  get appSendBufferBytes(): number | undefined {
+    return this.fairness ? APP_SEND_BUFFER_BYTES : undefined;
   }
 
   /** The inbound copier with byte fairness, or undefined (plain splice) when fairness is off. */
