@@ -23,7 +23,7 @@ program
   .option('--passthrough <allow|deny>', 'destinations outside the mesh: plain TCP or refused', 'deny')
   .option(
     '--fairness <on|off>',
-    'tenant isolation: quotas, fair setup queue, fair byte copying (off: plain FIFO)',
+    'tenant isolation: quotas, fair setup queue, fair byte copying, shared HTTP/2 stream windows, bounded send buffers (off: plain FIFO)',
     'on',
   )
   .option('--tenant-connect-rate <n>', 'per-tenant quota: sustained new connections per second (default 500)')
