@@ -294,6 +294,41 @@ test("a tenant's bulk links take turns: bulkSlots copy at once, the others wait 
   fair.close();
 });
 
+test('while another tenant is active a bulk link queues at most sharedQueueBytes in its destination', async (t) => {
+  const clock = { now: 0 };
+  const fair = new ByteFairness({
+    autoTick: false,
+    now: () => clock.now,
+    lag: () => 0,
+    heavyLinkBytes: 1024,
+    bulkSlots: 10,
+    queueBytes: 256 * 1024,
+    sharedQueueBytes: 64 * 1024,
+  });
+  const src = socket();
+  const dst = stalledSocket(16 * 1024);
+  fair.attach('bulk', src, dst);
+  const send = async (kib: number) => {
+    for (let i = 0; i < kib / 16; i++) src.push(Buffer.alloc(16 * 1024));
+    await turn();
+  };
+  await send(128);
+  t.false(src.isPaused(), 'alone on the loop: 128 KiB queued is under the 256 KiB bound');
+  const other = { down: socket(), up: socket() };
+  fair.attach('victim', other.down, other.up);
+  other.down.push(Buffer.alloc(100));
+  await turn();
+  clock.now += 10;
+  fair.tick();
+  t.is(fair.activeTenants, 2);
+  await send(16);
+  t.true(src.isPaused(), 'shared: over 64 KiB queued, the source waits for drain');
+  dst.flush();
+  await turn();
+  t.false(src.isPaused(), 'drained, it reads again');
+  fair.close();
+});
+
 test('a saturated loop penalises the heaviest tenant even when no single turn is late', async (t) => {
   const clock = { now: 0 };
   const fair = new ByteFairness({
