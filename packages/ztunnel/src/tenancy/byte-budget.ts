@@ -41,9 +41,9 @@ export const UNTRACKED_WRITE_BYTES = 512;
 /**
  * What a bulk link lets queue in its destination while the loop is shared (instead of
  * PUMP_QUEUE_BYTES): a tenant's own requests wait behind its bulk bytes on a shared HBONE
- * session, and those bytes drain at only its share of the loop. Flood, same session, 6
- * rounds each: victim p99 0.89-2.90x solo (median about 1.4x) with 64 KiB, 1.38-2.75x
- * (about 1.9x) with 256 KiB; slow readers 0.68x against 0.92x.
+ * session, and those bytes drain at only its share of the loop. Flood, 9 rounds each:
+ * victim p99 0.89-2.90x solo (median round 1.56x) with 64 KiB, 1.38-2.75x (1.94x) with
+ * 256 KiB; slow readers 0.68x against 0.92x.
  */
 export const SHARED_BULK_QUEUE_BYTES = 64 * 1024;
 
