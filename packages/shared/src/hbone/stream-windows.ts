@@ -49,10 +49,6 @@ export class StreamWindows {
     this.#window = initial;
   }
 
-  get window(): number {
-    return this.#window;
-  }
-
   /** Counts `stream` until it closes and adapts the window to the new count. */
   track(stream: Http2Stream): void {
     this.#streams++;

@@ -1,6 +1,6 @@
 import { Duplex } from 'node:stream';
 import test from 'ava';
-import { ByteFairness } from './byte-budget.js';
+import { ByteFairness, type ByteFairnessOptions } from './byte-budget.js';
 import { MemoryGuard } from './memory-guard.js';
 
 const turn = () => new Promise((r) => setImmediate(r));
@@ -43,6 +43,19 @@ function manual(opts: { lag?: () => number; maxBufferedPerTenant?: number; memor
     lagThresholdMs: 20,
     // Every link counts as heavy here, so these tests see whole-tenant penalties.
     heavyLinkBytes: 0,
+    ...opts,
+  });
+  return { fair, clock };
+}
+
+/** Ticked by hand, never lagging; a link is bulk from 1 KiB. */
+function bulkManual(opts: ByteFairnessOptions) {
+  const clock = { now: 0 };
+  const fair = new ByteFairness({
+    autoTick: false,
+    now: () => clock.now,
+    lag: () => 0,
+    heavyLinkBytes: 1024,
     ...opts,
   });
   return { fair, clock };
@@ -253,14 +266,7 @@ test("under lag a penalised tenant's heavy links wait while its request/response
 });
 
 test("a tenant's bulk links take turns: bulkSlots copy at once, the others wait a tick, light links never", async (t) => {
-  const clock = { now: 0 };
-  const fair = new ByteFairness({
-    autoTick: false,
-    now: () => clock.now,
-    lag: () => 0,
-    heavyLinkBytes: 1024,
-    bulkSlots: 2,
-  });
+  const { fair, clock } = bulkManual({ bulkSlots: 2 });
   const bulk = Array.from({ length: 4 }, () => ({ down: socket(), up: socket() }));
   const rpc = { down: socket(), up: socket() };
   for (const b of bulk) fair.attach('flood', b.down, b.up);
@@ -295,12 +301,7 @@ test("a tenant's bulk links take turns: bulkSlots copy at once, the others wait 
 });
 
 test('while another tenant is active a bulk link queues at most sharedQueueBytes in its destination', async (t) => {
-  const clock = { now: 0 };
-  const fair = new ByteFairness({
-    autoTick: false,
-    now: () => clock.now,
-    lag: () => 0,
-    heavyLinkBytes: 1024,
+  const { fair, clock } = bulkManual({
     bulkSlots: 10,
     queueBytes: 256 * 1024,
     sharedQueueBytes: 64 * 1024,
