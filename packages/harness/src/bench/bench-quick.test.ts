@@ -40,6 +40,11 @@ benchTest(`zmesh bench --quick: every path produces numbers for every workload${
           `${path} measured ${w}`,
         );
       for (const r of mine) t.true(Number.isFinite(r.value), `${path} ${r.workload} ${r.metric} is a number`);
+      if (path !== 'direct')
+        t.true(
+          mine.some((r) => r.workload === 'after bulk traffic' && r.value > 0),
+          `${path}: memory at rest after the iperf3 runs`,
+        );
     }
   } finally {
     await rm(dir, { recursive: true, force: true });

@@ -2,7 +2,7 @@ import type { BenchResult } from './bench-results.js';
 import { iperfThroughput } from './iperf.js';
 import { measureMemory } from './memory.js';
 import type { Endpoint, OpenPath, PathSpec } from './peer-paths.js';
-import { cpuSeconds } from './proc-stat.js';
+import { cpuSeconds, rssBytes } from './proc-stat.js';
 import { connectionRate, echoLatency, fixedRateHttp, redisBenchmark, runLoad } from './request-load.js';
 import type { TargetName } from './targets.js';
 
@@ -16,6 +16,11 @@ export interface Budget {
   idleConnections: number;
   /** Pause before reading memory, so allocations after the last handshake are counted. */
   settleMs: number;
+  /**
+   * Pause after bulk traffic before reading memory at rest: ztunnel's IdleReclaim needs a
+   * busy then a quiet 2 s sample, and the collector's freed pages are returned after it.
+   */
+  restMs: number;
   /** Times each path is measured (medians reported); memory is measured in the first only. */
   rounds: number;
 }
@@ -28,6 +33,7 @@ export const FULL: Budget = {
   httpSeconds: 5,
   idleConnections: 1000,
   settleMs: 9000,
+  restMs: 12_000,
   rounds: 3,
 };
 
@@ -39,6 +45,7 @@ export const QUICK: Budget = {
   httpSeconds: 1,
   idleConnections: 100,
   settleMs: 200,
+  restMs: 200,
   rounds: 1,
 };
 
@@ -68,10 +75,12 @@ const at = (open: OpenPath, t: TargetName): Endpoint => open.endpoints.get(t)!;
 /** The steps run on one open path, in order: memory first, while the proxies are fresh. */
 export function pathSteps(path: PathSpec, ctx: StepContext): Step[] {
   const row: Row = (workload, metric, value, unit) => ({ path: path.name, workload, metric, value, unit });
+  const memory = !(path.kind === 'direct' || (path.inPods && !path.podMemory));
   return [
-    ...(path.kind === 'direct' || (path.inPods && !path.podMemory) ? [] : [memoryStep(ctx, row)]),
+    ...(memory ? [memoryStep(ctx, row)] : []),
     ...latencySteps(ctx, row),
     ...iperfSteps(ctx, row),
+    ...(memory ? [restingStep(ctx, row)] : []),
     ...(ctx.targets.has('redis') ? redisSteps(ctx, row) : []),
     { label: HTTP_WORKLOAD, run: (open) => httpStep(open, ctx, row) },
   ];
@@ -89,6 +98,19 @@ function memoryStep(ctx: StepContext, row: Row): Step {
         row('idle', 'RSS (largest process)', m.idleRssMax / 2 ** 20, 'MB'),
         row('idle connections', 'memory per connection', m.perConnection / 1024, 'KiB'),
       ];
+    },
+  };
+}
+
+/** The largest proxy's RSS once it has rested after the iperf3 runs: what a burst leaves resident. */
+function restingStep(ctx: StepContext, row: Row): Step {
+  return {
+    label: 'memory at rest after bulk traffic',
+    once: true,
+    run: async (open) => {
+      await new Promise((r) => setTimeout(r, ctx.budget.restMs));
+      const rss = Math.max(0, ...(await Promise.all(open.pids.map(rssBytes))));
+      return [row('after bulk traffic', 'RSS (largest process)', rss / 2 ** 20, 'MB')];
     },
   };
 }

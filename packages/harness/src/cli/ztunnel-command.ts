@@ -5,6 +5,7 @@ import {
   CaClient,
   type CertificateSigner,
   drainOnCertChange,
+  IdleReclaim,
   keysDirError,
   LocalCaSigner,
   type LocalConfig,
@@ -110,12 +111,14 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
   if (keys) await adoptPersistedKeys(ztunnel, keys, mode.bundle);
   await ztunnel.start();
   await mode.start(ztunnel);
+  const reclaim = new IdleReclaim({ registry });
   if (!opts.agentSocket)
     log.warn('explicit-proxy mode: no capture, no strict inbound; attribution comes from forward listeners');
   await new Promise<void>((resolve) => {
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
   });
   log.info('shutting down');
+  reclaim.stop();
   undrain();
   await mode.stop();
   await ztunnel.stop();

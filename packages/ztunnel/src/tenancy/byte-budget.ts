@@ -1,10 +1,12 @@
 import { constants, type Http2Stream } from 'node:http2';
-import { type EventLoopUtilization, performance } from 'node:perf_hooks';
+import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import { PUMP_COALESCE_MIN_BYTES, PUMP_QUEUE_BYTES, resetStream } from '@zmesh/shared';
 import { Registry } from 'prom-client';
+import { utilizationProbe } from '../runtime/loop-utilization.js';
 import type { MemoryGuard } from './memory-guard.js';
 import { ByteFairnessMetrics } from './tenancy-metrics.js';
+
 /** Event-loop lag that starts penalising the heaviest tenant; well under a victim's p99. */
 export const DEFAULT_LAG_THRESHOLD_MS = 10;
 /**
@@ -19,9 +21,9 @@ export const MAX_PAUSE_MS = 250;
 export const DEFAULT_TICK_MS = 10;
 /** Time constant of the decaying per-tenant byte window that ranks consumers. */
 export const DEFAULT_WINDOW_MS = 1000;
-/** Bytes written for a tenant but not yet flushed, across all its pairs, before its reads pause. */
 /** 256 KiB in the decayed window: a bulk stream, not a request/response exchange. */
 export const DEFAULT_HEAVY_LINK_BYTES = 256 * 1024;
+/** Bytes written for a tenant but not yet flushed, across all its pairs, before its reads pause. */
 export const DEFAULT_MAX_BUFFERED_PER_TENANT = 4 * 1024 * 1024;
 /**
  * Bulk links of one tenant that copy at the same time while another tenant is active too;
@@ -503,17 +505,6 @@ export class ByteFairness {
       link.src.pause();
     }
   }
-}
-
-/** Event-loop utilisation since the previous call. */
-function utilizationProbe(): () => number {
-  let last: EventLoopUtilization = performance.eventLoopUtilization();
-  return () => {
-    const now = performance.eventLoopUtilization();
-    const u = performance.eventLoopUtilization(now, last).utilization;
-    last = now;
-    return u;
-  };
 }
 
 /** Both directions of `s` ended (its end read and its own end flushed): a clean close. */

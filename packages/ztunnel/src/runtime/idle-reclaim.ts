@@ -1,0 +1,118 @@
+import { performance } from 'node:perf_hooks';
+import { logger } from '@zmesh/shared';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import { mallocTrim } from '../capture/sys.js';
+import { utilizationProbe } from './loop-utilization.js';
+
+const log = logger('memory');
+
+/** How often event-loop utilisation is sampled. */
+export const RECLAIM_SAMPLE_MS = 2000;
+/** A sample at or above this utilisation marks the process busy (it allocated since). */
+export const BUSY_UTILIZATION = 0.02;
+/** A sample below this one, after a busy one, is the quiet moment a reclaim runs in. */
+export const QUIET_UTILIZATION = 0.01;
+/**
+ * A reclaim's pause may cost at most this share of the time between two: the next one
+ * waits at least `pause / MAX_PAUSE_SHARE` (and at least `MIN_GAP_MS`), so traffic that
+ * bursts and rests cannot turn reclaims into a steady tax.
+ */
+export const MAX_PAUSE_SHARE = 0.01;
+export const MIN_GAP_MS = 5000;
+
+export interface IdleReclaimInputs {
+  registry: Registry;
+  /** Event-loop utilisation (0–1) since the previous call; default `performance.eventLoopUtilization`. */
+  utilization?: () => number;
+  /** A full collection; default `globalThis.gc` when node runs with `--expose-gc`, else none. */
+  collect?: (() => void) | undefined;
+  /** Hands malloc's free pages back to the kernel; default glibc `malloc_trim(0)`. */
+  trim?: () => void;
+  rss?: () => number;
+  now?: () => number;
+  sampleMs?: number;
+}
+
+/**
+ * Gives memory back once the data path has gone quiet after work. ztunnel's heap is sized
+ * for throughput (a 128 MB first old-generation limit, see bin/zmesh), so after a burst of
+ * traffic the heap holds up to that much garbage, and glibc keeps freed TLS and HTTP/2
+ * buffers in its arenas: at rest that is resident memory no connection uses. When a busy
+ * sample is followed by a quiet one, one full collection and a `malloc_trim` return it
+ * (Envoy's overload manager does the same with its `shrink_heap` action). Nothing runs
+ * while traffic flows, nor on a process that stayed idle.
+ */
+export class IdleReclaim {
+  readonly #utilization: () => number;
+  readonly #collect: (() => void) | undefined;
+  readonly #trim: () => void;
+  readonly #rss: () => number;
+  readonly #now: () => number;
+  readonly #timer: NodeJS.Timeout | undefined;
+  readonly #reclaims: Counter;
+  readonly #freed: Counter;
+  readonly #pause: Gauge;
+  /** Work happened since the last reclaim (or since start). */
+  #busy = false;
+  #notBefore = 0;
+
+  constructor(inputs: IdleReclaimInputs) {
+    this.#utilization = inputs.utilization ?? utilizationProbe();
+    this.#collect = 'collect' in inputs ? inputs.collect : exposedGc();
+    this.#trim = inputs.trim ?? mallocTrim;
+    this.#rss = inputs.rss ?? (() => process.memoryUsage.rss());
+    this.#now = inputs.now ?? (() => performance.now());
+    const registers = [inputs.registry];
+    this.#reclaims = new Counter({
+      name: 'zmesh_memory_reclaims_total',
+      help: 'Times the proxy collected garbage and trimmed malloc after traffic went quiet',
+      registers,
+    });
+    this.#freed = new Counter({
+      name: 'zmesh_memory_reclaimed_bytes_total',
+      help: 'Resident bytes those reclaims gave back to the kernel',
+      registers,
+    });
+    this.#pause = new Gauge({
+      name: 'zmesh_memory_reclaim_pause_seconds',
+      help: 'How long the last reclaim held the event loop',
+      registers,
+    });
+    if (inputs.sampleMs !== 0) {
+      this.#timer = setInterval(() => this.sample(), inputs.sampleMs ?? RECLAIM_SAMPLE_MS);
+      this.#timer.unref();
+    }
+  }
+
+  /** One sample: marks the process busy, or reclaims if it has gone quiet since it was. */
+  sample(): void {
+    const u = this.#utilization();
+    if (u >= BUSY_UTILIZATION) this.#busy = true;
+    else if (this.#busy && u < QUIET_UTILIZATION && this.#now() >= this.#notBefore) this.reclaim();
+  }
+
+  reclaim(): void {
+    const before = this.#rss();
+    const started = this.#now();
+    this.#collect?.();
+    this.#trim();
+    const pauseMs = this.#now() - started;
+    const freed = Math.max(0, before - this.#rss());
+    this.#busy = false;
+    this.#notBefore = this.#now() + Math.max(MIN_GAP_MS, pauseMs / MAX_PAUSE_SHARE);
+    this.#reclaims.inc();
+    this.#freed.inc(freed);
+    this.#pause.set(pauseMs / 1000);
+    log.debug({ freedMb: Math.round(freed / 1e5) / 10, pauseMs: Math.round(pauseMs) }, 'memory reclaimed');
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+  }
+}
+
+/** `globalThis.gc`, present when node runs with `--expose-gc` (bin/zmesh passes it to ztunnel). */
+function exposedGc(): (() => void) | undefined {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  return typeof gc === 'function' ? () => gc() : undefined;
+}
