@@ -413,3 +413,30 @@ test('a socket that closes abruptly resets the HTTP/2 stream it was paired with;
   t.is(clean.up.closedWith, undefined, 'a clean close leaves the stream to end by itself');
   fair.close();
 });
+
+test("an HTTP/2 stream's bytes never wait for a bulk turn: only links reading a socket take turns", async (t) => {
+  const { fair, clock } = bulkManual({ bulkSlots: 1 });
+  // The inbound side of a tunnel: the source is an HTTP/2 stream (the session already read it).
+  const stream = () => Object.assign(socket(), { rstCode: undefined, close() {} });
+  const tunnels = Array.from({ length: 3 }, () => ({ down: stream(), up: socket() }));
+  const sockets = Array.from({ length: 3 }, () => ({ down: socket(), up: socket() }));
+  for (const p of [...tunnels, ...sockets]) fair.attach('flood', p.down, p.up);
+  const victim = { down: socket(), up: socket() };
+  fair.attach('victim', victim.down, victim.up);
+  await turn();
+  for (const p of [...tunnels, ...sockets]) p.down.push(Buffer.alloc(4096));
+  victim.down.push(Buffer.alloc(100));
+  await turn();
+  for (let tick = 0; tick < 3; tick++) {
+    clock.now += 10;
+    fair.tick();
+    t.is(fair.activeTenants, 2);
+    t.deepEqual(
+      tunnels.map((p) => p.down.isPaused()),
+      [false, false, false],
+      'streams copy every tick',
+    );
+    t.is(sockets.filter((p) => !p.down.isPaused()).length, 1, 'one socket-read bulk link per tick');
+  }
+  fair.close();
+});
