@@ -1,4 +1,4 @@
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
@@ -6,6 +6,7 @@ import { runWaypoint } from './waypoint-command.js';
 
 test('an invalid config file exits 2 before anything listens', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'zmesh-wp-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
   const file = join(dir, 'bad.yaml');
   await writeFile(file, 'waypoint: { name: Bad_Name }\nhttpRoutes: [{ parentRefs: [] }]\n');
   const stderr = process.stderr.write;
