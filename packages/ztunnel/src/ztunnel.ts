@@ -134,7 +134,7 @@ export class Ztunnel {
         hasCertificate: (w) => this.certs.get(spiffeIdOf(w)) !== undefined,
         onChange: () => void this.queueReconcile(),
         registry: this.metrics.registry,
-        ...(this.tenancy.appSendBufferBytes ? { sendBufferBytes: this.tenancy.appSendBufferBytes } : {}),
+        sendBufferBytes: this.tenancy.appSendBufferBytes,
       });
       this.agent = new NodeAgentServer(this.captured, { path: options.capture.agentSocket });
     }
@@ -366,8 +366,7 @@ export class Ztunnel {
   private appConnector(w: Workload): AppConnector {
     const pod = this.captured?.get(w.uid);
     if (!pod) return this.options.connectApp ?? loopbackAppConnector;
-    const sendBufferBytes = this.tenancy.appSendBufferBytes;
-    const opts = sendBufferBytes ? { sendBufferBytes } : {};
+    const opts = { sendBufferBytes: this.tenancy.appSendBufferBytes };
     return (_w, host, port) => whenConnected(connectInNetns(pod.netns, host, port, opts));
   }
 }

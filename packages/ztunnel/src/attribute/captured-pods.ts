@@ -146,8 +146,9 @@ export class CapturedPods implements NodeAgentHandler {
   }
 
   private listenOutbound(pod: EnrolledPod, host: string): Promise<Server> {
-    const sendBufferBytes = this.inputs.sendBufferBytes;
-    const fd = listenInNetns(pod.netns, host, OUTBOUND_PORT, sendBufferBytes ? { sendBufferBytes } : {});
+    const fd = listenInNetns(pod.netns, host, OUTBOUND_PORT, {
+      sendBufferBytes: this.inputs.sendBufferBytes,
+    });
     const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) =>
       this.onCaptured(pod, socket),
     );
