@@ -5,7 +5,14 @@ import { isZmeshError } from '../errors/index.js';
 import { CertificateAuthority } from '../identity/ca.js';
 import { TrustBundle } from '../identity/trust-bundle.js';
 import { makePki, sa } from '../testing/transport-fixtures.js';
-import { clientTlsOptions, peerIdentity, serverTlsOptions, verifyPeerIdentity } from './mtls.js';
+import {
+  CHECKED_PEERS_KEPT,
+  checkedPeerCount,
+  clientTlsOptions,
+  peerIdentity,
+  serverTlsOptions,
+  verifyPeerIdentity,
+} from './mtls.js';
 
 const pki = await makePki();
 
@@ -73,5 +80,24 @@ test('a verified peer from another trust domain is named as such', async (t) => 
   t.true(!id.ok && isZmeshError(id.error, 'ZM_ERR_TLS_PEER_TRUST_DOMAIN'));
   const reasons = peerIdentity(h.serverSide!, pki.ca.trustDomain);
   t.true(!reasons.ok && /outside trust domain zmesh\.test/.test(reasons.error[0]!));
+  h.close();
+});
+
+test('a remembered peer certificate keeps its verdict per trust domain, and the memory is bounded', async (t) => {
+  const h = await handshake(pki.bundle, clientTlsOptions(pki.client, pki.bundle, [pki.server.identity]));
+  const first = verifyPeerIdentity(h.serverSide!, pki.ca.trustDomain);
+  t.deepEqual(
+    verifyPeerIdentity(h.serverSide!, pki.ca.trustDomain),
+    first,
+    'the same answer when remembered',
+  );
+  const elsewhere = verifyPeerIdentity(h.serverSide!, 'other.test');
+  t.true(
+    !elsewhere.ok && isZmeshError(elsewhere.error, 'ZM_ERR_TLS_PEER_TRUST_DOMAIN'),
+    'keyed by trust domain too',
+  );
+  t.deepEqual(verifyPeerIdentity(h.serverSide!, pki.ca.trustDomain), first);
+  for (let i = 0; i < CHECKED_PEERS_KEPT + 10; i++) verifyPeerIdentity(h.serverSide!, `td${i}.test`);
+  t.is(checkedPeerCount(), CHECKED_PEERS_KEPT);
   h.close();
 });

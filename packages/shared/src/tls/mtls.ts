@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type * as tls from 'node:tls';
 import { ZmeshError } from '../errors/index.js';
 import type { Credential } from '../identity/credential.js';
@@ -94,7 +95,37 @@ export function verifyPeerIdentity(socket: tls.TLSSocket, trustDomain: string): 
   return identityOfDer(cert.raw, trustDomain);
 }
 
+/**
+ * Peer certificates checked lately, by trust domain and SHA-256 of the DER, with what
+ * they proved. The check is a pure function of the two (dates and chain are TLS's), and
+ * parsing with @peculiar/x509 is slow: a new HBONE session checks its peer's leaf on
+ * both ends of a node-local hop (three parses), 10-15 ms of ztunnel's loop that a
+ * tenant's first burst of connects put in front of every other tenant's bytes.
+ * Least recently used leaves first; a few hundred peers is a large node's working set.
+ */
+const checkedPeers = new Map<string, Result<string, ZmeshError>>();
+export const CHECKED_PEERS_KEPT = 256;
+
+/** For tests: how many peer certificates `identityOfDer` remembers now. */
+export function checkedPeerCount(): number {
+  return checkedPeers.size;
+}
+
 function identityOfDer(der: Buffer, trustDomain: string): Result<string, ZmeshError> {
+  const key = `${trustDomain} ${createHash('sha256').update(der).digest('base64')}`;
+  const known = checkedPeers.get(key);
+  if (known !== undefined) {
+    checkedPeers.delete(key);
+    checkedPeers.set(key, known);
+    return known;
+  }
+  const result = checkDer(der, trustDomain);
+  if (checkedPeers.size >= CHECKED_PEERS_KEPT) checkedPeers.delete(checkedPeers.keys().next().value!);
+  checkedPeers.set(key, result);
+  return result;
+}
+
+function checkDer(der: Buffer, trustDomain: string): Result<string, ZmeshError> {
   const cert = parseCertificate(new Uint8Array(der));
   if (!cert.ok) return err(new ZmeshError('ZM_ERR_CERT_INVALID', { reason: cert.error.join('; ') }));
   const leaf = svidLeafReasons(cert.value);
