@@ -120,6 +120,36 @@ test('a lone tenant is never paused for lag: there is nobody to yield to', async
   t.is(fair.stats().only!.paused, 0);
 });
 
+test('a tenant whose connections went quiet does not share the loop: the busy one is not paused for it', async (t) => {
+  const { fair, clock } = manual({ lag: () => 100 });
+  const busy = { down: socket(), up: socket() };
+  const hoard = { down: socket(), up: socket() };
+  fair.attach('busy', busy.down, busy.up);
+  fair.attach('hoard', hoard.down, hoard.up);
+  await turn();
+  hoard.down.push(Buffer.alloc(10)); // a greeting, then an idle connection held open
+  busy.down.push(Buffer.alloc(1000));
+  await turn();
+  fair.tick();
+  t.true(busy.down.isPaused(), 'while both moved bytes lately, the heavier waits');
+  for (let i = 0; i < 40; i++) {
+    clock.now += 100;
+    busy.down.push(Buffer.alloc(1000));
+    await turn();
+    fair.tick();
+  }
+  t.is(fair.stats().hoard!.links, 2, 'the idle connection (a link each way) is still held');
+  const pauses = fair.stats().busy!.paused;
+  for (let i = 0; i < 10; i++) {
+    clock.now += 100;
+    busy.down.push(Buffer.alloc(1000));
+    await turn();
+    fair.tick();
+    t.false(busy.down.isPaused(), `tick ${i}`);
+  }
+  t.is(fair.stats().busy!.paused, pauses, 'no more pauses once the other tenant went quiet');
+});
+
 test('a lag penalty lasts pauseMs and is followed by as long unpaused', async (t) => {
   const { fair, clock } = manual({ lag: () => 100 });
   const s = { down: socket(), up: socket() };

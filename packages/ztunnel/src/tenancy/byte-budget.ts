@@ -437,7 +437,10 @@ export class ByteFairness {
     let total = 0;
     let active = 0;
     for (const t of this.#tenants.values()) {
-      if (t.links.size === 0 || t.windowBytes <= 0) continue;
+      // Only tenants whose links moved bytes lately share the loop: a tenant holding idle
+      // connections (a hoard) kept a decaying window above zero for ever, and the lone
+      // active tenant was paused for it every other 50 ms.
+      if (t.active.size === 0) continue;
       total += t.windowBytes;
       active++;
       if (t.penaltyUntil !== 0 || now < t.cooldownUntil) continue;
