@@ -66,24 +66,32 @@ test('the connect token bucket allows a burst, then refills at the rate (injecte
   t.is(q.usage('shop').tokens, 3);
 });
 
-test('a contended connect rate refills slower and holds at most one second of tokens', (t) => {
+test('a contended connect rate refills slower and its bucket holds only the contended burst', (t) => {
   let now = 0;
   const q = new TenantQuotas({
     log,
     defaults: { ...tight, connectRate: 100, connectBurst: 100 },
     now: () => now,
   });
-  t.true(q.takeConnectToken('storm', 10).ok, 'the full bucket is cut to 10 tokens');
-  for (let i = 0; i < 9; i++) t.true(q.takeConnectToken('storm', 10).ok);
-  const refused = q.takeConnectToken('storm', 10);
+  const contended = { rate: 10, burst: 5 };
+  t.true(q.takeConnectToken('storm', contended).ok, 'the full bucket is cut to 5 tokens');
+  for (let i = 0; i < 4; i++) t.true(q.takeConnectToken('storm', contended).ok);
+  const refused = q.takeConnectToken('storm', contended);
   refusedQuota(t, refused, 'connect_rate');
   t.regex(refused.ok ? '' : refused.error.message, /10\/s while the node is contended/);
   now += 100; // 10/s: one token, where the tenant's own rate would give ten
-  t.true(q.takeConnectToken('storm', 10).ok);
-  refusedQuota(t, q.takeConnectToken('storm', 10), 'connect_rate');
+  t.true(q.takeConnectToken('storm', contended).ok);
+  refusedQuota(t, q.takeConnectToken('storm', contended), 'connect_rate');
+  now += 1_000; // ten tokens at 10/s, but the contended bucket holds five
+  for (let i = 0; i < 5; i++) t.true(q.takeConnectToken('storm', contended).ok);
+  refusedQuota(t, q.takeConnectToken('storm', contended), 'connect_rate');
   now += 100;
   for (let i = 0; i < 10; i++) t.true(q.takeConnectToken('storm').ok, 'uncontended: its own rate again');
-  t.true(q.takeConnectToken('victim', 1_000).ok, 'a contended rate above its own changes nothing');
+  for (let i = 0; i < 50; i++)
+    t.true(
+      q.takeConnectToken('victim', { rate: 1_000, burst: 1_000 }).ok,
+      'limits above its own change nothing',
+    );
 });
 
 test('buffered bytes are refused over the limit and released bytes free capacity', (t) => {

@@ -114,15 +114,19 @@ export class TenantQuotas {
 
   /**
    * Takes one token from the tenant's connect bucket; refused when it is empty. With
-   * `contendedRate` (the tenant opens connections fastest on a node under pressure), the
-   * bucket refills at that lower rate and holds at most one second of it.
+   * `contended` (the tenant opens connections fastest on a node under pressure), the
+   * bucket refills at that lower rate and holds at most that burst, where they are lower
+   * than the tenant's own.
    */
-  takeConnectToken(tenant: string, contendedRate?: number): Result<void, ZmeshError> {
+  takeConnectToken(tenant: string, contended?: { rate: number; burst: number }): Result<void, ZmeshError> {
     const u = this.#state(tenant);
     const own = this.limitsOf(tenant);
-    const contended = contendedRate !== undefined && contendedRate < own.connectRate;
     const limits = contended
-      ? { ...own, connectRate: contendedRate, connectBurst: Math.max(1, contendedRate) }
+      ? {
+          ...own,
+          connectRate: Math.min(own.connectRate, contended.rate),
+          connectBurst: Math.max(1, Math.min(own.connectBurst, contended.burst)),
+        }
       : own;
     this.#refill(u, limits);
     if (u.tokens < 1)
