@@ -19,6 +19,7 @@ const unavailable = await BpfCapture.unavailableReason();
     ? `noisy-neighbor --quick skipped: ${unavailable}`
     : 'noisy-neighbor --quick: every scenario measured, fairness on keeps the victim served',
   async (t) => {
+    t.timeout(180_000); // about 110 s here; ava's default counts from the last test
     const { scenarios, capacityRps } = await runNoisyNeighbor({ quick: true, progress: (l) => t.log(l) });
     t.log(`\n${table(scenarios)}`);
     t.log(JSON.stringify(verdictOf(scenarios)));
