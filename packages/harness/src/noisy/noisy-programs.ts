@@ -83,7 +83,7 @@ setTimeout(() => { bulk.destroy(); const wait = setInterval(() => { if (inflight
 
 /**
  * The aggressor, one scenario at a time: \`storm\` opens as many connections as it can
- * (200 at a time); \`flood\` pushes 32 bulk streams; \`slow\` opens 64 firehose streams and
+ * (1000 at a time); \`flood\` pushes 32 bulk streams; \`slow\` opens 64 firehose streams and
  * never reads; \`hoard\` holds as many idle connections as it can (up to 4000). Storm and
  * hoard count a connection admitted only when the server's greeting came back through
  * the mesh: the in-pod listener accepts every TCP handshake, refusals come after.
@@ -108,7 +108,7 @@ if (scenario === 'storm') {
     s.on('error', () => {});
     s.on('close', () => { if (up) admitted++; else refused++; one(); });
   };
-  for (let i = 0; i < 200; i++) one();
+  for (let i = 0; i < 1000; i++) one();
 } else if (scenario === 'flood') {
   const chunk = Buffer.alloc(64 * 1024, 3);
   for (let i = 0; i < 32; i++) {
