@@ -10,9 +10,9 @@ const PER_SECOND = 1000 / ATTEMPT_WINDOW_MS;
 
 /**
  * Per-tenant rate of events (connect attempts) over about the last quarter second,
- * decaying exponentially, in events per second, and the fastest other tenant's: enough to tell which tenant is opening
- * connections fastest. Quiet tenants are forgotten, so the table stays as small as the set
- * of tenants active now.
+ * decaying exponentially, in events per second, and the fastest other tenant's: enough
+ * to tell which tenant is opening connections fastest. Quiet tenants are forgotten, so
+ * the table stays as small as the set of tenants active now.
  */
 export class AttemptRates {
   /** Decayed event counts: a steady rate r per second holds about r × window / 1000. */
