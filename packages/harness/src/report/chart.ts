@@ -15,7 +15,10 @@ export interface BarRow {
  * Each group gets its own panel with an independent scale, since workloads have
  * different units.
  */
-export async function barChartPng(rows: BarRow[], opts: { title: string; unit?: string }): Promise<Buffer> {
+export async function barChartPng(
+  rows: BarRow[],
+  opts: { title: string; unit?: string /** Values spanning orders of magnitude. */; log?: boolean },
+): Promise<Buffer> {
   const spec: TopLevelSpec = {
     $schema: 'https://vega.github.io/schema/vega-lite/v5.json',
     title: opts.title,
@@ -37,7 +40,12 @@ export async function barChartPng(rows: BarRow[], opts: { title: string; unit?: 
       mark: { type: 'bar', tooltip: true },
       encoding: {
         y: { field: 'series', type: 'nominal', title: null, sort: null },
-        x: { field: 'value', type: 'quantitative', title: opts.unit ?? 'value' },
+        x: {
+          field: 'value',
+          type: 'quantitative',
+          title: opts.unit ?? 'value',
+          ...(opts.log ? { scale: { type: 'symlog' as const } } : {}),
+        },
         color: { field: 'series', type: 'nominal', legend: null },
       },
     },
