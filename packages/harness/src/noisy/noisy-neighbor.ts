@@ -327,21 +327,14 @@ async function scenario(
       ],
       { timeoutMs: ATTACK_LEAD_MS + seconds * 1000 + 20_000 },
     );
-  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-  // The attack starts ATTACK_LEAD_MS before the victim's measured window, during the
+  // The attack starts ATTACK_LEAD_MS before the victim's measured window: during the
   // victim's warm-up when that is long enough, else before the victim starts.
   const warmup = warmupMs(seconds);
-  let attack: ReturnType<typeof startAttack>;
-  let measured: Promise<VictimStats>;
-  if (warmup >= ATTACK_LEAD_MS) {
-    measured = victim(mesh, mesh.pod('victim-server').ipv4, rate, seconds);
-    await sleep(warmup - ATTACK_LEAD_MS);
-    attack = startAttack();
-  } else {
-    attack = startAttack();
-    await sleep(ATTACK_LEAD_MS - warmup);
-    measured = victim(mesh, mesh.pod('victim-server').ipv4, rate, seconds);
-  }
+  const after = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+  const attack = after(warmup - ATTACK_LEAD_MS).then(startAttack);
+  const measured = after(ATTACK_LEAD_MS - warmup).then(() =>
+    victim(mesh, mesh.pod('victim-server').ipv4, rate, seconds),
+  );
   const loaded = await measured;
   const agg = JSON.parse((await attack).stdout.trim().split('\n').pop() || '{}') as {
     admitted?: number;
