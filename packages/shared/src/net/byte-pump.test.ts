@@ -57,6 +57,18 @@ test('bulk chunks read in one loop turn leave in one vectored write', async (t) 
   t.deepEqual(calls, [Array(4).fill(PUMP_COALESCE_MIN_BYTES)]);
 });
 
+test('DATA frames cut at TLS record boundaries (just under 16 KiB, then a few bytes) leave in one vectored write', async (t) => {
+  const src = new PassThrough();
+  const { sink, calls } = recordingSink();
+  pumpBytes(src, sink);
+  // A 16,393-byte frame (header and 16 KiB) per 16,384-byte record: the cuts drift by 9.
+  const cuts = [16_375, 9, 16_366, 18, 16_357, 27];
+  for (const n of cuts) src.write(Buffer.alloc(n));
+  await new Promise((r) => setImmediate(r));
+  await new Promise((r) => setImmediate(r));
+  t.deepEqual(calls, [cuts]);
+});
+
 test('small chunks are written at once, not held for the loop turn', (t) => {
   const src = new PassThrough();
   const { sink, calls } = recordingSink();

@@ -12,10 +12,14 @@ export const PUMP_QUEUE_BYTES = 256 * KiB;
 
 /**
  * Chunks at least this large are bulk transfer: they are held (corked) until the event
- * loop's check phase, so that the 16 KiB DATA frames one TLS read yields leave in one
- * writev instead of one write each. Smaller chunks (requests, replies) are written at once.
+ * loop's check phase, so that the DATA frames one TLS read yields leave in one writev
+ * instead of one write each. Smaller chunks (requests, replies) are written at once, or
+ * join a cork already open. Well below 16 KiB: a 16 KiB DATA frame (plus its 9-byte
+ * header) does not fit one 16 KiB TLS record, so an HTTP/2 stream delivers it cut at the
+ * record boundaries, as a chunk just under 16 KiB and a few bytes. With a 16 KiB threshold
+ * no bulk chunk was ever held, and the receiving proxy wrote ~8 KiB per system call.
  */
-export const PUMP_COALESCE_MIN_BYTES = 16 * KiB;
+export const PUMP_COALESCE_MIN_BYTES = 4 * KiB;
 
 export interface PumpCounter {
   /** Bytes read from the source (and handed to the destination). */

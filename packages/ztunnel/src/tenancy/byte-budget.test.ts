@@ -470,3 +470,29 @@ test("an HTTP/2 stream's bytes never wait for a bulk turn: only links reading a 
   }
   fair.close();
 });
+
+test('DATA frames cut at TLS record boundaries are copied to the socket in one vectored write', async (t) => {
+  const { fair } = bulkManual({});
+  // The inbound side of a tunnel: the stream delivers each 16 KiB frame cut by a record.
+  const down = Object.assign(socket(), { rstCode: undefined, close() {} });
+  const calls: number[][] = [];
+  const up = new Duplex({
+    read() {},
+    write(chunk: Buffer, _enc, cb) {
+      calls.push([chunk.length]);
+      cb();
+    },
+    writev(chunks, cb) {
+      calls.push(chunks.map((c) => (c.chunk as Buffer).length));
+      cb();
+    },
+  });
+  fair.attach('bulk', down, up);
+  await turn();
+  const cuts = [16_375, 9, 16_366, 18, 16_357, 27];
+  for (const n of cuts) down.push(Buffer.alloc(n));
+  await turn();
+  await turn();
+  t.deepEqual(calls, [cuts]);
+  fair.close();
+});
