@@ -18,6 +18,13 @@ export interface Budget {
   roundTrips: number;
   connectSeconds: number;
   httpSeconds: number;
+  /**
+   * The same fixed-rate HTTP load, unmeasured, before `httpSeconds`: every path's processes
+   * are warm, as in a mesh that has been serving. Without it the waypoint's L7 code (cold
+   * until this step: echo, iperf3 and redis cross it at L4) queued requests for up to
+   * 0.5 s while it was compiled, which was most of the path's p99 and some of its CPU.
+   */
+  httpWarmupSeconds: number;
   idleConnections: number;
   /** Pause before reading memory, so allocations after the last handshake are counted. */
   settleMs: number;
@@ -36,6 +43,7 @@ export const FULL: Budget = {
   roundTrips: 10_000,
   connectSeconds: 2,
   httpSeconds: 5,
+  httpWarmupSeconds: 2,
   idleConnections: 1000,
   settleMs: 9000,
   restMs: 12_000,
@@ -48,6 +56,7 @@ export const QUICK: Budget = {
   roundTrips: 500,
   connectSeconds: 0.5,
   httpSeconds: 1,
+  httpWarmupSeconds: 1,
   idleConnections: 100,
   settleMs: 200,
   restMs: 200,
@@ -185,17 +194,20 @@ function redisSteps(ctx: StepContext, row: Row): Step[] {
 }
 
 async function httpStep(open: OpenPath, ctx: StepContext, row: Row): Promise<BenchResult[]> {
+  const load = (seconds: number) =>
+    fixedRateHttp(open.endpoints.get('http')!, {
+      rate: HTTP_RATE,
+      seconds,
+      connections: 20,
+      cpu: ctx.loadCpu,
+      dir: ctx.dir,
+      launch: open.launch,
+    });
+  await load(ctx.budget.httpWarmupSeconds);
   const cpuBefore = await cpuSeconds(open.pids);
   const waypointBefore = open.waypointPid ? await cpuSeconds([open.waypointPid]) : 0;
   const started = process.hrtime.bigint();
-  const r = await fixedRateHttp(open.endpoints.get('http')!, {
-    rate: HTTP_RATE,
-    seconds: ctx.budget.httpSeconds,
-    connections: 20,
-    cpu: ctx.loadCpu,
-    dir: ctx.dir,
-    launch: open.launch,
-  });
+  const r = await load(ctx.budget.httpSeconds);
   const wall = Number(process.hrtime.bigint() - started) / 1e9;
   const out = [
     row(HTTP_WORKLOAD, 'rate', r.rps, 'req/s'),
