@@ -24,7 +24,7 @@ import {
   socatPath,
   ztunnelPath,
 } from './peer-paths.js';
-import { onPath, startTargets, type Target } from './targets.js';
+import { onPath, type RunningTargets, startTargets, type Target } from './targets.js';
 import { haproxyPath, stunnelPath } from './tls-peers.js';
 import { WAYPOINT_PATH, waypointPath } from './waypoint-path.js';
 
@@ -70,7 +70,14 @@ export async function runBench(opts: BenchOptions): Promise<number> {
   // Load generators in the cluster's pods run as the pod's uid and read wrk's script here;
   // the CA key in it stays 0600.
   await chmod(dir, 0o711);
-  const running = await startTargets(ADDR.server, LOAD_CPU, dir);
+  let running: RunningTargets;
+  try {
+    running = await startTargets(ADDR.server, LOAD_CPU, dir);
+  } catch (e) {
+    await rm(dir, { recursive: true, force: true });
+    console.error(`bench: ${(e as Error).message}`);
+    return 1;
+  }
   const results: BenchResult[] = [];
   const measured: BenchReport['paths'] = [];
   const failures: string[] = [];

@@ -30,8 +30,7 @@ export interface RunningTargets {
  */
 export async function startTargets(host: string, cpu: string, dir: string): Promise<RunningTargets> {
   const ports: Record<TargetName, number> = { iperf3: 5201, redis: 6379, echo: 7007, http: 8080 };
-  const children: ResultPromise[] = [startIperfServer(host, ports.iperf3, cpu)];
-  if (await onPath('redis-server')) children.push(startRedis(host, ports.redis, cpu, dir));
+  const children: ResultPromise[] = [];
   const sockets = new Set<Socket>();
   const echo = createServer({ noDelay: true }, (s) => {
     sockets.add(s);
@@ -44,18 +43,36 @@ export async function startTargets(host: string, cpu: string, dir: string): Prom
     res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': body.length });
     res.end(body);
   });
-  await Promise.all([listen(echo, host, ports.echo), listen(http, host, ports.http)]);
-  const names: TargetName[] =
-    children.length > 1 ? ['iperf3', 'redis', 'echo', 'http'] : ['iperf3', 'echo', 'http'];
-  await Promise.all(names.map((n) => waitListening(host, ports[n])));
+  const stop = async () => {
+    for (const s of sockets) s.destroy();
+    http.closeAllConnections();
+    await Promise.all([close(echo), close(http), ...children.map((c) => stopChild(c))]);
+  };
+  const names: TargetName[] = ['iperf3', 'echo', 'http'];
+  try {
+    // This process's own servers first: if another bench holds the ports, this fails here,
+    // before child servers are started (whose readiness that bench's would fake).
+    await Promise.all([listen(echo, host, ports.echo), listen(http, host, ports.http)]);
+    children.push(startIperfServer(host, ports.iperf3, cpu));
+    if (await onPath('redis-server')) {
+      children.push(startRedis(host, ports.redis, cpu, dir));
+      names.splice(1, 0, 'redis');
+    }
+    await Promise.all(names.map((n) => waitListening(host, ports[n])));
+  } catch (e) {
+    await stop();
+    const busy = (e as NodeJS.ErrnoException).code === 'EADDRINUSE';
+    throw new Error(
+      busy
+        ? `the bench's servers cannot listen on ${host} (address in use): is another zmesh bench running?`
+        : `the bench's servers did not start on ${host}: ${(e as Error).message}`,
+      { cause: e },
+    );
+  }
   return {
     targets: names.map((name) => ({ name, host, port: ports[name] })),
     echoConnections: () => sockets.size,
-    close: async () => {
-      for (const s of sockets) s.destroy();
-      http.closeAllConnections();
-      await Promise.all([close(echo), close(http), ...children.map((c) => stopChild(c))]);
-    },
+    close: stop,
   };
 }
 
