@@ -44,3 +44,15 @@ test('releasing more than held clamps at zero', (t) => {
   t.is(g.used(), 0);
   t.is(g.usageOf('a'), 0);
 });
+
+test("the buffered-bytes gauges report the guard's count when scraped", async (t) => {
+  const registry = new Registry();
+  const g = new MemoryGuard({ capBytes: 1000, registry });
+  g.add('a', 300);
+  g.add('b', 200);
+  g.remove('a', 100);
+  const scraped = await registry.getMetricsAsJSON();
+  const value = (name: string) => scraped.find((m) => m.name === name)?.values[0]?.value;
+  t.is(value('zmesh_buffered_bytes'), 400);
+  t.is(value('zmesh_memory_pressure'), 0.4);
+});

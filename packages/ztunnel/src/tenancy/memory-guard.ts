@@ -33,7 +33,7 @@ export class MemoryGuard {
       throw new RangeError(`memory guard needs capBytes > 0 and 0 < highWater <= 1`);
     }
     this.highWaterBytes = Math.floor(this.capBytes * highWater);
-    this.#metrics = new MemoryMetrics(options.registry ?? new Registry());
+    this.#metrics = new MemoryMetrics(options.registry ?? new Registry(), this);
   }
 
   /** Accounts `n` bytes to `tenant` if the node can take them; see the class comment for the policy. */
@@ -55,7 +55,6 @@ export class MemoryGuard {
     if (n <= 0) return;
     this.#byTenant.set(tenant, (this.#byTenant.get(tenant) ?? 0) + n);
     this.#used += n;
-    this.#report();
   }
 
   /** Releases bytes; releasing more than the tenant holds clamps at zero. */
@@ -66,7 +65,6 @@ export class MemoryGuard {
     if (held - freed === 0) this.#byTenant.delete(tenant);
     else this.#byTenant.set(tenant, held - freed);
     this.#used -= freed;
-    this.#report();
   }
 
   used(): number {
@@ -94,10 +92,5 @@ export class MemoryGuard {
       if (bytes > most) [largest, most] = [tenant, bytes];
     }
     return largest;
-  }
-
-  #report(): void {
-    this.#metrics.buffered.set(this.#used);
-    this.#metrics.pressure.set(this.pressure());
   }
 }
