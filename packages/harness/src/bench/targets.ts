@@ -51,7 +51,7 @@ export async function startTargets(host: string, cpu: string, dir: string): Prom
   const names: TargetName[] = ['iperf3', 'echo', 'http'];
   try {
     // This process's own servers first: if another bench holds the ports, this fails here,
-    // before child servers are started (whose readiness that bench's would fake).
+    // before any child server starts (its readiness check would reach the other bench's).
     await Promise.all([listen(echo, host, ports.echo), listen(http, host, ports.http)]);
     children.push(startIperfServer(host, ports.iperf3, cpu));
     if (await onPath('redis-server')) {
