@@ -17,7 +17,12 @@ export interface BarRow {
  */
 export async function barChartPng(
   rows: BarRow[],
-  opts: { title: string; unit?: string /** Values spanning orders of magnitude. */; log?: boolean },
+  opts: {
+    title: string;
+    unit?: string;
+    /** A symmetric-log value axis, for values spanning orders of magnitude. */
+    log?: boolean;
+  },
 ): Promise<Buffer> {
   const spec: TopLevelSpec = {
     $schema: 'https://vega.github.io/schema/vega-lite/v5.json',
