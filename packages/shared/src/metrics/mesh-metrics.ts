@@ -23,6 +23,14 @@ export type TcpLabels = Partial<Record<(typeof TCP_LABELS)[number], string>>;
  * in one test process keep separate counts.
  */
 /** prom-client default metrics that aggregate every active handle, resource or request. */
+/**
+ * Sampling period of the event-loop delay histogram (nodejs_eventloop_lag_p99_seconds and
+ * kin). prom-client's default, 10 ms, is a native timer that woke an idle proxy 100 times
+ * a second (with ByteFairness's timer, ~1.5% of a core doing nothing). A stall still
+ * shows: it delays the next sample by as long.
+ */
+export const EVENT_LOOP_SAMPLE_MS = 100;
+
 const HANDLE_WALKING_METRICS = [
   'nodejs_active_handles',
   'nodejs_active_handles_total',
@@ -49,7 +57,7 @@ export class MeshMetrics {
     this.registry = options.registry ?? new Registry();
     if (options.prefixLabels) this.registry.setDefaultLabels(options.prefixLabels);
     if (options.defaultMetrics) {
-      collectDefaultMetrics({ register: this.registry });
+      collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
       // These walk every libuv handle on each scrape: with 8,000 open sockets a scrape held
       // the event loop 19 ms, 8 ms without them. Connections and streams have their own
       // gauges and counters below; process_open_fds stays (fd exhaustion is worth a scrape).
