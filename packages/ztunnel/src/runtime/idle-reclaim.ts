@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import { setFlagsFromString } from 'node:v8';
 import { logger } from '@zmesh/shared';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { mallocTrim } from '../capture/sys.js';
@@ -24,7 +25,7 @@ export interface IdleReclaimInputs {
   registry: Registry;
   /** Event-loop utilisation (0–1) since the previous call; default `performance.eventLoopUtilization`. */
   utilization?: () => number;
-  /** A full collection; default `globalThis.gc` when node runs with `--expose-gc`, else none. */
+  /** A full collection; default a compacting `globalThis.gc` when node runs with `--expose-gc`, else none. */
   collect?: (() => void) | undefined;
   /** Hands malloc's free pages back to the kernel; default glibc `malloc_trim(0)`. */
   trim?: () => void;
@@ -40,7 +41,9 @@ export interface IdleReclaimInputs {
  * buffers in its arenas: at rest that is resident memory no connection uses. When a busy
  * sample is followed by a quiet one, one full collection and a `malloc_trim` return it
  * (Envoy's overload manager does the same with its `shrink_heap` action). Nothing runs
- * while traffic flows, nor on a process that stayed idle.
+ * while traffic flows, nor again on a process that stayed idle. Start-up counts as work:
+ * loading config and issuing the pods' certificates leaves garbage too (with 100 pods the
+ * old generation held 28 MB for 19 MB live until the first reclaim).
  */
 export class IdleReclaim {
   readonly #utilization: () => number;
@@ -52,13 +55,13 @@ export class IdleReclaim {
   readonly #reclaims: Counter;
   readonly #freed: Counter;
   readonly #pause: Gauge;
-  /** Work happened since the last reclaim (or since start). */
-  #busy = false;
+  /** Work happened since the last reclaim (start-up is work). */
+  #busy = true;
   #notBefore = 0;
 
   constructor(inputs: IdleReclaimInputs) {
     this.#utilization = inputs.utilization ?? utilizationProbe();
-    this.#collect = 'collect' in inputs ? inputs.collect : exposedGc();
+    this.#collect = 'collect' in inputs ? inputs.collect : compactingGc();
     this.#trim = inputs.trim ?? mallocTrim;
     this.#rss = inputs.rss ?? (() => process.memoryUsage.rss());
     this.#now = inputs.now ?? (() => performance.now());
@@ -111,8 +114,23 @@ export class IdleReclaim {
   }
 }
 
-/** `globalThis.gc`, present when node runs with `--expose-gc` (bin/zmesh passes it to ztunnel). */
-function exposedGc(): (() => void) | undefined {
+/**
+ * `globalThis.gc`, present when node runs with `--expose-gc` (bin/zmesh passes it to
+ * ztunnel), made to compact. A plain full collection frees objects but leaves most old
+ * generation pages in place, each still holding a few live ones: after start-up with 100
+ * pods, 28.5 MB of pages for 19 MB live, all resident. Compacting moves the survivors
+ * together and releases the emptied pages (RSS 93 → 84 MB; the pause 20 → 37 ms, once).
+ * V8 reads the flag at each full collection, so it is on for this one only.
+ */
+export function compactingGc(): (() => void) | undefined {
   const gc = (globalThis as { gc?: () => void }).gc;
-  return typeof gc === 'function' ? () => gc() : undefined;
+  if (typeof gc !== 'function') return undefined;
+  return () => {
+    setFlagsFromString('--compact-on-every-full-gc');
+    try {
+      gc();
+    } finally {
+      setFlagsFromString('--no-compact-on-every-full-gc');
+    }
+  };
 }
