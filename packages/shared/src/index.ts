@@ -8,6 +8,7 @@ export * from './metrics/index.js';
 export * from './model/index.js';
 export * from './net/index.js';
 export * from './result.js';
+export * from './runtime/index.js';
 export * from './tls/index.js';
 export * from './tracing/index.js';
 export * from './xds/index.js';

@@ -17,7 +17,6 @@ export { LocalCaSigner } from './identity/local-ca-signer.js';
 export { keysDirError, PersistedKeys, TMPFS_MAGIC } from './identity/persisted-keys.js';
 export { InboundListener } from './inbound/inbound-listener.js';
 export { HbonePool, type PoolKey } from './pool/hbone-pool.js';
-export { IdleReclaim, type IdleReclaimInputs } from './runtime/idle-reclaim.js';
 export {
   type ForwardListener as ForwardConfig,
   type LocalConfig,

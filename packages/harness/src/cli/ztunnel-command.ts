@@ -1,11 +1,17 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CertificateAuthority, type Credential, logger, TrustBundle, validateSvid } from '@zmesh/shared';
+import {
+  CertificateAuthority,
+  type Credential,
+  IdleReclaim,
+  logger,
+  TrustBundle,
+  validateSvid,
+} from '@zmesh/shared';
 import {
   CaClient,
   type CertificateSigner,
   drainOnCertChange,
-  IdleReclaim,
   keysDirError,
   LocalCaSigner,
   type LocalConfig,

@@ -67,7 +67,6 @@ const c = {
   // syscall(2) is variadic; the x86-64 and aarch64 Linux ABIs pass these integer and
   // pointer arguments identically for a fixed prototype, and a fixed one is cheaper.
   bpf: libc.func('long syscall(long nr, int cmd, void *attr, uint32_t size)'),
-  mallocTrim: libc.func('int malloc_trim(size_t pad)'),
 };
 
 function errnoName(errno: number): string {
@@ -104,11 +103,6 @@ export function setsockoptInt(fd: number, level: number, name: number, value: nu
   const buf = Buffer.alloc(4);
   buf.writeInt32LE(value);
   check('setsockopt', c.setsockopt(fd, level, name, buf, 4));
-}
-
-/** glibc's malloc_trim(0): returns every free page of every arena to the kernel. */
-export function mallocTrim(): void {
-  c.mallocTrim(0);
 }
 
 export function setReuseAddr(fd: number): void {

@@ -269,7 +269,7 @@ test('with the default probe and timer it ticks by itself and close() stops it',
 });
 
 test('the timer runs only while bytes move: idle it sleeps, the next byte wakes it with no stale lag', async (t) => {
-  const fair = new ByteFairness({ tickMs: 50, windowMs: 10, lagThresholdMs: 100 });
+  const fair = new ByteFairness({ tickMs: 50, windowMs: 10, lagThresholdMs: 250 });
   const s = { down: socket(), up: socket() };
   fair.attach('shop', s.down, s.up);
   t.false(fair.ticking, 'no bytes yet: no timer');
@@ -278,14 +278,14 @@ test('the timer runs only while bytes move: idle it sleeps, the next byte wakes 
   await turn();
   t.true(fair.ticking);
   // 1000 bytes decay below one by the second tick (100 ms) with a 10 ms window.
-  await new Promise((r) => setTimeout(r, 400));
+  await new Promise((r) => setTimeout(r, 700));
   t.false(fair.ticking, 'asleep once no link moved bytes within the window');
   s.down.push(Buffer.alloc(1000));
   await turn();
   t.true(fair.ticking, 'woken by the next byte');
   await new Promise((r) => setTimeout(r, 70));
   // One tick since the wake: its lag counts from the wake, not from the last tick before
-  // the sleep (which would read ~350 ms, over the 100 ms threshold).
+  // the sleep (which would read ~650 ms, over the 250 ms threshold).
   t.false(fair.pressured, 'a sleep is not lag');
   t.is(s.up.written, 2000);
   fair.close();

@@ -1,9 +1,8 @@
 import { constants, type Http2Stream } from 'node:http2';
 import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
-import { PUMP_COALESCE_MIN_BYTES, PUMP_QUEUE_BYTES, resetStream } from '@zmesh/shared';
+import { PUMP_COALESCE_MIN_BYTES, PUMP_QUEUE_BYTES, resetStream, utilizationProbe } from '@zmesh/shared';
 import { Registry } from 'prom-client';
-import { utilizationProbe } from '../runtime/loop-utilization.js';
 import type { MemoryGuard } from './memory-guard.js';
 import { ByteFairnessMetrics } from './tenancy-metrics.js';
 

@@ -1,9 +1,9 @@
 import { performance } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
-import { logger } from '@zmesh/shared';
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { mallocTrim } from '../capture/sys.js';
+import { logger } from '../log/index.js';
 import { utilizationProbe } from './loop-utilization.js';
+import { mallocTrim } from './malloc-trim.js';
 
 const log = logger('memory');
 

@@ -1,0 +1,12 @@
+export {
+  BUSY_UTILIZATION,
+  compactingGc,
+  IdleReclaim,
+  type IdleReclaimInputs,
+  MAX_PAUSE_SHARE,
+  MIN_GAP_MS,
+  QUIET_UTILIZATION,
+  RECLAIM_SAMPLE_MS,
+} from './idle-reclaim.js';
+export { utilizationProbe } from './loop-utilization.js';
+export { mallocTrim } from './malloc-trim.js';
