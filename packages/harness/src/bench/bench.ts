@@ -1,8 +1,9 @@
-import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { cpus, release, tmpdir } from 'node:os';
+import { chmod, readFile, writeFile } from 'node:fs/promises';
+import { cpus, release } from 'node:os';
 import { dirname, join } from 'node:path';
 import { CertificateAuthority } from '@zmesh/shared';
 import { execa } from 'execa';
+import { tempDir } from '../local/exit-cleanup.js';
 import { benchChartPng } from '../report/bench-chart.js';
 import { rewritePerfSection } from '../report/perf-markdown.js';
 import { BenchProgress } from './bench-progress.js';
@@ -66,7 +67,10 @@ export async function runBench(opts: BenchOptions): Promise<number> {
   }
   // The servers and clients that run inside this process belong with the load generators.
   await execa('taskset', ['-a', '-p', '-c', LOAD_CPU, String(process.pid)], { reject: false });
-  const dir = await mkdtemp(join(tmpdir(), 'zmesh-bench-'));
+  // ZMESH_BENCH_KEEP=1 keeps configs and proxy logs for a post-mortem.
+  const temp = tempDir('zmesh-bench-');
+  if (process.env.ZMESH_BENCH_KEEP) temp.keep();
+  const dir = temp.path;
   // Load generators in the cluster's pods run as the pod's uid and read wrk's script here;
   // the CA key in it stays 0600.
   await chmod(dir, 0o711);
@@ -74,7 +78,7 @@ export async function runBench(opts: BenchOptions): Promise<number> {
   try {
     running = await startTargets(ADDR.server, LOAD_CPU, dir);
   } catch (e) {
-    await rm(dir, { recursive: true, force: true });
+    temp.remove();
     console.error(`bench: ${(e as Error).message}`);
     return 1;
   }
@@ -121,9 +125,8 @@ export async function runBench(opts: BenchOptions): Promise<number> {
     }
   } finally {
     await running.close();
-    // ZMESH_BENCH_KEEP=1 keeps configs and proxy logs for a post-mortem.
     if (process.env.ZMESH_BENCH_KEEP) console.log(`kept ${dir}`);
-    else await rm(dir, { recursive: true, force: true });
+    else temp.remove();
   }
   const medians = medianOfRounds(results);
   medians.push(...addedLatency(medians, (p) => measured.find((m) => m.name === p)?.direct ?? 'direct'));

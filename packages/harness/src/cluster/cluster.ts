@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { logger, ZmeshError } from '@zmesh/shared';
 import type { Options, ResultPromise } from 'execa';
+import { onExit } from '../local/exit-cleanup.js';
 import { cgroup2Mount, createCgroup, removeCgroupTree } from './cgroups.js';
 import { createNetwork, deleteNetwork, listNetns } from './cluster-network.js';
 import { type ClusterSpec, parseClusterSpec, validateClusterSpec } from './cluster-spec.js';
@@ -269,21 +270,9 @@ function runIdOf(netns: string): string {
 
 let handlersInstalled = false;
 
-/**
- * Tears owned clusters down on every exit path: normal exit, process.exit, uncaught
- * errors (all end in 'exit'), and SIGINT/SIGTERM, which are re-raised afterwards so
- * the process still dies of them. A SIGKILLed run is cleaned by the next up().
- */
+/** Tears owned clusters down on every exit path (a SIGKILLed run is cleaned by the next up()). */
 function installExitHandlers(): void {
   if (handlersInstalled) return;
   handlersInstalled = true;
-  process.on('exit', () => Cluster.teardownOwned());
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-    const onSignal = () => {
-      Cluster.teardownOwned();
-      process.removeListener(signal, onSignal);
-      if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
-    };
-    process.on(signal, onSignal);
-  }
+  onExit(() => Cluster.teardownOwned());
 }

@@ -1,10 +1,10 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CertificateAuthority } from '@zmesh/shared';
 import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
+import { tempDir } from '../local/exit-cleanup.js';
 import { startZtunnelProcess, stopChild, waitReady } from '../local/ztunnel-process.js';
 import { principalLines } from '../report/principal-lines.js';
 import { startHttpServer, startSinkServer } from './demo-servers.js';
@@ -21,7 +21,8 @@ const BULK_BYTES = 64 * 1024 * 1024;
  * (curl to a service VIP, a 64 MiB bulk transfer by pod IP), then what each side saw.
  */
 export async function runExplicitDemo(): Promise<number> {
-  const dir = await mkdtemp(join(tmpdir(), 'zmesh-demo-'));
+  const temp = tempDir('zmesh-demo-');
+  const dir = temp.path;
   const children: ResultPromise[] = [];
   const servers: Array<{ close: () => void }> = [];
   try {
@@ -57,7 +58,7 @@ export async function runExplicitDemo(): Promise<number> {
   } finally {
     await Promise.all(children.map((c) => stopChild(c)));
     for (const s of servers) s.close();
-    await rm(dir, { recursive: true, force: true });
+    temp.remove();
   }
 }
 

@@ -1,9 +1,9 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
+import { tempDir } from '../local/exit-cleanup.js';
 import { clientForwards, startXdsMesh } from '../local/xds-mesh.js';
 import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
 
@@ -60,13 +60,14 @@ export async function startL7Lab(opts: L7LabOptions = {}): Promise<L7Lab> {
   const a = addresses(opts.block ?? '127.50');
   const xds = `${a.cp}:${opts.xdsPort ?? 25_810}`;
   const admin = `http://${a.cp}:${opts.adminPort ?? 25_814}`;
-  const dir = await mkdtemp(join(tmpdir(), 'zmesh-l7-'));
+  const temp = tempDir('zmesh-l7-');
+  const dir = temp.path;
   const children: ResultPromise[] = [];
   const apps: Server[] = [];
   const stop = async () => {
     await Promise.all(children.reverse().map((c) => stopChild(c)));
     for (const s of apps) s.close();
-    await rm(dir, { recursive: true, force: true });
+    temp.remove();
   };
   try {
     await mkdir(join(dir, 'cfg'));

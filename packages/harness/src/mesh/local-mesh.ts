@@ -1,6 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CertificateAuthority, logger } from '@zmesh/shared';
 import { BpfCapture, NodeAgentClient } from '@zmesh/ztunnel';
@@ -9,6 +8,7 @@ import { stringify } from 'yaml';
 import { Cluster } from '../cluster/cluster.js';
 import type { ClusterSpec } from '../cluster/cluster-spec.js';
 import type { NodeInfo, PodInfo } from '../cluster/topology.js';
+import { type TempDir, tempDir } from '../local/exit-cleanup.js';
 import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
 import { MeshControlPlane } from './mesh-control-plane.js';
 import { controlPlaneUid, meshYaml, type WaypointShape } from './mesh-objects.js';
@@ -92,29 +92,31 @@ export class LocalMesh {
   private readonly enrolled = new Set<string>();
   /** Control-plane mode only. */
   controlPlane: MeshControlPlane | undefined;
-  private readonly keysDirs = new Map<string, string>();
+  private readonly keysDirs = new Map<string, TempDir>();
+  readonly dir: string;
 
   private constructor(
     readonly cluster: Cluster,
-    readonly dir: string,
+    private readonly temp: TempDir,
     readonly spec: MeshSpec,
     private readonly options: MeshOptions,
-  ) {}
+  ) {
+    this.dir = temp.path;
+  }
 
   static async up(spec: MeshSpec, options: MeshOptions = {}): Promise<LocalMesh> {
     const reason = await BpfCapture.unavailableReason();
     if (reason) throw new Error(`capture unavailable: ${reason}`);
     const cluster = await Cluster.up(spec);
-    const dir = await mkdtemp(join(tmpdir(), `zmesh-mesh-${cluster.runId}-`));
-    const mesh = new LocalMesh(cluster, dir, spec, options);
+    const mesh = new LocalMesh(cluster, tempDir(`zmesh-mesh-${cluster.runId}-`), spec, options);
     try {
       if (options.controlPlane) await mesh.startControlPlane();
       else if (spec.waypoints?.length)
         throw new Error('waypoints need the control plane (controlPlane: true)');
       else {
         const ca = await CertificateAuthority.create({ trustDomain: 'cluster.local' });
-        await writeFile(join(dir, 'root-cert.pem'), ca.rootPem);
-        await writeFile(join(dir, 'root-key.pem'), await ca.exportKeyPem(), { mode: 0o600 });
+        await writeFile(join(mesh.dir, 'root-cert.pem'), ca.rootPem);
+        await writeFile(join(mesh.dir, 'root-key.pem'), await ca.exportKeyPem(), { mode: 0o600 });
         await mesh.writeConfig();
       }
       for (const node of cluster.nodes) await mesh.startZtunnel(node);
@@ -250,8 +252,8 @@ export class LocalMesh {
     }
     await this.controlPlane?.stop();
     await this.cluster.down();
-    await rm(this.dir, { recursive: true, force: true });
-    for (const d of this.keysDirs.values()) await rm(d, { recursive: true, force: true });
+    this.temp.remove();
+    for (const d of this.keysDirs.values()) d.remove();
   }
 
   private get cpMode(): ControlPlaneMode | undefined {
@@ -271,8 +273,7 @@ export class LocalMesh {
       await mkdir(join(this.dir, node.name), { recursive: true, mode: 0o700 });
       await this.controlPlane.writeNodeToken(node.name, join(this.dir, node.name, 'token'));
       const persist = typeof mode.persistKeys === 'function' ? mode.persistKeys(node.name) : mode.persistKeys;
-      if (persist)
-        this.keysDirs.set(node.name, await mkdtemp(join(KEYS_TMPFS, `zmesh-keys-${this.cluster.runId}-`)));
+      if (persist) this.keysDirs.set(node.name, tempDir(`zmesh-keys-${this.cluster.runId}-`, KEYS_TMPFS));
     }
   }
 
@@ -281,7 +282,7 @@ export class LocalMesh {
     const mode = this.cpMode;
     const cp = this.controlPlane;
     if (!mode || !cp) return [];
-    const keys = this.keysDirs.get(node);
+    const keys = this.keysDirs.get(node)?.path;
     return [
       '--xds',
       cp.xdsAddress,
