@@ -21,6 +21,25 @@ export const PUMP_QUEUE_BYTES = 256 * KiB;
  */
 export const PUMP_COALESCE_MIN_BYTES = 4 * KiB;
 
+/**
+ * Write coalescing for one destination: called with each chunk's size before it is
+ * written, it corks `dst` at the first bulk chunk (see PUMP_COALESCE_MIN_BYTES) and
+ * uncorks it in the check phase, so that the loop turn's writes leave together.
+ */
+export function bulkCoalescer(dst: Writable): (bytes: number) => void {
+  let corked = false;
+  const flush = () => {
+    corked = false;
+    if (!dst.destroyed) dst.uncork();
+  };
+  return (bytes) => {
+    if (corked || bytes < PUMP_COALESCE_MIN_BYTES) return;
+    corked = true;
+    dst.cork();
+    setImmediate(flush);
+  };
+}
+
 export interface PumpCounter {
   /** Bytes read from the source (and handed to the destination). */
   bytes: number;
@@ -33,12 +52,8 @@ export interface PumpCounter {
  */
 export function pumpBytes(src: Readable, dst: Writable): PumpCounter {
   const counter: PumpCounter = { bytes: 0 };
-  let corked = false;
+  const coalesce = bulkCoalescer(dst);
   let waiting = false;
-  const flush = () => {
-    corked = false;
-    if (!dst.destroyed) dst.uncork();
-  };
   const resume = () => {
     waiting = false;
     src.resume();
@@ -46,11 +61,7 @@ export function pumpBytes(src: Readable, dst: Writable): PumpCounter {
   src.on('data', (chunk: Buffer) => {
     counter.bytes += chunk.length;
     if (dst.destroyed || dst.writableEnded) return;
-    if (!corked && chunk.length >= PUMP_COALESCE_MIN_BYTES) {
-      corked = true;
-      dst.cork();
-      setImmediate(flush);
-    }
+    coalesce(chunk.length);
     dst.write(chunk);
     // 'drain' is due: a queue above the bound means a write has returned false.
     if (dst.writableLength > PUMP_QUEUE_BYTES && !waiting) {

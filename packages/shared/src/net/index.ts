@@ -1,2 +1,8 @@
-export { PUMP_COALESCE_MIN_BYTES, PUMP_QUEUE_BYTES, type PumpCounter, pumpBytes } from './byte-pump.js';
+export {
+  bulkCoalescer,
+  PUMP_COALESCE_MIN_BYTES,
+  PUMP_QUEUE_BYTES,
+  type PumpCounter,
+  pumpBytes,
+} from './byte-pump.js';
 export { bytesToIp, canonicalIp, formatHostPort, ipFamily, ipToBytes } from './ip.js';

@@ -1,7 +1,7 @@
 import { constants, type Http2Stream } from 'node:http2';
 import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
-import { PUMP_COALESCE_MIN_BYTES, PUMP_QUEUE_BYTES, resetStream, utilizationProbe } from '@zmesh/shared';
+import { bulkCoalescer, PUMP_QUEUE_BYTES, resetStream, utilizationProbe } from '@zmesh/shared';
 import { Registry } from 'prom-client';
 import type { MemoryGuard } from './memory-guard.js';
 import { ByteFairnessMetrics } from './tenancy-metrics.js';
@@ -377,11 +377,7 @@ export class ByteFairness {
     };
     // Bulk chunks are held (corked) until the check phase so that one socket read's worth
     // of HTTP/2 DATA frames leaves in one writev, as `pumpBytes` does on the plain path.
-    let corked = false;
-    const uncork = () => {
-      corked = false;
-      if (!dst.destroyed) dst.uncork();
-    };
+    const coalesce = bulkCoalescer(dst);
     const onData = (chunk: Buffer | string) => {
       const n = typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
       if (n < UNTRACKED_WRITE_BYTES) {
@@ -389,11 +385,7 @@ export class ByteFairness {
         dst.write(chunk);
       } else {
         this.#copied(link, n);
-        if (!corked && n >= PUMP_COALESCE_MIN_BYTES) {
-          corked = true;
-          dst.cork();
-          setImmediate(uncork);
-        }
+        coalesce(n);
         dst.write(chunk, () => this.#flushed(link, n));
       }
       // Above the bound a write has returned false, so 'drain' is due.
