@@ -2,6 +2,9 @@ import { type BenchReport, find, fmt } from './bench-results.js';
 import { CLUSTER_WAYPOINT_PATH } from './cluster-paths.js';
 import { WAYPOINT_PATH } from './waypoint-path.js';
 
+/** The suffix of a path measured with the `--baseline` build. */
+export const BEFORE = ' (before)';
+
 export interface TargetCheck {
   target: string;
   measured: string;
@@ -50,13 +53,11 @@ export function checkTargets(report: BenchReport, path: string): TargetCheck[] {
     measured: cpu === undefined ? '-' : `pair ${fmt(cpu)}, each ${fmt(cpu / 2)} vCPU`,
     met: cpu === undefined ? undefined : cpu / 2 <= 0.06,
   });
-  // The waypoint's own process, on the waypoint path of the same run and setting (loopback
-  // or the cluster; the same for a `before` path).
-  const wcpu = get(
-    direct === 'direct' ? WAYPOINT_PATH : CLUSTER_WAYPOINT_PATH,
-    'HTTP 1 KiB @ 1,000 rps',
-    'waypoint CPU per 1,000 rps',
-  );
+  // The waypoint's own process, on the waypoint path of the same run, setting (loopback or
+  // the cluster) and build: a `before` path reads the `before` waypoint path.
+  const waypointPath =
+    (direct === 'direct' ? WAYPOINT_PATH : CLUSTER_WAYPOINT_PATH) + (path.endsWith(BEFORE) ? BEFORE : '');
+  const wcpu = get(waypointPath, 'HTTP 1 KiB @ 1,000 rps', 'waypoint CPU per 1,000 rps');
   out.push({
     target: 'waypoint ≤ 0.25 vCPU per 1,000 rps',
     measured: wcpu === undefined ? '-' : `${fmt(wcpu)} vCPU`,

@@ -8,7 +8,7 @@ import { benchChartPng } from '../report/bench-chart.js';
 import { rewritePerfSection } from '../report/perf-markdown.js';
 import { BenchProgress } from './bench-progress.js';
 import { type BenchReport, type BenchResult, ordered, textTable } from './bench-results.js';
-import { checkTargets, targetsText } from './bench-targets.js';
+import { BEFORE, checkTargets, targetsText } from './bench-targets.js';
 import {
   CLUSTER_ZMESH_PATH,
   type ClusterPeer,
@@ -150,7 +150,7 @@ async function availablePaths(
     stunnelPath(dir, ca, ADDR),
     haproxyPath(dir, ca, ADDR),
     ...(opts.baseline
-      ? [ztunnelPath(dir, ADDR, { name: `${ZMESH_PATH} (before)`, bin: opts.baseline })]
+      ? [ztunnelPath(dir, ADDR, { name: `${ZMESH_PATH}${BEFORE}`, bin: opts.baseline })]
       : []),
     ztunnelPath(dir, ADDR),
     // Paths that take seconds to start (three proxies and a control plane; a netns cluster)
@@ -159,7 +159,7 @@ async function availablePaths(
       ? []
       : [
           ...(opts.baseline
-            ? [waypointPath(dir, ADDR, { name: `${WAYPOINT_PATH} (before)`, bin: opts.baseline })]
+            ? [waypointPath(dir, ADDR, { name: `${WAYPOINT_PATH}${BEFORE}`, bin: opts.baseline })]
             : []),
           waypointPath(dir, ADDR),
           // Pod to pod across the netns cluster's nodes (needs root): directly, through the

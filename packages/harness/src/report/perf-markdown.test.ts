@@ -1,5 +1,6 @@
 import test from 'ava';
 import type { BenchReport } from '../bench/bench-results.js';
+import { checkTargets } from '../bench/bench-targets.js';
 import { markdownTable, PERF_END, PERF_START, rewritePerfSection } from './perf-markdown.js';
 
 const report: BenchReport = {
@@ -48,4 +49,31 @@ test('only the text between the markers is replaced, and a second rewrite change
   t.true(once.startsWith(`# A\n${PERF_START}\n## Performance`));
   t.true(once.endsWith(`${PERF_END}\n## After\n`));
   t.is(rewritePerfSection(once, report, 'zmesh ztunnel pair'), once);
+});
+
+test("a before path's waypoint target reads the before build's waypoint, not this one's", (t) => {
+  const http = 'HTTP 1 KiB @ 1,000 rps';
+  const metric = 'waypoint CPU per 1,000 rps';
+  const r: BenchReport = {
+    ...report,
+    paths: [
+      ...report.paths,
+      { name: 'zmesh ztunnel pair (before)', kind: 'zmesh' },
+      { name: 'zmesh ztunnel → waypoint → ztunnel', kind: 'zmesh' },
+      { name: 'zmesh ztunnel → waypoint → ztunnel (before)', kind: 'zmesh' },
+    ],
+    results: [
+      { path: 'zmesh ztunnel → waypoint → ztunnel', workload: http, metric, value: 0.4, unit: 'vCPU' },
+      {
+        path: 'zmesh ztunnel → waypoint → ztunnel (before)',
+        workload: http,
+        metric,
+        value: 0.5,
+        unit: 'vCPU',
+      },
+    ],
+  };
+  const row = (path: string) => checkTargets(r, path).find((c) => c.target.startsWith('waypoint'));
+  t.is(row('zmesh ztunnel pair')?.measured, '0.400 vCPU');
+  t.is(row('zmesh ztunnel pair (before)')?.measured, '0.500 vCPU');
 });

@@ -1,5 +1,5 @@
 import { type BenchReport, fmt, fmtRatio, ratiosOf } from '../bench/bench-results.js';
-import { checkTargets } from '../bench/bench-targets.js';
+import { BEFORE, checkTargets } from '../bench/bench-targets.js';
 import { CLUSTER_ZMESH_PATH } from '../bench/cluster-paths.js';
 
 export const PERF_START = '<!-- perf:start -->';
@@ -66,7 +66,7 @@ function clusterTargets(report: BenchReport): string[] {
 function targetsTable(report: BenchReport, zmeshPath: string): string[] {
   const met = (m: boolean | undefined) => (m === undefined ? '?' : m ? 'yes' : 'no');
   const after = checkTargets(report, zmeshPath);
-  const beforePath = `${zmeshPath} (before)`;
+  const beforePath = `${zmeshPath}${BEFORE}`;
   if (!report.paths.some((p) => p.name === beforePath)) {
     return markdownTable(
       ['target', 'measured', 'met'],
@@ -93,7 +93,7 @@ export function markdownTable(head: string[], rows: string[][]): string[] {
 
 function resultsTable(report: BenchReport, zmeshPath: string): string[] {
   const paths = report.paths.map((p) => p.name);
-  const before = `${zmeshPath} (before)`;
+  const before = `${zmeshPath}${BEFORE}`;
   const hasBefore = paths.includes(before);
   const head = ['workload', 'metric', ...paths, 'zmesh vs direct', 'zmesh vs best C mTLS'];
   if (hasBefore) head.push('zmesh after ÷ before');
