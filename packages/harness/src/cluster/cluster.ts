@@ -87,7 +87,7 @@ export class Cluster {
     writeState(state);
     const cluster = new Cluster(state);
     if (!state.persistent) owned.add(cluster);
-    installExitHandlers();
+    onExit(Cluster.teardownOwned); // one registration however many clusters: a Set of tasks
     try {
       cluster.#createCgroups();
       await createNetwork(cluster.topology);
@@ -244,7 +244,10 @@ export class Cluster {
     else log.error({ runId: t.runId, errors: errors.map(String) }, 'cluster teardown incomplete');
   }
 
-  /** Internal: exit-path teardown of every cluster this process owns. */
+  /**
+   * Internal: exit-path teardown of every cluster this process owns (registered with
+   * `onExit`; a SIGKILLed run is cleaned by the next up()).
+   */
   static teardownOwned(): void {
     for (const c of [...owned]) c.#teardown();
   }
@@ -266,13 +269,4 @@ function removeRunPins(runId: string): void {
 
 function runIdOf(netns: string): string {
   return netns.slice(PREFIX.length).split('-')[0] ?? '';
-}
-
-let handlersInstalled = false;
-
-/** Tears owned clusters down on every exit path (a SIGKILLed run is cleaned by the next up()). */
-function installExitHandlers(): void {
-  if (handlersInstalled) return;
-  handlersInstalled = true;
-  onExit(() => Cluster.teardownOwned());
 }

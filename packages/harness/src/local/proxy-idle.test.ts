@@ -95,12 +95,7 @@ test('an idle waypoint rarely wakes up, and gives start-up memory back once', as
     { reject: false, stdout: 'ignore', stderr: 'inherit', env: { ZMESH_LOG: 'warn' } },
   );
   try {
-    const deadline = Date.now() + 15_000;
-    while (Date.now() < deadline) {
-      const res = await fetch(`http://${address}:15020/healthz/ready`).catch(() => undefined);
-      if (res?.status === 200) break;
-      await delay(100);
-    }
+    await waitReady(address, 15_000, 15020);
     await checkIdle(t, child, address);
   } finally {
     await stopChild(child);

@@ -41,15 +41,18 @@ export function startZtunnelProcess(opts: {
   return child;
 }
 
-/** Polls a ztunnel's readiness endpoint until it answers 200. */
-export async function waitReady(address: string, timeoutMs = 15_000): Promise<void> {
+/**
+ * Polls a proxy's readiness endpoint until it answers 200: ztunnel's on 15021, the
+ * waypoint's on its metrics port (15020).
+ */
+export async function waitReady(address: string, timeoutMs = 15_000, port = 15021): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    const res = await fetch(`http://${address}:15021/healthz/ready`).catch(() => undefined);
+    const res = await fetch(`http://${address}:${port}/healthz/ready`).catch(() => undefined);
     if (res?.status === 200) return;
     await new Promise((r) => setTimeout(r, 100));
   }
-  throw new Error(`ztunnel at ${address} not ready after ${timeoutMs} ms`);
+  throw new Error(`proxy at ${address}:${port} not ready after ${timeoutMs} ms`);
 }
 
 /** Ends a child we started, by its pid, and waits for it. */
