@@ -18,6 +18,7 @@ bpf: bootstrap
 
 build: bootstrap bpf
 	@pnpm exec tsc -b
+	@node scripts/bundle.mjs
 
 lint: bootstrap
 	@pnpm exec biome check .

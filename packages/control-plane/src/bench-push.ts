@@ -1,7 +1,12 @@
 import { performance } from 'node:perf_hooks';
-import { pathToFileURL } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
-import { ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL, type ConfigSnapshot, XdsClient } from '@zmesh/shared';
+import {
+  ADDRESS_TYPE_URL,
+  AUTHORIZATION_TYPE_URL,
+  type ConfigSnapshot,
+  isScriptMain,
+  XdsClient,
+} from '@zmesh/shared';
 import { ControlPlane } from './control-plane.js';
 
 /**
@@ -172,4 +177,4 @@ export async function benchMain(run: (workloads: number) => Promise<unknown>): P
   }
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await benchMain((n) => benchPush(n));
+if (isScriptMain(import.meta.url, 'bench-push.js')) await benchMain((n) => benchPush(n));

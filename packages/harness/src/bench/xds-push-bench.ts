@@ -1,5 +1,4 @@
 import { performance } from 'node:perf_hooks';
-import { pathToFileURL } from 'node:url';
 import {
   benchMain,
   benchPodDoc,
@@ -10,7 +9,7 @@ import {
   quantile,
   round,
 } from '@zmesh/control-plane';
-import { CertificateAuthority, type ConfigSnapshot, TrustBundle } from '@zmesh/shared';
+import { CertificateAuthority, type ConfigSnapshot, isScriptMain, TrustBundle } from '@zmesh/shared';
 import { LocalCaSigner, XdsConfigSource, Ztunnel } from '@zmesh/ztunnel';
 
 /**
@@ -125,4 +124,4 @@ function appliedWhere(source: XdsConfigSource, predicate: (s: ConfigSnapshot) =>
   });
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) await benchMain((n) => benchXdsPush(n));
+if (isScriptMain(import.meta.url, 'xds-push-bench.js')) await benchMain((n) => benchXdsPush(n));

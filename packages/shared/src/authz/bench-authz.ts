@@ -1,4 +1,4 @@
-import { pathToFileURL } from 'node:url';
+import { isScriptMain } from '../runtime/script-main.js';
 import { AuthorizationStore, type AuthzDestination } from './evaluator.js';
 import type { ConnectionAttributes } from './policy-match.js';
 import type { Authorization, Rule } from './policy-model.js';
@@ -157,4 +157,4 @@ export function runAuthzBench(
   return results;
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) runAuthzBench();
+if (isScriptMain(import.meta.url, 'bench-authz.js')) runAuthzBench();

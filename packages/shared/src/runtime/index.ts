@@ -1,3 +1,4 @@
+export { checkoutPath } from './checkout.js';
 export {
   BUSY_UTILIZATION,
   compactingGc,
@@ -10,3 +11,4 @@ export {
 } from './idle-reclaim.js';
 export { utilizationProbe } from './loop-utilization.js';
 export { mallocTrim } from './malloc-trim.js';
+export { isScriptMain } from './script-main.js';

@@ -1,12 +1,12 @@
-import { fileURLToPath } from 'node:url';
 import protobuf from 'protobufjs';
+import { checkoutPath } from '../runtime/checkout.js';
 
 /**
  * The .proto files are not compiled by tsc: they stay in `src/xds/proto/` and are found
- * relative to the package root, so the same path works from `src/` and from `dist/`.
+ * from the checkout root, so the same path works from `dist/` and from the proxies' bundle.
  * google/protobuf/* come from protobufjs's bundled copies.
  */
-export const PROTO_DIR = fileURLToPath(new URL('../../src/xds/proto/', import.meta.url));
+export const PROTO_DIR = `${checkoutPath('packages', 'shared', 'src', 'xds', 'proto')}/`;
 
 const FILES = [
   'istio/workload/workload.proto',

@@ -1,8 +1,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { logger, ZmeshError } from '@zmesh/shared';
+import { checkoutPath, logger, ZmeshError } from '@zmesh/shared';
 import { execa } from 'execa';
 import type { Registry } from 'prom-client';
 import {
@@ -379,7 +378,7 @@ function optionalMap(pin: string): number | undefined {
 }
 
 function defaultObjectPath(): string {
-  return fileURLToPath(new URL('../../../../bpf/build/capture.bpf.o', import.meta.url));
+  return checkoutPath('bpf', 'build', 'capture.bpf.o');
 }
 
 /** The fd of a net.Socket (Node keeps it on the libuv handle) or a plain fd. */

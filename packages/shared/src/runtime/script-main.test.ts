@@ -1,0 +1,32 @@
+import { pathToFileURL } from 'node:url';
+import test from 'ava';
+import { isScriptMain } from './script-main.js';
+
+function withArgv1<T>(script: string, run: () => T): T {
+  const saved = process.argv[1];
+  process.argv[1] = script;
+  try {
+    return run();
+  } finally {
+    process.argv[1] = saved as string;
+  }
+}
+
+test('a module started as the script is its main', (t) => {
+  const script = '/repo/packages/shared/dist/authz/bench-authz.js';
+  t.true(withArgv1(script, () => isScriptMain(pathToFileURL(script).href, 'bench-authz.js')));
+});
+
+test("a module bundled into the entry chunk does not take the entry's URL for its own", (t) => {
+  // In the proxies' bundle, bench-authz's code may sit in main.js, the script node ran.
+  const entry = '/repo/packages/harness/dist/bundle/main.js';
+  t.false(withArgv1(entry, () => isScriptMain(pathToFileURL(entry).href, 'bench-authz.js')));
+});
+
+test('another module is not the main', (t) => {
+  t.false(
+    withArgv1('/repo/packages/shared/dist/authz/bench-authz.js', () =>
+      isScriptMain('file:///repo/packages/shared/dist/authz/evaluator.js', 'evaluator.js'),
+    ),
+  );
+});
