@@ -1,7 +1,7 @@
 import { chmod, readFile, writeFile } from 'node:fs/promises';
 import { cpus, release } from 'node:os';
 import { dirname, join } from 'node:path';
-import { CertificateAuthority } from '@zmesh/shared';
+import { CertificateAuthority, setLogLevel } from '@zmesh/shared';
 import { execa } from 'execa';
 import { tempDir } from '../local/exit-cleanup.js';
 import { benchChartPng } from '../report/bench-chart.js';
@@ -65,6 +65,9 @@ export async function runBench(opts: BenchOptions): Promise<number> {
     console.error('bench: iperf3 not installed (scripts/bootstrap.sh installs it); nothing to measure');
     return 1;
   }
+  // This process's own info lines (each cluster path's "cluster up", the capture pins it
+  // removes on the way down) would break into the progress display; ZMESH_LOG overrides.
+  if (process.env.ZMESH_LOG === undefined) setLogLevel('*', 'warn');
   // The servers and clients that run inside this process belong with the load generators.
   await execa('taskset', ['-a', '-p', '-c', LOAD_CPU, String(process.pid)], { reject: false });
   // ZMESH_BENCH_KEEP=1 keeps configs and proxy logs for a post-mortem.
