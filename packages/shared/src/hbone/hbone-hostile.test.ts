@@ -96,12 +96,18 @@ test.serial('a client without a certificate fails the handshake', async (t) => {
 
 test.serial('a TLS 1.2 client is refused', async (t) => {
   await noLeak(t, async () => {
+    // Its own context: the shared client context (rawTls.secureContext) is TLS 1.3 only.
     const socket = tls.connect({
       ...rawTls,
+      secureContext: tls.createSecureContext({
+        key: pki.client.keyPem,
+        cert: pki.client.certChainPem[0],
+        ca: pki.bundle.roots(),
+        minVersion: 'TLSv1.2',
+        maxVersion: 'TLSv1.2',
+      }),
       host: '127.0.0.1',
       port,
-      minVersion: 'TLSv1.2',
-      maxVersion: 'TLSv1.2',
     });
     const error = await socketEnd(socket);
     t.regex(String((error as { code?: string })?.code), /PROTOCOL_VERSION|UNSUPPORTED_PROTOCOL|ECONNRESET/);

@@ -1,4 +1,5 @@
 export {
+  clientSecureContext,
   clientTlsOptions,
   peerIdentity,
   type ServerTlsOptions,

@@ -8,6 +8,7 @@ import { makePki, sa } from '../testing/transport-fixtures.js';
 import {
   CHECKED_PEERS_KEPT,
   checkedPeerCount,
+  clientSecureContext,
   clientTlsOptions,
   peerIdentity,
   serverTlsOptions,
@@ -100,4 +101,32 @@ test('a remembered peer certificate keeps its verdict per trust domain, and the 
   for (let i = 0; i < CHECKED_PEERS_KEPT + 10; i++) verifyPeerIdentity(h.serverSide!, `td${i}.test`);
   t.is(checkedPeerCount(), CHECKED_PEERS_KEPT);
   h.close();
+});
+
+test('connections dialled with one credential share one client TLS context, rebuilt when the roots change', async (t) => {
+  const other = await CertificateAuthority.create({ trustDomain: pki.ca.trustDomain });
+  const bundle = new TrustBundle(pki.ca.trustDomain, [pki.ca.rootPem]);
+  const first = clientSecureContext(pki.client, bundle);
+  t.is(clientSecureContext(pki.client, bundle), first, 'built once');
+  t.is(clientTlsOptions(pki.client, bundle, [pki.server.identity]).secureContext, first);
+  t.not(clientSecureContext(pki.server, bundle), first, 'another credential, another context');
+  bundle.add(other.rootPem);
+  const widened = clientSecureContext(pki.client, bundle);
+  t.not(widened, first, 'a root added');
+  t.is(clientSecureContext(pki.client, bundle), widened);
+  bundle.remove(other.rootPem);
+  t.not(clientSecureContext(pki.client, bundle), widened, 'a root removed');
+});
+
+test('a root removed from the bundle is no longer trusted by new connections of a cached context', async (t) => {
+  const bundle = new TrustBundle(pki.ca.trustDomain, [pki.ca.rootPem]);
+  const ok = await handshake(pki.bundle, clientTlsOptions(pki.client, bundle, [pki.server.identity]));
+  t.false(ok.result instanceof Error, 'trusted while the root is in the bundle');
+  ok.close();
+  const next = await CertificateAuthority.create({ trustDomain: pki.ca.trustDomain });
+  bundle.add(next.rootPem);
+  bundle.remove(pki.ca.rootPem);
+  const refused = await handshake(pki.bundle, clientTlsOptions(pki.client, bundle, [pki.server.identity]));
+  t.true(refused.result instanceof Error, "the server's root is gone");
+  refused.close();
 });

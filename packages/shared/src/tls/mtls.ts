@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type * as tls from 'node:tls';
+import * as tls from 'node:tls';
 import { ZmeshError } from '../errors/index.js';
 import type { Credential } from '../identity/credential.js';
 import { parseSpiffeId } from '../identity/spiffe-id.js';
@@ -42,6 +42,43 @@ export function serverTlsOptions(cred: Credential, bundle: TrustBundle): ServerT
   };
 }
 
+interface ClientContext {
+  /** The bundle's roots it was built with, joined. */
+  roots: string;
+  context: tls.SecureContext;
+}
+
+const clientContexts = new WeakMap<Credential, WeakMap<TrustBundle, ClientContext>>();
+
+/**
+ * The client's TLS context (key, presented chain, the bundle's roots, TLS 1.3 only) for
+ * `cred`, built once and shared by every connection dialled with it. tls.connect() without
+ * one builds a context per connection: the key, chain and roots parsed again, and an
+ * OpenSSL context with its own certificate store held for the connection's life. A rotated
+ * credential is another object and a changed bundle has other roots, so each gets its own
+ * context; an old one lives as long as the connections that use it.
+ */
+export function clientSecureContext(cred: Credential, bundle: TrustBundle): tls.SecureContext {
+  const roots = bundle.roots();
+  const joined = roots.join('');
+  let byBundle = clientContexts.get(cred);
+  if (byBundle === undefined) {
+    byBundle = new WeakMap();
+    clientContexts.set(cred, byBundle);
+  }
+  const cached = byBundle.get(bundle);
+  if (cached?.roots === joined) return cached.context;
+  const context = tls.createSecureContext({
+    key: cred.keyPem,
+    cert: presentedChain(cred),
+    ca: roots,
+    minVersion: 'TLSv1.3',
+    maxVersion: 'TLSv1.3',
+  });
+  byBundle.set(bundle, { roots: joined, context });
+  return context;
+}
+
 /**
  * Client side: the server must present an SVID from a bundle root whose one URI SAN is one
  * of `expectedIdentities` (the destination's identities from config, DESIGN §4). Host
@@ -54,12 +91,8 @@ export function clientTlsOptions(
 ): tls.ConnectionOptions {
   const expected = new Set(expectedIdentities);
   return {
-    key: cred.keyPem,
-    cert: presentedChain(cred),
-    ca: bundle.roots(),
+    secureContext: clientSecureContext(cred, bundle),
     rejectUnauthorized: true,
-    minVersion: 'TLSv1.3',
-    maxVersion: 'TLSv1.3',
     ALPNProtocols: ['h2'],
     checkServerIdentity: (_host, cert) => {
       const id = identityOfDer(cert.raw, bundle.trustDomain);
