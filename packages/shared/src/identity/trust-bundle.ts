@@ -12,6 +12,7 @@ export class TrustBundle extends EventEmitter {
   readonly trustDomain: string;
   /** Keyed by SHA-256 fingerprint so the same root in other PEM spelling is one entry. */
   readonly #roots = new Map<string, string>();
+  #generation = 0;
 
   constructor(trustDomain: string, rootsPem: string[] = []) {
     super();
@@ -23,11 +24,21 @@ export class TrustBundle extends EventEmitter {
   }
 
   add(rootPem: string): void {
-    if (this.#put(rootPem)) this.emit('change');
+    if (this.#put(rootPem)) this.#changed();
   }
 
   remove(rootPem: string): void {
-    if (this.#roots.delete(fingerprint(rootPem))) this.emit('change');
+    if (this.#roots.delete(fingerprint(rootPem))) this.#changed();
+  }
+
+  /** Goes up with every 'change': what was built from `roots()` at another one is stale. */
+  get generation(): number {
+    return this.#generation;
+  }
+
+  #changed(): void {
+    this.#generation++;
+    this.emit('change');
   }
 
   /** Canonical PEMs, in insertion order. */

@@ -43,8 +43,8 @@ export function serverTlsOptions(cred: Credential, bundle: TrustBundle): ServerT
 }
 
 interface ClientContext {
-  /** The bundle's roots it was built with, joined. */
-  roots: string;
+  /** The bundle's generation it was built at. */
+  generation: number;
   context: tls.SecureContext;
 }
 
@@ -55,27 +55,25 @@ const clientContexts = new WeakMap<Credential, WeakMap<TrustBundle, ClientContex
  * `cred`, built once and shared by every connection dialled with it. tls.connect() without
  * one builds a context per connection: the key, chain and roots parsed again, and an
  * OpenSSL context with its own certificate store held for the connection's life. A rotated
- * credential is another object and a changed bundle has other roots, so each gets its own
+ * credential is another object and a changed bundle another generation, so each gets its own
  * context; an old one lives as long as the connections that use it.
  */
 export function clientSecureContext(cred: Credential, bundle: TrustBundle): tls.SecureContext {
-  const roots = bundle.roots();
-  const joined = roots.join('');
   let byBundle = clientContexts.get(cred);
   if (byBundle === undefined) {
     byBundle = new WeakMap();
     clientContexts.set(cred, byBundle);
   }
   const cached = byBundle.get(bundle);
-  if (cached?.roots === joined) return cached.context;
+  if (cached?.generation === bundle.generation) return cached.context;
   const context = tls.createSecureContext({
     key: cred.keyPem,
     cert: presentedChain(cred),
-    ca: roots,
+    ca: bundle.roots(),
     minVersion: 'TLSv1.3',
     maxVersion: 'TLSv1.3',
   });
-  byBundle.set(bundle, { roots: joined, context });
+  byBundle.set(bundle, { generation: bundle.generation, context });
   return context;
 }
 
