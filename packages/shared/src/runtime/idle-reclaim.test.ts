@@ -90,36 +90,49 @@ test('a long pause spaces reclaims out so they cost at most 1% of the time', (t)
 
 /**
  * A child node with --expose-gc leaves a fragmented old generation (a third of 300,000
- * objects kept, spread over every page), collects it, and reports the old space's size
- * over its live bytes: 1.35-1.42x after a plain full collection here, 1.03-1.08x after a
- * compacting one.
+ * objects kept, spread over every page), runs a plain full collection and lets the
+ * sweeper finish, then runs the collection under test and reports the old-space bytes it
+ * gave back beyond the plain one and the old space's size over its live bytes after it.
+ * Both are measured in the same child: how much a single plain collection keeps depends
+ * on V8's own choice of evacuation candidates and the concurrent sweeper's progress
+ * (1.25-1.50x live over runs here), so a fixed ratio against another child flaked.
+ * Read here: compacting freed 1.6-2.4 MB more and ended at 1.02-1.09x live; a second
+ * plain collection freed 0-0.5 MB and stayed at 1.30-1.46x.
  */
 const FRAGMENTED = `
   import { getHeapSpaceStatistics } from 'node:v8';
+  import { setTimeout as sleep } from 'node:timers/promises';
   const { compactingGc } = await import(process.argv[1]);
+  const old = () => getHeapSpaceStatistics().find((s) => s.space_name === 'old_space');
   const keep = [];
   let drop = [];
   for (let i = 0; i < 300000; i++) { const o = { i, s: 'x' + i, a: [i] }; (i % 3 === 0 ? keep : drop).push(o); }
   drop = null; // all of it was promoted while it was allocated; two thirds of it dies now
+  gc();
+  await sleep(200);
+  const before = old().space_size;
   const collect = process.argv[2] === 'compacting' ? compactingGc() : () => gc();
   collect();
-  const old = getHeapSpaceStatistics().find((s) => s.space_name === 'old_space');
-  console.log(JSON.stringify({ ratio: old.space_size / old.space_used_size, kept: keep.length }));
+  await sleep(200);
+  const after = old();
+  console.log(JSON.stringify({ freed: before - after.space_size, ratio: after.space_size / after.space_used_size, kept: keep.length }));
 `;
 
-async function oldSpaceRatio(mode: 'compacting' | 'plain'): Promise<number> {
+async function secondCollection(mode: 'compacting' | 'plain'): Promise<{ freed: number; ratio: number }> {
   const module = new URL('./idle-reclaim.js', import.meta.url).href;
   const { stdout } = await promisify(execFile)(
     process.execPath,
     ['--expose-gc', '--input-type=module', '-e', FRAGMENTED, module, mode],
     { timeout: 30_000 },
   );
-  return (JSON.parse(stdout) as { ratio: number }).ratio;
+  return JSON.parse(stdout) as { freed: number; ratio: number };
 }
 
-test('the default collection compacts: the emptied old-generation pages are released', async (t) => {
-  const plain = await oldSpaceRatio('plain');
-  const compacting = await oldSpaceRatio('compacting');
-  t.true(plain > 1.25, `a plain collection keeps the fragmented pages: ${plain.toFixed(2)}x live`);
-  t.true(compacting < 1.15, `compacting releases them: ${compacting.toFixed(2)}x live`);
+test('the default collection compacts: the pages a plain collection keeps are released', async (t) => {
+  const plain = await secondCollection('plain');
+  const compacting = await secondCollection('compacting');
+  const mb = (bytes: number) => `${(bytes / 1e6).toFixed(2)} MB`;
+  t.true(compacting.freed >= 1e6, `compacting frees what a plain collection kept: ${mb(compacting.freed)}`);
+  t.true(compacting.ratio < 1.15, `and leaves old space near live: ${compacting.ratio.toFixed(2)}x`);
+  t.true(plain.freed < compacting.freed, `a second plain collection frees less: ${mb(plain.freed)}`);
 });
