@@ -67,6 +67,11 @@ export const CATALOGUE = {
     status: 400,
     flag: 'DC',
   },
+  ZM_ERR_HBONE_PROTOCOL: {
+    message: 'HTTP/2 {h2Error} from {side}: {reason}',
+    status: 400,
+    flag: 'DC',
+  },
   ZM_ERR_AUTHZ_DENIED: { message: 'denied by policy {policy}', status: 401, flag: 'UAEX' },
   ZM_ERR_AUTHZ_STALE: {
     message: 'policies for {workload} are {ageSeconds} s stale, over {maxSeconds} s: new connections refused',

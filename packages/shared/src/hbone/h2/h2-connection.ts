@@ -1,0 +1,618 @@
+import { EventEmitter } from 'node:events';
+import type { Duplex } from 'node:stream';
+import { ZmeshError } from '../../errors/index.js';
+import { DataScheduler } from './data-scheduler.js';
+import {
+  ErrorCode,
+  Flag,
+  FrameType,
+  frame,
+  goawayFrame,
+  MAX_WINDOW_BYTES,
+  PREFACE,
+  pingFrame,
+  rstStreamFrame,
+  SETTINGS_ACK,
+  Setting,
+  settingsFrame,
+  windowUpdateFrame,
+} from './frame.js';
+import { FrameReader, type FrameSink } from './frame-reader.js';
+import { FrameWriter } from './frame-writer.js';
+import { outgoingFields, receivedHeaders } from './h2-headers.js';
+import { type H2OutgoingHeaders, H2Stream, type StreamHost } from './h2-stream.js';
+import { type ConnectionFault, type HeaderBlock, HeaderBlocks } from './header-blocks.js';
+import { HpackEncoder } from './hpack.js';
+import { applyPeerSettings, defaultPeerSettings, type H2PeerSettings } from './peer-settings.js';
+import { ReceiveWindows } from './receive-windows.js';
+
+/** Our SETTINGS (RFC 9113 §6.5.2). */
+export interface H2LocalSettings {
+  initialWindowSize: number;
+  maxFrameSize: number;
+  /** Streams the peer may open on us at once (a client says 0: no push). */
+  maxConcurrentStreams: number;
+  maxHeaderListSize: number;
+}
+
+export interface H2ConnectionOptions {
+  role: 'client' | 'server';
+  settings: H2LocalSettings;
+  /** Our connection-level receive window (RFC 9113 §6.9.2 starts it at 65,535). */
+  connectionWindow: number;
+}
+
+export type { H2PeerSettings };
+
+/** Pings unanswered at once; more are refused rather than queued. */
+const MAX_PINGS_IN_FLIGHT = 16;
+
+/**
+ * One HTTP/2 connection (RFC 9113) over a socket, for either role: framing, HPACK, flow
+ * control, stream states, SETTINGS, PING and GOAWAY. Only what HBONE needs is here: no
+ * push, no priorities (PRIORITY is read and ignored, RFC 9113 §5.3.2). It replaces
+ * node:http2 on the HBONE data path, which crosses between C++ and JavaScript several
+ * times per DATA frame (ARCHITECTURE.md "Own HTTP/2 for HBONE").
+ *
+ * Events: 'remoteSettings' (settings) after each SETTINGS from the peer; 'stream'
+ * (stream, headers) on a server for each new request; 'goaway' (code, lastStreamId,
+ * debug); 'protocolError' (ZmeshError) for every error the peer caused, stream-level
+ * ones included; 'error' (Error) when the connection fails; 'close' once the socket closed.
+ */
+export class H2Connection extends EventEmitter implements FrameSink, StreamHost {
+  readonly socket: Duplex & { remoteAddress?: string | undefined };
+  readonly role: 'client' | 'server';
+  readonly #reader: FrameReader;
+  readonly #writer: FrameWriter;
+  readonly #data: DataScheduler;
+  readonly #windows: ReceiveWindows;
+  readonly #blocks = new HeaderBlocks();
+  readonly #encoder = new HpackEncoder();
+  readonly #streams = new Map<number, H2Stream>();
+  readonly #local: H2LocalSettings;
+  readonly #peer = defaultPeerSettings();
+  /** Callbacks of our SETTINGS in flight, oldest first (RFC 9113 §6.5.3: ACKs come in order). */
+  readonly #settingsCallbacks: ((() => void) | undefined)[] = [];
+  readonly #pings = new Map<number, (error: Error | null) => void>();
+  #pingSeq = 0;
+  #peerStreams = 0;
+  #lastPeerStreamId = 0;
+  #nextStreamId = 1;
+  #gotSettings = false;
+  /** The stream the DATA frame being read belongs to. */
+  #current: H2Stream | undefined;
+  #goawaySent = false;
+  #goawayReceived = false;
+  #closing = false;
+  #destroyed = false;
+  #closeEmitted = false;
+
+  constructor(socket: Duplex, opts: H2ConnectionOptions) {
+    super();
+    this.socket = socket as H2Connection['socket'];
+    this.role = opts.role;
+    this.#local = { ...opts.settings };
+    this.#writer = new FrameWriter(socket);
+    this.#data = new DataScheduler(this.#writer, {
+      maxFrame: () => this.#peer.maxFrameSize,
+      onLocalEnd: (stream) => this.#maybeClosed(stream),
+    });
+    this.#windows = new ReceiveWindows(opts.settings.initialWindowSize, opts.connectionWindow);
+    this.#reader = new FrameReader(this, {
+      maxFrameBytes: opts.settings.maxFrameSize,
+      expectPreface: opts.role === 'server',
+    });
+    socket.on('data', (chunk: Buffer) => this.#reader.push(chunk));
+    socket.on('end', () => this.destroy());
+    socket.on('error', (e: Error) => this.destroy(e));
+    socket.on('close', () => this.#onSocketClose());
+    this.#start();
+  }
+
+  get destroyed(): boolean {
+    return this.#destroyed;
+  }
+
+  /** close() was called or the connection is gone: no new streams from us. */
+  get closed(): boolean {
+    return this.#closing || this.#destroyed;
+  }
+
+  get goawayReceived(): boolean {
+    return this.#goawayReceived;
+  }
+
+  get remoteSettings(): Readonly<H2PeerSettings> {
+    return this.#peer;
+  }
+
+  get streamCount(): number {
+    return this.#streams.size;
+  }
+
+  #start(): void {
+    const values = new Map<number, number>([
+      [Setting.ENABLE_PUSH, 0],
+      [Setting.MAX_CONCURRENT_STREAMS, this.#local.maxConcurrentStreams],
+      [Setting.INITIAL_WINDOW_SIZE, this.#local.initialWindowSize],
+      [Setting.MAX_FRAME_SIZE, this.#local.maxFrameSize],
+      [Setting.MAX_HEADER_LIST_SIZE, this.#local.maxHeaderListSize],
+    ]);
+    if (this.role === 'client') this.#writer.write(PREFACE);
+    this.#sendSettings(values, this.#local.initialWindowSize, undefined);
+    const raise = this.#windows.openConnection();
+    if (raise > 0) this.#writer.write(windowUpdateFrame(0, raise));
+  }
+
+  #sendSettings(values: Map<number, number>, window: number | undefined, callback?: () => void): void {
+    this.#windows.settingsSent(window);
+    this.#settingsCallbacks.push(callback);
+    this.#writeControl(settingsFrame(values));
+  }
+
+  /** Client: opens a stream with these request headers. Throws when no stream can be opened. */
+  request(headers: H2OutgoingHeaders, opts: { endStream?: boolean } = {}): H2Stream {
+    if (this.role !== 'client') throw new Error('only a client opens streams');
+    if (this.closed || this.#goawayReceived) throw new Error('connection is closing');
+    if (this.#streams.size >= this.#peer.maxConcurrentStreams) {
+      throw new Error(`peer allows ${this.#peer.maxConcurrentStreams} concurrent streams`);
+    }
+    if (this.#nextStreamId > MAX_WINDOW_BYTES) throw new Error('stream ids exhausted');
+    const fields = outgoingFields(headers);
+    const id = this.#nextStreamId;
+    this.#nextStreamId += 2;
+    const windows = { send: this.#peer.initialWindowSize, recv: this.#windows.newStream };
+    const stream = new H2Stream(this, id, windows, true);
+    this.#streams.set(id, stream);
+    const endStream = opts.endStream === true;
+    this.#writeHeaders(id, fields, endStream);
+    if (endStream) {
+      stream.localEnded = true;
+      stream.end();
+    }
+    return stream;
+  }
+
+  /** Sends SETTINGS with a new initial stream window; `callback` runs once the peer acknowledged it. */
+  settings(values: { initialWindowSize?: number }, callback?: () => void): void {
+    if (this.#destroyed) throw new Error('connection destroyed');
+    const window = values.initialWindowSize;
+    if (window !== undefined && window > MAX_WINDOW_BYTES)
+      throw new RangeError('initial window above 2^31-1');
+    const map = new Map<number, number>(window === undefined ? [] : [[Setting.INITIAL_WINDOW_SIZE, window]]);
+    this.#sendSettings(map, window, callback);
+  }
+
+  /** PING (RFC 9113 §6.7); `callback` gets the round trip in ms. False if it could not be sent. */
+  ping(callback: (error: Error | null, ms: number) => void): boolean {
+    if (this.#destroyed || this.#pings.size >= MAX_PINGS_IN_FLIGHT) return false;
+    this.#pingSeq = (this.#pingSeq + 1) >>> 0;
+    const payload = Buffer.alloc(8);
+    payload.writeUInt32BE(this.#pingSeq, 4);
+    const sent = performance.now();
+    this.#pings.set(this.#pingSeq, (error) => callback(error, performance.now() - sent));
+    this.#writeControl(pingFrame(payload, false));
+    return true;
+  }
+
+  /** Sends GOAWAY (RFC 9113 §6.8) without closing; close() or destroy() ends the connection. */
+  goaway(code: number = ErrorCode.NO_ERROR, lastStreamId?: number, debug?: Buffer): void {
+    if (this.#destroyed) return;
+    this.#goawaySent = true;
+    this.#writer.write(goawayFrame(lastStreamId ?? this.#lastPeerStreamId, code, debug));
+  }
+
+  /** Graceful: GOAWAY(NO_ERROR) unless one went already, no new streams, the socket ends with the last stream. */
+  close(): void {
+    if (this.#closing || this.#destroyed) return;
+    this.#closing = true;
+    if (!this.#goawaySent) this.goaway(ErrorCode.NO_ERROR);
+    this.#maybeFinish();
+  }
+
+  /**
+   * Immediate: every open stream is cut (its reader sees 'aborted'), queued frames (a
+   * GOAWAY just sent) still leave, then the socket closes.
+   */
+  destroy(error?: Error): void {
+    if (this.#destroyed) return;
+    this.#destroyed = true;
+    this.#reader.stop();
+    const streams = [...this.#streams.values()];
+    this.#streams.clear();
+    this.#data.clear();
+    for (const s of streams) s.receiveReset(s.rstCode ?? ErrorCode.CANCEL);
+    for (const done of this.#pings.values()) done(new Error('connection closed'));
+    this.#pings.clear();
+    this.#writer.end();
+    if (error && this.listenerCount('error') > 0) this.emit('error', error);
+    if (this.socket.destroyed) process.nextTick(() => this.#onSocketClose());
+  }
+
+  #onSocketClose(): void {
+    if (!this.#destroyed) this.destroy();
+    if (this.#closeEmitted) return;
+    this.#closeEmitted = true;
+    this.emit('close');
+  }
+
+  #maybeFinish(): void {
+    if ((this.#closing || this.#goawayReceived) && this.#streams.size === 0) this.destroy();
+  }
+
+  // --- writing ---
+
+  #writeControl(buf: Buffer): void {
+    if (this.#writer.flooded) {
+      this.#connectionError(ErrorCode.ENHANCE_YOUR_CALM, 'peer does not read the control frames it causes');
+      return;
+    }
+    this.#writer.write(buf);
+  }
+
+  #writeHeaders(id: number, fields: ReturnType<typeof outgoingFields>, endStream: boolean): void {
+    const block = this.#encoder.encode(fields);
+    const max = this.#peer.maxFrameSize;
+    const endFlag = endStream ? Flag.END_STREAM : 0;
+    if (block.length <= max) {
+      this.#writer.write(frame(FrameType.HEADERS, endFlag | Flag.END_HEADERS, id, block));
+      return;
+    }
+    for (let off = 0; off < block.length; off += max) {
+      const type = off === 0 ? FrameType.HEADERS : FrameType.CONTINUATION;
+      const flags = (off === 0 ? endFlag : 0) | (off + max >= block.length ? Flag.END_HEADERS : 0);
+      this.#writer.write(frame(type, flags, id, block.subarray(off, off + max)));
+    }
+  }
+
+  // --- StreamHost: what streams ask of their connection ---
+
+  respond(stream: H2Stream, headers: H2OutgoingHeaders, endStream: boolean): void {
+    if (this.#destroyed) return;
+    this.#writeHeaders(stream.id, outgoingFields(headers), endStream);
+    if (endStream) {
+      stream.localEnded = true;
+      this.#maybeClosed(stream);
+    }
+  }
+
+  flushStream(stream: H2Stream): void {
+    if (this.#destroyed || !stream.headersSent || stream.localEnded) return;
+    if (this.#streams.get(stream.id) === stream) this.#data.flush(stream);
+  }
+
+  streamRead(stream: H2Stream): void {
+    this.#maybeGrant(stream);
+  }
+
+  resetStream(stream: H2Stream, code: number): void {
+    if (stream.rstCode === undefined) stream.rstCode = code;
+    if (this.#streams.get(stream.id) !== stream) return;
+    this.#writeControl(rstStreamFrame(stream.id, code));
+    this.#forget(stream);
+  }
+
+  streamDestroyed(stream: H2Stream, error: Error | null): void {
+    if (this.#streams.get(stream.id) !== stream) return;
+    // RST_STREAM(NO_ERROR) for a plain destroy, as node:http2 sends; the splice and the
+    // tenancy copy reset abrupt ends with their own codes first.
+    if (!stream.protocolClosed)
+      this.resetStream(stream, error ? ErrorCode.INTERNAL_ERROR : ErrorCode.NO_ERROR);
+    else this.#forget(stream);
+  }
+
+  #maybeClosed(stream: H2Stream): void {
+    if (stream.protocolClosed) this.#forget(stream);
+  }
+
+  #forget(stream: H2Stream): void {
+    if (this.#streams.get(stream.id) !== stream) return;
+    this.#streams.delete(stream.id);
+    this.#data.forget(stream);
+    if (this.#current === stream) this.#current = undefined;
+    if (this.#isPeerStream(stream.id)) this.#peerStreams--;
+    this.#maybeFinish();
+  }
+
+  #isPeerStream(id: number): boolean {
+    return (id % 2 === 1) === (this.role === 'server');
+  }
+
+  /** An id its opener has not used yet (RFC 9113 §5.1 "idle"). */
+  #isIdle(id: number): boolean {
+    return this.#isPeerStream(id) ? id > this.#lastPeerStreamId : id >= this.#nextStreamId;
+  }
+
+  #maybeGrant(stream: H2Stream): void {
+    if (this.#destroyed || stream.remoteEnded || stream.rstCode !== undefined) return;
+    const grant = this.#windows.streamGrant(stream);
+    if (grant > 0) this.#writer.write(windowUpdateFrame(stream.id, grant));
+  }
+
+  // --- errors ---
+
+  /** RFC 9113 §5.4.1: GOAWAY with the code, then the connection ends. */
+  #connectionError(code: number, reason: string): undefined {
+    if (this.#destroyed) return;
+    const error = protocolError(code, reason, this.role);
+    this.emit('protocolError', error);
+    this.#goawaySent = true;
+    this.#writer.write(goawayFrame(this.#lastPeerStreamId, code, Buffer.from(reason.slice(0, 256))));
+    this.destroy(error);
+  }
+
+  #fault(fault: ConnectionFault): undefined {
+    return this.#connectionError(fault.code, fault.reason);
+  }
+
+  /** RFC 9113 §5.4.2: RST_STREAM with the code; the connection goes on. */
+  #streamError(stream: H2Stream, code: number, reason: string): undefined {
+    this.emit('protocolError', protocolError(code, reason, this.role));
+    this.resetStream(stream, code);
+    stream.receiveReset(code);
+  }
+
+  /** Refuses a stream we never opened a Duplex for. */
+  #refuse(id: number, code: number, reason?: string): undefined {
+    if (reason !== undefined) this.emit('protocolError', protocolError(code, reason, this.role));
+    this.#writeControl(rstStreamFrame(id, code));
+  }
+
+  // --- reading (FrameSink) ---
+
+  onFramingError(code: number, reason: string): void {
+    this.#connectionError(code, reason);
+  }
+
+  onDataStart(streamId: number, _flags: number, length: number): undefined {
+    this.#current = undefined;
+    if (!this.#expectFrame(FrameType.DATA, streamId)) return;
+    if (streamId === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
+    const grant = this.#windows.connectionArrival(length);
+    if (grant === false) {
+      return this.#connectionError(ErrorCode.FLOW_CONTROL_ERROR, 'DATA beyond the connection window');
+    }
+    if (grant > 0) this.#writer.write(windowUpdateFrame(0, grant));
+    const stream = this.#streams.get(streamId);
+    if (stream === undefined) {
+      // A stream we reset may still receive what was in flight; an unopened one may not.
+      if (this.#isIdle(streamId)) this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
+      return;
+    }
+    if (stream.remoteEnded)
+      return this.#streamError(stream, ErrorCode.STREAM_CLOSED, 'DATA after END_STREAM');
+    if (!this.#windows.fits(stream, length)) {
+      return this.#streamError(stream, ErrorCode.FLOW_CONTROL_ERROR, 'DATA beyond the stream window');
+    }
+    stream.recvWindow -= length;
+    this.#current = stream;
+  }
+
+  onData(_streamId: number, chunk: Buffer): void {
+    const stream = this.#current;
+    if (stream !== undefined && !stream.destroyed) stream.receiveData(chunk);
+  }
+
+  onDataEnd(_streamId: number, flags: number): void {
+    const stream = this.#current;
+    this.#current = undefined;
+    if (stream === undefined || stream.destroyed) return;
+    if (flags & Flag.END_STREAM) {
+      stream.receiveEnd();
+      this.#maybeClosed(stream);
+    } else {
+      this.#maybeGrant(stream);
+    }
+  }
+
+  onFrame(type: number, flags: number, streamId: number, payload: Buffer): undefined {
+    if (!this.#expectFrame(type, streamId)) return;
+    switch (type) {
+      case FrameType.HEADERS:
+        if (streamId === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS on stream 0');
+        return this.#onBlock(this.#blocks.headers(streamId, flags, payload));
+      case FrameType.CONTINUATION:
+        return this.#onBlock(this.#blocks.continuation(flags, payload));
+      case FrameType.SETTINGS:
+        return this.#onSettings(flags, streamId, payload);
+      case FrameType.WINDOW_UPDATE:
+        return this.#onWindowUpdate(streamId, payload);
+      case FrameType.RST_STREAM:
+        return this.#onReset(streamId, payload);
+      case FrameType.PING:
+        return this.#onPing(flags, streamId, payload);
+      case FrameType.GOAWAY:
+        return this.#onGoaway(streamId, payload);
+      case FrameType.PRIORITY:
+        if (streamId === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
+        if (payload.length !== 5) this.#refuse(streamId, ErrorCode.FRAME_SIZE_ERROR, 'PRIORITY not 5 bytes');
+        return;
+      case FrameType.PUSH_PROMISE:
+        return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'PUSH_PROMISE with push disabled');
+      default:
+        return; // RFC 9113 §5.5: frames of unknown types are ignored
+    }
+  }
+
+  /** The first frame is SETTINGS (§3.4); a header block admits nothing but its CONTINUATION (§6.10). */
+  #expectFrame(type: number, streamId: number): boolean {
+    let reason: string | undefined;
+    const pending = this.#blocks.pendingStream;
+    if (!this.#gotSettings && type !== FrameType.SETTINGS) reason = 'first frame is not SETTINGS';
+    else if (pending !== undefined && (type !== FrameType.CONTINUATION || streamId !== pending)) {
+      reason = 'header block interrupted';
+    } else if (pending === undefined && type === FrameType.CONTINUATION)
+      reason = 'CONTINUATION without HEADERS';
+    if (reason === undefined) return true;
+    this.#connectionError(ErrorCode.PROTOCOL_ERROR, reason);
+    return false;
+  }
+
+  #onBlock(result: ReturnType<HeaderBlocks['headers']>): undefined {
+    if (!result.ok) return this.#fault(result.error);
+    const block = result.value;
+    if (block === undefined) return;
+    const stream = this.#streams.get(block.streamId);
+    if (stream !== undefined) return this.#onStreamHeaders(stream, block);
+    if (!this.#isIdle(block.streamId)) return; // a stream we reset: what was in flight is dropped
+    if (this.role === 'client' || !this.#isPeerStream(block.streamId)) {
+      return this.#connectionError(ErrorCode.PROTOCOL_ERROR, `HEADERS opening stream ${block.streamId}`);
+    }
+    this.#onRequest(block);
+  }
+
+  /** A new request from the client (RFC 9113 §8.1). */
+  #onRequest(block: HeaderBlock): undefined {
+    const id = block.streamId;
+    this.#lastPeerStreamId = id;
+    if (this.#goawaySent) return this.#refuse(id, ErrorCode.REFUSED_STREAM);
+    if (block.listBytes > this.#local.maxHeaderListSize) {
+      return this.#refuse(
+        id,
+        ErrorCode.ENHANCE_YOUR_CALM,
+        `header list of ${block.listBytes} bytes over ${this.#local.maxHeaderListSize}`,
+      );
+    }
+    const headers = receivedHeaders(block.fields, 'request');
+    if (!headers.ok) return this.#refuse(id, ErrorCode.PROTOCOL_ERROR, headers.error);
+    // RFC 9113 §5.1.2: beyond our limit, REFUSED_STREAM, which a client may retry.
+    if (this.#peerStreams >= this.#local.maxConcurrentStreams)
+      return this.#refuse(id, ErrorCode.REFUSED_STREAM);
+    const windows = { send: this.#peer.initialWindowSize, recv: this.#windows.newStream };
+    const stream = new H2Stream(this, id, windows, false);
+    this.#streams.set(id, stream);
+    this.#peerStreams++;
+    if (block.flags & Flag.END_STREAM) stream.receiveEnd();
+    this.emit('stream', stream, headers.value);
+  }
+
+  /** HEADERS on an open stream: a client's response (1xx skipped, §8.1), or trailers, which must end it. */
+  #onStreamHeaders(stream: H2Stream, block: HeaderBlock): undefined {
+    const endStream = (block.flags & Flag.END_STREAM) !== 0;
+    if (stream.remoteEnded)
+      return this.#streamError(stream, ErrorCode.STREAM_CLOSED, 'HEADERS after END_STREAM');
+    const isResponse = this.role === 'client' && !stream.responded;
+    if (!isResponse && !endStream) {
+      return this.#streamError(stream, ErrorCode.PROTOCOL_ERROR, 'trailers without END_STREAM');
+    }
+    const headers = receivedHeaders(block.fields, isResponse ? 'response' : 'trailers');
+    if (!headers.ok) return this.#streamError(stream, ErrorCode.PROTOCOL_ERROR, headers.error);
+    if (isResponse) {
+      if (Number(headers.value[':status']) < 200) {
+        if (endStream)
+          this.#streamError(stream, ErrorCode.PROTOCOL_ERROR, 'informational response ends the stream');
+        return;
+      }
+      stream.responded = true;
+      stream.emit('response', headers.value, block.flags);
+    }
+    if (endStream && !stream.destroyed) {
+      stream.receiveEnd();
+      this.#maybeClosed(stream);
+    }
+  }
+
+  #onSettings(flags: number, streamId: number, payload: Buffer): undefined {
+    if (streamId !== 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS on a stream');
+    if (flags & Flag.ACK) {
+      if (payload.length !== 0)
+        return this.#connectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS ACK with a payload');
+      this.#windows.settingsAcked(this.#streams.values());
+      this.#settingsCallbacks.shift()?.();
+      return;
+    }
+    const applied = applyPeerSettings(this.#peer, payload);
+    if (!applied.ok) return this.#fault(applied.error);
+    for (const s of this.#streams.values()) {
+      s.sendWindow += applied.value;
+      if (s.sendWindow > MAX_WINDOW_BYTES) {
+        return this.#connectionError(ErrorCode.FLOW_CONTROL_ERROR, `window of stream ${s.id} above 2^31-1`);
+      }
+    }
+    this.#gotSettings = true;
+    this.#writeControl(SETTINGS_ACK);
+    this.#data.wake();
+    this.emit('remoteSettings', this.#peer);
+  }
+
+  #onWindowUpdate(streamId: number, payload: Buffer): undefined {
+    if (payload.length !== 4)
+      return this.#connectionError(ErrorCode.FRAME_SIZE_ERROR, 'WINDOW_UPDATE not 4 bytes');
+    const increment = payload.readUInt32BE(0) & MAX_WINDOW_BYTES;
+    if (streamId === 0) {
+      if (increment === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE of 0');
+      this.#data.sendWindow += increment;
+      if (this.#data.sendWindow > MAX_WINDOW_BYTES) {
+        return this.#connectionError(ErrorCode.FLOW_CONTROL_ERROR, 'connection window above 2^31-1');
+      }
+      this.#data.wake();
+      return;
+    }
+    const stream = this.#streams.get(streamId);
+    if (stream === undefined) {
+      if (this.#isIdle(streamId))
+        this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
+      return;
+    }
+    if (increment === 0) return this.#streamError(stream, ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE of 0');
+    stream.sendWindow += increment;
+    if (stream.sendWindow > MAX_WINDOW_BYTES) {
+      return this.#streamError(stream, ErrorCode.FLOW_CONTROL_ERROR, 'stream window above 2^31-1');
+    }
+    this.flushStream(stream);
+  }
+
+  #onReset(streamId: number, payload: Buffer): undefined {
+    if (streamId === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
+    if (payload.length !== 4)
+      return this.#connectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM not 4 bytes');
+    const stream = this.#streams.get(streamId);
+    if (stream === undefined) {
+      if (this.#isIdle(streamId))
+        this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
+      return;
+    }
+    stream.rstCode = payload.readUInt32BE(0);
+    this.#forget(stream);
+    stream.receiveReset(stream.rstCode);
+  }
+
+  #onPing(flags: number, streamId: number, payload: Buffer): undefined {
+    if (streamId !== 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'PING on a stream');
+    if (payload.length !== 8) return this.#connectionError(ErrorCode.FRAME_SIZE_ERROR, 'PING not 8 bytes');
+    if (!(flags & Flag.ACK)) {
+      this.#writeControl(pingFrame(Buffer.from(payload), true));
+      return;
+    }
+    const seq = payload.readUInt32BE(4);
+    const done = this.#pings.get(seq);
+    this.#pings.delete(seq);
+    done?.(null);
+  }
+
+  #onGoaway(streamId: number, payload: Buffer): undefined {
+    if (streamId !== 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'GOAWAY on a stream');
+    if (payload.length < 8) return this.#connectionError(ErrorCode.FRAME_SIZE_ERROR, 'GOAWAY under 8 bytes');
+    const last = payload.readUInt32BE(0) & MAX_WINDOW_BYTES;
+    const code = payload.readUInt32BE(4);
+    this.#goawayReceived = true;
+    // Streams above `last` were never processed (RFC 9113 §6.8): refused, so they may be retried.
+    for (const s of [...this.#streams.values()]) {
+      if (this.#isPeerStream(s.id) || s.id <= last) continue;
+      s.rstCode = ErrorCode.REFUSED_STREAM;
+      this.#forget(s);
+      s.receiveReset(ErrorCode.REFUSED_STREAM);
+    }
+    this.emit('goaway', code, last, Buffer.from(payload.subarray(8)));
+    this.#maybeFinish();
+  }
+}
+
+function protocolError(code: number, reason: string, role: 'client' | 'server'): ZmeshError {
+  const name = Object.entries(ErrorCode).find(([, v]) => v === code)?.[0] ?? `0x${code.toString(16)}`;
+  return new ZmeshError('ZM_ERR_HBONE_PROTOCOL', {
+    h2Error: name,
+    side: role === 'server' ? 'client' : 'server',
+    reason,
+  });
+}

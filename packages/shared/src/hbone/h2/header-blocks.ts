@@ -1,0 +1,85 @@
+import { err, ok, type Result } from '../../result.js';
+import { ErrorCode, Flag } from './frame.js';
+import { type HeaderField, HpackDecoder } from './hpack.js';
+
+/** A header block (HEADERS + CONTINUATION) larger than this ends the connection (CVE-2024-27316). */
+export const MAX_HEADER_BLOCK_BYTES = 64 * 1024;
+/** The HPACK dynamic table the peer may use toward us: the default (RFC 7541 §4.2). */
+const HEADER_TABLE_BYTES = 4096;
+
+export interface HeaderBlock {
+  streamId: number;
+  /** The HEADERS frame's flags (END_STREAM matters). */
+  flags: number;
+  fields: HeaderField[];
+  /** RFC 9113 §6.5.2 size of the decoded list. */
+  listBytes: number;
+}
+
+/** A connection error: the code for GOAWAY and why. */
+export interface ConnectionFault {
+  code: number;
+  reason: string;
+}
+
+/**
+ * Puts header blocks together from HEADERS and CONTINUATION frames (RFC 9113 §6.2, §6.10)
+ * and decodes them with the connection's one HPACK decoder. Every block is decoded, even
+ * one whose stream is then refused: the HPACK table must stay in step with the peer's.
+ */
+export class HeaderBlocks {
+  readonly #decoder = new HpackDecoder({ maxTableSize: HEADER_TABLE_BYTES });
+  #pending: { streamId: number; flags: number; parts: Buffer[]; bytes: number } | undefined;
+
+  /** The stream whose block is incomplete: only its CONTINUATION may come next. */
+  get pendingStream(): number | undefined {
+    return this.#pending?.streamId;
+  }
+
+  /** A HEADERS frame: the block if END_HEADERS completes it, undefined while it waits for more. */
+  headers(
+    streamId: number,
+    flags: number,
+    payload: Buffer,
+  ): Result<HeaderBlock | undefined, ConnectionFault> {
+    let start = 0;
+    let end = payload.length;
+    if (flags & Flag.PADDED) {
+      start = 1;
+      end -= payload[0] ?? 0;
+    }
+    if (flags & Flag.PRIORITY) start += 5; // stream dependency and weight, ignored (§5.3.2)
+    if (start > end)
+      return err({ code: ErrorCode.PROTOCOL_ERROR, reason: 'HEADERS padding exceeds its payload' });
+    const fragment = payload.subarray(start, end);
+    if (flags & Flag.END_HEADERS) return this.#decode(streamId, flags, fragment);
+    this.#pending = { streamId, flags, parts: [Buffer.from(fragment)], bytes: fragment.length };
+    return this.#bounded();
+  }
+
+  /** A CONTINUATION frame of the pending block (the caller checked that one is pending, on this stream). */
+  continuation(flags: number, payload: Buffer): Result<HeaderBlock | undefined, ConnectionFault> {
+    const pending = this.#pending!;
+    pending.parts.push(Buffer.from(payload));
+    pending.bytes += payload.length;
+    const bounded = this.#bounded();
+    if (!bounded.ok || !(flags & Flag.END_HEADERS)) return bounded;
+    this.#pending = undefined;
+    return this.#decode(pending.streamId, pending.flags, Buffer.concat(pending.parts));
+  }
+
+  #bounded(): Result<undefined, ConnectionFault> {
+    if ((this.#pending?.bytes ?? 0) <= MAX_HEADER_BLOCK_BYTES) return ok(undefined);
+    this.#pending = undefined;
+    return err({
+      code: ErrorCode.ENHANCE_YOUR_CALM,
+      reason: `header block over ${MAX_HEADER_BLOCK_BYTES} bytes`,
+    });
+  }
+
+  #decode(streamId: number, flags: number, block: Buffer): Result<HeaderBlock, ConnectionFault> {
+    const decoded = this.#decoder.decode(block);
+    if (!decoded.ok) return err({ code: ErrorCode.COMPRESSION_ERROR, reason: decoded.error });
+    return ok({ streamId, flags, fields: decoded.value.fields, listBytes: decoded.value.listBytes });
+  }
+}
