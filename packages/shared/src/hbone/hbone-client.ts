@@ -1,4 +1,3 @@
-import * as http2 from 'node:http2';
 import { isIPv6 } from 'node:net';
 import type { Duplex } from 'node:stream';
 import * as tls from 'node:tls';
@@ -6,14 +5,15 @@ import { isZmeshError, ZmeshError } from '../errors/index.js';
 import type { Credential } from '../identity/credential.js';
 import type { TrustBundle } from '../identity/trust-bundle.js';
 import { clientTlsOptions, verifyPeerIdentity } from '../tls/mtls.js';
+import { H2Connection } from './h2/h2-connection.js';
 import { HboneSession } from './hbone-session.js';
 import {
   CLIENT_MAX_STREAMS_PER_CONNECTION,
+  CONNECTION_WINDOW_BYTES,
   DEFAULT_KEEPALIVE,
   HANDSHAKE_TIMEOUT_MS,
   type KeepaliveTiming,
   localSettings,
-  MAX_SESSION_MEMORY_MB,
   type StreamWindowMode,
 } from './hbone-settings.js';
 
@@ -58,37 +58,38 @@ export function connectHbone(opts: ConnectHboneOptions): Promise<HboneSession> {
   if (opts.signal?.aborted) {
     return Promise.reject(new ZmeshError('ZM_ERR_HBONE_SESSION', { address, reason: 'aborted' }));
   }
-  return awaitAccepted(dial(opts, address), opts, address);
+  return awaitAccepted(dial(opts), opts, address);
 }
 
 interface Dialed {
-  session: http2.ClientHttp2Session;
+  session: H2Connection;
+  socket: tls.TLSSocket;
   /** The last error the TLS socket saw: the only trace of a server that closed on us. */
   socketError(): Error | undefined;
 }
 
-function dial(opts: ConnectHboneOptions, address: string): Dialed {
+function dial(opts: ConnectHboneOptions): Dialed {
   let socketError: Error | undefined;
   const tlsOpts = clientTlsOptions(opts.credential, opts.bundle, opts.expectedIdentities);
-  const session = http2.connect(`https://${address}`, {
+  const socket = tls
+    .connect({
+      ...tlsOpts,
+      host: opts.host,
+      port: opts.port,
+      ...(opts.localAddress === undefined ? {} : { localAddress: opts.localAddress }),
+      ...(opts.createSocket === undefined ? {} : { socket: opts.createSocket() }),
+    })
+    .setNoDelay(true) // many streams' small frames share it: no Nagle wait behind an ACK
+    .on('error', (e) => {
+      socketError = e;
+    });
+  // The preface and SETTINGS wait in the TLS socket until its handshake is done.
+  const session = new H2Connection(socket, {
+    role: 'client',
     settings: localSettings(0),
-    maxSessionMemory: MAX_SESSION_MEMORY_MB,
-    peerMaxConcurrentStreams: opts.maxStreams ?? CLIENT_MAX_STREAMS_PER_CONNECTION,
-    createConnection: () =>
-      tls
-        .connect({
-          ...tlsOpts,
-          host: opts.host,
-          port: opts.port,
-          ...(opts.localAddress === undefined ? {} : { localAddress: opts.localAddress }),
-          ...(opts.createSocket === undefined ? {} : { socket: opts.createSocket() }),
-        })
-        .setNoDelay(true) // many streams' small frames share it: no Nagle wait behind an ACK
-        .on('error', (e) => {
-          socketError = e;
-        }),
+    connectionWindow: CONNECTION_WINDOW_BYTES,
   });
-  return { session, socketError: () => socketError };
+  return { session, socket, socketError: () => socketError };
 }
 
 function awaitAccepted(dialed: Dialed, opts: ConnectHboneOptions, address: string): Promise<HboneSession> {
@@ -121,7 +122,8 @@ function awaitAccepted(dialed: Dialed, opts: ConnectHboneOptions, address: strin
     const onSettings = () => setImmediate(accept);
     const accept = () => {
       if (session.destroyed) return;
-      const id = verifyPeerIdentity(session.socket as tls.TLSSocket, opts.bundle.trustDomain);
+      if (dialed.socket.alpnProtocol !== 'h2') return fail('server did not select ALPN h2');
+      const id = verifyPeerIdentity(dialed.socket, opts.bundle.trustDomain);
       if (!id.ok) return fail(id.error.message, id.error);
       cleanup();
       const keepalive = opts.keepalive ?? DEFAULT_KEEPALIVE;

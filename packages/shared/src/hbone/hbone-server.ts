@@ -1,7 +1,6 @@
-import * as http2 from 'node:http2';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { TLSSocket, Server as TlsServer } from 'node:tls';
+import * as tls from 'node:tls';
 import type { ZmeshError } from '../errors/index.js';
 import type { Credential } from '../identity/credential.js';
 import type { TrustBundle } from '../identity/trust-bundle.js';
@@ -9,14 +8,17 @@ import { logger } from '../log/index.js';
 import type { MeshMetrics } from '../metrics/index.js';
 import { serverTlsOptions, verifyPeerIdentity } from '../tls/mtls.js';
 import type { ConnectRequest } from './connect-request.js';
+import { ErrorCode } from './h2/frame.js';
+import { H2Connection } from './h2/h2-connection.js';
+import type { H2Stream } from './h2/h2-stream.js';
 import { countError, HboneMetrics, handshakeFailureOf } from './hbone-metrics.js';
 import {
+  CONNECTION_WINDOW_BYTES,
   DEFAULT_KEEPALIVE,
   DRAIN_GRACE_MS,
   HANDSHAKE_TIMEOUT_MS,
   type KeepaliveTiming,
   localSettings,
-  MAX_SESSION_MEMORY_MB,
   RAPID_RESET_LIMIT,
   RAPID_RESET_WINDOW_MS,
   SERVER_MAX_CONCURRENT_STREAMS,
@@ -30,7 +32,7 @@ export interface TunnelRequest {
   request: ConnectRequest;
   /** The client's SPIFFE ID, from a chain verified against the bundle and in its trust domain. */
   peerIdentity: string;
-  stream: http2.ServerHttp2Stream;
+  stream: H2Stream;
 }
 
 /** Resolve to accept (the server answers 200 and splices); reject with a ZmeshError to refuse. */
@@ -63,7 +65,7 @@ export interface HboneServerOptions {
  */
 export class HboneServer {
   readonly #opts: HboneServerOptions;
-  readonly #server: http2.Http2SecureServer;
+  readonly #server: tls.Server;
   readonly #sessions = new Set<InboundSession>();
   /** Every accepted TCP socket, so close() also ends those still in (or stuck before) TLS. */
   readonly #sockets = new Set<Socket>();
@@ -75,27 +77,17 @@ export class HboneServer {
     this.#opts = opts;
     this.#credential = opts.credential;
     this.#metrics = opts.metrics ? HboneMetrics.for(opts.metrics.registry) : undefined;
-    this.#server = http2.createSecureServer({
+    this.#server = tls.createServer({
       ...serverTlsOptions(opts.credential, opts.bundle),
-      settings: localSettings(SERVER_MAX_CONCURRENT_STREAMS),
-      maxSessionMemory: MAX_SESSION_MEMORY_MB,
       handshakeTimeout: opts.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS,
-      allowHTTP1: false,
     });
     this.#server.on('connection', (socket: Socket) => {
       socket.setNoDelay(true); // as the client side: multiplexed small frames, no Nagle
       this.#sockets.add(socket);
       socket.once('close', () => this.#sockets.delete(socket));
     });
-    this.#server.on('session', (s) => this.#onSession(s));
-    (this.#server as unknown as TlsServer).on('tlsClientError', (e, socket) =>
-      this.#onHandshakeError(e, socket),
-    );
-    // A TLS 1.3 client that negotiated no ALPN (or not h2) is not an HBONE client.
-    this.#server.on('unknownProtocol', (socket: TLSSocket) => {
-      this.#metrics?.handshakeFailures.inc({ reason: 'protocol' });
-      socket.destroy();
-    });
+    this.#server.on('secureConnection', (socket: tls.TLSSocket) => this.#onSecureConnection(socket));
+    this.#server.on('tlsClientError', (e, socket) => this.#onHandshakeError(e, socket));
     opts.bundle.on('change', this.#onBundleChange);
   }
 
@@ -165,7 +157,7 @@ export class HboneServer {
    * Node verifies the client chain after OpenSSL's handshake and then destroys the socket
    * without an alert, so the error is a bare ECONNRESET; the verdict is on the socket.
    */
-  #onHandshakeError(e: Error, socket: TLSSocket): void {
+  #onHandshakeError(e: Error, socket: tls.TLSSocket): void {
     const verdict = (socket.authorizationError as unknown as string | null) ?? undefined;
     const reason = handshakeFailureOf(verdict === undefined ? e : { code: verdict });
     this.#metrics?.handshakeFailures.inc({ reason });
@@ -173,8 +165,19 @@ export class HboneServer {
     log.debug({ name: this.#opts.name, reason, err: detail }, 'handshake refused');
   }
 
-  #onSession(session: http2.ServerHttp2Session): void {
-    const id = verifyPeerIdentity(session.socket as TLSSocket, this.#opts.bundle.trustDomain);
+  /** TLS is done: a TLS 1.3 client that negotiated no ALPN (or not h2) is not an HBONE client. */
+  #onSecureConnection(socket: tls.TLSSocket): void {
+    if (socket.alpnProtocol !== 'h2') {
+      this.#metrics?.handshakeFailures.inc({ reason: 'protocol' });
+      socket.destroy();
+      return;
+    }
+    const session = new H2Connection(socket, {
+      role: 'server',
+      settings: localSettings(SERVER_MAX_CONCURRENT_STREAMS),
+      connectionWindow: CONNECTION_WINDOW_BYTES,
+    });
+    const id = verifyPeerIdentity(socket, this.#opts.bundle.trustDomain);
     if (!id.ok) {
       refuseSession(session, id.error);
       countError(this.#opts.metrics, id.error);
@@ -198,10 +201,10 @@ export class HboneServer {
  * Ends a session whose peer passed TLS but not our identity rules. The error code rides in
  * GOAWAY's debug data (RFC 9113 §6.8) so the client can report why, not just "reset".
  */
-function refuseSession(session: http2.ServerHttp2Session, error: ZmeshError): void {
+function refuseSession(session: H2Connection, error: ZmeshError): void {
   session.on('error', () => {});
-  session.on('stream', (stream) => stream.close(http2.constants.NGHTTP2_REFUSED_STREAM));
-  session.goaway(http2.constants.NGHTTP2_INADEQUATE_SECURITY, 0, Buffer.from(error.code));
+  session.on('stream', (stream: H2Stream) => stream.close(ErrorCode.REFUSED_STREAM));
+  session.goaway(ErrorCode.INADEQUATE_SECURITY, 0, Buffer.from(error.code));
   session.close();
 }
 

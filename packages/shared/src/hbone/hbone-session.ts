@@ -1,10 +1,11 @@
 import { EventEmitter } from 'node:events';
-import type * as http2 from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { ZmeshError } from '../errors/index.js';
 import { logger } from '../log/index.js';
 import { buildConnectHeaders } from './connect-request.js';
-import { CONNECTION_WINDOW_BYTES, type KeepaliveTiming, type StreamWindowMode } from './hbone-settings.js';
+import type { H2Connection } from './h2/h2-connection.js';
+import type { H2Headers, H2Stream } from './h2/h2-stream.js';
+import type { KeepaliveTiming, StreamWindowMode } from './hbone-settings.js';
 import { startKeepalive } from './keepalive.js';
 import { StreamWindows } from './stream-windows.js';
 
@@ -28,7 +29,7 @@ export class HboneSession extends EventEmitter {
   readonly address: string;
   /** Bound on concurrent tunnels here; the pool opens another session beyond it. */
   readonly maxStreams: number;
-  readonly #session: http2.ClientHttp2Session;
+  readonly #session: H2Connection;
   /** Responses and downloads arrive here: their windows share one budget (absent when `fixed`). */
   readonly #windows: StreamWindows | undefined;
   #active = 0;
@@ -36,7 +37,7 @@ export class HboneSession extends EventEmitter {
   #draining = false;
 
   constructor(
-    session: http2.ClientHttp2Session,
+    session: H2Connection,
     opts: {
       peerIdentity: string;
       address: string;
@@ -50,7 +51,6 @@ export class HboneSession extends EventEmitter {
     this.peerIdentity = opts.peerIdentity;
     this.address = opts.address;
     this.maxStreams = opts.maxStreams;
-    session.setLocalWindowSize(CONNECTION_WINDOW_BYTES);
     this.#windows = opts.streamWindows === 'fixed' ? undefined : new StreamWindows(session);
     const stopKeepalive = startKeepalive(session, opts.keepalive, () => {
       log.info({ address: this.address }, 'ping timeout, closing session');
@@ -58,7 +58,10 @@ export class HboneSession extends EventEmitter {
         new ZmeshError('ZM_ERR_HBONE_SESSION', { address: this.address, reason: 'ping timeout' }),
       );
     });
-    session.on('error', (e) => log.debug({ address: this.address, err: e.message }, 'session error'));
+    session.on('error', (e: Error) => log.debug({ address: this.address, err: e.message }, 'session error'));
+    session.on('protocolError', (e: Error) =>
+      log.info({ address: this.address, err: e.message }, 'peer broke HTTP/2'),
+    );
     session.on('goaway', (code: number, last: number, data?: Buffer) => {
       this.#draining = true;
       this.emit('goaway', code, last, data);
@@ -80,7 +83,7 @@ export class HboneSession extends EventEmitter {
 
   /** GOAWAY received (or close() called): usable for open tunnels, not for new ones. */
   get draining(): boolean {
-    return this.#draining || this.#session.closed;
+    return this.#draining || this.#session.closed || this.#session.goawayReceived;
   }
 
   get hasCapacity(): boolean {
@@ -94,7 +97,7 @@ export class HboneSession extends EventEmitter {
   openTunnel(req: OpenTunnelRequest): Promise<Duplex> {
     const refused = this.#refusal();
     if (refused !== undefined) return Promise.reject(this.#error(refused));
-    let stream: http2.ClientHttp2Stream;
+    let stream: H2Stream;
     try {
       stream = this.#session.request(buildConnectHeaders(req), { endStream: false });
     } catch (e) {
@@ -119,7 +122,7 @@ export class HboneSession extends EventEmitter {
       const onError = (e: Error) => reject(this.#error(e.message, e, stream.rstCode));
       stream.once('close', onEarlyClose);
       stream.once('error', onError);
-      stream.once('response', (headers) => {
+      stream.once('response', (headers: H2Headers) => {
         stream.off('close', onEarlyClose).off('error', onError);
         const status = Number(headers[':status']);
         if (status === 200) return resolve(stream);

@@ -1,18 +1,20 @@
-import * as http2 from 'node:http2';
 import { isZmeshError, ZmeshError } from '../errors/index.js';
 import { logger } from '../log/index.js';
 import type { MeshMetrics } from '../metrics/index.js';
 import { validateConnectHeaders } from './connect-request.js';
+import { ErrorCode } from './h2/frame.js';
+import type { H2Connection } from './h2/h2-connection.js';
+import type { H2Headers, H2Stream } from './h2/h2-stream.js';
 import { countError, type HboneMetrics } from './hbone-metrics.js';
 import type { TunnelAccept, TunnelRequest } from './hbone-server.js';
-import { CONNECTION_WINDOW_BYTES, type KeepaliveTiming, type StreamWindowMode } from './hbone-settings.js';
+import type { KeepaliveTiming, StreamWindowMode } from './hbone-settings.js';
 import { startKeepalive } from './keepalive.js';
 import { ResetCounter } from './reset-counter.js';
 import { StreamWindows } from './stream-windows.js';
 import { spliceTunnel, wasResetLocally } from './tunnel-splice.js';
 
 const log = logger('hbone');
-const { NGHTTP2_NO_ERROR, NGHTTP2_ENHANCE_YOUR_CALM } = http2.constants;
+const { NO_ERROR, ENHANCE_YOUR_CALM } = ErrorCode;
 
 export interface InboundSessionDeps {
   onTunnel: (req: TunnelRequest) => Promise<TunnelAccept>;
@@ -27,26 +29,30 @@ export interface InboundSessionDeps {
 export class InboundSession {
   readonly peerIdentity: string;
   readonly closed: Promise<void>;
-  readonly #session: http2.ServerHttp2Session;
+  readonly #session: H2Connection;
   readonly #deps: InboundSessionDeps;
   readonly #resets: ResetCounter;
   /** Uploads arrive here: their windows share one budget (absent when `fixed`). */
   readonly #windows: StreamWindows | undefined;
 
-  constructor(session: http2.ServerHttp2Session, peerIdentity: string, deps: InboundSessionDeps) {
+  constructor(session: H2Connection, peerIdentity: string, deps: InboundSessionDeps) {
     this.#session = session;
     this.peerIdentity = peerIdentity;
     this.#deps = deps;
     this.#resets = new ResetCounter(deps.rapidReset.limit, deps.rapidReset.windowMs);
-    session.setLocalWindowSize(CONNECTION_WINDOW_BYTES);
     this.#windows = deps.streamWindows === 'shared' ? new StreamWindows(session) : undefined;
     deps.hboneMetrics?.inboundSessions.inc();
     const stopKeepalive = startKeepalive(session, deps.keepalive, () => {
       log.info({ peer: peerIdentity }, 'ping timeout, closing session');
       session.destroy();
     });
-    session.on('error', (e) => log.debug({ peer: peerIdentity, err: e.message }, 'session error'));
-    session.on('stream', (stream, headers) => this.#onStream(stream, headers));
+    session.on('error', (e: Error) => log.debug({ peer: peerIdentity, err: e.message }, 'session error'));
+    // Every HTTP/2 error the peer caused, stream-level ones included, is logged and counted.
+    session.on('protocolError', (e: ZmeshError) => {
+      countError(deps.metrics, e);
+      log.info({ peer: peerIdentity, code: e.code, err: e.message }, 'peer broke HTTP/2');
+    });
+    session.on('stream', (stream: H2Stream, headers: H2Headers) => this.#onStream(stream, headers));
     this.closed = new Promise((resolve) => {
       session.once('close', () => {
         stopKeepalive();
@@ -65,18 +71,10 @@ export class InboundSession {
     if (!this.#session.destroyed) this.#session.destroy();
   }
 
-  #onStream(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
+  #onStream(stream: H2Stream, headers: H2Headers): void {
     const hm = this.#deps.hboneMetrics;
     hm?.inboundStreams.inc();
     this.#windows?.track(stream);
-    // A peer's RST_STREAM(NO_ERROR) only ends the readable side, and Node closes the stream
-    // once its reader takes that end: a tunnel whose upstream stopped reading would hold
-    // the stream, its window and the upstream forever. (Any other code destroys the stream
-    // at once.) The reset ends the tunnel now. Deferred: a local close() emits 'aborted'
-    // before it submits its own RST_STREAM, which a destroyed stream would never send.
-    stream.on('aborted', () => {
-      if (stream.rstCode === NGHTTP2_NO_ERROR) setImmediate(() => stream.destroy());
-    });
     stream.on('error', (e) => log.debug({ peer: this.peerIdentity, err: e.message }, 'stream error'));
     stream.on('close', () => {
       hm?.inboundStreams.dec();
@@ -84,7 +82,7 @@ export class InboundSession {
       // tunnels with END_STREAM, so only app-level aborts and attacks reset streams.
       // (Counting only streams still pending, as hyper does, is evaded by targeting an
       // authority that is answered at once.)
-      const peerReset = stream.rstCode !== undefined && stream.rstCode !== NGHTTP2_NO_ERROR;
+      const peerReset = stream.rstCode !== undefined && stream.rstCode !== NO_ERROR;
       if (peerReset && !wasResetLocally(stream) && !this.#session.destroyed) this.#onPeerReset();
     });
     const parsed = validateConnectHeaders(headers);
@@ -104,7 +102,7 @@ export class InboundSession {
     );
   }
 
-  #accept(stream: http2.ServerHttp2Stream, accept: TunnelAccept): void {
+  #accept(stream: H2Stream, accept: TunnelAccept): void {
     if (stream.destroyed || stream.closed) {
       accept.upstream.destroy();
       return;
@@ -114,7 +112,7 @@ export class InboundSession {
     else spliceTunnel(stream, accept.upstream);
   }
 
-  #refuse(stream: http2.ServerHttp2Stream, error: ZmeshError): void {
+  #refuse(stream: H2Stream, error: ZmeshError): void {
     countError(this.#deps.metrics, error);
     log.debug({ peer: this.peerIdentity, code: error.code, err: error.message }, 'tunnel refused');
     if (stream.destroyed || stream.closed || stream.headersSent) return;
@@ -128,7 +126,7 @@ export class InboundSession {
     countError(this.#deps.metrics, error);
     log.warn({ peer: this.peerIdentity, limit, windowMs }, error.message);
     // RFC 9113 §5.4.1: a connection error ends with GOAWAY carrying the code.
-    this.#session.goaway(NGHTTP2_ENHANCE_YOUR_CALM, 0, Buffer.from(error.code));
+    this.#session.goaway(ENHANCE_YOUR_CALM, 0, Buffer.from(error.code));
     this.#session.destroy();
   }
 }

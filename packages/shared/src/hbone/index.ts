@@ -6,6 +6,9 @@ export {
   parseConnectAuthority,
   validateConnectHeaders,
 } from './connect-request.js';
+export { ErrorCode as H2ErrorCode } from './h2/frame.js';
+export { H2Connection, type H2ConnectionOptions } from './h2/h2-connection.js';
+export type { H2Headers, H2Stream } from './h2/h2-stream.js';
 export { type ConnectHboneOptions, connectHbone } from './hbone-client.js';
 export { type HandshakeFailure, HboneMetrics } from './hbone-metrics.js';
 export {
@@ -18,4 +21,10 @@ export { HboneSession, type OpenTunnelRequest } from './hbone-session.js';
 export type { StreamWindowMode } from './hbone-settings.js';
 export * as hboneSettings from './hbone-settings.js';
 export { StreamWindows, streamWindowFor } from './stream-windows.js';
-export { resetStream, type SpliceStats, spliceTunnel } from './tunnel-splice.js';
+export {
+  isResettableStream,
+  type ResettableStream,
+  resetStream,
+  type SpliceStats,
+  spliceTunnel,
+} from './tunnel-splice.js';

@@ -1,5 +1,11 @@
-import type { Http2Session } from 'node:http2';
 import type { KeepaliveTiming } from './hbone-settings.js';
+
+/** What the keepalive needs of a session (H2Connection). */
+export interface PingingSession {
+  readonly destroyed: boolean;
+  readonly closed: boolean;
+  ping(callback: (error: Error | null, ms: number) => void): boolean;
+}
 
 /**
  * Sends a PING every `intervalMs` (one outstanding at a time) and calls `onDead` when one
@@ -8,7 +14,7 @@ import type { KeepaliveTiming } from './hbone-settings.js';
  * Returns the function that stops it; call it when the session closes.
  */
 export function startKeepalive(
-  session: Http2Session,
+  session: PingingSession,
   timing: KeepaliveTiming,
   onDead: () => void,
 ): () => void {

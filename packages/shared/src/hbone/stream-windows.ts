@@ -1,4 +1,4 @@
-import type { Http2Session, Http2Stream } from 'node:http2';
+import type { Duplex } from 'node:stream';
 import { logger } from '../log/index.js';
 import {
   MIN_STREAM_WINDOW_BYTES,
@@ -7,6 +7,13 @@ import {
 } from './hbone-settings.js';
 
 const log = logger('hbone');
+
+/** What StreamWindows needs of a session (H2Connection). */
+export interface WindowedSession {
+  readonly destroyed: boolean;
+  readonly closed: boolean;
+  settings(values: { initialWindowSize: number }, callback: () => void): void;
+}
 /** Window changes in flight at once; Node refuses SETTINGS beyond its `maxOutstandingSettings` (10). */
 const MAX_UNACKED_SETTINGS = 4;
 
@@ -28,29 +35,30 @@ export function streamWindowFor(
 
 /**
  * Keeps the bytes a session may have to buffer for its streams bounded by one budget.
- * Node acknowledges the connection window as soon as bytes arrive, whether or not the
- * stream's reader took them, so a session's buffered bytes are bounded only by the sum of
- * its stream windows (RFC 9113 §6.9): 32 paused streams at 4 MiB each hold 128 MiB, and a
- * paused stream that resumes hands its whole window to the loop in one turn. As streams
+ * H2Connection grants the connection window back as bytes arrive, whether or not the
+ * stream's reader took them (so one stalled stream cannot stall its neighbours), so a
+ * session's buffered bytes are bounded only by the sum of its stream windows (RFC 9113
+ * §6.9): 32 paused streams at 4 MiB each hold 128 MiB, and a paused stream that resumes
+ * hands its whole window to the loop in one turn. As streams
  * open, SETTINGS_INITIAL_WINDOW_SIZE shrinks (§6.9.2 applies the change to every open
  * stream), and grows back as they close. A session with a few bulk streams keeps the full
  * window.
  */
 export class StreamWindows {
-  readonly #session: Http2Session;
+  readonly #session: WindowedSession;
   #streams = 0;
   /** The window last sent (acknowledged or in flight). */
   #window: number;
   /** Our SETTINGS frames not yet acknowledged. */
   #unacked = 0;
 
-  constructor(session: Http2Session, initial = STREAM_WINDOW_BYTES) {
+  constructor(session: WindowedSession, initial = STREAM_WINDOW_BYTES) {
     this.#session = session;
     this.#window = initial;
   }
 
   /** Counts `stream` until it closes and adapts the window to the new count. */
-  track(stream: Http2Stream): void {
+  track(stream: Duplex): void {
     this.#streams++;
     // 'close' is emitted once; on() spares once()'s wrapper on every tunnel.
     stream.on('close', () => {
@@ -62,7 +70,7 @@ export class StreamWindows {
 
   #adapt(): void {
     const s = this.#session;
-    if (s.destroyed || s.closed || s.connecting) return;
+    if (s.destroyed || s.closed) return;
     // Shrink at once, even with earlier SETTINGS unacknowledged: a burst of new streams
     // read in one turn then sees the small window before its first DATA. Grow only when
     // nothing is in flight and a quarter more streams would still fit, so a count that

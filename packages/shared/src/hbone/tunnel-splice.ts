@@ -1,6 +1,19 @@
-import { constants, type Http2Stream } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { pumpBytes } from '../net/byte-pump.js';
+import { ErrorCode } from './h2/frame.js';
+
+/**
+ * An HTTP/2 stream as the splice and the tenancy copy see it: a Duplex that can be reset
+ * with a code and tells which code closed it (H2Stream; node:http2's streams fit too).
+ */
+export type ResettableStream = Duplex & {
+  readonly rstCode: number | undefined;
+  close(code: number): void;
+};
+
+export function isResettableStream(s: Duplex): s is ResettableStream {
+  return 'rstCode' in s && typeof (s as ResettableStream).close === 'function';
+}
 
 export interface SpliceStats {
   /** Bytes read from the HTTP/2 stream and written upstream. */
@@ -17,7 +30,7 @@ export interface SpliceStats {
  * TCP RST upstream when the socket supports it.
  */
 export function spliceTunnel(
-  h2: Http2Stream,
+  h2: ResettableStream,
   upstream: Duplex,
   onClose?: (stats: SpliceStats) => void,
 ): void {
@@ -30,30 +43,30 @@ export function spliceTunnel(
     onClose?.({ toUpstream: toUpstream.bytes, fromUpstream: fromUpstream.bytes });
   };
   upstream.on('error', () => {
-    resetStream(h2, constants.NGHTTP2_CONNECT_ERROR);
+    resetStream(h2, ErrorCode.CONNECT_ERROR);
   });
   upstream.on('close', () => {
-    if (!upstream.readableEnded) resetStream(h2, constants.NGHTTP2_CONNECT_ERROR);
+    if (!upstream.readableEnded) resetStream(h2, ErrorCode.CONNECT_ERROR);
     if (h2.destroyed) finish();
   });
   h2.on('error', () => abort(upstream));
   h2.on('close', () => {
-    if (h2.rstCode !== undefined && h2.rstCode !== constants.NGHTTP2_NO_ERROR) abort(upstream);
+    if (h2.rstCode !== undefined && h2.rstCode !== ErrorCode.NO_ERROR) abort(upstream);
     else if (!h2.readableEnded) abort(upstream);
     if (upstream.destroyed) finish();
   });
 }
 
 /** Streams this process reset; a server must not count them as the peer's resets. */
-const localResets = new WeakSet<Http2Stream>();
+const localResets = new WeakSet<ResettableStream>();
 
-export function resetStream(h2: Http2Stream, code: number): void {
+export function resetStream(h2: ResettableStream, code: number): void {
   if (h2.destroyed || h2.closed) return;
   localResets.add(h2);
   h2.close(code);
 }
 
-export function wasResetLocally(h2: Http2Stream): boolean {
+export function wasResetLocally(h2: ResettableStream): boolean {
   return localResets.has(h2);
 }
 

@@ -1,6 +1,12 @@
-import type { Http2Stream } from 'node:http2';
 import type { Duplex } from 'node:stream';
-import { logger, type Service, serviceKey, spiffeIdOf, spliceTunnel } from '@zmesh/shared';
+import {
+  logger,
+  type ResettableStream,
+  type Service,
+  serviceKey,
+  spiffeIdOf,
+  spliceTunnel,
+} from '@zmesh/shared';
 import { authorize } from '../authz/l7-authorizer.js';
 import { endpointOf } from '../config/config-view.js';
 import type { HandlerDeps, TunnelContext } from '../http/request-handler.js';
@@ -68,7 +74,7 @@ export async function forwardOpaque(
     );
     cluster.outlier.record(endpoint.key, false, endpoints.length);
     const started = deps.clock.now();
-    spliceTunnel(tunnel as Http2Stream, inner, (stats) =>
+    spliceTunnel(tunnel as ResettableStream, inner, (stats) =>
       log.info(
         { src: ctx.peerIdentity, upstream: endpoint.key, ...stats, ms: deps.clock.now() - started },
         'tcp closed',

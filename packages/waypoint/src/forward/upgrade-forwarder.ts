@@ -1,6 +1,5 @@
-import type { Http2Stream } from 'node:http2';
 import type { Duplex } from 'node:stream';
-import { childTraceparent, spiffeIdOf, spliceTunnel } from '@zmesh/shared';
+import { childTraceparent, type ResettableStream, spiffeIdOf, spliceTunnel } from '@zmesh/shared';
 import type { Exchange } from '../http/http-exchange.js';
 import type { HandlerDeps } from '../http/request-handler.js';
 import type { RequestRecord } from '../http/request-record.js';
@@ -46,7 +45,7 @@ export async function forwardUpgrade(
   });
   tunnel.once('close', release);
   upgrade.socket.resume();
-  spliceTunnel(tunnel as Http2Stream, upgrade.socket);
+  spliceTunnel(tunnel as ResettableStream, upgrade.socket);
   deps.metrics.attempts.inc({ destination_service: plan.serviceName, outcome: 'ok' });
 }
 

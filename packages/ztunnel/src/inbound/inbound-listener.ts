@@ -1,10 +1,10 @@
-import * as http2 from 'node:http2';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import {
   type ConnectionAttributes,
   type Credential,
   canonicalIp,
+  H2ErrorCode,
   HboneServer,
   logger,
   type MeshMetrics,
@@ -117,7 +117,7 @@ export class InboundListener {
     }
     this.account(workload, req, upstream);
     const release = this.inputs.authorizer.track(workload, attributes, () => {
-      req.stream.close(http2.constants.NGHTTP2_CANCEL);
+      req.stream.close(H2ErrorCode.CANCEL);
       upstream.destroy();
     });
     upstream.on('close', release); // 'close' comes once: on() keeps no once() wrapper per tunnel

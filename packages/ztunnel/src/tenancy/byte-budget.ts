@@ -1,7 +1,13 @@
-import { constants, type Http2Stream } from 'node:http2';
 import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
-import { bulkCoalescer, PUMP_QUEUE_BYTES, resetStream, utilizationProbe } from '@zmesh/shared';
+import {
+  bulkCoalescer,
+  H2ErrorCode,
+  isResettableStream,
+  PUMP_QUEUE_BYTES,
+  resetStream,
+  utilizationProbe,
+} from '@zmesh/shared';
 import { Registry } from 'prom-client';
 import type { MemoryGuard } from './memory-guard.js';
 import { ByteFairnessMetrics } from './tenancy-metrics.js';
@@ -359,7 +365,7 @@ export class ByteFairness {
       tenant,
       destFull: false,
       parked: false,
-      parkable: !isHttp2Stream(src),
+      parkable: !isResettableStream(src),
       paused: false,
       buffered: 0,
       recent: 0,
@@ -560,12 +566,30 @@ function cleanlyEnded(s: Duplex): boolean {
   return s.readableEnded && s.writableFinished;
 }
 
-/** Destroys `s`; an HTTP/2 stream closed abruptly is reset (CANCEL), so its peer lets go. */
-function teardown(s: Duplex, abrupt: boolean): void {
-  if (abrupt && isHttp2Stream(s)) resetStream(s, constants.NGHTTP2_CANCEL);
-  s.destroy();
-}
+/**
+ * How long the surviving side of a cleanly ended pair may take to flush what it still
+ * holds for its peer (a socket's unsent tail, a stream's DATA waiting for window) before it
+ * is destroyed anyway: a peer that never reads cannot hold it forever.
+ */
+export const CLEAN_END_GRACE_MS = 10_000;
 
-function isHttp2Stream(s: Duplex): s is Http2Stream {
-  return 'rstCode' in s && typeof (s as Http2Stream).close === 'function';
+/**
+ * Ends `s` after its pair closed. Abruptly: destroyed at once, an HTTP/2 stream reset
+ * (CANCEL) so its peer lets go. Cleanly: its own end goes out first, then it is destroyed;
+ * destroying it at once dropped the tail still queued in it (the last ~90 KB of an echo
+ * whose HTTP/2 stream closed before the app socket had flushed).
+ */
+function teardown(s: Duplex, abrupt: boolean): void {
+  if (abrupt || s.destroyed || s.writableFinished) {
+    if (abrupt && isResettableStream(s)) resetStream(s, H2ErrorCode.CANCEL);
+    s.destroy();
+    return;
+  }
+  const timer = setTimeout(() => s.destroy(), CLEAN_END_GRACE_MS).unref();
+  const done = () => {
+    clearTimeout(timer);
+    s.destroy();
+  };
+  s.once('finish', done).once('error', done);
+  if (!s.writableEnded) s.end();
 }
