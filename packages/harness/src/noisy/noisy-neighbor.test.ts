@@ -9,10 +9,14 @@ const unavailable = await BpfCapture.unavailableReason();
  * The --quick noisy-neighbor run in CI. Bounds are generous (2-core CI machine, 3 s
  * scenarios, ratios from the same run): fairness on must keep the victim served and
  * within 20× its solo p99 under every attack (the no-attack control alone has read up to
- * 7.7× on this kind of machine; without fairness flood and slow read 60-370×), and under
- * the bulk attacks (flood, slow readers) fairness on must beat fairness off clearly, in
- * this run. The issue's own 2×
- * target is the harness verdict, printed here and reported, not asserted.
+ * 7.7× on this kind of machine). Under the bulk attacks (flood, slow readers) fairness on
+ * must beat fairness off in this run: clearly (2×) on the victim's median, and on its p99
+ * at all. The median is the clear one since HBONE runs on zmesh's own HTTP/2, whose writer
+ * takes a connection's streams in turn: without fairness, flood and slow used to read
+ * 60-370× solo p99 and now read 4-6×, so a 2× margin on a 3 s p99 (about 15 samples) was
+ * inside the noise (one CI run: 48.8 vs 89.1 ms), while the median held 3-4× apart
+ * (fairness on at its solo 6-8 ms, off at 18-26 ms). The issue's own 2× target is the
+ * harness verdict, printed here and reported, not asserted.
  */
 (unavailable ? test.skip : test)(
   unavailable
@@ -40,7 +44,11 @@ const unavailable = await BpfCapture.unavailableReason();
       const on = run(name, 'on');
       const off = run(name, 'off');
       t.true(
-        on.victim.loaded.p99_ms * 2 < off.victim.loaded.p99_ms,
+        on.victim.loaded.p50_ms * 2 < off.victim.loaded.p50_ms,
+        `${name}: victim p50 ${on.victim.loaded.p50_ms} ms with fairness vs ${off.victim.loaded.p50_ms} ms without`,
+      );
+      t.true(
+        on.victim.loaded.p99_ms < off.victim.loaded.p99_ms,
         `${name}: victim p99 ${on.victim.loaded.p99_ms} ms with fairness vs ${off.victim.loaded.p99_ms} ms without`,
       );
     }
