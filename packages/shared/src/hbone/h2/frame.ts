@@ -61,27 +61,25 @@ export const MAX_FRAME_SIZE_LIMIT = 0xff_ffff;
 export const MAX_WINDOW_BYTES = 0x7fff_ffff;
 
 export function frameHeader(length: number, type: number, flags: number, streamId: number): Buffer {
-  const h = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
-  h[0] = length >>> 16;
-  h[1] = (length >>> 8) & 0xff;
-  h[2] = length & 0xff;
-  h[3] = type;
-  h[4] = flags;
-  h.writeUInt32BE(streamId & MAX_WINDOW_BYTES, 5);
-  return h;
+  return writeHeader(Buffer.allocUnsafe(FRAME_HEADER_BYTES), length, type, flags, streamId);
 }
 
 /** A whole frame in one buffer; for control frames and header blocks (DATA is written in parts). */
 export function frame(type: number, flags: number, streamId: number, payload?: Buffer): Buffer {
   const length = payload?.length ?? 0;
-  const out = Buffer.allocUnsafe(FRAME_HEADER_BYTES + length);
+  const out = writeHeader(Buffer.allocUnsafe(FRAME_HEADER_BYTES + length), length, type, flags, streamId);
+  if (payload) payload.copy(out, FRAME_HEADER_BYTES);
+  return out;
+}
+
+/** RFC 9113 §4.1: 24-bit length, type, flags, 31-bit stream id, at the start of `out`. */
+function writeHeader(out: Buffer, length: number, type: number, flags: number, streamId: number): Buffer {
   out[0] = length >>> 16;
   out[1] = (length >>> 8) & 0xff;
   out[2] = length & 0xff;
   out[3] = type;
   out[4] = flags;
   out.writeUInt32BE(streamId & MAX_WINDOW_BYTES, 5);
-  if (payload) payload.copy(out, FRAME_HEADER_BYTES);
   return out;
 }
 

@@ -3,6 +3,7 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import test from 'ava';
 import fc from 'fast-check';
+import { frame } from '../../testing/raw-h2.js';
 import { type HeaderField, HpackDecoder, HpackEncoder } from './hpack.js';
 
 const hex = (text: string) => Buffer.from(text.replace(/\s+/g, ''), 'hex');
@@ -375,16 +376,6 @@ interface Frame {
   payload: Buffer;
 }
 
-/** RFC 9113 §4.1 frame: 24-bit length, type, flags, 31-bit stream id. */
-function frame(type: number, flags: number, stream: number, payload: Buffer = Buffer.alloc(0)): Buffer {
-  const header = Buffer.alloc(9);
-  header.writeUIntBE(payload.length, 0, 3);
-  header[3] = type;
-  header[4] = flags;
-  header.writeUInt32BE(stream, 5);
-  return Buffer.concat([header, payload]);
-}
-
 function rawClient(port: number): { socket: net.Socket; next(): Promise<Frame> } {
   const socket = net.connect(port, '127.0.0.1');
   const frames: Frame[] = [];
@@ -471,13 +462,13 @@ for (const headerTableSize of [4096, 0]) {
         stream,
         encoder.encode(requestFields(authority, `/r${stream}`)),
       );
-    client.socket.write(Buffer.concat([PREFACE, frame(FRAME_SETTINGS, 0, 0), send(1)]));
+    client.socket.write(Buffer.concat([PREFACE, frame(FRAME_SETTINGS, 0, 0, Buffer.alloc(0)), send(1)]));
     const blocks = new Map<number, { size: number; fields: HeaderField[] }>();
     while (blocks.size < 2) {
       const f = await client.next();
       if (f.type === FRAME_GOAWAY || f.type === FRAME_RST_STREAM) t.fail(`server sent frame type ${f.type}`);
       if (f.type === FRAME_SETTINGS && !(f.flags & FLAG_ACK))
-        client.socket.write(frame(FRAME_SETTINGS, FLAG_ACK, 0));
+        client.socket.write(frame(FRAME_SETTINGS, FLAG_ACK, 0, Buffer.alloc(0)));
       if (f.type !== FRAME_HEADERS) continue;
       t.is(f.flags & FLAG_END_HEADERS, FLAG_END_HEADERS);
       // Blocks are decoded in arrival order: nghttp2's table spans both responses.
