@@ -90,14 +90,15 @@ test('a long pause spaces reclaims out so they cost at most 1% of the time', (t)
 
 /**
  * A child node with --expose-gc leaves a fragmented old generation (a third of 300,000
- * objects kept, spread over every page), runs a plain full collection and lets the
- * sweeper finish, then runs the collection under test and reports the old-space bytes it
- * gave back beyond the plain one and the old space's size over its live bytes after it.
+ * objects kept, spread over every page), runs plain full collections until the sweeper
+ * has given back all they give (old space stops shrinking), then runs the collection under
+ * test and reports the old-space bytes it gave back beyond the plain ones and the old
+ * space's size over its live bytes after it.
  * Both are measured in the same child: how much a single plain collection keeps depends
  * on V8's own choice of evacuation candidates and the concurrent sweeper's progress
  * (1.25-1.50x live over runs here), so a fixed ratio against another child flaked.
- * Read here: compacting freed 1.6-2.4 MB more and ended at 1.02-1.09x live; a second
- * plain collection freed 0-0.5 MB and stayed at 1.30-1.46x.
+ * Read here over 8 runs: compacting freed 3.2-5.8 MB more and ended at 1.03-1.05x live; a
+ * further plain collection freed nothing and stayed at 1.17-1.92x.
  */
 const FRAGMENTED = `
   import { getHeapSpaceStatistics } from 'node:v8';
@@ -108,9 +109,16 @@ const FRAGMENTED = `
   let drop = [];
   for (let i = 0; i < 300000; i++) { const o = { i, s: 'x' + i, a: [i] }; (i % 3 === 0 ? keep : drop).push(o); }
   drop = null; // all of it was promoted while it was allocated; two thirds of it dies now
-  gc();
-  await sleep(200);
-  const before = old().space_size;
+  // Plain collections until old space stops shrinking: the sweeper has then given back all
+  // a plain collection gives (one collection and 200 ms was not always enough: a second
+  // plain one once freed 12.9 MB more).
+  let before = Infinity;
+  for (let i = 0; i < 10 && old().space_size < before; i++) {
+    before = old().space_size;
+    gc();
+    await sleep(200);
+  }
+  before = old().space_size;
   const collect = process.argv[2] === 'compacting' ? compactingGc() : () => gc();
   collect();
   await sleep(200);
@@ -134,5 +142,8 @@ test('the default collection compacts: the pages a plain collection keeps are re
   const mb = (bytes: number) => `${(bytes / 1e6).toFixed(2)} MB`;
   t.true(compacting.freed >= 1e6, `compacting frees what a plain collection kept: ${mb(compacting.freed)}`);
   t.true(compacting.ratio < 1.15, `and leaves old space near live: ${compacting.ratio.toFixed(2)}x`);
+  t.log(
+    `plain ${mb(plain.freed)} ${plain.ratio.toFixed(2)}x, compacting ${mb(compacting.freed)} ${compacting.ratio.toFixed(2)}x`,
+  );
   t.true(plain.freed < compacting.freed, `a second plain collection frees less: ${mb(plain.freed)}`);
 });
