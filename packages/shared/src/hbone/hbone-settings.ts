@@ -37,11 +37,6 @@ export const PING_TIMEOUT_MS = 20_000;
  */
 export const RAPID_RESET_LIMIT = 100;
 export const RAPID_RESET_WINDOW_MS = 1000;
-/**
- * nghttp2 memory cap per session in MB (Node's `maxSessionMemory`, default 10): it must
- * exceed the connection window or a peer filling the window legally trips the cap.
- */
-export const MAX_SESSION_MEMORY_MB = 64;
 /** TLS handshake + HTTP/2 preface must finish within this. */
 export const HANDSHAKE_TIMEOUT_MS = 10_000;
 /** Default drain grace: streams still open after this are reset. */
@@ -57,13 +52,12 @@ export const DEFAULT_KEEPALIVE: KeepaliveTiming = {
   timeoutMs: PING_TIMEOUT_MS,
 };
 
-/** Local SETTINGS sent by both ends (RFC 9113 §6.5.2). */
+/** Local SETTINGS sent by both ends (RFC 9113 §6.5.2); ENABLE_PUSH is always 0. */
 export function localSettings(maxConcurrentStreams: number) {
   return {
     initialWindowSize: STREAM_WINDOW_BYTES,
     maxFrameSize: MAX_FRAME_BYTES,
     maxConcurrentStreams,
     maxHeaderListSize: MAX_HEADER_LIST_BYTES,
-    enablePush: false,
   };
 }

@@ -14,7 +14,10 @@ export interface WindowedSession {
   readonly closed: boolean;
   settings(values: { initialWindowSize: number }, callback: () => void): void;
 }
-/** Window changes in flight at once; Node refuses SETTINGS beyond its `maxOutstandingSettings` (10). */
+/**
+ * Window changes in flight at once: a peer slow to acknowledge is not sent a SETTINGS per
+ * stream opened or closed (and nghttp2 peers refuse more than 10 unacknowledged).
+ */
 const MAX_UNACKED_SETTINGS = 4;
 
 /**

@@ -590,6 +590,8 @@ function teardown(s: Duplex, abrupt: boolean): void {
     clearTimeout(timer);
     s.destroy();
   };
-  s.once('finish', done).once('error', done);
+  s.once('finish', done)
+    .once('error', done)
+    .once('close', () => clearTimeout(timer));
   if (!s.writableEnded) s.end();
 }

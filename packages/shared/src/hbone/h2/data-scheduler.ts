@@ -100,7 +100,6 @@ export class DataScheduler {
     for (const p of parts) this.#writer.write(p);
     stream.sendWindow -= bytes;
     this.sendWindow -= bytes;
-    stream.queuedBytes -= bytes;
     if (last) this.#endLocal(stream);
     for (const callback of done) callback();
   }

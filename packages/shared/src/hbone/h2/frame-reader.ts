@@ -125,7 +125,7 @@ export class FrameReader {
     this.#left = length;
     if (this.#type !== FrameType.DATA) {
       this.#state = State.Payload;
-      if (length === 0) this.#deliver(Buffer.alloc(0));
+      if (length === 0) this.#deliver(EMPTY);
       return (this.#state as State) !== State.Failed;
     }
     this.#sink.onDataStart(this.#streamId, this.#flags, length);
@@ -204,3 +204,5 @@ export class FrameReader {
     this.#parts = [];
   }
 }
+
+const EMPTY = Buffer.alloc(0);

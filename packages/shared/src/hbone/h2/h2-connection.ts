@@ -6,7 +6,6 @@ import {
   ErrorCode,
   Flag,
   FrameType,
-  frame,
   goawayFrame,
   MAX_WINDOW_BYTES,
   PREFACE,
@@ -21,10 +20,12 @@ import { FrameReader, type FrameSink } from './frame-reader.js';
 import { FrameWriter } from './frame-writer.js';
 import { outgoingFields, receivedHeaders } from './h2-headers.js';
 import { type H2OutgoingHeaders, H2Stream, type StreamHost } from './h2-stream.js';
-import { type ConnectionFault, type HeaderBlock, HeaderBlocks } from './header-blocks.js';
+import { type ConnectionFault, type HeaderBlock, HeaderBlocks, headerFrames } from './header-blocks.js';
 import { HpackEncoder } from './hpack.js';
 import { applyPeerSettings, defaultPeerSettings, type H2PeerSettings } from './peer-settings.js';
+import { Pings } from './pings.js';
 import { ReceiveWindows } from './receive-windows.js';
+import { StreamIds } from './stream-ids.js';
 
 /** Our SETTINGS (RFC 9113 §6.5.2). */
 export interface H2LocalSettings {
@@ -43,9 +44,6 @@ export interface H2ConnectionOptions {
 }
 
 export type { H2PeerSettings };
-
-/** Pings unanswered at once; more are refused rather than queued. */
-const MAX_PINGS_IN_FLIGHT = 16;
 
 /**
  * One HTTP/2 connection (RFC 9113) over a socket, for either role: framing, HPACK, flow
@@ -73,11 +71,9 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
   readonly #peer = defaultPeerSettings();
   /** Callbacks of our SETTINGS in flight, oldest first (RFC 9113 §6.5.3: ACKs come in order). */
   readonly #settingsCallbacks: ((() => void) | undefined)[] = [];
-  readonly #pings = new Map<number, (error: Error | null) => void>();
-  #pingSeq = 0;
+  readonly #pings = new Pings();
+  readonly #ids: StreamIds;
   #peerStreams = 0;
-  #lastPeerStreamId = 0;
-  #nextStreamId = 1;
   #gotSettings = false;
   /** The stream the DATA frame being read belongs to. */
   #current: H2Stream | undefined;
@@ -92,6 +88,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     this.socket = socket as H2Connection['socket'];
     this.role = opts.role;
     this.#local = { ...opts.settings };
+    this.#ids = new StreamIds(opts.role);
     this.#writer = new FrameWriter(socket);
     this.#data = new DataScheduler(this.#writer, {
       maxFrame: () => this.#peer.maxFrameSize,
@@ -157,10 +154,8 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     if (this.#streams.size >= this.#peer.maxConcurrentStreams) {
       throw new Error(`peer allows ${this.#peer.maxConcurrentStreams} concurrent streams`);
     }
-    if (this.#nextStreamId > MAX_WINDOW_BYTES) throw new Error('stream ids exhausted');
     const fields = outgoingFields(headers);
-    const id = this.#nextStreamId;
-    this.#nextStreamId += 2;
+    const id = this.#ids.allocate();
     const windows = { send: this.#peer.initialWindowSize, recv: this.#windows.newStream };
     const stream = new H2Stream(this, id, windows, true);
     this.#streams.set(id, stream);
@@ -185,13 +180,10 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
 
   /** PING (RFC 9113 §6.7); `callback` gets the round trip in ms. False if it could not be sent. */
   ping(callback: (error: Error | null, ms: number) => void): boolean {
-    if (this.#destroyed || this.#pings.size >= MAX_PINGS_IN_FLIGHT) return false;
-    this.#pingSeq = (this.#pingSeq + 1) >>> 0;
-    const payload = Buffer.alloc(8);
-    payload.writeUInt32BE(this.#pingSeq, 4);
-    const sent = performance.now();
-    this.#pings.set(this.#pingSeq, (error) => callback(error, performance.now() - sent));
-    this.#writeControl(pingFrame(payload, false));
+    if (this.#destroyed) return false;
+    const ping = this.#pings.start(callback);
+    if (ping === undefined) return false;
+    this.#writeControl(ping);
     return true;
   }
 
@@ -199,7 +191,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
   goaway(code: number = ErrorCode.NO_ERROR, lastStreamId?: number, debug?: Buffer): void {
     if (this.#destroyed) return;
     this.#goawaySent = true;
-    this.#writer.write(goawayFrame(lastStreamId ?? this.#lastPeerStreamId, code, debug));
+    this.#writer.write(goawayFrame(lastStreamId ?? this.#ids.lastPeer, code, debug));
   }
 
   /** Graceful: GOAWAY(NO_ERROR) unless one went already, no new streams, the socket ends with the last stream. */
@@ -222,8 +214,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     this.#streams.clear();
     this.#data.clear();
     for (const s of streams) s.receiveReset(s.rstCode ?? ErrorCode.CANCEL);
-    for (const done of this.#pings.values()) done(new Error('connection closed'));
-    this.#pings.clear();
+    this.#pings.failAll(new Error('connection closed'));
     this.#writer.end();
     if (error && this.listenerCount('error') > 0) this.emit('error', error);
     if (this.socket.destroyed) process.nextTick(() => this.#onSocketClose());
@@ -252,17 +243,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
 
   #writeHeaders(id: number, fields: ReturnType<typeof outgoingFields>, endStream: boolean): void {
     const block = this.#encoder.encode(fields);
-    const max = this.#peer.maxFrameSize;
-    const endFlag = endStream ? Flag.END_STREAM : 0;
-    if (block.length <= max) {
-      this.#writer.write(frame(FrameType.HEADERS, endFlag | Flag.END_HEADERS, id, block));
-      return;
-    }
-    for (let off = 0; off < block.length; off += max) {
-      const type = off === 0 ? FrameType.HEADERS : FrameType.CONTINUATION;
-      const flags = (off === 0 ? endFlag : 0) | (off + max >= block.length ? Flag.END_HEADERS : 0);
-      this.#writer.write(frame(type, flags, id, block.subarray(off, off + max)));
-    }
+    for (const f of headerFrames(block, id, endStream, this.#peer.maxFrameSize)) this.#writer.write(f);
   }
 
   // --- StreamHost: what streams ask of their connection ---
@@ -310,17 +291,8 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     this.#streams.delete(stream.id);
     this.#data.forget(stream);
     if (this.#current === stream) this.#current = undefined;
-    if (this.#isPeerStream(stream.id)) this.#peerStreams--;
+    if (this.#ids.isPeers(stream.id)) this.#peerStreams--;
     this.#maybeFinish();
-  }
-
-  #isPeerStream(id: number): boolean {
-    return (id % 2 === 1) === (this.role === 'server');
-  }
-
-  /** An id its opener has not used yet (RFC 9113 §5.1 "idle"). */
-  #isIdle(id: number): boolean {
-    return this.#isPeerStream(id) ? id > this.#lastPeerStreamId : id >= this.#nextStreamId;
   }
 
   #maybeGrant(stream: H2Stream): void {
@@ -337,7 +309,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     const error = protocolError(code, reason, this.role);
     this.emit('protocolError', error);
     this.#goawaySent = true;
-    this.#writer.write(goawayFrame(this.#lastPeerStreamId, code, Buffer.from(reason.slice(0, 256))));
+    this.#writer.write(goawayFrame(this.#ids.lastPeer, code, Buffer.from(reason.slice(0, 256))));
     this.destroy(error);
   }
 
@@ -376,7 +348,8 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     const stream = this.#streams.get(streamId);
     if (stream === undefined) {
       // A stream we reset may still receive what was in flight; an unopened one may not.
-      if (this.#isIdle(streamId)) this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
+      if (this.#ids.isIdle(streamId))
+        this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
       return;
     }
     if (stream.remoteEnded)
@@ -454,8 +427,8 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     if (block === undefined) return;
     const stream = this.#streams.get(block.streamId);
     if (stream !== undefined) return this.#onStreamHeaders(stream, block);
-    if (!this.#isIdle(block.streamId)) return; // a stream we reset: what was in flight is dropped
-    if (this.role === 'client' || !this.#isPeerStream(block.streamId)) {
+    if (!this.#ids.isIdle(block.streamId)) return; // a stream we reset: what was in flight is dropped
+    if (this.role === 'client' || !this.#ids.isPeers(block.streamId)) {
       return this.#connectionError(ErrorCode.PROTOCOL_ERROR, `HEADERS opening stream ${block.streamId}`);
     }
     this.#onRequest(block);
@@ -464,7 +437,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
   /** A new request from the client (RFC 9113 §8.1). */
   #onRequest(block: HeaderBlock): undefined {
     const id = block.streamId;
-    this.#lastPeerStreamId = id;
+    this.#ids.peerOpened(id);
     if (this.#goawaySent) return this.#refuse(id, ErrorCode.REFUSED_STREAM);
     if (block.listBytes > this.#local.maxHeaderListSize) {
       return this.#refuse(
@@ -550,7 +523,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     }
     const stream = this.#streams.get(streamId);
     if (stream === undefined) {
-      if (this.#isIdle(streamId))
+      if (this.#ids.isIdle(streamId))
         this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
       return;
     }
@@ -568,7 +541,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
       return this.#connectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM not 4 bytes');
     const stream = this.#streams.get(streamId);
     if (stream === undefined) {
-      if (this.#isIdle(streamId))
+      if (this.#ids.isIdle(streamId))
         this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
       return;
     }
@@ -584,10 +557,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
       this.#writeControl(pingFrame(Buffer.from(payload), true));
       return;
     }
-    const seq = payload.readUInt32BE(4);
-    const done = this.#pings.get(seq);
-    this.#pings.delete(seq);
-    done?.(null);
+    this.#pings.acked(payload);
   }
 
   #onGoaway(streamId: number, payload: Buffer): undefined {
@@ -598,7 +568,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     this.#goawayReceived = true;
     // Streams above `last` were never processed (RFC 9113 §6.8): refused, so they may be retried.
     for (const s of [...this.#streams.values()]) {
-      if (this.#isPeerStream(s.id) || s.id <= last) continue;
+      if (this.#ids.isPeers(s.id) || s.id <= last) continue;
       s.rstCode = ErrorCode.REFUSED_STREAM;
       this.#forget(s);
       s.receiveReset(ErrorCode.REFUSED_STREAM);

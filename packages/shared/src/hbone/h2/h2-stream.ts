@@ -27,7 +27,6 @@ export interface PendingWrite {
   chunks: Buffer[];
   /** Bytes of chunks[0] already sent. */
   offset: number;
-  bytes: number;
   callback: (error?: Error | null) => void;
 }
 
@@ -64,7 +63,6 @@ export class H2Stream extends Duplex {
   /** The client got its final response HEADERS. */
   responded = false;
   readonly queue: PendingWrite[] = [];
-  queuedBytes = 0;
   /** end() was called: END_STREAM goes after the queue. */
   finalCallback: ((error?: Error | null) => void) | undefined = undefined;
   readonly #host: StreamHost;
@@ -162,17 +160,17 @@ export class H2Stream extends Duplex {
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
-    this.#enqueue([chunk], chunk.length, callback);
+    this.#enqueue([chunk], callback);
   }
 
   override _writev(
     chunks: { chunk: Buffer; encoding: BufferEncoding }[],
     callback: (error?: Error | null) => void,
   ): void {
-    const buffers = chunks.map((c) => c.chunk);
-    let bytes = 0;
-    for (const b of buffers) bytes += b.length;
-    this.#enqueue(buffers, bytes, callback);
+    this.#enqueue(
+      chunks.map((c) => c.chunk),
+      callback,
+    );
   }
 
   override _final(callback: (error?: Error | null) => void): void {
@@ -189,19 +187,17 @@ export class H2Stream extends Duplex {
     this.#host.streamDestroyed(this, error);
     const gone = new Error('stream destroyed');
     for (const w of this.queue.splice(0)) w.callback(gone);
-    this.queuedBytes = 0;
     this.finalCallback = undefined;
     callback(error);
   }
 
-  #enqueue(chunks: Buffer[], bytes: number, callback: (error?: Error | null) => void): void {
+  #enqueue(chunks: Buffer[], callback: (error?: Error | null) => void): void {
     if (this.localEnded || this.rstCode !== undefined) {
       callback(new Error(`write after the stream closed (rst ${this.rstCode ?? 'none'})`));
       return;
     }
     if (this.#idleMs > 0) this.#lastActive = performance.now();
-    this.queue.push({ chunks, offset: 0, bytes, callback });
-    this.queuedBytes += bytes;
+    this.queue.push({ chunks, offset: 0, callback });
     this.#host.flushStream(this);
   }
 

@@ -1,5 +1,5 @@
 import { err, ok, type Result } from '../../result.js';
-import { ErrorCode, Flag } from './frame.js';
+import { ErrorCode, Flag, FrameType, frame } from './frame.js';
 import { type HeaderField, HpackDecoder } from './hpack.js';
 
 /** A header block (HEADERS + CONTINUATION) larger than this ends the connection (CVE-2024-27316). */
@@ -82,4 +82,27 @@ export class HeaderBlocks {
     if (!decoded.ok) return err({ code: ErrorCode.COMPRESSION_ERROR, reason: decoded.error });
     return ok({ streamId, flags, fields: decoded.value.fields, listBytes: decoded.value.listBytes });
   }
+}
+
+/**
+ * The frames that carry an encoded header block (RFC 9113 §4.3): one HEADERS if it fits
+ * the peer's SETTINGS_MAX_FRAME_SIZE, else HEADERS then CONTINUATIONs, END_HEADERS on the
+ * last and END_STREAM (if asked) on the first.
+ */
+export function headerFrames(
+  block: Buffer,
+  streamId: number,
+  endStream: boolean,
+  maxFrame: number,
+): Buffer[] {
+  const endFlag = endStream ? Flag.END_STREAM : 0;
+  if (block.length <= maxFrame)
+    return [frame(FrameType.HEADERS, endFlag | Flag.END_HEADERS, streamId, block)];
+  const frames: Buffer[] = [];
+  for (let off = 0; off < block.length; off += maxFrame) {
+    const type = off === 0 ? FrameType.HEADERS : FrameType.CONTINUATION;
+    const flags = (off === 0 ? endFlag : 0) | (off + maxFrame >= block.length ? Flag.END_HEADERS : 0);
+    frames.push(frame(type, flags, streamId, block.subarray(off, off + maxFrame)));
+  }
+  return frames;
 }
