@@ -28,6 +28,7 @@ import { HbonePool, type PoolKey } from './pool/hbone-pool.js';
 import type { ForwardListener as ForwardConfig } from './state/local-config.js';
 import { HBONE_PORT, ProxyState } from './state/proxy-state.js';
 import { FairScheduler } from './tenancy/fair-scheduler.js';
+import { RefusalLog } from './tenancy/refusal-log.js';
 import { tenantOf } from './tenancy/tenant-of.js';
 
 const log = logger('ztunnel');
@@ -125,6 +126,7 @@ export class Ztunnel {
       tenantOf,
       bindSource: true,
       tenancy: this.tenancy,
+      refusals: new RefusalLog(undefined, undefined, logger('outbound')),
     };
     if (options.capture) {
       this.captured = new CapturedPods({

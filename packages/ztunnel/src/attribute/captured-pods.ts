@@ -8,6 +8,7 @@ import { listenInNetns, NetnsHandle } from '../capture/netns-listener.js';
 import type { AddWorkloadRequest, NodeAgentHandler } from '../capture/node-agent.js';
 import { type ConnectOrigin, handleOutbound, type OutboundInputs } from '../outbound/outbound-handler.js';
 import type { ProxyState } from '../state/proxy-state.js';
+import { RefusalLog } from '../tenancy/refusal-log.js';
 
 const log = logger('capture');
 
@@ -54,6 +55,8 @@ export interface CapturedPodsInputs {
 export class CapturedPods implements NodeAgentHandler {
   private readonly pods = new Map<string, EnrolledPod>();
   private readonly refused: Counter<'reason'>;
+  /** A pod connecting in a loop before its config or certificate exists logs once per interval. */
+  private readonly refusals = new RefusalLog(undefined, undefined, log);
 
   constructor(private readonly inputs: CapturedPodsInputs) {
     this.refused = new Counter({
@@ -179,7 +182,7 @@ export class CapturedPods implements NodeAgentHandler {
 
   private refuse(socket: Socket, pod: EnrolledPod, reason: string): void {
     this.refused.inc({ reason });
-    log.warn({ pod: pod.uid, reason }, 'captured connection refused');
+    this.refusals.refused(pod.uid, reason, { pod: pod.uid, reason }, 'captured connection refused');
     socket.resetAndDestroy();
   }
 }

@@ -14,6 +14,7 @@ import {
 import { recordClosed, recordOpened, tcpLabels } from '../forward/tcp-metrics.js';
 import type { HbonePool } from '../pool/hbone-pool.js';
 import type { ProxyState, Route } from '../state/proxy-state.js';
+import type { RefusalLog } from '../tenancy/refusal-log.js';
 import type { TenantAdmission } from './tenant-admission.js';
 
 const log = logger('outbound');
@@ -30,6 +31,8 @@ export interface OutboundInputs {
   /** Bind tunnels to the source workload's address (explicit mode: it is a local address). */
   bindSource: boolean;
   tenancy: TenantAdmission;
+  /** Logs refused connections, at most once per interval per source workload and error code. */
+  refusals: RefusalLog;
 }
 
 /** Where a connection came from, when that can be told to slow down (a captured pod). */
@@ -163,7 +166,9 @@ function refuse(
   inputs.metrics.errors.inc({ code, flag });
   inputs.metrics.tcpOpened.inc(tcpLabels({ reporter: 'source', source, flag, mtls: false }));
   inputs.metrics.tcpClosed.inc(tcpLabels({ reporter: 'source', source, flag, mtls: false }));
-  log.warn(
+  inputs.refusals.refused(
+    source.uid,
+    code,
     {
       dir: 'outbound',
       src: spiffeIdOf(source),

@@ -141,11 +141,26 @@ test('refusal logs are rate limited per tenant and quota', (t) => {
   const lines: unknown[] = [];
   const fake = { warn: (fields: unknown) => lines.push(fields) } as never;
   const log = new RefusalLog(1000, () => now, fake);
-  t.true(log.refused('shop', 'connections', {}, 'x'));
-  for (let i = 0; i < 100; i++) log.refused('shop', 'connections', {}, 'x');
+  const fields = { tenant: 'shop', kind: 'connections' };
+  t.true(log.refused('shop', 'connections', fields, 'x'));
+  for (let i = 0; i < 100; i++) log.refused('shop', 'connections', fields, 'x');
   t.true(log.refused('shop', 'connect_rate', {}, 'x'), 'another quota has its own budget');
   now = 1000;
-  t.true(log.refused('shop', 'connections', {}, 'x'));
+  t.true(log.refused('shop', 'connections', fields, 'x'));
   t.is(lines.length, 3);
   t.like(lines[2], { tenant: 'shop', kind: 'connections', suppressed: 100 });
+});
+
+test('refusal log entries of subjects gone quiet are pruned once there are many', (t) => {
+  let now = 0;
+  const log = new RefusalLog(1000, () => now, { warn: () => {} } as never);
+  for (let i = 0; i < 1024; i++) log.refused(`pod-${i}`, 'pending_config', {}, 'x');
+  t.is(log.size, 1024);
+  now = 500;
+  log.refused('pod-new', 'pending_config', {}, 'x');
+  t.is(log.size, 1025, 'nothing is pruned while every entry is within its interval');
+  now = 1200;
+  t.true(log.refused('pod-0', 'pending_config', {}, 'x'), 'an existing entry logs again after its interval');
+  log.refused('pod-newer', 'pending_config', {}, 'x');
+  t.is(log.size, 3, 'only the entries refused within the last interval are left');
 });

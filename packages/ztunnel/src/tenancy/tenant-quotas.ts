@@ -148,7 +148,7 @@ export class TenantQuotas {
     if (u.bytes + n > limit) return this.#refuse(tenant, 'buffered_bytes', limit);
     const node = this.#memory?.reserve(tenant, n);
     if (node && !node.ok) {
-      this.#log.refused(tenant, 'node_memory', {}, node.error.message);
+      this.#log.refused(tenant, 'node_memory', { tenant, kind: 'node_memory' }, node.error.message);
       return node;
     }
     u.bytes += n;
@@ -216,7 +216,7 @@ export class TenantQuotas {
   ): Result<never, ZmeshError> {
     this.#metrics.refused.inc({ tenant, quota });
     const error = new ZmeshError('ZM_ERR_TENANT_QUOTA', { tenant, quota, limit, ...extra });
-    this.#log.refused(tenant, quota, { limit }, error.message);
+    this.#log.refused(tenant, quota, { tenant, kind: quota, limit }, error.message);
     return err(error);
   }
 }
