@@ -43,6 +43,8 @@ export interface Ratios {
   bestC?: number;
   /** Name of the best C mTLS peer for this row. */
   bestCPath?: string;
+  /** To the `node:tls` pipe pair of the same setting: how far above Node's own cost. */
+  nodeTls?: number;
 }
 
 /** Ratio of `r` to direct and to the best C mTLS peer of the same workload and metric. */
@@ -55,6 +57,11 @@ export function ratiosOf(report: BenchReport, r: BenchResult): Ratios {
       .filter((p) => p.kind === 'c-mtls' && (p.direct ?? 'direct') === directName)
       .map((p) => p.name),
   );
+  const nodeTlsPath = report.paths.find(
+    (p) => p.kind === 'node-tls' && (p.direct ?? 'direct') === directName,
+  );
+  const nodeTls =
+    r.path === nodeTlsPath?.name ? undefined : same.find((o) => o.path === nodeTlsPath?.name)?.value;
   const direct = r.path === directName ? undefined : same.find((o) => o.path === directName)?.value;
   const peers = same.filter((o) => cPeers.has(o.path));
   const best = peers.sort((a, b) => (higherIsBetter(r.unit) ? b.value - a.value : a.value - b.value))[0];
@@ -64,6 +71,7 @@ export function ratiosOf(report: BenchReport, r: BenchResult): Ratios {
     out.bestC = r.value / best.value;
     out.bestCPath = best.path;
   }
+  if (nodeTls !== undefined && nodeTls > 0) out.nodeTls = r.value / nodeTls;
   return out;
 }
 
@@ -92,7 +100,9 @@ export function fmtRatio(v: number | undefined): string {
 
 /** The plain-text table `zmesh bench` prints: one line per (workload, metric, path). */
 export function textTable(report: BenchReport): string {
-  const rows: string[][] = [['workload', 'metric', 'path', 'value', 'vs direct', 'vs best C mTLS']];
+  const rows: string[][] = [
+    ['workload', 'metric', 'path', 'value', 'vs direct', 'vs best C mTLS', 'vs node:tls pipe'],
+  ];
   for (const r of report.results) {
     const q = ratiosOf(report, r);
     rows.push([
@@ -102,6 +112,7 @@ export function textTable(report: BenchReport): string {
       `${fmt(r.value)} ${r.unit}`,
       fmtRatio(q.direct),
       fmtRatio(q.bestC),
+      fmtRatio(q.nodeTls),
     ]);
   }
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));

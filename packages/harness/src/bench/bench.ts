@@ -26,7 +26,7 @@ import {
   ztunnelPath,
 } from './peer-paths.js';
 import { onPath, type RunningTargets, startTargets, type Target } from './targets.js';
-import { haproxyPath, stunnelPath } from './tls-peers.js';
+import { haproxyPath, nodeTlsPath, stunnelPath } from './tls-peers.js';
 import { WAYPOINT_PATH, waypointPath } from './waypoint-path.js';
 
 export interface BenchOptions {
@@ -152,6 +152,8 @@ async function availablePaths(
     socatPath(ADDR),
     stunnelPath(dir, ca, ADDR),
     haproxyPath(dir, ca, ADDR),
+    // Node's own floor: a reference for the full run; --quick (CI) stays under a minute without it.
+    ...(opts.quick && !opts.paths ? [] : [nodeTlsPath(dir, ca, ADDR)]),
     ...(opts.baseline
       ? [ztunnelPath(dir, ADDR, { name: `${ZMESH_PATH}${BEFORE}`, bin: opts.baseline })]
       : []),

@@ -25,8 +25,11 @@ export interface OpenPath {
   close(): Promise<void>;
 }
 
-/** `c-mtls` paths are the ones zmesh is held against ("best C peer"). */
-export type PathKind = 'direct' | 'relay' | 'c-mtls' | 'zmesh';
+/**
+ * `c-mtls` paths are the ones zmesh is held against ("best C peer"); `node-tls` is Node's
+ * own mTLS cost (a `node:tls` pipe pair), the floor for any proxy written on it.
+ */
+export type PathKind = 'direct' | 'relay' | 'c-mtls' | 'node-tls' | 'zmesh';
 
 /**
  * Where a C peer's pair of proxies runs: on the host's loopback addresses, or in two

@@ -1,5 +1,5 @@
-import { writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { stat, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import type { CertificateAuthority } from '@zmesh/shared';
 import type { ResultPromise } from 'execa';
 
@@ -135,6 +135,64 @@ function haproxyGlobal(): string[] {
     '  timeout client 1h',
     '  timeout server 1h',
   ];
+}
+
+/** The `node:tls` pipe program (node-tls-pipe.ts), beside this module in dist/. */
+const NODE_TLS_PIPE = resolve(import.meta.dirname, 'node-tls-pipe.js');
+
+/**
+ * Two `node:tls` pipe processes (node-tls-pipe.ts): mTLS as Node does it, with nothing of
+ * zmesh's on top. Not a peer zmesh is held against, but the floor under it: the gap
+ * between the two is what zmesh's own code costs, the rest is Node's.
+ */
+export function nodeTlsPath(dir: string, ca: CertificateAuthority, addr: BenchAddresses): PathSpec {
+  return {
+    name: NODE_TLS_PATH,
+    kind: 'node-tls',
+    unavailable: async () =>
+      (await stat(NODE_TLS_PIPE).catch(() => undefined)) ? undefined : `${NODE_TLS_PIPE} not built`,
+    open: (targets) => openNodeTls(dir, ca, targets, loopbackPlacement(addr)),
+  };
+}
+
+export const NODE_TLS_PATH = 'node:tls pipe pair';
+
+async function openNodeTls(
+  dir: string,
+  ca: CertificateAuthority,
+  targets: Target[],
+  at: Placement,
+): Promise<OpenPath> {
+  const f = await writeCredentials(dir, ca, 'node-tls');
+  const { front, back, endpoints } = layout(at, targets, 16400);
+  const hp = (e: Endpoint) => `${e.host}:${e.port}`;
+  const side = (name: 'client' | 'server', routes: string[]) =>
+    at.spawn(
+      name,
+      [
+        process.execPath,
+        NODE_TLS_PIPE,
+        '--side',
+        name,
+        '--cert',
+        f.cert,
+        '--key',
+        f.key,
+        '--ca',
+        f.root,
+        ...routes.flatMap((r) => ['--route', r]),
+      ],
+      join(dir, `node-tls-${name}.log`),
+    );
+  const s = side(
+    'server',
+    targets.map((t, i) => `${hp(back[i]!)}=${hp(t)}`),
+  );
+  const c = side(
+    'client',
+    targets.map((_, i) => `${hp(front[i]!)}=${hp(back[i]!)}`),
+  );
+  return startedPair(endpoints, front, back, s, c);
 }
 
 /** Up once the client side listens on `front` and the server side on `back`, each in its own namespace. */

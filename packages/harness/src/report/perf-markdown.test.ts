@@ -77,3 +77,24 @@ test("a before path's waypoint target reads the before build's waypoint, not thi
   t.is(row('zmesh ztunnel pair')?.measured, '0.400 vCPU');
   t.is(row('zmesh ztunnel pair (before)')?.measured, '0.500 vCPU');
 });
+
+test('with a node:tls pipe pair, zmesh is also read against it (not counted as a C peer)', (t) => {
+  const r: BenchReport = {
+    ...report,
+    paths: [...report.paths, { name: 'node:tls pipe pair', kind: 'node-tls' }],
+    results: [
+      ...report.results,
+      {
+        path: 'node:tls pipe pair',
+        workload: 'iperf3 1 stream',
+        metric: 'throughput',
+        value: 250,
+        unit: 'MB/s',
+      },
+    ],
+  };
+  const out = rewritePerfSection('', r, 'zmesh ztunnel pair');
+  t.regex(out, /\| zmesh vs best C mTLS \| zmesh vs node:tls pipe \|/);
+  t.regex(out, /\| 500 +\| 250 +\| 0\.25× +\| 1\.25× +\| 2\.00× +\|/);
+  t.regex(out, /throughput ≥ 1\.0× best C mTLS pair +\| 1\.25× \(500 vs 400\)/);
+});

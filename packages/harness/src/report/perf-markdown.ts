@@ -27,7 +27,9 @@ export function perfSection(report: BenchReport, zmeshPath: string): string {
     `${r.cpus} CPUs, Linux ${r.kernel}, Node ${r.node}. Pinning: ${r.pinning}.`,
     'All paths ran in the same run on the same machine; absolute numbers on a shared machine',
     'are noise, the ratios are what to read. "Best C mTLS" is the better of the stunnel4 and',
-    'haproxy pairs for that row; "pair" values add up both proxy processes.',
+    'haproxy pairs for that row; "pair" values add up both proxy processes. The `node:tls`',
+    "pipe pair is Node's own mTLS cost (two `pipe()`s per connection, nothing of zmesh's):",
+    'the floor under a proxy written on Node, not a peer zmesh is held against.',
     '',
     '### Targets',
     '',
@@ -95,7 +97,9 @@ function resultsTable(report: BenchReport, zmeshPath: string): string[] {
   const paths = report.paths.map((p) => p.name);
   const before = `${zmeshPath}${BEFORE}`;
   const hasBefore = paths.includes(before);
+  const hasNodeTls = report.paths.some((p) => p.kind === 'node-tls');
   const head = ['workload', 'metric', ...paths, 'zmesh vs direct', 'zmesh vs best C mTLS'];
+  if (hasNodeTls) head.push('zmesh vs node:tls pipe');
   if (hasBefore) head.push('zmesh after ÷ before');
   const keys = [...new Set(report.results.map((x) => `${x.workload}\u0000${x.metric}`))];
   const body = keys.map((key) => {
@@ -111,6 +115,7 @@ function resultsTable(report: BenchReport, zmeshPath: string): string[] {
       fmtRatio(q.direct),
       fmtRatio(q.bestC),
     ];
+    if (hasNodeTls) cols.push(fmtRatio(q.nodeTls));
     if (hasBefore) {
       const b = rows.find((x) => x.path === before)?.value;
       cols.push(z && b ? fmtRatio(z.value / b) : '-');
