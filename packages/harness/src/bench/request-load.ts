@@ -68,14 +68,21 @@ export async function redisBenchmark(
 
 /**
  * Request/response latency over one connection: `roundTrips` 64-byte pings, each sent when
- * the previous echo is back. Returns p50 and p99 in µs (after a warm-up).
+ * the previous echo is back. Returns p50 and p99 in µs. The pings of the first `warmupMs`
+ * (and at least the first 200, or a fifth of `roundTrips` if fewer) are not counted.
  */
-export async function echoLatency(at: Endpoint, roundTrips: number): Promise<{ p50: number; p99: number }> {
+export async function echoLatency(
+  at: Endpoint,
+  roundTrips: number,
+  warmupMs = 0,
+): Promise<{ p50: number; p99: number }> {
   const socket = await open(at);
   socket.setNoDelay(true);
   const ping = Buffer.alloc(64, 'p');
   const samples: number[] = [];
-  const warmup = Math.min(200, Math.floor(roundTrips / 5));
+  const minWarmup = Math.min(200, Math.floor(roundTrips / 5));
+  const warmUntil = process.hrtime.bigint() + BigInt(Math.round(warmupMs * 1e6));
+  let warming = 0;
   try {
     await new Promise<void>((resolve, reject) => {
       let got = 0;
@@ -86,8 +93,13 @@ export async function echoLatency(at: Endpoint, roundTrips: number): Promise<{ p
         got += chunk.length;
         if (got < ping.length) return;
         got -= ping.length;
-        samples.push(Number(process.hrtime.bigint() - sent) / 1000);
-        if (samples.length >= roundTrips + warmup) return resolve();
+        const now = process.hrtime.bigint();
+        if (warming >= 0 && (warming < minWarmup || now < warmUntil)) warming++;
+        else {
+          warming = -1;
+          samples.push(Number(now - sent) / 1000);
+          if (samples.length >= roundTrips) return resolve();
+        }
         sent = process.hrtime.bigint();
         socket.write(ping);
       });
@@ -96,7 +108,7 @@ export async function echoLatency(at: Endpoint, roundTrips: number): Promise<{ p
   } finally {
     socket.destroy();
   }
-  const sorted = samples.slice(warmup).sort((a, b) => a - b);
+  const sorted = samples.sort((a, b) => a - b);
   return { p50: quantile(sorted, 0.5), p99: quantile(sorted, 0.99) };
 }
 
