@@ -1,9 +1,15 @@
-import { DEFAULT_WINDOW_BYTES, Flag, FrameType, frameHeader } from './frame.js';
+import { DEFAULT_WINDOW_BYTES, Flag, FrameType, frame, frameHeader } from './frame.js';
 import type { FrameWriter } from './frame-writer.js';
 import type { H2Stream } from './h2-stream.js';
 
 /** Largest DATA frame we send, whatever the peer allows: small enough to interleave streams. */
 export const MAX_DATA_FRAME_BYTES = 64 * 1024;
+/**
+ * A frame with one payload up to this size is copied into one buffer with its header:
+ * cheaper than a second socket write (each corked write is an entry, each writev an array,
+ * and Node's TLS copies a writev's buffers into one before encrypting anyway).
+ */
+const COPY_INTO_FRAME_BYTES = 4096;
 
 /**
  * Frames the streams' queued writes as DATA (RFC 9113 §6.1) within the flow-control
@@ -76,6 +82,14 @@ export class DataScheduler {
 
   /** One DATA frame of up to `max` bytes from the head of the queue; END_STREAM on it if the queue ends. */
   #sendFrame(stream: H2Stream, max: number): void {
+    const head = stream.queue[0]!;
+    if (stream.queue.length === 1 && head.offset === 0 && head.chunks.length === 1) {
+      const chunk = head.chunks[0]!;
+      if (chunk.length <= max) {
+        this.#sendWhole(stream, chunk, head.callback);
+        return;
+      }
+    }
     const parts: Buffer[] = [];
     const done: ((error?: Error | null) => void)[] = [];
     let left = max;
@@ -102,6 +116,27 @@ export class DataScheduler {
     this.sendWindow -= bytes;
     if (last) this.#endLocal(stream);
     for (const callback of done) callback();
+  }
+
+  /**
+   * The usual case, the stream's one queued write fitting one frame (a request, a reply):
+   * up to COPY_INTO_FRAME_BYTES the frame goes out as one buffer, header and payload, one
+   * socket write instead of two and no part lists.
+   */
+  #sendWhole(stream: H2Stream, chunk: Buffer, callback: (error?: Error | null) => void): void {
+    stream.queue.shift();
+    const last = stream.finalCallback !== undefined;
+    const flags = last ? Flag.END_STREAM : 0;
+    if (chunk.length <= COPY_INTO_FRAME_BYTES)
+      this.#writer.write(frame(FrameType.DATA, flags, stream.id, chunk));
+    else {
+      this.#writer.write(frameHeader(chunk.length, FrameType.DATA, flags, stream.id));
+      this.#writer.write(chunk);
+    }
+    stream.sendWindow -= chunk.length;
+    this.sendWindow -= chunk.length;
+    if (last) this.#endLocal(stream);
+    callback();
   }
 
   #endLocal(stream: H2Stream): void {
