@@ -93,12 +93,13 @@ test('a long pause spaces reclaims out so they cost at most 1% of the time', (t)
  * objects kept, spread over every page), runs plain full collections until the sweeper
  * has given back all they give (old space stops shrinking), then runs the collection under
  * test and reports the old-space bytes it gave back beyond the plain ones and the old
- * space's size over its live bytes after it.
+ * space's size over its live bytes before and after it.
  * Both are measured in the same child: how much a single plain collection keeps depends
  * on V8's own choice of evacuation candidates and the concurrent sweeper's progress
  * (1.25-1.50x live over runs here), so a fixed ratio against another child flaked.
  * Read here over 8 runs: compacting freed 3.2-5.8 MB more and ended at 1.03-1.05x live; a
- * further plain collection freed nothing and stayed at 1.17-1.92x.
+ * further plain collection freed nothing and stayed at 1.17-1.92x. Over 6 more: compacting
+ * 1.02-1.04x, plain 1.20-1.37x, though one plain collection freed 12.6 MB.
  */
 const FRAGMENTED = `
   import { getHeapSpaceStatistics } from 'node:v8';
@@ -119,31 +120,60 @@ const FRAGMENTED = `
     await sleep(200);
   }
   before = old().space_size;
+  const fragmented = before / old().space_used_size;
   const collect = process.argv[2] === 'compacting' ? compactingGc() : () => gc();
   collect();
   await sleep(200);
   const after = old();
-  console.log(JSON.stringify({ freed: before - after.space_size, ratio: after.space_size / after.space_used_size, kept: keep.length }));
+  console.log(JSON.stringify({ freed: before - after.space_size, ratio: after.space_size / after.space_used_size, before: fragmented, kept: keep.length }));
 `;
 
-async function secondCollection(mode: 'compacting' | 'plain'): Promise<{ freed: number; ratio: number }> {
+/** Old space over live below this: compacted (a plain collection here leaves 1.17-1.92x). */
+const COMPACT_RATIO = 1.15;
+
+interface Collection {
+  freed: number;
+  ratio: number;
+  /** Old space over live after the plain collections, before the one under test. */
+  before: number;
+}
+
+async function secondCollection(mode: 'compacting' | 'plain'): Promise<Collection> {
   const module = new URL('./idle-reclaim.js', import.meta.url).href;
   const { stdout } = await promisify(execFile)(
     process.execPath,
     ['--expose-gc', '--input-type=module', '-e', FRAGMENTED, module, mode],
     { timeout: 30_000 },
   );
-  return JSON.parse(stdout) as { freed: number; ratio: number };
+  return JSON.parse(stdout) as Collection;
+}
+
+/**
+ * The collection under test in a child whose plain collections left old space
+ * fragmented. Now and then V8 picks evacuation candidates itself and a plain collection
+ * compacts (in one run only 0.52 MB was left to free): such a child shows nothing about
+ * the collection under test, so another one runs, up to three in all.
+ */
+async function fragmentedCollection(mode: 'compacting' | 'plain'): Promise<Collection> {
+  let got = await secondCollection(mode);
+  for (let i = 1; i < 3 && got.before < COMPACT_RATIO; i++) got = await secondCollection(mode);
+  return got;
 }
 
 test('the default collection compacts: the pages a plain collection keeps are released', async (t) => {
-  const plain = await secondCollection('plain');
-  const compacting = await secondCollection('compacting');
+  const plain = await fragmentedCollection('plain');
+  const compacting = await fragmentedCollection('compacting');
   const mb = (bytes: number) => `${(bytes / 1e6).toFixed(2)} MB`;
-  t.true(compacting.freed >= 1e6, `compacting frees what a plain collection kept: ${mb(compacting.freed)}`);
-  t.true(compacting.ratio < 1.15, `and leaves old space near live: ${compacting.ratio.toFixed(2)}x`);
   t.log(
-    `plain ${mb(plain.freed)} ${plain.ratio.toFixed(2)}x, compacting ${mb(compacting.freed)} ${compacting.ratio.toFixed(2)}x`,
+    `plain ${mb(plain.freed)} ${plain.ratio.toFixed(2)}x, compacting ${mb(compacting.freed)} ${compacting.ratio.toFixed(2)}x (from ${compacting.before.toFixed(2)}x)`,
   );
-  t.true(plain.freed < compacting.freed, `a second plain collection frees less: ${mb(plain.freed)}`);
+  // End states, not freed bytes, are compared: the plain collections before the one under
+  // test do not always finish giving back (a further plain one once freed 12.6 MB more).
+  t.true(compacting.before >= COMPACT_RATIO, `plain collections left old space fragmented (3 tries)`);
+  t.true(compacting.freed > 0, `compacting frees what the plain collections kept: ${mb(compacting.freed)}`);
+  t.true(compacting.ratio < COMPACT_RATIO, `and leaves old space near live: ${compacting.ratio.toFixed(2)}x`);
+  t.true(
+    plain.ratio > compacting.ratio,
+    `a further plain collection leaves it further: ${plain.ratio.toFixed(2)}x`,
+  );
 });
