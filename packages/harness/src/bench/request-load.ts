@@ -82,7 +82,8 @@ export async function echoLatency(
   const samples: number[] = [];
   const minWarmup = Math.min(200, Math.floor(roundTrips / 5));
   const warmUntil = process.hrtime.bigint() + BigInt(Math.round(warmupMs * 1e6));
-  let warming = 0;
+  let warmed = 0;
+  let counting = false;
   try {
     await new Promise<void>((resolve, reject) => {
       let got = 0;
@@ -94,9 +95,9 @@ export async function echoLatency(
         if (got < ping.length) return;
         got -= ping.length;
         const now = process.hrtime.bigint();
-        if (warming >= 0 && (warming < minWarmup || now < warmUntil)) warming++;
+        counting ||= warmed >= minWarmup && now >= warmUntil;
+        if (!counting) warmed++;
         else {
-          warming = -1;
           samples.push(Number(now - sent) / 1000);
           if (samples.length >= roundTrips) return resolve();
         }
