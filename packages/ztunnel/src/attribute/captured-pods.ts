@@ -122,7 +122,10 @@ export class CapturedPods implements NodeAgentHandler {
     const pod = this.pods.get(uid);
     if (!pod) throw new ZmeshError('ZM_ERR_AGENT_UNKNOWN_WORKLOAD', { uid });
     this.pods.delete(uid);
-    await Promise.all(pod.outbound.map((s) => new Promise<void>((r) => s.close(() => r()))));
+    // Closing stops the pod's accepts at once; its open connections carry on and end on
+    // their own. (close()'s callback waits for them: a pod removed with a connection open
+    // held the node agent's request until it timed out, and capture stayed attached.)
+    for (const s of pod.outbound) s.close();
     pod.netns.close();
     await this.inputs.bpf.detach(pinIdOf(uid));
     log.info({ pod: uid }, 'pod removed');
