@@ -71,7 +71,12 @@ meshTest('a pod over its connection rate is refused in the kernel, not by ztunne
   t.true(r.ok <= RATE + RATE * (r.ms / 1000) * 2 + 10, `no more than the rate allows (${r.ok})`);
   t.true((r.errors.EPERM ?? 0) > 500, 'most refusals are EPERM from connect() in the pod');
   t.true(inKernel >= (r.errors.EPERM ?? 0), 'every EPERM is counted per pod');
-  t.true(inZtunnel < 100, `ztunnel itself saw few of them (${inZtunnel})`);
+  // ztunnel refuses what queued on the pod's listener before the throttle was armed. libuv
+  // accepts one connection per loop turn, and while the burst's connections are set up a
+  // turn takes 4-5 ms: ztunnel arms ~100 ms in, so 80-116 here (105 in one CI run, which
+  // failed a bound of 100). Taking the whole queue per accept cut that to 5-15 but let a
+  // storming pod starve its neighbours (ARCHITECTURE.md), so the bound is a share.
+  t.true(inZtunnel * 4 < inKernel, `ztunnel itself saw few of them (${inZtunnel}, the kernel ${inKernel})`);
   t.is(r.ok + r.failed, 1000);
 });
 
