@@ -67,9 +67,10 @@ struct {
 	__type(value, __u64);
 } zm_counters SEC(".maps");
 
-/* Connect throttle: ztunnel arms it when it refuses one of the pod's connects for its
- * tenant's connection-rate quota. Until until_ns the connect hooks keep a token bucket
- * like ztunnel's (rate per second, burst), starting empty: connects with a token go on to
+/* Connect throttle: ztunnel arms it for each connection-rate token it takes for the pod
+ * (with the tokens its tenant has left) and each one it refuses (empty). Until until_ns
+ * the connect hooks keep that token bucket (rate per second, burst), a mirror of the
+ * tenant's: connects with a token go on to
  * ztunnel, the others fail with EPERM in connect() before a SYN is sent, so a storm over
  * its quota costs ztunnel nothing and a pod that slows down gets its burst back as it
  * would from ztunnel. Tokens are counted in billionths. Times are CLOCK_MONOTONIC

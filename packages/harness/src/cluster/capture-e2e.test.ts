@@ -323,3 +323,37 @@ capTest(
     }
   },
 );
+
+capTest(
+  'a throttle armed with tokens lets that many connects through; a refusal empties it; a looser admission leaves it',
+  async (t) => {
+    const [a1, , , b2] = cluster.pods as PodInfo[];
+    const scope = `zmtest-t-${process.pid}`;
+    const bpf = new BpfCapture({ node: scope });
+    // Connects that pass the throttle go on to 15001 inside the pod, where nothing of this
+    // capture listens (ECONNREFUSED, or an answer from an earlier test's listener); those
+    // it refuses fail in connect() with EPERM.
+    const refusedOf = async (count: number) => {
+      const r = await probe(b2!, Array(count).fill(a1!.ipv4), 8080, 1000);
+      return r.map((p) => p.err === 'EPERM');
+    };
+    try {
+      await bpf.attach({ id: b2!.uid, cgroupPath: b2!.cgroupPath, netnsPath: b2!.netnsPath });
+      // Rate 1/s: the probe's second of connects earns at most one token more.
+      t.true(bpf.throttle(b2!.uid, 1, 10, 10_000, 3), 'armed from an admission, 3 tokens left');
+      const seeded = await refusedOf(6);
+      t.deepEqual(seeded.slice(0, 3), [false, false, false], 'the 3 tokens pass');
+      t.true(seeded.slice(4).every(Boolean), `then connect() refuses (${JSON.stringify(seeded)})`);
+      t.true(bpf.throttle(b2!.uid, 1, 10, 10_000, 8), 'an admission while armed changes nothing');
+      t.true((await refusedOf(2)).every(Boolean), 'still refused: the admission did not refill it');
+      t.true(bpf.throttle(b2!.uid, 1, 10, 10_000), 'a refusal');
+      t.true(bpf.throttle(b2!.uid, 1000, 1000, 10_000, 999), 'an admission at looser limits');
+      t.true((await refusedOf(2)).every(Boolean), 'a looser admission does not undo an arming');
+      t.is(bpf.counters(b2!.uid)?.throttled, seeded.filter(Boolean).length + 4, 'every refusal counted');
+      t.deepEqual(bpf.throttledPodIds, [b2!.uid]);
+    } finally {
+      await bpf.detach(b2!.uid);
+      rmSync(join(PIN_ROOT, scope), { recursive: true, force: true });
+    }
+  },
+);

@@ -100,6 +100,8 @@ export class CapturedPods implements NodeAgentHandler {
         origin: {
           overConnectRate: (rate, burst) =>
             this.inputs.bpf.throttle(pinIdOf(req.uid), rate, burst, THROTTLE_HOLD_MS),
+          tookConnectToken: ({ rate, burst, tokens }) =>
+            this.inputs.bpf.throttle(pinIdOf(req.uid), rate, burst, THROTTLE_HOLD_MS, tokens),
         },
       };
       for (const host of ['127.0.0.1', '::1']) pod.outbound.push(await this.listenOutbound(pod, host));

@@ -70,10 +70,15 @@ interface AttachedPod {
   readonly countersFd: number;
   /** Absent on a pin directory adopted from a build without the throttle. */
   readonly throttleFd: number | undefined;
-  /** What the throttle was last armed with (monotonic ns; rate/burst), to skip redundant writes. */
+  /** What the throttle was last armed with (monotonic ns; per second; tokens), to skip redundant writes. */
   throttleUntil: bigint;
-  throttleLimits: string;
+  throttleRate: number;
+  throttleBurst: number;
+  /** The last arming started with tokens (from an admission), not empty (from a refusal). */
+  throttleSeeded: boolean;
   throttleLoggedAt: bigint;
+  /** The kernel's refusal count when the throttle was last logged. */
+  throttleLoggedCount: number;
 }
 
 /** A pod's throttle episodes are logged at most this often. */
@@ -206,38 +211,68 @@ export class BpfCapture {
 
   /**
    * Arms the pod's connect throttle (bpf/README.md): for `holdMs` from now the kernel keeps
-   * an empty-started token bucket of `rate` per second and `burst` for the pod's captured
-   * connects and refuses those without a token with EPERM. Called when ztunnel refuses the
-   * pod for its tenant's connection rate, so the connects that would be refused anyway
-   * never reach ztunnel. A write is skipped while an arming with the same limits has more
-   * than half its hold left. False when the pod has no throttle (unknown, or adopted from
-   * an older build).
+   * a token bucket of `rate` per second and `burst` for the pod's captured connects,
+   * starting with `tokens` (empty when absent), and refuses those without a token with EPERM.
+   *
+   * ztunnel calls it for every connect-rate token it takes (`tokens`: what the tenant has
+   * left) and for every connect-rate refusal (no `tokens`). A pod's kernel bucket starts
+   * equal to its tenant's, refills at the same rate and is spent only by the pod's own
+   * connects, so it never holds fewer tokens than the tenant: the kernel refuses nothing
+   * ztunnel would admit, and it refuses a burst's excess in `connect()` from the first
+   * one, before those connects queue on the pod's listener.
+   *
+   * Writes are skipped while they would change nothing that matters: a token taken while
+   * an arming has more than half its hold left, or any arming with other limits (a
+   * contended rate is not loosened by an admission); a refusal while an arming with the
+   * same limits, already from a refusal, has more than half its hold left. False when
+   * the pod has no throttle (unknown, or adopted from an older build).
    */
-  throttle(podId: string, rate: number, burst: number, holdMs: number): boolean {
+  throttle(podId: string, rate: number, burst: number, holdMs: number, tokens?: number): boolean {
     const pod = this.#pods.get(podId);
     if (pod?.throttleFd === undefined || !(rate > 0) || !(burst > 0) || !(holdMs > 0)) return false;
     if (!Number.isFinite(rate) || !Number.isFinite(burst)) return false;
+    if (tokens !== undefined && !Number.isFinite(tokens)) return false;
     const now = process.hrtime.bigint();
-    const limits = `${rate}/${burst}`;
     const hold = BigInt(Math.ceil(holdMs * 1e6));
-    if (pod.throttleLimits === limits && pod.throttleUntil - now > hold / 2n) return true;
+    const refusal = tokens === undefined;
+    const armed = pod.throttleUntil > now;
+    const fresh = pod.throttleUntil - now > hold / 2n;
+    const same = pod.throttleRate === rate && pod.throttleBurst === burst;
+    const skip = refusal ? same && fresh && !pod.throttleSeeded : armed && (fresh || !same);
+    if (skip) return true;
     try {
-      sys.bpfMapUpdate(pod.throttleFd, ZERO_KEY, encodeThrottle(now + hold, rate, burst, now));
+      sys.bpfMapUpdate(pod.throttleFd, ZERO_KEY, encodeThrottle(now + hold, rate, burst, now, tokens));
     } catch (e) {
       // The refusal itself stands; only its cheaper repetition in the kernel is lost.
       log.warn({ pod: podId, err: String(e) }, 'connect throttle not armed');
       return false;
     }
-    if (pod.throttleUntil <= now && now - pod.throttleLoggedAt > THROTTLE_LOG_INTERVAL_NS) {
-      pod.throttleLoggedAt = now;
-      log.warn(
-        { pod: podId, rate, burst, holdMs },
-        'pod over its connection rate: the kernel refuses its connects beyond the rate',
-      );
+    // Logged when ztunnel refused the pod, or when the kernel has refused it since the
+    // last line: with the mirrored bucket a storm may never reach ztunnel at all.
+    if (now - pod.throttleLoggedAt > THROTTLE_LOG_INTERVAL_NS) {
+      const inKernel = this.#throttledCount(pod);
+      if (refusal || inKernel > pod.throttleLoggedCount) {
+        pod.throttleLoggedAt = now;
+        pod.throttleLoggedCount = inKernel;
+        log.warn(
+          { pod: podId, rate, burst, holdMs, refusedInKernel: inKernel },
+          'pod over its connection rate: the kernel refuses its connects beyond the rate',
+        );
+      }
     }
     pod.throttleUntil = now + hold;
-    pod.throttleLimits = limits;
+    pod.throttleRate = rate;
+    pod.throttleBurst = burst;
+    pod.throttleSeeded = !refusal;
     return true;
+  }
+
+  #throttledCount(pod: AttachedPod): number {
+    try {
+      return readCounter(pod.countersFd, COUNTER.throttled);
+    } catch {
+      return 0; // only the log line's count is lost
+    }
   }
 
   /** Pods whose throttle has ever been armed by this process (their counters matter). */
@@ -257,11 +292,7 @@ export class BpfCapture {
   counters(podId: string): CaptureCounters | undefined {
     const pod = this.#pods.get(podId);
     if (pod === undefined) return undefined;
-    const read = (i: number) => {
-      const key = Buffer.alloc(4);
-      key.writeUInt32LE(i);
-      return Number(sys.bpfMapLookup(pod.countersFd, key, 8)?.readBigUInt64LE(0) ?? 0n);
-    };
+    const read = (i: number) => readCounter(pod.countersFd, i);
     return {
       inboundDrops: read(COUNTER.inboundDrops),
       captured: read(COUNTER.captured),
@@ -335,8 +366,11 @@ export class BpfCapture {
       countersFd,
       throttleFd,
       throttleUntil: 0n,
-      throttleLimits: '',
+      throttleRate: 0,
+      throttleBurst: 0,
+      throttleSeeded: false,
       throttleLoggedAt: 0n,
+      throttleLoggedCount: 0,
     };
     this.#pods.set(id, pod);
     this.#byCookie.set(netnsCookie, pod);
@@ -389,6 +423,13 @@ export function fdOf(from: number | Socket): number {
     throw new ZmeshError('ZM_ERR_CAPTURE_NO_ORIGINAL_DST', { key: 'socket without fd' });
   }
   return fd;
+}
+
+/** One of a pod's zm_counters (u64, indexed by COUNTER). */
+function readCounter(countersFd: number, index: number): number {
+  const key = Buffer.alloc(4);
+  key.writeUInt32LE(index);
+  return Number(sys.bpfMapLookup(countersFd, key, 8)?.readBigUInt64LE(0) ?? 0n);
 }
 
 /** The key of an accepted socket; undefined when the socket is already gone (a miss). */

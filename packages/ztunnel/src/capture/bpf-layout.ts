@@ -109,14 +109,22 @@ export const THROTTLE_TOKEN = 1_000_000_000n;
 /**
  * struct zm_throttle (zm_throttle[0]): u64 until_ns, rate (per second), burst_nt,
  * tokens_nt, last_ns. Times are CLOCK_MONOTONIC nanoseconds as bpf_ktime_get_ns() reads
- * them (process.hrtime.bigint() is the same clock); the bucket is armed empty.
+ * them (process.hrtime.bigint() is the same clock); the bucket starts with `tokens` (empty
+ * by default, as after a refusal).
  */
-export function encodeThrottle(untilNs: bigint, rate: number, burst: number, nowNs: bigint): Buffer {
+export function encodeThrottle(
+  untilNs: bigint,
+  rate: number,
+  burst: number,
+  nowNs: bigint,
+  tokens = 0,
+): Buffer {
   const value = Buffer.alloc(40);
   value.writeBigUInt64LE(untilNs, 0);
   value.writeBigUInt64LE(BigInt(Math.max(1, Math.round(rate))), 8);
   value.writeBigUInt64LE(BigInt(Math.max(1, Math.round(burst))) * THROTTLE_TOKEN, 16);
-  value.writeBigUInt64LE(0n, 24);
+  const held = Math.min(Math.max(0, tokens), Math.max(1, Math.round(burst)));
+  value.writeBigUInt64LE(BigInt(Math.floor(held * 1e9)), 24);
   value.writeBigUInt64LE(nowNs, 32);
   return value;
 }

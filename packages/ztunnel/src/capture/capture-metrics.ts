@@ -38,7 +38,7 @@ export class CaptureMetrics {
     });
     new Gauge({
       name: 'zmesh_capture_throttled_connects',
-      help: 'Connects refused in the kernel by the pod connect throttle, armed when the pod was over its tenant connection-rate quota (since attach)',
+      help: "Connects refused in the kernel by the pod connect throttle, which mirrors its tenant's connection-rate bucket (since attach)",
       labelNames: ['pod'],
       registers,
       collect() {

@@ -15,6 +15,7 @@ import { recordClosed, recordOpened, tcpLabels } from '../forward/tcp-metrics.js
 import type { HbonePool } from '../pool/hbone-pool.js';
 import type { ProxyState, Route } from '../state/proxy-state.js';
 import type { RefusalLog } from '../tenancy/refusal-log.js';
+import type { ConnectBucket } from '../tenancy/tenant-quotas.js';
 import type { TenantAdmission } from './tenant-admission.js';
 
 const log = logger('outbound');
@@ -39,6 +40,8 @@ export interface OutboundInputs {
 export interface ConnectOrigin {
   /** The source was refused for its connection rate: `rate` per second with `burst`. */
   overConnectRate(rate: number, burst: number): void;
+  /** The source's connect took a token: `bucket` is what its tenant has left. */
+  tookConnectToken(bucket: ConnectBucket): void;
 }
 
 /**
@@ -62,6 +65,7 @@ export async function handleOutbound(
     return;
   }
   const admission = admitted.value;
+  if (admission.bucket) origin?.tookConnectToken(admission.bucket);
   const route = inputs.state().resolve(destination.host, destination.port);
   let upstream: Duplex;
   try {

@@ -7,7 +7,7 @@ import { AttemptRates } from '../tenancy/attempt-rates.js';
 import { ByteFairness, type TenantByteStats } from '../tenancy/byte-budget.js';
 import { FairScheduler } from '../tenancy/fair-scheduler.js';
 import { MemoryGuard } from '../tenancy/memory-guard.js';
-import { type QuotaLimits, TenantQuotas } from '../tenancy/tenant-quotas.js';
+import { type ConnectBucket, type QuotaLimits, TenantQuotas } from '../tenancy/tenant-quotas.js';
 
 export interface TenancyOptions {
   /**
@@ -29,6 +29,8 @@ export interface Admission {
   /** The connect finished (or failed): it no longer counts as pending. */
   setupDone(): void;
   release(): void;
+  /** The tenant's connect bucket after this connection's token (absent with `--fairness off`). */
+  readonly bucket?: ConnectBucket;
 }
 
 /**
@@ -109,6 +111,7 @@ export class TenantAdmission {
       return pending;
     }
     return ok({
+      bucket: token.value,
       setupDone: () => pending.value.release(),
       release: () => {
         pending.value.release();

@@ -56,7 +56,12 @@ test('pending connects are refused over the limit', (t) => {
 test('the connect token bucket allows a burst, then refills at the rate (injected clock)', (t) => {
   let now = 0;
   const q = new TenantQuotas({ log, defaults: tight, now: () => now });
-  for (let i = 0; i < 3; i++) t.true(q.takeConnectToken('shop').ok, `burst token ${i}`);
+  // Each take reports what is left, for the pod's kernel throttle to start from.
+  const left = [0, 1, 2].map(() => q.takeConnectToken('shop'));
+  t.deepEqual(
+    left.map((r) => (r.ok ? r.value : r.error.code)),
+    [2, 1, 0].map((tokens) => ({ rate: 10, burst: 3, tokens })),
+  );
   refusedQuota(t, q.takeConnectToken('shop'), 'connect_rate');
   now += 99; // 10/s: just under one token
   refusedQuota(t, q.takeConnectToken('shop'), 'connect_rate');

@@ -4,6 +4,15 @@ import type { MemoryGuard } from './memory-guard.js';
 import { RefusalLog } from './refusal-log.js';
 import { QuotaMetrics } from './tenancy-metrics.js';
 
+/** A tenant's connect bucket just after a token was taken from it: what the kernel throttle mirrors. */
+export interface ConnectBucket {
+  /** Tokens per second, and the bucket's size, in force for this take (contended or the tenant's own). */
+  readonly rate: number;
+  readonly burst: number;
+  /** Tokens left (fractional while refilling). */
+  readonly tokens: number;
+}
+
 export interface QuotaLimits {
   /** Open connections (inbound and outbound) the tenant may hold at once. */
   readonly maxConnections: number;
@@ -118,7 +127,10 @@ export class TenantQuotas {
    * bucket refills at that lower rate and holds at most that burst, where they are lower
    * than the tenant's own.
    */
-  takeConnectToken(tenant: string, contended?: { rate: number; burst: number }): Result<void, ZmeshError> {
+  takeConnectToken(
+    tenant: string,
+    contended?: { rate: number; burst: number },
+  ): Result<ConnectBucket, ZmeshError> {
     const u = this.#state(tenant);
     const own = this.limitsOf(tenant);
     const limits = contended
@@ -137,7 +149,7 @@ export class TenantQuotas {
         { rate: limits.connectRate, burst: limits.connectBurst },
       );
     u.tokens--;
-    return ok(undefined);
+    return ok({ rate: limits.connectRate, burst: limits.connectBurst, tokens: u.tokens });
   }
 
   /** Accounts `n` buffered bytes to the tenant, against its quota and the node's memory guard. */
