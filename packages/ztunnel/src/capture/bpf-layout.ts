@@ -119,12 +119,13 @@ export function encodeThrottle(
   nowNs: bigint,
   tokens = 0,
 ): Buffer {
+  const size = Math.max(1, Math.round(burst));
+  const held = Math.min(Math.max(0, tokens), size);
   const value = Buffer.alloc(40);
   value.writeBigUInt64LE(untilNs, 0);
   value.writeBigUInt64LE(BigInt(Math.max(1, Math.round(rate))), 8);
-  value.writeBigUInt64LE(BigInt(Math.max(1, Math.round(burst))) * THROTTLE_TOKEN, 16);
-  const held = Math.min(Math.max(0, tokens), Math.max(1, Math.round(burst)));
-  value.writeBigUInt64LE(BigInt(Math.floor(held * 1e9)), 24);
+  value.writeBigUInt64LE(BigInt(size) * THROTTLE_TOKEN, 16);
+  value.writeBigUInt64LE(BigInt(Math.floor(held * Number(THROTTLE_TOKEN))), 24);
   value.writeBigUInt64LE(nowNs, 32);
   return value;
 }
