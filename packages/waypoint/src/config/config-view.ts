@@ -36,6 +36,7 @@ export class ConfigView {
   readonly #byIp = new Map<string, Workload>();
   readonly #byIdentity = new Map<string, Workload>();
   readonly #endpoints = new Map<string, Workload[]>();
+  readonly #endpointLists = new Map<string, readonly Endpoint[]>();
   readonly #routes = new Map<string, RouteTable>();
   readonly #backendPolicies = new Map<string, BackendPolicy>();
 
@@ -117,8 +118,22 @@ export class ConfigView {
   }
 
   /** Healthy endpoints of `service` for `servicePort`, with each one's target port. */
-  endpoints(service: Service, servicePort: number): Endpoint[] {
+  /**
+   * The healthy endpoints of a service port. The view never changes, so each list is
+   * built once (not per request) and shared: callers must not modify it.
+   */
+  endpoints(service: Service, servicePort: number): readonly Endpoint[] {
     const key = serviceKey(service);
+    const cacheKey = `${key}|${servicePort}`;
+    let list = this.#endpointLists.get(cacheKey);
+    if (!list) {
+      list = this.#buildEndpoints(service, key, servicePort);
+      this.#endpointLists.set(cacheKey, list);
+    }
+    return list;
+  }
+
+  #buildEndpoints(service: Service, key: string, servicePort: number): Endpoint[] {
     const svcPort = service.ports.find((p) => p.servicePort === servicePort);
     return (this.#endpoints.get(key) ?? []).flatMap((w) => {
       if (w.status !== 'HEALTHY' || w.addresses.length === 0) return [];

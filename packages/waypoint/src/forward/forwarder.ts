@@ -8,6 +8,7 @@ import type { RequestRecord } from '../http/request-record.js';
 import type { BackendCluster } from '../resilience/backend-cluster.js';
 import { DEADLINE_HEADER, grpcTimeoutValue } from '../resilience/deadline.js';
 import { backoffMs, isIdempotent } from '../resilience/retry-budget.js';
+import { Cancel } from './cancel.js';
 import { RequestBody } from './request-body.js';
 import { forwardUpgrade } from './upgrade-forwarder.js';
 import { AttemptError, type AttemptResponse, attempt } from './upstream-attempt.js';
@@ -16,12 +17,13 @@ export const RETRY_OWNER_HEADER = 'x-zmesh-retry-owner';
 
 export interface ForwardPlan {
   cluster: BackendCluster;
-  endpoints: Endpoint[];
+  endpoints: readonly Endpoint[];
   serviceName: string;
   rule?: RouteRule;
   deadlineAt?: number;
   self: string;
-  downstream?: AbortSignal;
+  /** Cancelled when the client goes away before its response is finished. */
+  downstream?: Cancel;
 }
 
 export type Outcome = { response: AttemptResponse; endpoint: Endpoint } | { error: ZmeshError };
@@ -42,11 +44,11 @@ export async function forward(
   if (ex.upgrade) return forwardUpgrade(deps, ex, ex.upgrade, plan, record);
   const body = new RequestBody(ex.req);
   // The client went away (reset, disconnect, malformed body): stop the attempt in flight.
-  const gone = new AbortController();
+  const gone = new Cancel();
   ex.res.once('close', () => {
-    if (!ex.res.writableFinished) gone.abort();
+    if (!ex.res.writableFinished) gone.cancel();
   });
-  plan.downstream = gone.signal;
+  plan.downstream = gone;
   let requestBytes = 0;
   ex.req.on('data', (c: Buffer) => {
     requestBytes += c.length;
@@ -118,7 +120,7 @@ async function afterAttempt(
   if (
     !failure ||
     !policy ||
-    plan.downstream?.aborted ||
+    plan.downstream?.cancelled ||
     i >= policy.attempts ||
     !retriable(failure, policy) ||
     !body.replayable
@@ -175,11 +177,11 @@ async function oneAttempt(
   record.endpoint = endpoint.key;
   const w = endpoint.workload;
   record.endpointWorkload = { name: w.workloadName, namespace: w.namespace, principal: spiffeIdOf(w) };
-  const controller = new AbortController();
-  plan.downstream?.addEventListener('abort', () => controller.abort(), { once: true });
+  const cancel = new Cancel();
+  plan.downstream?.onCancel(() => cancel.cancel());
   const remaining = plan.deadlineAt === undefined ? undefined : plan.deadlineAt - deps.clock.now();
   const limit = Math.min(remaining ?? Infinity, plan.rule?.retry?.perTryTimeoutMs ?? Infinity);
-  const timer = Number.isFinite(limit) ? setTimeout(() => controller.abort(), Math.max(0, limit)) : undefined;
+  const timer = Number.isFinite(limit) ? setTimeout(() => cancel.cancel(), Math.max(0, limit)) : undefined;
   plan.cluster.hostStarted(endpoint.key);
   try {
     const response = await attempt(record.tunnel.upstream, endpoint, {
@@ -189,7 +191,7 @@ async function oneAttempt(
       authority: ex.authority,
       headers: upstreamHeaders(ex, plan, traceparent, remaining),
       body,
-      signal: controller.signal,
+      cancel,
       cluster: plan.cluster,
     });
     plan.cluster.outlier.record(endpoint.key, response.status >= 500, plan.endpoints.length);

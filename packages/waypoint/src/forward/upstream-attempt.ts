@@ -3,6 +3,7 @@ import type { IncomingHttpHeaders } from 'node:http2';
 import type { Readable } from 'node:stream';
 import { isZmeshError } from '@zmesh/shared';
 import type { Endpoint } from '../config/config-view.js';
+import type { Cancel } from './cancel.js';
 import type { RequestBody } from './request-body.js';
 import type { ConnectionCounter, UpstreamSet } from './upstream-set.js';
 
@@ -27,7 +28,8 @@ export interface AttemptRequest {
   authority: string;
   headers: Record<string, string | string[]>;
   body: RequestBody;
-  signal: AbortSignal;
+  /** Stops the attempt (downstream gone, or its time is up). */
+  cancel: Cancel;
   cluster: ConnectionCounter;
 }
 
@@ -56,18 +58,19 @@ function attemptH1(set: UpstreamSet, endpoint: Endpoint, req: AttemptRequest): P
       headers: { ...req.headers, host: req.authority },
       setHost: false,
     });
-    const onAbort = () => up.destroy(new AttemptError('timeout', 'attempt aborted'));
-    req.signal.addEventListener('abort', onAbort, { once: true });
+    const stopWatching = req.cancel.onCancel(() =>
+      up.destroy(new AttemptError('timeout', 'attempt aborted')),
+    );
     up.once('socket', () => {
       connected = true;
     });
     up.once('error', (e) => {
       req.body.detach(up);
-      req.signal.removeEventListener('abort', onAbort);
+      stopWatching();
       reject(e instanceof AttemptError ? e : attemptErrorOf(e, connected ? 'reset' : 'connect-failure'));
     });
     up.once('response', (res) => {
-      req.signal.removeEventListener('abort', onAbort);
+      stopWatching();
       resolve({
         status: res.statusCode ?? 502,
         headers: res.headers as Record<string, string | string[]>,
@@ -108,11 +111,12 @@ async function attemptH2(
     stream.once('trailers', (t: IncomingHttpHeaders) => {
       trailers = stripPseudo(t);
     });
-    const onAbort = () => stream.destroy(new AttemptError('timeout', 'attempt aborted'));
-    req.signal.addEventListener('abort', onAbort, { once: true });
+    const stopWatching = req.cancel.onCancel(() =>
+      stream.destroy(new AttemptError('timeout', 'attempt aborted')),
+    );
     const fail = (e: Error) => {
       req.body.detach(stream);
-      req.signal.removeEventListener('abort', onAbort);
+      stopWatching();
       reject(e instanceof AttemptError ? e : new AttemptError('reset', e.message, { cause: e }));
     };
     stream.once('error', fail);
@@ -122,7 +126,7 @@ async function attemptH2(
     stream.once('response', (headers) => {
       stream.off('close', onEarlyClose).off('error', fail);
       stream.on('error', () => {});
-      req.signal.removeEventListener('abort', onAbort);
+      stopWatching();
       resolve({
         status: Number(headers[':status']),
         headers: stripPseudo(headers),

@@ -75,8 +75,14 @@ export function responseHeaders(
   return out;
 }
 
-function connectionTokens(value: string | string[] | undefined): Set<string> {
-  const text = Array.isArray(value) ? value.join(',') : (value ?? '');
+const NO_TOKENS: ReadonlySet<string> = new Set();
+
+function connectionTokens(value: string | string[] | undefined): ReadonlySet<string> {
+  // Most messages name no options, or only keep-alive/close, which are hop-by-hop anyway.
+  if (value === undefined) return NO_TOKENS;
+  const text = Array.isArray(value) ? value.join(',') : value;
+  const lower = text.toLowerCase();
+  if (lower === 'keep-alive' || lower === 'close') return NO_TOKENS;
   return new Set(
     text
       .split(',')
