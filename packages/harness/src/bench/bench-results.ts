@@ -15,7 +15,7 @@ export interface BenchReport {
    * Each measured path and its kind, so readers can tell the C mTLS peers apart, and the
    * path its "vs direct" ratios are taken against when that is not `direct`.
    */
-  paths: { name: string; kind: PathKind; direct?: string }[];
+  paths: { name: string; kind: PathKind; direct?: string; l7Hop?: boolean }[];
   run: {
     date: string;
     quick: boolean;
@@ -50,16 +50,14 @@ export interface Ratios {
 /** Ratio of `r` to direct and to the best C mTLS peer of the same workload and metric. */
 export function ratiosOf(report: BenchReport, r: BenchResult): Ratios {
   const same = report.results.filter((o) => o.workload === r.workload && o.metric === r.metric);
-  const directName = report.paths.find((p) => p.name === r.path)?.direct ?? 'direct';
-  // C peers are compared within their setting: loopback with loopback, cluster with cluster.
-  const cPeers = new Set(
-    report.paths
-      .filter((p) => p.kind === 'c-mtls' && (p.direct ?? 'direct') === directName)
-      .map((p) => p.name),
-  );
-  const nodeTlsPath = report.paths.find(
-    (p) => p.kind === 'node-tls' && (p.direct ?? 'direct') === directName,
-  );
+  const self = report.paths.find((p) => p.name === r.path);
+  const directName = self?.direct ?? 'direct';
+  // Peers are compared within their setting (loopback with loopback, cluster with cluster)
+  // and their shape (pairs with pairs, paths with an L7 hop with those).
+  const alike = (p: BenchReport['paths'][number]) =>
+    (p.direct ?? 'direct') === directName && Boolean(p.l7Hop) === Boolean(self?.l7Hop);
+  const cPeers = new Set(report.paths.filter((p) => p.kind === 'c-mtls' && alike(p)).map((p) => p.name));
+  const nodeTlsPath = report.paths.find((p) => p.kind === 'node-tls' && alike(p));
   const nodeTls =
     r.path === nodeTlsPath?.name ? undefined : same.find((o) => o.path === nodeTlsPath?.name)?.value;
   const direct = r.path === directName ? undefined : same.find((o) => o.path === directName)?.value;

@@ -21,7 +21,7 @@ export function checkTargets(report: BenchReport, path: string): TargetCheck[] {
   const direct = report.paths.find((p) => p.name === path)?.direct ?? 'direct';
   // The C peers measured in the same setting (loopback, or the netns cluster).
   const cNames = report.paths
-    .filter((p) => p.kind === 'c-mtls' && (p.direct ?? 'direct') === direct)
+    .filter((p) => p.kind === 'c-mtls' && !p.l7Hop && (p.direct ?? 'direct') === direct)
     .map((p) => p.name);
   const out: TargetCheck[] = [];
   for (const w of ['iperf3 1 stream', 'iperf3 4 streams']) {
@@ -57,10 +57,19 @@ export function checkTargets(report: BenchReport, path: string): TargetCheck[] {
   // the cluster) and build: a `before` path reads the `before` waypoint path.
   const waypointPath =
     (direct === 'direct' ? WAYPOINT_PATH : CLUSTER_WAYPOINT_PATH) + (path.endsWith(BEFORE) ? BEFORE : '');
-  const wcpu = get(waypointPath, 'HTTP 1 KiB @ 1,000 rps', 'waypoint CPU per 1,000 rps');
+  const hopCpu = (p: string) => get(p, 'HTTP 1 KiB @ 1,000 rps', 'waypoint CPU per 1,000 rps');
+  const wcpu = hopCpu(waypointPath);
+  // The L7-hop peers of the same setting, for scale: a C proxy's hop, and Node's own.
+  const hops = report.paths
+    .filter((p) => p.l7Hop && p.kind !== 'zmesh' && (p.direct ?? 'direct') === direct)
+    .flatMap((p) => {
+      const v = hopCpu(p.name);
+      return v === undefined ? [] : [`${p.name} ${fmt(v)}`];
+    });
   out.push({
     target: 'waypoint ≤ 0.25 vCPU per 1,000 rps',
-    measured: wcpu === undefined ? '-' : `${fmt(wcpu)} vCPU`,
+    measured:
+      wcpu === undefined ? '-' : `${fmt(wcpu)} vCPU${hops.length > 0 ? ` (hop of ${hops.join(', ')})` : ''}`,
     met: wcpu === undefined ? undefined : wcpu <= 0.25,
   });
   const rss = get(path, 'idle', 'RSS (largest process)');

@@ -26,7 +26,7 @@ import {
   ztunnelPath,
 } from './peer-paths.js';
 import { onPath, type RunningTargets, startTargets, type Target } from './targets.js';
-import { haproxyPath, nodeTlsPath, stunnelPath } from './tls-peers.js';
+import { haproxyHopPath, haproxyPath, nodeHopPath, nodeTlsPath, stunnelPath } from './tls-peers.js';
 import { WAYPOINT_PATH, waypointPath } from './waypoint-path.js';
 
 export interface BenchOptions {
@@ -122,6 +122,7 @@ export async function runBench(opts: BenchOptions): Promise<number> {
             name: path.name,
             kind: path.kind,
             ...(path.direct ? { direct: path.direct } : {}),
+            ...(path.l7Hop ? { l7Hop: true } : {}),
           });
         results.push(...(rows ?? []));
       }
@@ -167,6 +168,9 @@ async function availablePaths(
             ? [waypointPath(dir, ADDR, { name: `${WAYPOINT_PATH}${BEFORE}`, bin: opts.baseline })]
             : []),
           waypointPath(dir, ADDR),
+          // What an L7 hop between a pair costs in C and in Node itself (the waypoint's peers).
+          haproxyHopPath(dir, ca, ADDR),
+          nodeHopPath(dir, ca, ADDR),
           // Pod to pod across the netns cluster's nodes (needs root): directly, through the
           // C peers' pairs in the nodes, through ztunnel by BPF capture, and through ztunnel
           // and the server namespace's waypoint.

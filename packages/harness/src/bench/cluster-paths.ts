@@ -71,6 +71,7 @@ export function clusterWaypointPath(loadCpu: string): PathSpec {
   return {
     name: CLUSTER_WAYPOINT_PATH,
     kind: 'zmesh',
+    l7Hop: true,
     direct: CLUSTER_DIRECT_PATH,
     inPods: true,
     unavailable: clusterUnavailable,

@@ -3,11 +3,17 @@
  * Like the stunnel4 pair, one TLS 1.3 connection per client connection, certificates
  * presented and verified both ways; unlike zmesh, no HTTP/2, no attribution, no tenancy,
  * no metrics. Each connection is two `pipe()`s, as a Node developer would write it. Run by
- * `zmesh bench` as `node node-tls-pipe.js --side client|server --cert F --key F --ca F
- * --route LISTEN=TO...` (host:port each); it imports nothing but Node's own modules, so
- * its memory is Node's too.
+ * `zmesh bench` as `node node-tls-pipe.js --side client|server|hop --cert F --key F --ca F
+ * --route LISTEN=TO... [--http-route LISTEN=TO...]` (host:port each); it imports nothing
+ * but Node's own modules, so its memory is Node's too.
+ *
+ * `--side hop` is the L7 hop between a pair (where the waypoint sits on zmesh's waypoint
+ * path): mTLS in and out; an `--http-route` is served as HTTP/1.1 by `node:https`, each
+ * request sent on through a keep-alive `https.Agent`, a `--route` is piped as bytes (the
+ * waypoint too carries opaque TCP at L4).
  */
 import { readFileSync } from 'node:fs';
+import { Agent as HttpsAgent, request as httpsRequest, createServer as httpsServer } from 'node:https';
 import { type Socket, connect as tcpConnect, createServer as tcpServer } from 'node:net';
 import { connect as tlsConnect, createServer as tlsServer } from 'node:tls';
 import { parseArgs } from 'node:util';
@@ -46,10 +52,14 @@ const { values } = parseArgs({
     key: { type: 'string' },
     ca: { type: 'string' },
     route: { type: 'string', multiple: true },
+    'http-route': { type: 'string', multiple: true },
   },
 });
-if ((values.side !== 'client' && values.side !== 'server') || !values.cert || !values.key || !values.ca) {
-  console.error('usage: node-tls-pipe --side client|server --cert F --key F --ca F --route LISTEN=TO...');
+const side = values.side;
+if ((side !== 'client' && side !== 'server' && side !== 'hop') || !values.cert || !values.key || !values.ca) {
+  console.error(
+    'usage: node-tls-pipe --side client|server|hop --cert F --key F --ca F --route LISTEN=TO... [--http-route LISTEN=TO...]',
+  );
   process.exit(2);
 }
 const creds = {
@@ -58,18 +68,47 @@ const creds = {
   ca: readFileSync(values.ca),
   minVersion: 'TLSv1.3' as const,
 };
-for (const route of values.route ?? []) {
+function routeOf(route: string): [HostPort, HostPort] {
   const [listen, to] = route.split('=').map(hostPort);
   if (!listen || !to) throw new Error(`not LISTEN=TO: ${route}`);
-  if (values.side === 'client') {
+  return [listen, to];
+}
+
+// The chain is verified against the CA; the peer's name is a SPIFFE URI, as in the
+// stunnel4 pair (verifyChain, no host check).
+const asClient = { ...creds, checkServerIdentity: () => undefined };
+const asServer = { ...creds, requestCert: true, rejectUnauthorized: true };
+
+for (const route of values['http-route'] ?? []) {
+  const [listen, to] = routeOf(route);
+  if (side !== 'hop') throw new Error('--http-route is for --side hop');
+  const agent = new HttpsAgent({ ...asClient, keepAlive: true, maxSockets: 64 });
+  httpsServer(asServer, (req, res) => {
+    const up = httpsRequest(
+      { ...to, agent, method: req.method, path: req.url, headers: req.headers },
+      (r) => {
+        res.writeHead(r.statusCode ?? 502, r.headers);
+        r.pipe(res);
+      },
+    );
+    up.on('error', () => res.destroy());
+    req.pipe(up);
+  }).listen({ ...listen, backlog: 4096 });
+}
+
+for (const route of values.route ?? []) {
+  const [listen, to] = routeOf(route);
+  if (side === 'hop') {
+    tlsServer({ ...asServer, allowHalfOpen: true }, (down) => {
+      splice(down, tlsConnect({ ...to, ...asClient }));
+    }).listen({ ...listen, backlog: 4096 });
+  } else if (side === 'client') {
     tcpServer({ allowHalfOpen: true }, (app) => {
-      // The chain is verified against the CA; the peer's name is a SPIFFE URI, as in the
-      // stunnel4 pair (verifyChain, no host check).
-      const tunnel = tlsConnect({ ...to, ...creds, checkServerIdentity: () => undefined });
+      const tunnel = tlsConnect({ ...to, ...asClient });
       splice(app, tunnel);
     }).listen({ ...listen, backlog: 4096 });
   } else {
-    tlsServer({ ...creds, requestCert: true, rejectUnauthorized: true, allowHalfOpen: true }, (tunnel) => {
+    tlsServer({ ...asServer, allowHalfOpen: true }, (tunnel) => {
       splice(tunnel, tcpConnect({ ...to, allowHalfOpen: true }));
     }).listen({ ...listen, backlog: 4096 });
   }

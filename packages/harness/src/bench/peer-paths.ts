@@ -58,6 +58,11 @@ export interface PathSpec {
   inPods?: boolean;
   /** ...unless the step holds its idle connections from the client pod (the captured pair). */
   podMemory?: boolean;
+  /**
+   * A proxy sits between the pair (the waypoint paths and their L7-hop peers): such a path
+   * is compared with the others that have one, and the pairs with the pairs.
+   */
+  l7Hop?: boolean;
   /** Why this path may be unavailable on this machine (a missing binary), or undefined. */
   unavailable(): Promise<string | undefined>;
   open(targets: Target[]): Promise<OpenPath>;

@@ -96,31 +96,148 @@ export async function openHaproxy(
 ): Promise<OpenPath> {
   const f = await writeCredentials(dir, ca, 'haproxy');
   const { front, back, endpoints } = layout(at, targets, 16300);
-  const tls = `crt ${f.combined} ca-file ${f.root} verify required ssl-min-ver TLSv1.3`;
-  const server = targets.flatMap((t, i) => [
+  const tls = haproxyTls(f);
+  const serverCfg = await haproxyConfig(dir, 'server', haproxyServer(targets, back, tls));
+  const clientCfg = await haproxyConfig(dir, 'client', haproxyClient(targets, front, back, tls));
+  const server = haproxyProcess(dir, 'server', at, serverCfg);
+  const client = haproxyProcess(dir, 'client', at, clientCfg);
+  return startedPair(endpoints, front, back, server, client);
+}
+
+function haproxyTls(f: Credentials): string {
+  return `crt ${f.combined} ca-file ${f.root} verify required ssl-min-ver TLSv1.3`;
+}
+
+/** The pair's server side: mTLS in on `back`, plain TCP to each target. */
+function haproxyServer(targets: Target[], back: Endpoint[], tls: string): string[] {
+  return targets.flatMap((t, i) => [
     `frontend in-${t.name}`,
     `  bind ${back[i]!.host}:${back[i]!.port} ssl ${tls}`,
     `  default_backend app-${t.name}`,
     `backend app-${t.name}`,
     `  server app ${t.host}:${t.port}`,
   ]);
-  const client = targets.flatMap((t, i) => [
+}
+
+/** The pair's client side: plain TCP in on `front`, mTLS out to `to` (the server side, or a hop). */
+function haproxyClient(targets: Target[], front: Endpoint[], to: Endpoint[], tls: string): string[] {
+  return targets.flatMap((t, i) => [
     `frontend out-${t.name}`,
     `  bind ${front[i]!.host}:${front[i]!.port}`,
     `  default_backend tunnel-${t.name}`,
     `backend tunnel-${t.name}`,
-    `  server peer ${back[i]!.host}:${back[i]!.port} ssl ${tls}`,
+    `  server peer ${to[i]!.host}:${to[i]!.port} ssl ${tls}`,
   ]);
-  await writeFile(join(dir, 'haproxy-server.cfg'), [...haproxyGlobal(), ...server, ''].join('\n'));
-  await writeFile(join(dir, 'haproxy-client.cfg'), [...haproxyGlobal(), ...client, ''].join('\n'));
-  const [s, c] = (['server', 'client'] as const).map((side) =>
-    at.spawn(
-      side,
-      ['haproxy', '-db', '-f', join(dir, `haproxy-${side}.cfg`)],
-      join(dir, `haproxy-${side}.log`),
-    ),
-  );
-  return startedPair(endpoints, front, back, s!, c!);
+}
+
+/** Writes `haproxy-NAME.cfg`; spawning is left to the caller (awaiting a subprocess waits for its exit). */
+async function haproxyConfig(dir: string, name: string, sections: string[]): Promise<string> {
+  const cfg = join(dir, `haproxy-${name}.cfg`);
+  await writeFile(cfg, [...haproxyGlobal(), ...sections, ''].join('\n'));
+  return cfg;
+}
+
+function haproxyProcess(dir: string, name: string, at: Placement, cfg: string): ResultPromise {
+  // The placement only tells the client side (front) from the rest.
+  const side = name.endsWith('client') ? 'client' : 'server';
+  return at.spawn(side, ['haproxy', '-db', '-f', cfg], join(dir, `haproxy-${name}.log`));
+}
+
+/**
+ * The bench's L7-hop peers: a pair with a proxy between its two sides, mTLS on both legs,
+ * the shape of zmesh's waypoint path (ztunnel → waypoint → ztunnel). The HTTP target
+ * crosses the hop at L7 (each request parsed and sent on over kept-alive upstream
+ * connections); the others cross it at L4, as opaque TCP crosses the waypoint. The hop's
+ * pid is the path's `waypointPid`, so the HTTP step reports its CPU beside the waypoint's:
+ * haproxy for what a C L7 proxy costs, `node:https` for what Node's own HTTP costs.
+ */
+export const HAPROXY_HOP_PATH = 'haproxy pair + HTTP hop';
+export const NODE_HOP_PATH = 'node:tls pipes + node:https hop';
+
+export function haproxyHopPath(dir: string, ca: CertificateAuthority, addr: BenchAddresses): PathSpec {
+  return {
+    name: HAPROXY_HOP_PATH,
+    kind: 'c-mtls',
+    l7Hop: true,
+    unavailable: async () => missing('haproxy'),
+    open: async (targets) => {
+      const at = loopbackPlacement(addr);
+      const f = await writeCredentials(dir, ca, 'haproxy-hop');
+      const { front, mid, back, endpoints } = hopLayout(addr, targets, 16500);
+      const tls = haproxyTls(f);
+      const hopSections = targets.flatMap((t, i) => {
+        const mode = t.name === 'http' ? 'http' : 'tcp';
+        return [
+          `frontend hop-${t.name}`,
+          `  mode ${mode}`,
+          `  bind ${mid[i]!.host}:${mid[i]!.port} ssl ${tls}`,
+          `  default_backend onward-${t.name}`,
+          `backend onward-${t.name}`,
+          `  mode ${mode}`,
+          `  server peer ${back[i]!.host}:${back[i]!.port} ssl ${tls}`,
+        ];
+      });
+      const cfg = {
+        server: await haproxyConfig(dir, 'hop-server', haproxyServer(targets, back, tls)),
+        hop: await haproxyConfig(dir, 'hop', hopSections),
+        client: await haproxyConfig(dir, 'hop-client', haproxyClient(targets, front, mid, tls)),
+      };
+      const server = haproxyProcess(dir, 'hop-server', at, cfg.server);
+      const hop = haproxyProcess(dir, 'hop', at, cfg.hop);
+      const client = haproxyProcess(dir, 'hop-client', at, cfg.client);
+      return startedHop(endpoints, { front, mid, back }, { server, hop, client });
+    },
+  };
+}
+
+export function nodeHopPath(dir: string, ca: CertificateAuthority, addr: BenchAddresses): PathSpec {
+  return {
+    name: NODE_HOP_PATH,
+    kind: 'node-tls',
+    l7Hop: true,
+    unavailable: async () =>
+      (await stat(NODE_TLS_PIPE).catch(() => undefined)) ? undefined : `${NODE_TLS_PIPE} not built`,
+    open: async (targets) => {
+      const at = loopbackPlacement(addr);
+      const f = await writeCredentials(dir, ca, 'node-hop');
+      const { front, mid, back, endpoints } = hopLayout(addr, targets, 16600);
+      const server = nodeTlsProcess(dir, at, 'node-hop', 'server', f, routes(back, targets));
+      const hop = nodeTlsProcess(
+        dir,
+        at,
+        'node-hop',
+        'hop',
+        f,
+        targets.map(
+          (t, i) => `${t.name === 'http' ? '--http-route' : '--route'}=${hp(mid[i]!)}=${hp(back[i]!)}`,
+        ),
+      );
+      const client = nodeTlsProcess(dir, at, 'node-hop', 'client', f, routes(front, mid));
+      return startedHop(endpoints, { front, mid, back }, { server, hop, client });
+    },
+  };
+}
+
+function hopLayout(addr: BenchAddresses, targets: Target[], base: number) {
+  const at = (host: string, offset: number) => targets.map((_, i) => ({ host, port: base + offset + i }));
+  const front = at(addr.client, 0);
+  const endpoints = new Map<TargetName, Endpoint>(targets.map((t, i) => [t.name, front[i]!]));
+  return { front, mid: at(addr.nodeA, 20), back: at(addr.nodeB, 10), endpoints };
+}
+
+/** Up once all three listen; pids are server, hop, client (the hop's is `waypointPid`). */
+async function startedHop(
+  endpoints: Map<TargetName, Endpoint>,
+  at: { front: Endpoint[]; mid: Endpoint[]; back: Endpoint[] },
+  p: { server: ResultPromise; hop: ResultPromise; client: ResultPromise },
+): Promise<OpenPath> {
+  const listening = [
+    ...at.back.map((e) => ({ ...e, pid: p.server.pid })),
+    ...at.mid.map((e) => ({ ...e, pid: p.hop.pid })),
+    ...at.front.map((e) => ({ ...e, pid: p.client.pid })),
+  ];
+  const path = await started(endpoints, [p.server, p.hop, p.client], listening);
+  return p.hop.pid ? { ...path, waypointPid: p.hop.pid } : path;
 }
 
 function haproxyGlobal(): string[] {
@@ -165,34 +282,40 @@ async function openNodeTls(
 ): Promise<OpenPath> {
   const f = await writeCredentials(dir, ca, 'node-tls');
   const { front, back, endpoints } = layout(at, targets, 16400);
-  const hp = (e: Endpoint) => `${e.host}:${e.port}`;
-  const side = (name: 'client' | 'server', routes: string[]) =>
-    at.spawn(
-      name,
-      [
-        process.execPath,
-        NODE_TLS_PIPE,
-        '--side',
-        name,
-        '--cert',
-        f.cert,
-        '--key',
-        f.key,
-        '--ca',
-        f.root,
-        ...routes.flatMap((r) => ['--route', r]),
-      ],
-      join(dir, `node-tls-${name}.log`),
-    );
-  const s = side(
-    'server',
-    targets.map((t, i) => `${hp(back[i]!)}=${hp(t)}`),
-  );
-  const c = side(
-    'client',
-    targets.map((_, i) => `${hp(front[i]!)}=${hp(back[i]!)}`),
-  );
+  const s = nodeTlsProcess(dir, at, 'node-tls', 'server', f, routes(back, targets));
+  const c = nodeTlsProcess(dir, at, 'node-tls', 'client', f, routes(front, back));
   return startedPair(endpoints, front, back, s, c);
+}
+
+const hp = (e: Endpoint) => `${e.host}:${e.port}`;
+
+/** `--route=LISTEN=TO` for each pair of addresses. */
+function routes(listen: Endpoint[], to: Endpoint[]): string[] {
+  return listen.map((l, i) => `--route=${hp(l)}=${hp(to[i]!)}`);
+}
+
+function nodeTlsProcess(
+  dir: string,
+  at: Placement,
+  tag: string,
+  side: 'client' | 'server' | 'hop',
+  f: Credentials,
+  routeArgs: string[],
+): ResultPromise {
+  const log = join(dir, `${tag}-${side}.log`);
+  const argv = [
+    process.execPath,
+    NODE_TLS_PIPE,
+    '--side',
+    side,
+    '--cert',
+    f.cert,
+    '--key',
+    f.key,
+    '--ca',
+    f.root,
+  ];
+  return at.spawn(side === 'client' ? 'client' : 'server', [...argv, ...routeArgs], log);
 }
 
 /** Up once the client side listens on `front` and the server side on `back`, each in its own namespace. */

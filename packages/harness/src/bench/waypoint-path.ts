@@ -43,6 +43,7 @@ export function waypointPath(
   return {
     name: opts.name ?? WAYPOINT_PATH,
     kind: 'zmesh',
+    l7Hop: true,
     unavailable: async () =>
       opts.bin && !(await readFile(opts.bin).catch(() => undefined)) ? `${opts.bin} not found` : undefined,
     open: async (targets) => {
