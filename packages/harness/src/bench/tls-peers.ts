@@ -99,8 +99,8 @@ export async function openHaproxy(
   const tls = haproxyTls(f);
   const serverCfg = await haproxyConfig(dir, 'server', haproxyServer(targets, back, tls));
   const clientCfg = await haproxyConfig(dir, 'client', haproxyClient(targets, front, back, tls));
-  const server = haproxyProcess(dir, 'server', at, serverCfg);
-  const client = haproxyProcess(dir, 'client', at, clientCfg);
+  const server = haproxyProcess(dir, 'server', 'server', at, serverCfg);
+  const client = haproxyProcess(dir, 'client', 'client', at, clientCfg);
   return startedPair(endpoints, front, back, server, client);
 }
 
@@ -137,9 +137,14 @@ async function haproxyConfig(dir: string, name: string, sections: string[]): Pro
   return cfg;
 }
 
-function haproxyProcess(dir: string, name: string, at: Placement, cfg: string): ResultPromise {
-  // The placement only tells the client side (front) from the rest.
-  const side = name.endsWith('client') ? 'client' : 'server';
+/** `side`: where the placement runs it (the hop runs beside the server side). */
+function haproxyProcess(
+  dir: string,
+  name: string,
+  side: 'client' | 'server',
+  at: Placement,
+  cfg: string,
+): ResultPromise {
   return at.spawn(side, ['haproxy', '-db', '-f', cfg], join(dir, `haproxy-${name}.log`));
 }
 
@@ -182,9 +187,9 @@ export function haproxyHopPath(dir: string, ca: CertificateAuthority, addr: Benc
         hop: await haproxyConfig(dir, 'hop', hopSections),
         client: await haproxyConfig(dir, 'hop-client', haproxyClient(targets, front, mid, tls)),
       };
-      const server = haproxyProcess(dir, 'hop-server', at, cfg.server);
-      const hop = haproxyProcess(dir, 'hop', at, cfg.hop);
-      const client = haproxyProcess(dir, 'hop-client', at, cfg.client);
+      const server = haproxyProcess(dir, 'hop-server', 'server', at, cfg.server);
+      const hop = haproxyProcess(dir, 'hop', 'server', at, cfg.hop);
+      const client = haproxyProcess(dir, 'hop-client', 'client', at, cfg.client);
       return startedHop(endpoints, { front, mid, back }, { server, hop, client });
     },
   };
@@ -218,11 +223,10 @@ export function nodeHopPath(dir: string, ca: CertificateAuthority, addr: BenchAd
   };
 }
 
+/** The pair's layout, with the hop's listen addresses beside node-a. */
 function hopLayout(addr: BenchAddresses, targets: Target[], base: number) {
-  const at = (host: string, offset: number) => targets.map((_, i) => ({ host, port: base + offset + i }));
-  const front = at(addr.client, 0);
-  const endpoints = new Map<TargetName, Endpoint>(targets.map((t, i) => [t.name, front[i]!]));
-  return { front, mid: at(addr.nodeA, 20), back: at(addr.nodeB, 10), endpoints };
+  const pair = layout(loopbackPlacement(addr), targets, base);
+  return { ...pair, mid: targets.map((_, i) => ({ host: addr.nodeA, port: base + 20 + i })) };
 }
 
 /** Up once all three listen; pids are server, hop, client (the hop's is `waypointPid`). */
@@ -231,12 +235,11 @@ async function startedHop(
   at: { front: Endpoint[]; mid: Endpoint[]; back: Endpoint[] },
   p: { server: ResultPromise; hop: ResultPromise; client: ResultPromise },
 ): Promise<OpenPath> {
-  const listening = [
-    ...at.back.map((e) => ({ ...e, pid: p.server.pid })),
-    ...at.mid.map((e) => ({ ...e, pid: p.hop.pid })),
-    ...at.front.map((e) => ({ ...e, pid: p.client.pid })),
-  ];
-  const path = await started(endpoints, [p.server, p.hop, p.client], listening);
+  const path = await startedSides(endpoints, [
+    [p.server, at.back],
+    [p.hop, at.mid],
+    [p.client, at.front],
+  ]);
   return p.hop.pid ? { ...path, waypointPid: p.hop.pid } : path;
 }
 
@@ -326,11 +329,23 @@ function startedPair(
   server: ResultPromise,
   client: ResultPromise,
 ): Promise<OpenPath> {
-  const listening = [
-    ...front.map((e) => ({ ...e, pid: client.pid })),
-    ...back.map((e) => ({ ...e, pid: server.pid })),
-  ];
-  return started(endpoints, [server, client], listening);
+  return startedSides(endpoints, [
+    [server, back],
+    [client, front],
+  ]);
+}
+
+/** Up once each process listens on its addresses (read in its own namespace); pids in this order. */
+function startedSides(
+  endpoints: Map<TargetName, Endpoint>,
+  sides: [ResultPromise, Endpoint[]][],
+): Promise<OpenPath> {
+  const listening = sides.flatMap(([p, at]) => at.map((e) => ({ ...e, pid: p.pid })));
+  return started(
+    endpoints,
+    sides.map(([p]) => p),
+    listening,
+  );
 }
 
 function layout(at: Placement, targets: Target[], base: number) {
