@@ -2,6 +2,7 @@ import type { Duplex } from 'node:stream';
 import {
   type Credential,
   HboneServer,
+  type Logger,
   logger,
   MeshMetrics,
   type Result,
@@ -44,6 +45,8 @@ export interface WaypointOptions {
   clock?: Clock;
   random?: () => number;
   detectTimeoutMs?: number;
+  /** Where each request's line goes; default the batched access log (the warm-up's is silent). */
+  accessLog?: Logger;
 }
 
 /**
@@ -167,6 +170,7 @@ export class Waypoint {
       clock: this.#clock,
       random: this.#opts.random ?? Math.random,
       self: `${config.namespace}/${config.name}`,
+      ...(this.#opts.accessLog ? { accessLog: this.#opts.accessLog } : {}),
     };
   }
 

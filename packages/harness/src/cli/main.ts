@@ -131,6 +131,10 @@ program
   .option('--token-file <file>', 'node token for the control plane (with --xds)')
   .option('--roots-file <file>', 'trusted roots, watched (with --xds)')
   .option('--gateway <ns/name>', "this waypoint's Gateway: the config resource subscribed to (with --xds)")
+  .option(
+    '--warm-up-requests <n>',
+    'requests sent through its own L7 path before listening, so the first real ones find it compiled ("0" skips)',
+  )
   .action(async (options) => {
     const { runWaypoint } = await import('@zmesh/waypoint');
     process.exitCode = await runWaypoint(options);

@@ -4,11 +4,8 @@ import { join } from 'node:path';
 import test from 'ava';
 import { runWaypoint } from './waypoint-command.js';
 
-test('an invalid config file exits 2 before anything listens', async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), 'zmesh-wp-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  const file = join(dir, 'bad.yaml');
-  await writeFile(file, 'waypoint: { name: Bad_Name }\nhttpRoutes: [{ parentRefs: [] }]\n');
+/** Runs `fn` with stderr captured; returns what was written. */
+async function stderrOf(fn: () => Promise<void>): Promise<string> {
   const stderr = process.stderr.write;
   const lines: string[] = [];
   process.stderr.write = ((chunk: string) => {
@@ -16,13 +13,34 @@ test('an invalid config file exits 2 before anything listens', async (t) => {
     return true;
   }) as typeof process.stderr.write;
   try {
-    t.is(await runWaypoint({ config: file, address: '127.66.0.1', caDir: dir }), 2);
-    t.is(await runWaypoint({ config: file }), 2);
+    await fn();
   } finally {
     process.stderr.write = stderr;
   }
-  const text = lines.join('');
+  return lines.join('');
+}
+
+test.serial('an invalid config file exits 2 before anything listens', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'zmesh-wp-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const file = join(dir, 'bad.yaml');
+  await writeFile(file, 'waypoint: { name: Bad_Name }\nhttpRoutes: [{ parentRefs: [] }]\n');
+  const text = await stderrOf(async () => {
+    t.is(await runWaypoint({ config: file, address: '127.66.0.1', caDir: dir }), 2);
+    t.is(await runWaypoint({ config: file }), 2);
+  });
   t.regex(text, /waypoint\.name: must match/);
   t.regex(text, /waypoint\.namespace/);
   t.regex(text, /parentRefs: needs at least one Service/);
+});
+
+test.serial('a --warm-up-requests that is not a count exits 2 and says what it wants', async (t) => {
+  const text = await stderrOf(async () => {
+    for (const bad of ['-1', 'many', '1e3', ''])
+      t.is(
+        await runWaypoint({ config: 'unused.yaml', address: '127.66.0.1', caDir: '.', warmUpRequests: bad }),
+        2,
+      );
+  });
+  t.regex(text, /--warm-up-requests: want a count of requests \(0 skips the warm-up\), got many/);
 });

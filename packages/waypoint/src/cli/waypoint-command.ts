@@ -3,6 +3,7 @@ import * as http from 'node:http';
 import { join } from 'node:path';
 import { CertificateAuthority, IdleReclaim, logger, TrustBundle } from '@zmesh/shared';
 import { loadWaypointConfig } from '../config/config-parser.js';
+import { warmUpBeforeListening, warmUpCount } from '../warm-up.js';
 import { WAYPOINT_HBONE_PORT, Waypoint } from '../waypoint.js';
 import { type RunningWaypoint, startFromControlPlane } from './xds-mode.js';
 
@@ -25,6 +26,8 @@ export interface RunWaypointOptions {
   rootsFile?: string;
   /** `<namespace>/<name>` of this waypoint's Gateway: the config resource subscribed to. */
   gateway?: string;
+  /** Requests through the L7 path before listening (warm-up.ts); "0" skips it. */
+  warmUpRequests?: string;
 }
 
 export const DEFAULT_METRICS_PORT = 15020;
@@ -51,7 +54,7 @@ export async function runWaypoint(opts: RunWaypointOptions): Promise<number> {
           rootsFile: opts.rootsFile!,
           gateway: opts.gateway!,
           address: opts.address!,
-          ...pick(opts, ['port', 'trustDomain', 'certTtlSeconds']),
+          ...pick(opts, ['port', 'trustDomain', 'certTtlSeconds', 'warmUpRequests']),
         },
         stopped,
       )
@@ -77,6 +80,8 @@ export async function runWaypoint(opts: RunWaypointOptions): Promise<number> {
 
 function usageError(opts: RunWaypointOptions): string | undefined {
   if (!opts.address) return '--address is required';
+  if (opts.warmUpRequests !== undefined && !/^\d{1,7}$/.test(opts.warmUpRequests))
+    return `--warm-up-requests: want a count of requests (0 skips the warm-up), got ${opts.warmUpRequests}`;
   if (opts.xds) {
     if (!opts.tokenFile || !opts.rootsFile || !opts.gateway)
       return '--xds needs --token-file, --roots-file and --gateway <namespace/name>';
@@ -107,6 +112,12 @@ async function startFromFile(opts: RunWaypointOptions): Promise<RunningWaypoint 
     config: config.value,
     host: opts.address!,
     port: opts.port === undefined ? WAYPOINT_HBONE_PORT : Number(opts.port),
+  });
+  await warmUpBeforeListening({
+    credential,
+    bundle: new TrustBundle(trustDomain, [ca.rootPem]),
+    config: config.value,
+    ...warmUpCount(opts.warmUpRequests),
   });
   const at = await waypoint.start();
   log.info({ identity, ...at }, 'waypoint listening');

@@ -11,6 +11,7 @@ import {
 } from '@zmesh/shared';
 import { decodeWaypointConfig } from '../config/config-parser.js';
 import type { WaypointConfig } from '../config/waypoint-config.js';
+import { warmUpBeforeListening, warmUpCount } from '../warm-up.js';
 import { WAYPOINT_HBONE_PORT, Waypoint } from '../waypoint.js';
 import { WaypointXdsSource } from '../xds/waypoint-xds-source.js';
 
@@ -29,6 +30,7 @@ export interface XdsModeOptions {
   port?: string;
   trustDomain?: string;
   certTtlSeconds?: string;
+  warmUpRequests?: string;
 }
 
 export interface RunningWaypoint {
@@ -77,6 +79,12 @@ export async function startFromControlPlane(
     return `certificate for ${identity}: ${(e as Error).message}`;
   }
   const port = opts.port === undefined ? WAYPOINT_HBONE_PORT : Number(opts.port);
+  await warmUpBeforeListening({
+    credential,
+    bundle: id.bundle,
+    config,
+    ...warmUpCount(opts.warmUpRequests),
+  });
   waypoint = new Waypoint({ credential, bundle: id.bundle, config, host: opts.address, port });
   feed.attach(waypoint);
   const at = await waypoint.start();

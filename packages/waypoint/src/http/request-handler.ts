@@ -1,4 +1,12 @@
-import { accessLogger, logger, type MeshMetrics, type Service, serviceKey, ZmeshError } from '@zmesh/shared';
+import {
+  accessLogger,
+  type Logger,
+  logger,
+  type MeshMetrics,
+  type Service,
+  serviceKey,
+  ZmeshError,
+} from '@zmesh/shared';
 import { authorize } from '../authz/l7-authorizer.js';
 import type { ConfigView, Destination, Endpoint } from '../config/config-view.js';
 import { endpointOf } from '../config/config-view.js';
@@ -46,6 +54,8 @@ export interface HandlerDeps {
   random: () => number;
   /** `namespace/name` of this waypoint, for x-zmesh-retry-owner. */
   self: string;
+  /** One line per request; default the waypoint's batched access log. */
+  accessLog?: Logger;
 }
 
 /** The L7 pipeline: destination, authorization, route, rate limit, fault, deadline, forward. */
@@ -70,7 +80,7 @@ export async function handleRequest(deps: HandlerDeps, tunnel: TunnelContext, ex
     }
   }
   try {
-    recordRequest(deps.metrics, deps.clock, accessLog, record);
+    recordRequest(deps.metrics, deps.clock, deps.accessLog ?? accessLog, record);
   } catch (e) {
     log.warn({ err: (e as Error).message }, 'request not recorded');
   }
