@@ -75,8 +75,11 @@ export async function fixedRateHttp(at: Endpoint, o: FixedRateOptions): Promise<
     lines: true,
   });
   let marked = false;
+  let head = ''; // what came before the marker: it may arrive split across reads
   child.stdout.on('data', (d: Buffer) => {
-    if (!marked && d.toString().includes('"measuring"')) {
+    if (marked) return;
+    head += d.toString();
+    if (head.includes('"measuring"')) {
       marked = true;
       o.onMeasuring?.();
     }

@@ -106,16 +106,17 @@ async function startFromFile(opts: RunWaypointOptions): Promise<RunningWaypoint 
   });
   const identity = `spiffe://${trustDomain}/ns/${config.value.namespace}/sa/${config.value.serviceAccount}`;
   const credential = await ca.issue(identity, Number(opts.certTtlSeconds ?? 24 * 3600));
+  const bundle = new TrustBundle(trustDomain, [ca.rootPem]);
   const waypoint = new Waypoint({
     credential,
-    bundle: new TrustBundle(trustDomain, [ca.rootPem]),
+    bundle,
     config: config.value,
     host: opts.address!,
     port: opts.port === undefined ? WAYPOINT_HBONE_PORT : Number(opts.port),
   });
   await warmUpBeforeListening({
     credential,
-    bundle: new TrustBundle(trustDomain, [ca.rootPem]),
+    bundle,
     config: config.value,
     ...warmUpCount(opts.warmUpRequests),
   });
