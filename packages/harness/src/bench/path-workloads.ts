@@ -43,11 +43,17 @@ export interface Budget {
    */
   httpWarmupSeconds: number;
   idleConnections: number;
-  /** Pause before reading memory, so allocations after the last handshake are counted. */
+  /**
+   * Pause before reading memory, so allocations after the last handshake are counted and
+   * the proxies' IdleReclaim has run (6 s into the quiet, which its 2 s samples see
+   * starting up to 4 s after the work: 10 s).
+   */
   settleMs: number;
   /**
-   * Pause after bulk traffic before reading memory at rest: ztunnel's IdleReclaim needs a
-   * busy then a quiet 2 s sample, and the collector's freed pages are returned after it.
+   * Pause after bulk traffic before reading memory at rest: the same IdleReclaim, which also
+   * waits out the gap its previous reclaim set (100 times its pause: a ~200 ms compacting
+   * collection on this machine, so up to 20 s), and the collector's freed pages are
+   * returned after it.
    */
   restMs: number;
   /** Times each path is measured (medians reported); memory is measured in the first only. */
@@ -64,8 +70,8 @@ export const FULL: Budget = {
   httpSeconds: 5,
   httpWarmupSeconds: 2,
   idleConnections: 1000,
-  settleMs: 9000,
-  restMs: 12_000,
+  settleMs: 12_000,
+  restMs: 24_000,
   rounds: 3,
 };
 

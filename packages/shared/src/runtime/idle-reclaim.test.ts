@@ -2,20 +2,31 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import test from 'ava';
 import { Registry } from 'prom-client';
-import { IdleReclaim, MAX_PAUSE_SHARE, MIN_GAP_MS } from './idle-reclaim.js';
+import { IdleReclaim, MAX_PAUSE_SHARE, MIN_GAP_MS, QUIET_BEFORE_RECLAIM_MS } from './idle-reclaim.js';
 
 /** An IdleReclaim driven by hand: utilisation samples, a clock, and counted collections. */
 function driven(pauseMs = 0) {
   const registry = new Registry();
-  const state = { u: 0, now: 0, rss: 100e6, collections: 0, trims: 0 };
+  const state = { u: 0, now: 0, rss: 100e6, collections: 0, scavenges: 0, trims: 0 };
+  // Utilisation as the probe measures it: since its previous call, so a collection's pause
+  // counts towards the next call unless that call comes right after the pause.
+  let pausedMs = 0;
   const reclaim = new IdleReclaim({
     registry,
     sampleMs: 0,
-    utilization: () => state.u,
+    utilization: () => {
+      const u = pausedMs > 0 ? Math.max(state.u, pausedMs / 2000) : state.u;
+      pausedMs = 0;
+      return u;
+    },
     collect: () => {
       state.collections += 1;
       state.now += pauseMs;
+      pausedMs += pauseMs;
       state.rss -= 30e6;
+    },
+    scavenge: () => {
+      state.scavenges += 1;
     },
     trim: () => {
       state.trims += 1;
@@ -28,32 +39,54 @@ function driven(pauseMs = 0) {
     state.now += advanceMs;
     reclaim.sample();
   };
-  return { registry, state, step };
+  /** The quiet samples a busy process needs before it reclaims: one starts the quiet, then 5.5 s. */
+  const rest = (u = 0.001) => {
+    for (let i = 0; i < 1 + Math.ceil(QUIET_BEFORE_RECLAIM_MS / 2000); i++) step(u);
+  };
+  return { registry, state, step, rest };
 }
 
-test('start-up counts as work: the first quiet sample reclaims once, then an idle process never again', (t) => {
-  const { state, step } = driven();
+test('start-up counts as work: the process reclaims once it has been quiet, then never again while idle', (t) => {
+  const { state, step, rest } = driven();
+  step(0.001);
+  t.is(state.scavenges, 1, 'the quiet begins with a young collection');
+  t.is(state.collections, 0, 'and the reclaim waits');
+  step(0.001);
+  step(0.001);
+  t.is(state.collections, 0, '4 s of quiet is not yet enough');
   step(0.001);
   t.is(state.collections, 1);
   t.is(state.trims, 1);
-  for (let i = 0; i < 10; i++) step(0.001);
+  rest();
+  rest();
   t.is(state.collections, 1);
+  t.is(state.scavenges, 1, 'no young collection either');
   t.is(state.trims, 1);
 });
 
-test('nothing runs while traffic flows; the first quiet sample after it reclaims once', async (t) => {
-  const { registry, state, step } = driven();
-  step(0.001); // the start-up reclaim
+test('nothing runs while traffic flows; once quiet after it, one reclaim', async (t) => {
+  const { registry, state, step, rest } = driven();
+  rest(); // the start-up reclaim
   state.collections = 0;
+  state.scavenges = 0;
   state.trims = 0;
   state.rss = 100e6;
-  state.now += MIN_GAP_MS;
   for (let i = 0; i < 5; i++) step(0.6);
-  t.is(state.collections, 0, 'busy samples never reclaim');
+  t.is(state.collections + state.scavenges, 0, 'busy samples never collect');
   step(0.015);
-  t.is(state.collections, 0, 'between the busy and quiet thresholds: not yet quiet');
+  t.is(state.scavenges, 0, 'between the busy and quiet thresholds: not yet quiet');
   step(0.002);
-  t.is(state.collections, 1);
+  step(0.002);
+  step(0.03);
+  t.is(state.scavenges, 1);
+  t.is(state.collections, 0, 'a busy sample ends the quiet');
+  step(0.002);
+  step(0.015);
+  step(0.015);
+  t.is(state.collections, 0);
+  step(0.002);
+  t.is(state.scavenges, 2);
+  t.is(state.collections, 1, 'samples between the thresholds do not end a quiet that has begun');
   t.is(state.trims, 1);
   for (let i = 0; i < 10; i++) step(0.002);
   t.is(state.collections, 1, 'one reclaim per busy period');
@@ -63,28 +96,35 @@ test('nothing runs while traffic flows; the first quiet sample after it reclaims
   t.is(value('zmesh_memory_reclaimed_bytes_total'), 60e6);
 });
 
+test("a reclaim's own pause does not count as work: no second reclaim follows it", (t) => {
+  const { state, step, rest } = driven(200);
+  rest();
+  t.is(state.collections, 1);
+  for (let i = 0; i < 30; i++) step(0.001);
+  t.is(state.collections, 1, 'a 200 ms pause would read as 10% utilisation in the next sample');
+});
+
 test('a long pause spaces reclaims out so they cost at most 1% of the time', (t) => {
   const pauseMs = 200;
-  const { state, step } = driven(pauseMs);
-  step(0.001);
+  const { state, step, rest } = driven(pauseMs);
+  rest();
   t.is(state.collections, 1, 'the start-up reclaim');
   state.collections = 0;
   state.now += pauseMs / MAX_PAUSE_SHARE;
   step(0.5);
-  step(0.001);
+  rest();
   t.is(state.collections, 1);
   const gap = pauseMs / MAX_PAUSE_SHARE;
   t.true(gap > MIN_GAP_MS);
-  // Bursts and rests every 2 s: no second reclaim before the gap has passed.
-  let elapsed = 0;
-  while (elapsed + 4000 < gap) {
+  // Bursts, each followed by a rest long enough to reclaim: none before the gap has passed.
+  const started = state.now;
+  while (state.now - started + 10_000 < gap) {
     step(0.5);
-    step(0.001);
-    elapsed += 4000;
+    rest();
   }
   t.is(state.collections, 1);
-  step(0.5, gap - elapsed);
-  step(0.001);
+  step(0.5, gap - (state.now - started));
+  rest();
   t.is(state.collections, 2);
 });
 
@@ -175,5 +215,72 @@ test('the default collection compacts: the pages a plain collection keeps are re
   t.true(
     plain.ratio > compacting.ratio,
     `a further plain collection leaves it further: ${plain.ratio.toFixed(2)}x`,
+  );
+});
+
+/**
+ * A child node with --expose-gc and V8's default young generation runs an IdleReclaim
+ * (real timers, 500 ms samples) through a busy second that grows the young generation to
+ * its largest, ends that second with 8 MB of young and 32 MB of large-object garbage
+ * allocated since its last scavenge (what a waypoint's warm-up leaves), then goes quiet;
+ * it reports the young generation's size just after the reclaim.
+ */
+const BUSY_THEN_QUIET = `
+  import { getHeapSpaceStatistics } from 'node:v8';
+  import { createRequire } from 'node:module';
+  import { setTimeout as sleep } from 'node:timers/promises';
+  const { IdleReclaim } = await import(process.argv[1]);
+  const { Registry } = createRequire(process.argv[1])('prom-client');
+  const young = () => getHeapSpaceStatistics().find((s) => s.space_name === 'new_space').space_size;
+  const registry = new Registry();
+  const options = { registry, sampleMs: 500, trim: () => {} };
+  if (process.argv[2] === 'no-scavenge') options.scavenge = undefined;
+  const reclaim = new IdleReclaim(options);
+  let keep = [];
+  const started = Date.now();
+  while (Date.now() - started < 1000) {
+    for (let i = 0; i < 1e4; i++) { keep.push({ i, s: 'x' + i }); if (keep.length > 20000) keep = []; }
+  }
+  keep = [];
+  const grown = young();
+  gc({ type: 'minor' });
+  let big = [];
+  for (let i = 0; i < 40; i++) big.push(new Array(100000).fill(i));
+  big = null;
+  let junk;
+  for (let i = 0; i < 150000; i++) junk = { i, a: [i, i], s: 'y' + i };
+  const reclaims = async () => (await registry.getSingleMetric('zmesh_memory_reclaims_total').get()).values[0]?.value ?? 0;
+  const quiet = Date.now();
+  while ((await reclaims()) === 0 && Date.now() - quiet < 20000) await sleep(100);
+  reclaim.stop();
+  console.log(JSON.stringify({ grown, after: young(), ms: Date.now() - quiet, last: junk.i }));
+`;
+
+async function youngAfterReclaim(
+  mode: 'default' | 'no-scavenge',
+): Promise<{ grown: number; after: number; ms: number }> {
+  const module = new URL('./idle-reclaim.js', import.meta.url).href;
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    ['--expose-gc', '--input-type=module', '-e', BUSY_THEN_QUIET, module, mode],
+    { timeout: 30_000 },
+  );
+  return JSON.parse(stdout) as { grown: number; after: number; ms: number };
+}
+
+test('the reclaim gives the young generation back: the quiet starts with a young collection', async (t) => {
+  const [reclaimed, unscavenged] = await Promise.all([
+    youngAfterReclaim('default'),
+    youngAfterReclaim('no-scavenge'),
+  ]);
+  const mb = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MB`;
+  t.log(
+    `young generation ${mb(reclaimed.grown)} → ${mb(reclaimed.after)} after ${reclaimed.ms} ms; without the young collection ${mb(unscavenged.after)}`,
+  );
+  t.true(reclaimed.grown >= 16 * 2 ** 20, `the busy second grew it: ${mb(reclaimed.grown)}`);
+  t.true(reclaimed.after <= 2 * 2 ** 20, `the reclaim shrank it: ${mb(reclaimed.after)}`);
+  t.true(
+    unscavenged.after >= 16 * 2 ** 20,
+    `without the young collection the same reclaim keeps it (${mb(unscavenged.after)}): this test sees the difference`,
   );
 });
