@@ -21,7 +21,7 @@ export const QUIET_UTILIZATION = 0.01;
  * ~5 s, and it measures that from one collection to the next. Without the young collection
  * at the start, the reclaim's measure covers the end of the busy period too: after its
  * start-up warm-up a waypoint's reclaim kept the 32 MB young generation; with it, the
- * reclaim gave it back (RSS 104 → 73 MB).
+ * reclaim gave it back (RSS 93-94 → 69-70 MB).
  */
 export const QUIET_BEFORE_RECLAIM_MS = 5500;
 /**
@@ -53,10 +53,11 @@ export interface IdleReclaimInputs {
  * traffic the heap holds up to that much garbage, and glibc keeps freed TLS and HTTP/2
  * buffers in its arenas: at rest that is resident memory no connection uses. When a busy
  * sample is followed by `QUIET_BEFORE_RECLAIM_MS` of quiet ones, one full collection and
- * a `malloc_trim` return it (Envoy's overload manager does the same with its `shrink_heap` action). Nothing runs
- * while traffic flows, nor again on a process that stayed idle. Start-up counts as work:
- * loading config and issuing the pods' certificates leaves garbage too (with 100 pods the
- * old generation held 28 MB for 19 MB live until the first reclaim).
+ * a `malloc_trim` return it (Envoy's overload manager does the same with its
+ * `shrink_heap` action). Nothing runs while traffic flows, nor again on a process that
+ * stayed idle. Start-up counts as work: loading config and issuing the pods' certificates
+ * leaves garbage too (with 100 pods the old generation held 28 MB for 19 MB live until
+ * the first reclaim).
  */
 export class IdleReclaim {
   readonly #utilization: () => number;
