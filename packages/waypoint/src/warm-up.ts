@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
-import { connect, type Socket } from 'node:net';
+import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
 import {
   type Credential,
@@ -10,6 +10,7 @@ import {
   logger,
   MeshMetrics,
   type TrustBundle,
+  whenConnected,
   ZmeshError,
 } from '@zmesh/shared';
 import { decodeWaypointConfig } from './config/config-parser.js';
@@ -77,7 +78,7 @@ export async function warmUp(opts: WarmUpOptions): Promise<WarmUpResult> {
       bundle: opts.bundle,
       onTunnel: async (req) => {
         if (req.request.authority.port !== appPort) throw new ZmeshError('ZM_ERR_HBONE_UNKNOWN_DESTINATION');
-        return { upstream: await connectTcp(appPort) };
+        return { upstream: await whenConnected(connect({ host: HOST, port: appPort, noDelay: true })) };
       },
     });
     closers.push(() => endpoint.close());
@@ -250,13 +251,6 @@ function listen(server: Server): Promise<Server> {
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, HOST, () => resolve(server));
-  });
-}
-
-function connectTcp(port: number): Promise<Socket> {
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host: HOST, port, noDelay: true });
-    socket.once('connect', () => resolve(socket)).once('error', reject);
   });
 }
 

@@ -10,6 +10,7 @@ import {
   spiffeIdOf,
   type TrustBundle,
   type Workload,
+  whenConnected,
 } from '@zmesh/shared';
 import type { Registry } from 'prom-client';
 import { AdminServers } from './admin/admin-servers.js';
@@ -18,7 +19,7 @@ import { InboundAuthorizer } from './authz/inbound-authorizer.js';
 import type { BpfCapture } from './capture/bpf-capture.js';
 import { connectInNetns, listenInNetns } from './capture/netns-listener.js';
 import { NodeAgentServer } from './capture/node-agent.js';
-import { type AppConnector, loopbackAppConnector, whenConnected } from './forward/app-connector.js';
+import { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
 import { type CertificateSigner, CertManager, DEFAULT_MAX_CSRS_IN_FLIGHT } from './identity/cert-manager.js';
 import { InboundListener, type ListenTarget } from './inbound/inbound-listener.js';
 import { ForwardListener } from './outbound/forward-listener.js';

@@ -6,3 +6,4 @@ export {
   pumpBytes,
 } from './byte-pump.js';
 export { bytesToIp, canonicalIp, formatHostPort, ipFamily, ipToBytes } from './ip.js';
+export { CONNECT_TIMEOUT_MS, whenConnected } from './when-connected.js';
