@@ -1,12 +1,12 @@
 import type { Socket } from 'node:net';
 import { execa } from 'execa';
 import type { Endpoint } from './peer-paths.js';
-import { pssBytes, rssBytes } from './proc-stat.js';
+import { largestResidentSet, pssBytes, type ResidentSet } from './proc-stat.js';
 import { exchangeByte, type Launch, open } from './request-load.js';
 
 export interface MemoryReading {
-  /** Largest single proxy process's RSS at rest, bytes (ztunnel: node-a, holding the 100 pods). */
-  idleRssMax: number;
+  /** Largest single proxy process's resident set at rest (ztunnel: node-a, holding the 100 pods). */
+  idleLargest: ResidentSet;
   /** (PSS of all the path's processes with `connections` idle connections − at rest) / connections, bytes. */
   perConnection: number;
 }
@@ -30,13 +30,13 @@ export async function measureMemory(
   pod?: { launch: Launch; cpu: string },
 ): Promise<MemoryReading> {
   await delay(settleMs);
-  const idleRssMax = Math.max(0, ...(await Promise.all(pids.map(rssBytes))));
+  const idleLargest = await largestResidentSet(pids);
   const before = await pssBytes(pids);
   const release = pod ? await holdInPod(pod, echo, connections) : await holdHere(echo, connections);
   try {
     await delay(settleMs);
     const after = await pssBytes(pids);
-    return { idleRssMax, perConnection: (after - before) / connections };
+    return { idleLargest, perConnection: (after - before) / connections };
   } finally {
     await release();
     await delay(200);

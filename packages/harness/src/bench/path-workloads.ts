@@ -2,7 +2,7 @@ import type { BenchResult } from './bench-results.js';
 import { iperfThroughput } from './iperf.js';
 import { measureMemory } from './memory.js';
 import type { Endpoint, OpenPath, PathSpec } from './peer-paths.js';
-import { cpuSeconds, rssBytes } from './proc-stat.js';
+import { cpuSeconds, largestResidentSet, type ResidentSet } from './proc-stat.js';
 import { connectionRate, echoLatency, fixedRateHttp, redisBenchmark, runLoad } from './request-load.js';
 import type { TargetName } from './targets.js';
 
@@ -136,7 +136,7 @@ function memoryStep(ctx: StepContext, row: Row): Step {
       const pod = open.launch ? { launch: open.launch, cpu: ctx.loadCpu } : undefined;
       const m = await measureMemory(open.pids, at(open, 'echo'), b.idleConnections, b.settleMs, pod);
       return [
-        row('idle', 'RSS (largest process)', m.idleRssMax / 2 ** 20, 'MB'),
+        ...residentRows(row, 'idle', m.idleLargest),
         row('idle connections', 'memory per connection', m.perConnection / 1024, 'KiB'),
       ];
     },
@@ -150,10 +150,20 @@ function restingStep(ctx: StepContext, row: Row): Step {
     once: true,
     run: async (open) => {
       await new Promise((r) => setTimeout(r, ctx.budget.restMs));
-      const rss = Math.max(0, ...(await Promise.all(open.pids.map(rssBytes))));
-      return [row('after bulk traffic', 'RSS (largest process)', rss / 2 ** 20, 'MB')];
+      return residentRows(row, 'after bulk traffic', await largestResidentSet(open.pids));
     },
   };
+}
+
+/**
+ * The largest proxy's RSS, and the anonymous part of it: the rest is file pages (for a Node
+ * proxy ~40 MB of the node executable, shared with every Node process on the machine).
+ */
+function residentRows(row: Row, workload: string, set: ResidentSet): BenchResult[] {
+  return [
+    row(workload, 'RSS (largest process)', set.rss / 2 ** 20, 'MB'),
+    row(workload, 'anonymous RSS (largest process)', set.anon / 2 ** 20, 'MB'),
+  ];
 }
 
 function latencySteps(ctx: StepContext, row: Row): Step[] {

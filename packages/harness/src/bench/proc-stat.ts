@@ -39,10 +39,32 @@ export async function cpuSeconds(roots: number[]): Promise<number> {
   return ticks / USER_HZ;
 }
 
-/** Resident set size of one process in bytes (VmRSS). */
-export async function rssBytes(pid: number): Promise<number> {
-  const m = /VmRSS:\s+(\d+) kB/.exec(await readSafe(`/proc/${pid}/status`));
-  return m ? Number(m[1]) * 1024 : 0;
+/** One process's resident set in bytes, from /proc/<pid>/status; zeros once it has gone. */
+export interface ResidentSet {
+  /** VmRSS: anonymous + file-backed + shared memory. */
+  rss: number;
+  /** RssAnon: heap, stacks, copied-on-write pages: memory only this process holds. */
+  anon: number;
+  /**
+   * RssFile: mapped file pages (the executable, shared libraries). They are clean, shared
+   * with every process that maps the same file and stay in the page cache once unmapped.
+   */
+  file: number;
+}
+
+export async function residentSet(pid: number): Promise<ResidentSet> {
+  const status = await readSafe(`/proc/${pid}/status`);
+  const kb = (field: string) => {
+    const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status);
+    return m ? Number(m[1]) * 1024 : 0;
+  };
+  return { rss: kb('VmRSS'), anon: kb('RssAnon'), file: kb('RssFile') };
+}
+
+/** The resident set of the largest (by RSS) of `pids`; zeros when there are none. */
+export async function largestResidentSet(pids: number[]): Promise<ResidentSet> {
+  const sets = await Promise.all(pids.map(residentSet));
+  return sets.reduce((a, b) => (b.rss > a.rss ? b : a), { rss: 0, anon: 0, file: 0 });
 }
 
 /**

@@ -98,3 +98,23 @@ test('with a node:tls pipe pair, zmesh is also read against it (not counted as a
   t.regex(out, /\| 500 +\| 250 +\| 0\.25× +\| 1\.25× +\| 2\.00× +\|/);
   t.regex(out, /throughput ≥ 1\.0× best C mTLS pair +\| 1\.25× \(500 vs 400\)/);
 });
+
+test('the RSS target names its anonymous and file-backed parts when the run has both', (t) => {
+  const rss = (metric: string, value: number) => ({
+    path: 'zmesh ztunnel pair',
+    workload: 'idle',
+    metric,
+    value,
+    unit: 'MB',
+  });
+  const row = (r: BenchReport) =>
+    checkTargets(r, 'zmesh ztunnel pair').find((c) => c.target.startsWith('RSS'));
+  const both = row({
+    ...report,
+    results: [rss('RSS (largest process)', 70), rss('anonymous RSS (largest process)', 25)],
+  });
+  t.is(both?.measured, '70.0 MB (anonymous 25.0, file pages 45.0)');
+  t.false(both?.met);
+  // A JSON from before the anonymous row was measured still reads.
+  t.is(row({ ...report, results: [rss('RSS (largest process)', 60)] })?.measured, '60.0 MB');
+});

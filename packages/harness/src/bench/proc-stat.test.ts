@@ -1,0 +1,29 @@
+import { spawn } from 'node:child_process';
+import test from 'ava';
+import { largestResidentSet, residentSet } from './proc-stat.js';
+
+test("a process's resident set splits into anonymous and file-backed pages", async (t) => {
+  const own = await residentSet(process.pid);
+  t.true(own.anon > 1 << 20, `anonymous ${own.anon}`);
+  // Node's executable is mapped from a file.
+  t.true(own.file > 1 << 20, `file-backed ${own.file}`);
+  // VmRSS is RssAnon + RssFile + RssShmem, each read from the same status file.
+  t.true(own.rss >= own.anon + own.file, `${own.rss} < ${own.anon} + ${own.file}`);
+});
+
+test('the largest of several processes is picked by RSS, and a process that has gone reads zeros', async (t) => {
+  // A child that allocates 64 MB and touches it: larger than this test's process.
+  const child = spawn(process.execPath, [
+    '-e',
+    'const b = Buffer.alloc(64 << 20, 1); console.log("ready"); setInterval(() => b[0]++, 1000);',
+  ]);
+  t.teardown(() => child.kill());
+  await new Promise<void>((resolve) => child.stdout.once('data', () => resolve()));
+  const largest = await largestResidentSet([process.pid, child.pid!]);
+  t.deepEqual(largest, await residentSet(child.pid!));
+  t.true(largest.anon > 64 << 20);
+  child.kill();
+  await new Promise((r) => child.once('exit', r));
+  t.deepEqual(await residentSet(child.pid!), { rss: 0, anon: 0, file: 0 });
+  t.deepEqual(await largestResidentSet([]), { rss: 0, anon: 0, file: 0 });
+});
