@@ -1,6 +1,12 @@
 import { spawn } from 'node:child_process';
 import test from 'ava';
-import { largestResidentSet, residentSet } from './proc-stat.js';
+import {
+  cpuSeconds,
+  largestResidentSet,
+  processCpuSecondsSync,
+  residentSet,
+  residentSetSync,
+} from './proc-stat.js';
 
 test("a process's resident set splits into anonymous and file-backed pages", async (t) => {
   const own = await residentSet(process.pid);
@@ -25,5 +31,22 @@ test('the largest of several processes is picked by RSS, and a process that has 
   child.kill();
   await new Promise((r) => child.once('exit', r));
   t.deepEqual(await residentSet(child.pid!), { rss: 0, anon: 0, file: 0 });
+  t.deepEqual(residentSetSync(child.pid!), { rss: 0, anon: 0, file: 0 });
+  t.is(processCpuSecondsSync(child.pid!), 0);
   t.deepEqual(await largestResidentSet([]), { rss: 0, anon: 0, file: 0 });
+});
+
+test('the synchronous readings of one process agree with the tree readings', async (t) => {
+  const before = processCpuSecondsSync(process.pid);
+  const spinUntil = performance.now() + 300;
+  while (performance.now() < spinUntil) {
+    // Burn CPU so that the counters move by more than a clock tick.
+  }
+  const after = processCpuSecondsSync(process.pid);
+  t.true(after - before >= 0.1, `${before} → ${after}`);
+  // The tree adds children (live, and reaped ones' times) to the same process's own.
+  const own = processCpuSecondsSync(process.pid);
+  t.true((await cpuSeconds([process.pid])) >= own - 0.02);
+  const sync = residentSetSync(process.pid);
+  t.true(sync.anon > 1 << 20 && sync.file > 1 << 20);
 });

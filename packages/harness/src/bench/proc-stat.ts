@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 
 /** Clock ticks per second for /proc/<pid>/stat times (USER_HZ; 100 on every Linux we run on). */
@@ -53,12 +54,7 @@ export interface ResidentSet {
 }
 
 export async function residentSet(pid: number): Promise<ResidentSet> {
-  const status = await readSafe(`/proc/${pid}/status`);
-  const kb = (field: string) => {
-    const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status);
-    return m ? Number(m[1]) * 1024 : 0;
-  };
-  return { rss: kb('VmRSS'), anon: kb('RssAnon'), file: kb('RssFile') };
+  return parseResidentSet(await readSafe(`/proc/${pid}/status`));
 }
 
 /** The resident set of the largest (by RSS) of `pids`; zeros when there are none. */
@@ -83,6 +79,29 @@ export async function pssBytes(roots: number[]): Promise<number> {
   return kb * 1024;
 }
 
+/**
+ * One process's user + system CPU seconds (no children), read synchronously: for a reading
+ * taken at an exact moment from a synchronous callback or a timer. A process that has gone
+ * reads 0.
+ */
+export function processCpuSecondsSync(pid: number): number {
+  const f = statFields(readSafeSync(`/proc/${pid}/stat`));
+  return f ? (f[13]! + f[14]!) / USER_HZ : 0;
+}
+
+/** `residentSet`, read synchronously. */
+export function residentSetSync(pid: number): ResidentSet {
+  return parseResidentSet(readSafeSync(`/proc/${pid}/status`));
+}
+
+function parseResidentSet(status: string): ResidentSet {
+  const kb = (field: string) => {
+    const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status);
+    return m ? Number(m[1]) * 1024 : 0;
+  };
+  return { rss: kb('VmRSS'), anon: kb('RssAnon'), file: kb('RssFile') };
+}
+
 function statFields(stat: string): number[] | undefined {
   // The command name (field 2) may hold spaces and parentheses: split after the last ')'.
   const close = stat.lastIndexOf(')');
@@ -97,6 +116,14 @@ function statFields(stat: string): number[] | undefined {
 
 async function readSafe(path: string): Promise<string> {
   return readFile(path, 'utf8').catch(() => '');
+}
+
+function readSafeSync(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return '';
+  }
 }
 
 async function readdirSafe(path: string): Promise<string[]> {

@@ -1,7 +1,7 @@
-import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { startL7Lab } from '../demo/l7-lab.js';
 import { fixedRateHttp } from './fixed-rate-http.js';
+import { processCpuSecondsSync, residentSetSync } from './proc-stat.js';
 
 export interface WaypointBenchRow {
   path: 'ztunnel only' | 'ztunnel → waypoint → ztunnel';
@@ -44,7 +44,7 @@ export async function runWaypointBench(opts: { quick?: boolean } = {}): Promise<
         cpu: '1',
         path: '/public',
         onMeasuring: () => {
-          cpu0 = pid ? cpuSeconds(pid) : 0;
+          cpu0 = pid ? processCpuSecondsSync(pid) : 0;
           t0 = performance.now();
         },
       });
@@ -57,9 +57,8 @@ export async function runWaypointBench(opts: { quick?: boolean } = {}): Promise<
       };
       if (on && pid) {
         const wall = (performance.now() - t0) / 1000;
-        row.waypoint_vcpu_per_1000rps = (cpuSeconds(pid) - cpu0) / wall / (stats.rps / 1000);
-        row.waypoint_rss_mb =
-          Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
+        row.waypoint_vcpu_per_1000rps = (processCpuSecondsSync(pid) - cpu0) / wall / (stats.rps / 1000);
+        row.waypoint_rss_mb = residentSetSync(pid).rss / 2 ** 20;
       }
       rows.push(row);
     }
@@ -88,10 +87,4 @@ export function waypointTable(rows: WaypointBenchRow[]): string {
   }
   const w = lines[0]!.map((_, i) => Math.max(...lines.map((l) => l[i]!.length)));
   return lines.map((l) => l.map((c, i) => c.padEnd(w[i]!)).join('  ')).join('\n');
-}
-
-function cpuSeconds(pid: number): number {
-  // The waypoint runs under bin/zmesh (bash exec → node): the pid is node's.
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
 }

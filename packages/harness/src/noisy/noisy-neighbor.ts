@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { processCpuSecondsSync, residentSetSync } from '../bench/proc-stat.js';
 import type { PodInfo } from '../cluster/topology.js';
 import { LocalMesh } from '../mesh/local-mesh.js';
 import { AGGRESSOR, SERVERS, VICTIM } from './noisy-programs.js';
@@ -65,7 +65,6 @@ export const LOAD_CPU = '1';
  */
 const AGGRESSOR_NICE = ['nice', '-n', '10'];
 export const PROXY_CPU = '0';
-const CLOCK_TICKS = 100;
 
 /**
  * One node: clients and servers of both tenants share its ztunnel, so every byte of both
@@ -304,10 +303,10 @@ async function scenario(
   solo: VictimStats,
 ): Promise<RoundResult> {
   const pid = mesh.ztunnelPid('node-a');
-  const cpuBefore = pid ? cpuSeconds(pid) : 0;
+  const cpuBefore = pid ? processCpuSecondsSync(pid) : 0;
   let rssMax = 0;
   const sampler = setInterval(() => {
-    if (pid) rssMax = Math.max(rssMax, rssMb(pid));
+    if (pid) rssMax = Math.max(rssMax, residentSetSync(pid).rss / 2 ** 20);
   }, 200);
   const aggressorHost = mesh.pod('aggressor-server').ipv4;
   const startAttack = () =>
@@ -346,7 +345,7 @@ async function scenario(
     round_solo: solo,
     ...ratios(loaded, solo),
     aggressor: { admitted: agg.admitted ?? 0, refused: agg.refused ?? 0 },
-    ztunnel: { cpu_s: pid ? cpuSeconds(pid) - cpuBefore : 0, rss_mb: rssMax },
+    ztunnel: { cpu_s: pid ? processCpuSecondsSync(pid) - cpuBefore : 0, rss_mb: rssMax },
   };
 }
 
@@ -366,9 +365,9 @@ async function settle(mesh: LocalMesh, say: (line: string) => void): Promise<voi
   if (!pid) return;
   const started = Date.now();
   for (;;) {
-    const before = cpuSeconds(pid);
+    const before = processCpuSecondsSync(pid);
     await new Promise((r) => setTimeout(r, SETTLE_SAMPLE_MS));
-    const share = (cpuSeconds(pid) - before) / (SETTLE_SAMPLE_MS / 1000);
+    const share = (processCpuSecondsSync(pid) - before) / (SETTLE_SAMPLE_MS / 1000);
     if (share < SETTLED_CPU) break;
     if (Date.now() - started > SETTLE_MAX_MS) {
       say(
@@ -379,16 +378,6 @@ async function settle(mesh: LocalMesh, say: (line: string) => void): Promise<voi
   }
   const waited = Date.now() - started;
   if (waited > 2 * SETTLE_SAMPLE_MS) say(`ztunnel settled after ${(waited / 1000).toFixed(1)} s`);
-}
-
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
-}
-
-function rssMb(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) / 1024 : 0;
 }
 
 export type { PodInfo };
