@@ -33,6 +33,8 @@ export async function runWaypointBench(opts: { quick?: boolean } = {}): Promise<
     const rows: WaypointBenchRow[] = [];
     for (const on of [false, true]) {
       await lab.l7(on);
+      // The waypoint runs under bin/zmesh (bash exec → node): this pid is node's, whose
+      // own CPU and RSS are what the row reads.
       const pid = lab.waypointPid();
       let cpu0 = 0;
       let t0 = 0;
