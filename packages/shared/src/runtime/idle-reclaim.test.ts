@@ -192,11 +192,15 @@ async function secondCollection(mode: 'compacting' | 'plain'): Promise<Collectio
  * The collection under test in a child whose plain collections left old space
  * fragmented. Now and then V8 picks evacuation candidates itself and a plain collection
  * compacts (in one run only 0.52 MB was left to free): such a child shows nothing about
- * the collection under test, so another one runs, up to three in all.
+ * the collection under test, so another one runs, up to FRAGMENTED_TRIES in all. On an
+ * idle machine 6 children in 15 started below COMPACT_RATIO; with three tries, one CI run
+ * of 2026-12-02 drew three such children in a row (~1 s each).
  */
+const FRAGMENTED_TRIES = 8;
+
 async function fragmentedCollection(mode: 'compacting' | 'plain'): Promise<Collection> {
   let got = await secondCollection(mode);
-  for (let i = 1; i < 3 && got.before < COMPACT_RATIO; i++) got = await secondCollection(mode);
+  for (let i = 1; i < FRAGMENTED_TRIES && got.before < COMPACT_RATIO; i++) got = await secondCollection(mode);
   return got;
 }
 
@@ -209,7 +213,10 @@ test('the default collection compacts: the pages a plain collection keeps are re
   );
   // End states, not freed bytes, are compared: the plain collections before the one under
   // test do not always finish giving back (a further plain one once freed 12.6 MB more).
-  t.true(compacting.before >= COMPACT_RATIO, `plain collections left old space fragmented (3 tries)`);
+  t.true(
+    compacting.before >= COMPACT_RATIO,
+    `plain collections left old space fragmented (${FRAGMENTED_TRIES} tries)`,
+  );
   t.true(compacting.freed > 0, `compacting frees what the plain collections kept: ${mb(compacting.freed)}`);
   t.true(compacting.ratio < COMPACT_RATIO, `and leaves old space near live: ${compacting.ratio.toFixed(2)}x`);
   t.true(
