@@ -1,4 +1,4 @@
-import type { AddressInfo, Socket } from 'node:net';
+import * as net from 'node:net';
 import type { Duplex } from 'node:stream';
 import * as tls from 'node:tls';
 import type { ZmeshError } from '../errors/index.js';
@@ -23,6 +23,7 @@ import {
   RAPID_RESET_WINDOW_MS,
   SERVER_MAX_CONCURRENT_STREAMS,
   type StreamWindowMode,
+  TLS_CONTEXT_IDLE_MS,
 } from './hbone-settings.js';
 import { InboundSession } from './inbound-session.js';
 
@@ -55,20 +56,28 @@ export interface HboneServerOptions {
   keepalive?: KeepaliveTiming;
   rapidReset?: { limit: number; windowMs: number };
   handshakeTimeoutMs?: number;
+  /** How long the TLS server is kept with no connection open; default TLS_CONTEXT_IDLE_MS. */
+  tlsIdleMs?: number;
   /** How uploads' stream windows are sized; default `shared`. */
   streamWindows?: StreamWindowMode;
 }
 
 /**
  * The HBONE listener (DESIGN §3 inbound, §4): TLS 1.3 + h2, client SVID required and in
- * our trust domain, CONNECT only. One per pod (ztunnel) or per waypoint.
+ * our trust domain, CONNECT only. One per pod (ztunnel, on each of its addresses) or per
+ * waypoint. Plain TCP listeners accept; the TLS server that takes each connection over is
+ * built at the first one and dropped once none has been open for `tlsIdleMs`, so an idle
+ * pod holds no OpenSSL context.
  */
 export class HboneServer {
   readonly #opts: HboneServerOptions;
-  readonly #server: tls.Server;
+  readonly #listeners: net.Server[] = [];
+  #tls: tls.Server | undefined;
+  /** Set while no socket is open and the TLS server is kept: when it fires, the server goes. */
+  #tlsIdle: NodeJS.Timeout | undefined;
   readonly #sessions = new Set<InboundSession>();
   /** Every accepted TCP socket, so close() also ends those still in (or stuck before) TLS. */
-  readonly #sockets = new Set<Socket>();
+  readonly #sockets = new Set<net.Socket>();
   readonly #metrics: HboneMetrics | undefined;
   readonly #onBundleChange = () => this.#reloadContext();
   #credential: Credential;
@@ -77,31 +86,28 @@ export class HboneServer {
     this.#opts = opts;
     this.#credential = opts.credential;
     this.#metrics = opts.metrics ? HboneMetrics.for(opts.metrics.registry) : undefined;
-    this.#server = tls.createServer({
-      ...serverTlsOptions(opts.credential, opts.bundle),
-      handshakeTimeout: opts.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS,
-    });
-    this.#server.on('connection', (socket: Socket) => {
-      socket.setNoDelay(true); // as the client side: multiplexed small frames, no Nagle
-      this.#sockets.add(socket);
-      socket.once('close', () => this.#sockets.delete(socket));
-    });
-    this.#server.on('secureConnection', (socket: tls.TLSSocket) => this.#onSecureConnection(socket));
-    this.#server.on('tlsClientError', (e, socket) => this.#onHandshakeError(e, socket));
     opts.bundle.on('change', this.#onBundleChange);
   }
 
+  /** Listens on one more address (or inherited socket); every one presents the same identity. */
   listen(opts: { host: string; port: number } | { fd: number }): Promise<{ host: string; port: number }> {
+    const listener = net.createServer((socket) => this.#accept(socket));
+    this.#listeners.push(listener);
     return new Promise((resolve, reject) => {
       const onError = (e: Error) => reject(e);
-      this.#server.once('error', onError);
-      this.#server.listen(opts, () => {
-        this.#server.off('error', onError);
-        const addr = this.#server.address() as AddressInfo;
+      listener.once('error', onError);
+      listener.listen(opts, () => {
+        listener.off('error', onError);
+        const addr = listener.address() as net.AddressInfo;
         log.debug({ name: this.#opts.name, host: addr.address, port: addr.port }, 'hbone listening');
         resolve({ host: addr.address, port: addr.port });
       });
     });
+  }
+
+  /** For tests: whether the TLS server (and its OpenSSL context) exists now. */
+  hasTlsServer(): boolean {
+    return this.#tls !== undefined;
   }
 
   /** New handshakes present `cred`; sessions already up keep the one they started with. */
@@ -137,12 +143,11 @@ export class HboneServer {
     for (const socket of this.#sockets) socket.destroy();
   }
 
-  #stopListening(): Promise<void> {
+  async #stopListening(): Promise<void> {
     this.#opts.bundle.off('change', this.#onBundleChange);
-    return new Promise((resolve) => {
-      if (!this.#server.listening) resolve();
-      else this.#server.close(() => resolve());
-    });
+    clearTimeout(this.#tlsIdle);
+    const listeners = this.#listeners.filter((l) => l.listening);
+    await Promise.all(listeners.map((l) => new Promise((resolve) => l.close(resolve))));
   }
 
   async #allSessionsClosed(): Promise<void> {
@@ -150,7 +155,41 @@ export class HboneServer {
   }
 
   #reloadContext(): void {
-    this.#server.setSecureContext(serverTlsOptions(this.#credential, this.#opts.bundle));
+    this.#tls?.setSecureContext(serverTlsOptions(this.#credential, this.#opts.bundle));
+  }
+
+  #accept(socket: net.Socket): void {
+    socket.setNoDelay(true); // as the client side: multiplexed small frames, no Nagle
+    this.#sockets.add(socket);
+    clearTimeout(this.#tlsIdle);
+    this.#tlsIdle = undefined;
+    socket.once('close', () => {
+      this.#sockets.delete(socket);
+      if (this.#sockets.size === 0 && this.#tls !== undefined) this.#armTlsIdle();
+    });
+    this.#tlsServer().emit('connection', socket);
+  }
+
+  /** The TLS server that takes accepted sockets over; it never listens itself. */
+  #tlsServer(): tls.Server {
+    if (this.#tls !== undefined) return this.#tls;
+    const server = tls.createServer({
+      ...serverTlsOptions(this.#credential, this.#opts.bundle),
+      handshakeTimeout: this.#opts.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS,
+    });
+    server.on('secureConnection', (socket: tls.TLSSocket) => this.#onSecureConnection(socket));
+    server.on('tlsClientError', (e, socket) => this.#onHandshakeError(e, socket));
+    this.#tls = server;
+    return server;
+  }
+
+  #armTlsIdle(): void {
+    clearTimeout(this.#tlsIdle);
+    this.#tlsIdle = setTimeout(() => {
+      this.#tlsIdle = undefined;
+      if (this.#sockets.size === 0) this.#tls = undefined;
+    }, this.#opts.tlsIdleMs ?? TLS_CONTEXT_IDLE_MS);
+    this.#tlsIdle.unref();
   }
 
   /**

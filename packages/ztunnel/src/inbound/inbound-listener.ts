@@ -46,40 +46,38 @@ export interface InboundInputs {
 export type ListenTarget = { host: string; port: number } | { fd: number };
 
 /**
- * One workload's HBONE listener: 15008 on each of the workload's addresses, one server
- * per address. The authenticated peer identity comes from the TLS handshake, never from
- * headers.
+ * One workload's HBONE listener: 15008 on each of the workload's addresses, all served by
+ * one server with the workload's identity. The authenticated peer identity comes from the
+ * TLS handshake, never from headers.
  */
 export class InboundListener {
-  private readonly servers: HboneServer[] = [];
+  private readonly server: HboneServer;
 
-  constructor(private readonly inputs: InboundInputs) {}
+  constructor(private readonly inputs: InboundInputs) {
+    this.server = new HboneServer({
+      credential: inputs.credential,
+      bundle: inputs.bundle,
+      metrics: inputs.metrics,
+      name: inputs.workloadUid,
+      onTunnel: (req) => this.onTunnel(req),
+      streamWindows: inputs.streamWindows,
+    });
+  }
 
   async listen(targets: readonly ListenTarget[]): Promise<void> {
-    for (const target of targets) {
-      const server = new HboneServer({
-        credential: this.inputs.credential,
-        bundle: this.inputs.bundle,
-        metrics: this.inputs.metrics,
-        name: this.inputs.workloadUid,
-        onTunnel: (req) => this.onTunnel(req),
-        streamWindows: this.inputs.streamWindows,
-      });
-      this.servers.push(server);
-      await server.listen(target);
-    }
+    for (const target of targets) await this.server.listen(target);
   }
 
   updateCredential(cred: Credential): void {
-    for (const s of this.servers) s.updateCredential(cred);
+    this.server.updateCredential(cred);
   }
 
-  async drain(): Promise<void> {
-    await Promise.all(this.servers.map((s) => s.drain()));
+  drain(): Promise<void> {
+    return this.server.drain();
   }
 
-  async close(): Promise<void> {
-    await Promise.all(this.servers.map((s) => s.close()));
+  close(): Promise<void> {
+    return this.server.close();
   }
 
   private async onTunnel(req: TunnelRequest): Promise<TunnelAccept> {
