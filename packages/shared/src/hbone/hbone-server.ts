@@ -98,6 +98,11 @@ export class HboneServer {
       listener.once('error', onError);
       listener.listen(opts, () => {
         listener.off('error', onError);
+        // An accept that fails (Linux hands a connection's pending network error to accept)
+        // is that connection's loss, not the listener's: with no handler it would end the process.
+        listener.on('error', (e) =>
+          log.warn({ name: this.#opts.name, err: e.message }, 'hbone accept failed'),
+        );
         const addr = listener.address() as net.AddressInfo;
         log.debug({ name: this.#opts.name, host: addr.address, port: addr.port }, 'hbone listening');
         resolve({ host: addr.address, port: addr.port });
