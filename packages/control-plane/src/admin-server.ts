@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { logger, ZmeshError } from '@zmesh/shared';
+import { listenServer, logger, ZmeshError } from '@zmesh/shared';
 import type { ControlPlane } from './control-plane.js';
 import { DEFAULT_ACK_TIMEOUT_MS, DEFAULT_WAYPOINT_NAME } from './namespace-waypoint.js';
 import { isLoopback } from './xds-server.js';
@@ -31,10 +31,7 @@ export async function startAdminServer(
       reply(res, 500, { error: 'internal error' });
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => resolve());
-  });
+  await listenServer(server, { host, port }, (e) => log.warn({ err: e.message }, 'admin accept failed'));
   return {
     port: (server.address() as AddressInfo).port,
     close: () => new Promise((resolve) => server.close(() => resolve())),

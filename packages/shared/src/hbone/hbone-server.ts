@@ -6,6 +6,7 @@ import type { Credential } from '../identity/credential.js';
 import type { TrustBundle } from '../identity/trust-bundle.js';
 import { logger } from '../log/index.js';
 import type { MeshMetrics } from '../metrics/index.js';
+import { listenServer } from '../net/listen-server.js';
 import { serverTlsOptions, verifyPeerIdentity } from '../tls/mtls.js';
 import type { ConnectRequest } from './connect-request.js';
 import { ErrorCode } from './h2/frame.js';
@@ -90,24 +91,17 @@ export class HboneServer {
   }
 
   /** Listens on one more address (or inherited socket); every one presents the same identity. */
-  listen(opts: { host: string; port: number } | { fd: number }): Promise<{ host: string; port: number }> {
+  async listen(
+    opts: { host: string; port: number } | { fd: number },
+  ): Promise<{ host: string; port: number }> {
     const listener = net.createServer((socket) => this.#accept(socket));
     this.#listeners.push(listener);
-    return new Promise((resolve, reject) => {
-      const onError = (e: Error) => reject(e);
-      listener.once('error', onError);
-      listener.listen(opts, () => {
-        listener.off('error', onError);
-        // An accept that fails (Linux hands a connection's pending network error to accept)
-        // is that connection's loss, not the listener's: with no handler it would end the process.
-        listener.on('error', (e) =>
-          log.warn({ name: this.#opts.name, err: e.message }, 'hbone accept failed'),
-        );
-        const addr = listener.address() as net.AddressInfo;
-        log.debug({ name: this.#opts.name, host: addr.address, port: addr.port }, 'hbone listening');
-        resolve({ host: addr.address, port: addr.port });
-      });
-    });
+    await listenServer(listener, opts, (e) =>
+      log.warn({ name: this.#opts.name, err: e.message }, 'hbone accept failed'),
+    );
+    const addr = listener.address() as net.AddressInfo;
+    log.debug({ name: this.#opts.name, host: addr.address, port: addr.port }, 'hbone listening');
+    return { host: addr.address, port: addr.port };
   }
 
   /** For tests: whether the TLS server (and its OpenSSL context) exists now. */

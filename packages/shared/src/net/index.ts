@@ -6,4 +6,5 @@ export {
   pumpBytes,
 } from './byte-pump.js';
 export { bytesToIp, canonicalIp, formatHostPort, ipFamily, ipToBytes } from './ip.js';
+export { listenServer } from './listen-server.js';
 export { CONNECT_TIMEOUT_MS, whenConnected } from './when-connected.js';

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import * as http from 'node:http';
 import { join } from 'node:path';
-import { CertificateAuthority, IdleReclaim, logger, TrustBundle } from '@zmesh/shared';
+import { CertificateAuthority, IdleReclaim, listenServer, logger, TrustBundle } from '@zmesh/shared';
 import { loadWaypointConfig } from '../config/config-parser.js';
 import { warmUpBeforeListening, warmUpCount } from '../warm-up.js';
 import { WAYPOINT_HBONE_PORT, Waypoint } from '../waypoint.js';
@@ -144,8 +144,7 @@ function serveMetrics(waypoint: Waypoint, host: string, port: number): Promise<h
       () => res.writeHead(500).end(),
     );
   });
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen({ host, port }, () => resolve(server));
-  });
+  return listenServer(server, { host, port }, (e) =>
+    log.warn({ port, err: e.message }, 'metrics accept failed'),
+  ).then(() => server);
 }

@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { logger, logLevels, setLogLevel } from '@zmesh/shared';
+import { listenServer, logger, logLevels, setLogLevel } from '@zmesh/shared';
 import type { Registry } from 'prom-client';
 
 const log = logger('admin');
@@ -85,10 +85,9 @@ export class AdminServers {
       );
     });
     this.servers.push(server);
-    return new Promise((resolve, reject) => {
-      server.once('error', reject);
-      server.listen({ host, port }, () => resolve());
-    });
+    return listenServer(server, { host, port }, (e) =>
+      log.warn({ port, err: e.message }, 'admin accept failed'),
+    );
   }
 }
 

@@ -2,7 +2,7 @@ import { chmodSync, lstatSync, mkdirSync, unlinkSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { dirname } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
-import { isZmeshError, logger } from '@zmesh/shared';
+import { isZmeshError, listenServer, logger } from '@zmesh/shared';
 import {
   decodeRequest,
   idOf,
@@ -55,25 +55,23 @@ export class NodeAgentServer {
     this.#server.maxConnections = MAX_AGENT_CONNECTIONS;
   }
 
-  listen(): Promise<void> {
+  async listen(): Promise<void> {
     const { path } = this.#options;
     mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
     removeStaleSocket(path);
-    return new Promise((resolve, reject) => {
-      this.#server.once('error', reject);
-      // The socket file is created by bind() inside listen(), synchronously: a umask of
-      // 0177 makes it 0600 from birth, with no window in which others could connect.
-      const old = process.umask(0o177);
-      try {
-        this.#server.listen(path, () => {
-          this.#server.off('error', reject);
-          chmodSync(path, 0o600);
-          resolve();
-        });
-      } finally {
-        process.umask(old);
-      }
-    });
+    // The socket file is created by bind() inside listen(), synchronously: a umask of
+    // 0177 makes it 0600 from birth, with no window in which others could connect.
+    const old = process.umask(0o177);
+    let listening: Promise<void>;
+    try {
+      listening = listenServer(this.#server, { path }, (e) =>
+        log.warn({ err: e.message }, 'node agent accept failed'),
+      );
+    } finally {
+      process.umask(old);
+    }
+    await listening;
+    chmodSync(path, 0o600);
   }
 
   async close(): Promise<void> {

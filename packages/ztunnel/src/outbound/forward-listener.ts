@@ -1,5 +1,5 @@
 import { createServer, type Server, type Socket } from 'node:net';
-import { logger } from '@zmesh/shared';
+import { listenServer, logger } from '@zmesh/shared';
 import type { ForwardListener as ForwardConfig } from '../state/local-config.js';
 import { handleOutbound, type OutboundInputs } from './outbound-handler.js';
 
@@ -22,14 +22,9 @@ export class ForwardListener {
   }
 
   listen(): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen({ host: this.config.listen.host, port: this.config.listen.port }, () => {
-        this.server.removeListener('error', reject);
-        this.server.on('error', (e) => log.error({ err: e.message }, 'forward listener error'));
-        resolve();
-      });
-    });
+    return listenServer(this.server, { host: this.config.listen.host, port: this.config.listen.port }, (e) =>
+      log.error({ err: e.message }, 'forward listener error'),
+    );
   }
 
   close(): Promise<void> {
