@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { createServer, type Server, type Socket } from 'node:net';
-import { logger, type Workload, ZmeshError } from '@zmesh/shared';
+import { listenServer, logger, type Workload, ZmeshError } from '@zmesh/shared';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { BpfCapture } from '../capture/bpf-capture.js';
 import { OUTBOUND_PORT, POD_ID_PATTERN } from '../capture/bpf-layout.js';
@@ -160,8 +160,10 @@ export class CapturedPods implements NodeAgentHandler {
     const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) =>
       this.onCaptured(pod, socket),
     );
-    server.on('error', (e) => log.error({ pod: pod.uid, err: e.message }, 'outbound listener error'));
-    return new Promise((resolve) => server.listen({ fd }, () => resolve(server)));
+    // A listen that fails rejects (the pod's enrolment fails closed) instead of never resolving.
+    return listenServer(server, { fd }, (e) =>
+      log.error({ pod: pod.uid, err: e.message }, 'outbound listener error'),
+    ).then(() => server);
   }
 
   private onCaptured(pod: EnrolledPod, socket: Socket): void {

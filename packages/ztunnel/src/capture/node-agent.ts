@@ -61,15 +61,12 @@ export class NodeAgentServer {
     removeStaleSocket(path);
     // The socket file is created by bind() inside listen(), synchronously: a umask of
     // 0177 makes it 0600 from birth, with no window in which others could connect.
+    // (A throw inside listen() becomes the promise's rejection, so the umask is always restored.)
     const old = process.umask(0o177);
-    let listening: Promise<void>;
-    try {
-      listening = listenServer(this.#server, { path }, (e) =>
-        log.warn({ err: e.message }, 'node agent accept failed'),
-      );
-    } finally {
-      process.umask(old);
-    }
+    const listening = listenServer(this.#server, { path }, (e) =>
+      log.warn({ err: e.message }, 'node agent accept failed'),
+    );
+    process.umask(old);
     await listening;
     chmodSync(path, 0o600);
   }
