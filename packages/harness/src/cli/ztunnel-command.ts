@@ -5,6 +5,7 @@ import {
   type Credential,
   IdleReclaim,
   logger,
+  OptimizerGate,
   TrustBundle,
   validateSvid,
 } from '@zmesh/shared';
@@ -117,6 +118,7 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
   if (keys) await adoptPersistedKeys(ztunnel, keys, mode.bundle);
   await ztunnel.start();
   await mode.start(ztunnel);
+  const optimizer = new OptimizerGate({ ready: () => ztunnel.readiness().ready });
   const reclaim = new IdleReclaim({ registry });
   if (!opts.agentSocket)
     log.warn('explicit-proxy mode: no capture, no strict inbound; attribution comes from forward listeners');
@@ -124,6 +126,7 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
   });
   log.info('shutting down');
+  optimizer.stop();
   reclaim.stop();
   undrain();
   await mode.stop();
