@@ -2,7 +2,6 @@ import { existsSync, readdirSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { checkoutPath, logger, ZmeshError } from '@zmesh/shared';
-import { execa } from 'execa';
 import type { Registry } from 'prom-client';
 import {
   COUNTER,
@@ -19,12 +18,12 @@ import {
   VALUE_SIZE,
 } from './bpf-layout.js';
 import {
-  BPFTOOL_TIMEOUT_MS,
   ensureBpffs,
   isPodDir,
   linkAll,
   loadObject,
   removePodDir,
+  runTool,
   Semaphore,
   seedExempt,
 } from './bpf-pins.js';
@@ -130,7 +129,7 @@ export class BpfCapture {
     if (process.getuid?.() !== 0) return 'not root';
     if (!existsSync(objectPath)) return `no BPF object at ${objectPath} (run make bpf)`;
     try {
-      await execa('bpftool', ['version'], { timeout: BPFTOOL_TIMEOUT_MS });
+      await runTool('bpftool', ['version']);
     } catch {
       return 'bpftool not found';
     }

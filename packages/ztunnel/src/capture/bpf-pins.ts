@@ -1,11 +1,20 @@
 import { closeSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { ZmeshError } from '@zmesh/shared';
-import { execa } from 'execa';
 import { exemptKey, HOOKS, MAPS, pinPaths } from './bpf-layout.js';
 import * as sys from './sys.js';
 
 /** Bound on one external command (bpftool, mount). */
 export const BPFTOOL_TIMEOUT_MS = 10_000;
+
+/**
+ * Runs an external command (bpftool, mount) within BPFTOOL_TIMEOUT_MS. execa is loaded on
+ * first use: a ztunnel that captures nothing never needs it, and loading it with its
+ * dependencies kept ~0.5 MB more resident in every proxy (ARCHITECTURE.md, "Memory at rest").
+ */
+export async function runTool(file: string, args: string[]): Promise<void> {
+  const { execa } = await import('execa');
+  await execa(file, args, { timeout: BPFTOOL_TIMEOUT_MS });
+}
 
 /**
  * The pin directory of one pod: load with bpftool, attach with pinned cgroup links,
@@ -16,9 +25,7 @@ export const BPFTOOL_TIMEOUT_MS = 10_000;
 export async function loadObject(bpftool: string, objectPath: string, dir: string): Promise<void> {
   const p = pinPaths(dir);
   mkdirSync(dir, { recursive: true });
-  await execa(bpftool, ['prog', 'loadall', objectPath, p.progDir, 'pinmaps', p.mapDir], {
-    timeout: BPFTOOL_TIMEOUT_MS,
-  });
+  await runTool(bpftool, ['prog', 'loadall', objectPath, p.progDir, 'pinmaps', p.mapDir]);
 }
 
 export function linkAll(dir: string, cgroupPath: string): void {
@@ -70,7 +77,7 @@ export async function ensureBpffs(root: string): Promise<void> {
   if (!/^\S+ \/sys\/fs\/bpf bpf /m.test(mounts)) {
     try {
       mkdirSync('/sys/fs/bpf', { recursive: true });
-      await execa('mount', ['-t', 'bpf', 'bpf', '/sys/fs/bpf'], { timeout: BPFTOOL_TIMEOUT_MS });
+      await runTool('mount', ['-t', 'bpf', 'bpf', '/sys/fs/bpf']);
     } catch (e) {
       throw new ZmeshError(
         'ZM_ERR_CAPTURE_UNAVAILABLE',
