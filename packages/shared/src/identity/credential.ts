@@ -1,4 +1,5 @@
-import { EC_P256, exportKeyPem, type KeyPair, subtle, x509 } from './x509.js';
+import { buildCsr, toPem } from './certificate.js';
+import { exportKeyPem, generateP256, spkiOf } from './keys.js';
 
 /** A workload's key and its X.509-SVID chain. Invariant: certChainPem[0] certifies keyPem. */
 export interface Credential {
@@ -17,12 +18,7 @@ export interface Credential {
  * asks for and certifies the identity it was told; the SAN is a courtesy for auditing.
  */
 export async function generateCsr(identity: string): Promise<{ keyPem: string; csrPem: string }> {
-  const keys = (await subtle.generateKey(EC_P256, true, ['sign', 'verify'])) as KeyPair;
-  const csr = await x509.Pkcs10CertificateRequestGenerator.create({
-    name: '',
-    keys,
-    signingAlgorithm: EC_P256,
-    extensions: [new x509.SubjectAlternativeNameExtension([{ type: 'url', value: identity }])],
-  });
-  return { keyPem: await exportKeyPem(keys.privateKey), csrPem: csr.toString('pem') };
+  const { privateKey, publicKey } = await generateP256();
+  const csr = buildCsr(identity, privateKey, spkiOf(publicKey));
+  return { keyPem: exportKeyPem(privateKey), csrPem: toPem(csr, 'CERTIFICATE REQUEST') };
 }

@@ -1,24 +1,39 @@
 import test from 'ava';
+import {
+  basicConstraints,
+  Certificate,
+  extendedKeyUsage,
+  extension,
+  KeyUsage,
+  name,
+  OIDS,
+  signCertificate,
+  uriSubjectAltName,
+} from './certificate.js';
+import { namedBits, toPem } from './der.js';
+import { generateP256, type KeyPair, randomSerial, spkiOf } from './keys.js';
 import { validateSvid } from './svid.js';
-import { EC_P256, type KeyPair, subtle, x509 } from './x509.js';
 
-/** Certificates are crafted directly with @peculiar/x509 so each rule can be broken alone. */
+/** Certificates are built field by field so that each rule can be broken alone. */
 const ID = 'spiffe://zmesh.test/ns/a/sa/b';
 const HOUR = 3600_000;
+const keys = generateP256;
 
-async function keys(): Promise<KeyPair> {
-  return (await subtle.generateKey(EC_P256, true, ['sign', 'verify'])) as KeyPair;
-}
-
-async function makeRoot(k: KeyPair, ca = true): Promise<x509.X509Certificate> {
-  return x509.X509CertificateGenerator.createSelfSigned({
-    name: 'CN=test root',
-    keys: k,
-    notBefore: new Date(Date.now() - HOUR),
-    notAfter: new Date(Date.now() + HOUR),
-    signingAlgorithm: EC_P256,
-    extensions: [new x509.BasicConstraintsExtension(ca, undefined, true)],
-  });
+function makeRoot(k: KeyPair, ca = true): Certificate {
+  const subject = name([[OIDS.commonName, 'test root']]);
+  const der = signCertificate(
+    {
+      serial: randomSerial(),
+      issuer: subject,
+      subject,
+      notBefore: new Date(Date.now() - HOUR),
+      notAfter: new Date(Date.now() + HOUR),
+      spki: spkiOf(k.publicKey),
+      extensions: [basicConstraints(ca)],
+    },
+    k.privateKey,
+  );
+  return Certificate.from(der);
 }
 
 interface LeafSpec {
@@ -31,37 +46,33 @@ interface LeafSpec {
   notAfter?: Date;
 }
 
-async function makeLeaf(issuer: x509.X509Certificate, issuerKeys: KeyPair, spec: LeafSpec = {}) {
+async function makeLeaf(issuer: Certificate, issuerKeys: KeyPair, spec: LeafSpec = {}): Promise<string> {
   const k = await keys();
-  const extensions: x509.Extension[] = [
-    new x509.SubjectAlternativeNameExtension(
-      (spec.uris ?? [ID]).map((value) => ({ type: 'url' as const, value })),
-      true,
-    ),
-    new x509.BasicConstraintsExtension(spec.ca ?? false, undefined, true),
-  ];
-  const ku = spec.ku === undefined ? x509.KeyUsageFlags.digitalSignature : spec.ku;
-  if (ku !== null) extensions.push(new x509.KeyUsagesExtension(ku, spec.kuCritical ?? true));
-  const eku =
-    spec.eku === undefined ? [x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth] : spec.eku;
-  if (eku !== null) extensions.push(new x509.ExtendedKeyUsageExtension(eku));
-  const cert = await x509.X509CertificateGenerator.create({
-    subject: '',
-    issuer: issuer.subjectName,
-    publicKey: k.publicKey,
-    signingKey: issuerKeys.privateKey,
-    notBefore: spec.notBefore ?? new Date(Date.now() - 60_000),
-    notAfter: spec.notAfter ?? new Date(Date.now() + HOUR),
-    signingAlgorithm: EC_P256,
-    extensions,
-  });
-  return cert.toString('pem');
+  const extensions = [uriSubjectAltName(spec.uris ?? [ID], true), basicConstraints(spec.ca ?? false)];
+  const ku = spec.ku === undefined ? KeyUsage.digitalSignature : spec.ku;
+  if (ku !== null) extensions.push(extension(OIDS.keyUsage, spec.kuCritical ?? true, namedBits(ku)));
+  const eku = spec.eku === undefined ? [OIDS.serverAuth, OIDS.clientAuth] : spec.eku;
+  if (eku !== null) extensions.push(extendedKeyUsage(eku));
+  const der = signCertificate(
+    {
+      serial: randomSerial(),
+      issuer: issuer.subjectDer,
+      subject: name([]),
+      notBefore: spec.notBefore ?? new Date(Date.now() - 60_000),
+      notAfter: spec.notAfter ?? new Date(Date.now() + HOUR),
+      spki: spkiOf(k.publicKey),
+      extensions,
+    },
+    issuerKeys.privateKey,
+  );
+  return toPem(der, 'CERTIFICATE');
 }
 
 const rootKeys = await keys();
-const root = await makeRoot(rootKeys);
-const rootPem = root.toString('pem');
-const { KeyUsageFlags: KU } = x509;
+const root = makeRoot(rootKeys);
+const rootPem = root.toPem();
+/** KeyUsage bit 4 (RFC 5280 §4.2.1.3). */
+const KEY_AGREEMENT = 1 << 4;
 
 const rules: [string, LeafSpec, RegExp][] = [
   ['no URI SAN', { uris: [] }, /exactly one URI SAN, has 0/],
@@ -71,12 +82,16 @@ const rules: [string, LeafSpec, RegExp][] = [
   ['cA=true on the leaf', { ca: true }, /must not be a CA/],
   ['no keyUsage', { ku: null }, /no keyUsage/],
   ['non-critical keyUsage', { kuCritical: false }, /must be critical/],
-  ['keyUsage without digitalSignature', { ku: KU.keyAgreement }, /lacks digitalSignature/],
-  ['keyUsage with keyCertSign', { ku: KU.digitalSignature | KU.keyCertSign }, /keyCertSign or cRLSign/],
-  ['keyUsage with cRLSign', { ku: KU.digitalSignature | KU.cRLSign }, /keyCertSign or cRLSign/],
+  ['keyUsage without digitalSignature', { ku: KEY_AGREEMENT }, /lacks digitalSignature/],
+  [
+    'keyUsage with keyCertSign',
+    { ku: KeyUsage.digitalSignature | KeyUsage.keyCertSign },
+    /keyCertSign or cRLSign/,
+  ],
+  ['keyUsage with cRLSign', { ku: KeyUsage.digitalSignature | KeyUsage.cRLSign }, /keyCertSign or cRLSign/],
   ['no EKU', { eku: null }, /serverAuth and clientAuth/],
-  ['EKU serverAuth only', { eku: [x509.ExtendedKeyUsage.serverAuth] }, /serverAuth and clientAuth/],
-  ['EKU clientAuth only', { eku: [x509.ExtendedKeyUsage.clientAuth] }, /serverAuth and clientAuth/],
+  ['EKU serverAuth only', { eku: [OIDS.serverAuth] }, /serverAuth and clientAuth/],
+  ['EKU clientAuth only', { eku: [OIDS.clientAuth] }, /serverAuth and clientAuth/],
   [
     'expired',
     { notBefore: new Date(Date.now() - 2 * HOUR), notAfter: new Date(Date.now() - HOUR) },
@@ -122,8 +137,8 @@ test('refused: leaf signed by a different key than the next cert', async (t) => 
 
 test('refused: issuer in the chain that is not a CA', async (t) => {
   const k = await keys();
-  const notCa = await makeRoot(k, false);
-  const r = validateSvid([await makeLeaf(notCa, k), notCa.toString('pem')]);
+  const notCa = makeRoot(k, false);
+  const r = validateSvid([await makeLeaf(notCa, k), notCa.toPem()]);
   t.false(r.ok);
   if (!r.ok)
     t.true(
@@ -133,8 +148,8 @@ test('refused: issuer in the chain that is not a CA', async (t) => {
 });
 
 test('refused: chain not anchored in the given roots', async (t) => {
-  const otherRoot = await makeRoot(await keys());
-  const r = validateSvid([await makeLeaf(root, rootKeys), rootPem], { roots: [otherRoot.toString('pem')] });
+  const otherRoot = makeRoot(await keys());
+  const r = validateSvid([await makeLeaf(root, rootKeys), rootPem], { roots: [otherRoot.toPem()] });
   t.false(r.ok);
   if (!r.ok)
     t.true(
