@@ -144,7 +144,12 @@ function serveMetrics(waypoint: Waypoint, host: string, port: number): Promise<h
       () => res.writeHead(500).end(),
     );
   });
-  return listenServer(server, { host, port }, (e) =>
-    log.warn({ port, err: e.message }, 'metrics accept failed'),
+  return listenServer(
+    server,
+    { host, port },
+    {
+      name: 'metrics',
+      onError: (e) => log.warn({ port, err: e.message }, 'metrics accept failed'),
+    },
   ).then(() => server);
 }
