@@ -1,5 +1,9 @@
-import { resolve } from 'node:path';
-import test from 'ava';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { CertificateAuthority } from '@zmesh/shared';
+import test, { type ExecutionContext } from 'ava';
 import { execa } from 'execa';
 
 const ZMESH = resolve(import.meta.dirname, '../../bin/zmesh');
@@ -23,4 +27,95 @@ test('zmesh harness bypass refuses to run zero attempts (nothing proven is not a
   const r = await execa(ZMESH, ['harness', 'bypass', '--only', 'no-such-attempt'], { reject: false });
   t.is(r.exitCode, 2);
   t.regex(r.stderr, /no attempt id contains "no-such-attempt"/);
+});
+
+/** Listens on `host:port` so that a daemon started next finds it taken. */
+async function takePort(t: ExecutionContext, host: string, port: number): Promise<void> {
+  const holder = createServer();
+  await new Promise<void>((resolve, reject) => {
+    holder.once('error', reject);
+    holder.listen({ host, port }, resolve);
+  });
+  t.teardown(() => new Promise<void>((resolve) => holder.close(() => resolve())));
+}
+
+/**
+ * A port already taken at start: one line with the stable code, the listener, address and
+ * errno, exit 1, no stack trace. The daemon exits on its own within the timeout, so the
+ * listeners it had opened before the failing one were closed (an open one keeps Node running).
+ */
+function assertBindFailure(
+  t: ExecutionContext,
+  r: { exitCode?: number; stderr: string; timedOut: boolean },
+  listener: string,
+  address: string,
+): void {
+  t.false(r.timedOut, 'the daemon did not exit by itself: something it opened is still open');
+  t.is(r.exitCode, 1, r.stderr);
+  const lines = r.stderr.split('\n').filter((l) => l.includes('ZM_ERR_LISTEN_BIND'));
+  t.is(lines.length, 1, r.stderr);
+  t.regex(
+    lines[0]!,
+    new RegExp(`${listener} listener cannot bind ${address.replaceAll('.', '\\.')}: EADDRINUSE`),
+  );
+  t.notRegex(r.stderr, /setupListenHandle|\n\s+at /);
+}
+
+// 127.86.0.0/16 is these tests'.
+test('zmesh ztunnel whose readiness port is taken exits 1 naming it, after closing admin and metrics', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'zmesh-cli-bind-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const ca = await CertificateAuthority.create({ trustDomain: 'cluster.local' });
+  await writeFile(join(dir, 'root-cert.pem'), ca.rootPem);
+  await writeFile(join(dir, 'root-key.pem'), await ca.exportKeyPem(), { mode: 0o600 });
+  await writeFile(join(dir, 'mesh.yaml'), 'workloads: []\n');
+  await takePort(t, '127.86.0.1', 15021);
+  const r = await execa(
+    ZMESH,
+    [
+      'ztunnel',
+      '--config',
+      join(dir, 'mesh.yaml'),
+      '--node',
+      'n',
+      '--address',
+      '127.86.0.1',
+      '--ca-dir',
+      dir,
+    ],
+    { reject: false, timeout: 20_000 },
+  );
+  assertBindFailure(t, r, 'readiness', '127.86.0.1:15021');
+});
+
+test('zmesh waypoint whose metrics port is taken exits 1 naming it, after closing its HBONE listener', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'zmesh-cli-bind-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const ca = await CertificateAuthority.create({ trustDomain: 'cluster.local' });
+  await writeFile(join(dir, 'root-cert.pem'), ca.rootPem);
+  await writeFile(join(dir, 'root-key.pem'), await ca.exportKeyPem(), { mode: 0o600 });
+  await writeFile(join(dir, 'wp.yaml'), 'waypoint: { name: wp, namespace: shop }\n');
+  await takePort(t, '127.86.0.2', 15020);
+  const r = await execa(
+    ZMESH,
+    [
+      'waypoint',
+      '--config',
+      join(dir, 'wp.yaml'),
+      '--ca-dir',
+      dir,
+      '--address',
+      '127.86.0.2',
+      '--warm-up-requests',
+      '0',
+    ],
+    { reject: false, timeout: 20_000 },
+  );
+  assertBindFailure(t, r, 'metrics', '127.86.0.2:15020');
+});
+
+test('zmesh control-plane whose admin port is taken exits 1 naming it, after closing xDS', async (t) => {
+  await takePort(t, '127.86.0.3', 15014);
+  const r = await execa(ZMESH, ['control-plane', '--host', '127.86.0.3'], { reject: false, timeout: 20_000 });
+  assertBindFailure(t, r, 'control-plane admin', '127.86.0.3:15014');
 });

@@ -31,7 +31,14 @@ export async function startAdminServer(
       reply(res, 500, { error: 'internal error' });
     });
   });
-  await listenServer(server, { host, port }, (e) => log.warn({ err: e.message }, 'admin accept failed'));
+  await listenServer(
+    server,
+    { host, port },
+    {
+      name: 'control-plane admin',
+      onError: (e) => log.warn({ err: e.message }, 'admin accept failed'),
+    },
+  );
   return {
     port: (server.address() as AddressInfo).port,
     close: () => new Promise((resolve) => server.close(() => resolve())),

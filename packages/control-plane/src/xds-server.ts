@@ -3,6 +3,7 @@ import {
   ADDRESS_TYPE_URL,
   ADS_METHOD,
   AUTHORIZATION_TYPE_URL,
+  bindError,
   CA_METHOD,
   certificateRequestCodec,
   certificateResponseCodec,
@@ -11,6 +12,7 @@ import {
   encodeAddress,
   encodeAuthorization,
   encodeWaypointResource,
+  formatHostPort,
   logger,
   policyKey,
   serviceKey,
@@ -162,10 +164,11 @@ export class XdsServer {
   async listen(port = 0, host = '127.0.0.1'): Promise<number> {
     if (!isLoopback(host) && !isUnixAddress(host))
       throw new ZmeshError('ZM_ERR_XDS_BIND_REFUSED', { service: 'xDS/CA', host });
-    const address = isUnixAddress(host) ? host : host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+    const address = isUnixAddress(host) ? host : formatHostPort(host, port);
+    const target = isUnixAddress(host) ? { path: host.slice('unix:'.length) } : { host, port };
     return new Promise((resolve, reject) => {
       this.#server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (e, bound) =>
-        e ? reject(e) : resolve(bound),
+        e ? reject(bindError('xDS/CA', target, e)) : resolve(bound),
       );
     });
   }

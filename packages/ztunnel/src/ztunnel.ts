@@ -2,6 +2,7 @@ import { X509Certificate } from 'node:crypto';
 import {
   type Credential,
   connectHbone,
+  isZmeshError,
   logger,
   MeshMetrics,
   ok,
@@ -294,7 +295,7 @@ export class Ztunnel {
     } catch (e) {
       this.inbound.delete(w.uid);
       await listener.close();
-      log.error({ workload: w.uid, err: (e as Error).message }, 'inbound listener failed');
+      this.listenFailed(e, { workload: w.uid }, 'inbound listener failed');
     }
   }
 
@@ -316,9 +317,21 @@ export class Ztunnel {
         await listener.listen();
       } catch (e) {
         this.forwards.delete(key);
-        log.error({ listen: f.listen, err: (e as Error).message }, 'forward listener failed');
+        this.listenFailed(e, { workload: f.workloadUid }, 'forward listener failed');
       }
     }
+  }
+
+  /**
+   * A workload's listener that cannot bind leaves the proxy serving the others: the
+   * failure is logged with its code and counted. Without its inbound listener the
+   * workload is not ready, and readiness says so.
+   */
+  private listenFailed(e: unknown, fields: Record<string, unknown>, msg: string): void {
+    if (isZmeshError(e)) {
+      this.metrics.errors.inc({ code: e.code, flag: e.flag });
+      log.error({ ...fields, code: e.code, ...e.context, err: e.message }, msg);
+    } else log.error({ ...fields, err: (e as Error).message }, msg);
   }
 
   private onRotated(identity: string, cred: Credential): void {

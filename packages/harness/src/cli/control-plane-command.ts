@@ -1,5 +1,6 @@
 import { chmod, readFile, rm } from 'node:fs/promises';
 import { ControlPlane, loadOrCreateCa, startAdminServer, writeRootsFile } from '@zmesh/control-plane';
+import { startFailure } from './start-failure.js';
 
 export interface ControlPlaneCommandOptions {
   config?: string;
@@ -18,9 +19,11 @@ export interface ControlPlaneCommandOptions {
  * `zmesh control-plane`: config store (watched directory) → xDS and the CA on loopback, plus
  * the admin endpoint that `zmesh apply`, `zmesh proxy-status` and `zmesh ns` talk to. The
  * CA root comes from --ca-dir (created there if absent; in memory without it); the roots
- * proxies must trust are written to --roots-file, which they watch.
+ * proxies must trust are written to --roots-file, which they watch. Resolves with 0 once
+ * serving (SIGINT/SIGTERM then stop it), or with 1 and one line naming the reason when it
+ * cannot start (a port in use, a refused address or config).
  */
-export async function runControlPlane(options: ControlPlaneCommandOptions): Promise<void> {
+export async function runControlPlane(options: ControlPlaneCommandOptions): Promise<number> {
   const ca = await loadOrCreateCa(options.trustDomain, options.caDir);
   if (options.rootsFile) await writeRootsFile(options.rootsFile, [ca.rootPem]);
   const cp = new ControlPlane({
@@ -30,9 +33,17 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
     ...(options.config ? { configDir: options.config, watch: true } : {}),
   });
   if (options.socket) await rm(options.socket, { force: true });
-  const port = await cp.start(Number(options.port), options.socket ? `unix:${options.socket}` : options.host);
-  if (options.socket) await chmod(options.socket, 0o600);
-  const admin = await startAdminServer(cp, Number(options.adminPort), options.host);
+  let port: number;
+  let admin: Awaited<ReturnType<typeof startAdminServer>>;
+  try {
+    port = await cp.start(Number(options.port), options.socket ? `unix:${options.socket}` : options.host);
+    if (options.socket) await chmod(options.socket, 0o600);
+    admin = await startAdminServer(cp, Number(options.adminPort), options.host);
+  } catch (e) {
+    // The xDS server may be up when the admin port is taken: close it before saying why.
+    await cp.stop();
+    return startFailure('control-plane', e);
+  }
   const where = options.socket ? `unix:${options.socket}` : `${options.host}:${port} (plaintext, loopback)`;
   console.error(
     `control plane: xDS and CA on ${where}, admin on ${options.host}:${admin.port}` +
@@ -45,6 +56,7 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
   };
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
+  return 0;
 }
 
 export async function runApply(file: string, admin: string): Promise<number> {

@@ -81,7 +81,7 @@ program
   .option('--socket <path>', 'serve xDS and the CA on this Unix socket (mode 0600) instead of --host:--port')
   .action(async (options) => {
     const { runControlPlane } = await import('./control-plane-command.js');
-    await runControlPlane(options);
+    process.exitCode = await runControlPlane(options);
   });
 
 program

@@ -25,6 +25,7 @@ import {
   Ztunnel,
 } from '@zmesh/ztunnel';
 import { Registry } from 'prom-client';
+import { startFailure } from './start-failure.js';
 
 const log = logger('cli');
 
@@ -66,8 +67,9 @@ interface Mode {
 /**
  * `zmesh ztunnel`: with --xds, config and certificates come from the control plane (the
  * local --config, if any, supplies only forward listeners); without it, explicit-proxy mode
- * from a local config file and a local CA (DESIGN §11). Exits non-zero with every reason
- * when inputs are invalid; stops cleanly on SIGINT/SIGTERM or POST /quitquitquit.
+ * from a local config file and a local CA (DESIGN §11). Exits 2 with every reason when
+ * inputs are invalid, 1 naming the listener, address and errno when a port cannot be bound
+ * (ZM_ERR_LISTEN_BIND); stops cleanly on SIGINT/SIGTERM or POST /quitquitquit.
  */
 export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
   const usage = usageError(opts);
@@ -115,9 +117,20 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
       : {}),
   });
   const undrain = drainOnCertChange(ztunnel.certs, ztunnel.pool);
+  const stop = async () => {
+    undrain();
+    await mode.stop();
+    await ztunnel.stop();
+  };
   if (keys) await adoptPersistedKeys(ztunnel, keys, mode.bundle);
-  await ztunnel.start();
-  await mode.start(ztunnel);
+  try {
+    await ztunnel.start();
+    await mode.start(ztunnel);
+  } catch (e) {
+    // A port already taken: close the listeners that did bind before saying which one failed.
+    await stop();
+    return startFailure('ztunnel', e);
+  }
   const optimizer = new OptimizerGate({ ready: () => ztunnel.readiness().ready });
   const reclaim = new IdleReclaim({ registry });
   if (!opts.agentSocket)
@@ -128,9 +141,7 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
   log.info('shutting down');
   optimizer.stop();
   reclaim.stop();
-  undrain();
-  await mode.stop();
-  await ztunnel.stop();
+  await stop();
   return 0;
 }
 

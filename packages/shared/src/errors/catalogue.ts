@@ -90,6 +90,11 @@ export const CATALOGUE = {
     status: 500,
     flag: 'CFG',
   },
+  ZM_ERR_LISTEN_BIND: {
+    message: '{listener} listener cannot bind {address}: {errno} ({reason})',
+    status: 500,
+    flag: 'CFG',
+  },
   ZM_ERR_ROUTE_NO_DESTINATION: { message: 'no workload or service at {address}', status: 503, flag: 'NR' },
   ZM_ERR_ROUTE_NO_HEALTHY: { message: 'service {service} has no healthy endpoint', status: 503, flag: 'UH' },
   ZM_ERR_TENANT_QUOTA: { message: 'tenant {tenant} over {quota} quota ({limit})', status: 503, flag: 'UO' },

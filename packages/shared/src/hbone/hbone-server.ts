@@ -96,9 +96,10 @@ export class HboneServer {
   ): Promise<{ host: string; port: number }> {
     const listener = net.createServer((socket) => this.#accept(socket));
     this.#listeners.push(listener);
-    await listenServer(listener, opts, (e) =>
-      log.warn({ name: this.#opts.name, err: e.message }, 'hbone accept failed'),
-    );
+    await listenServer(listener, opts, {
+      name: this.#opts.name ? `HBONE (${this.#opts.name})` : 'HBONE',
+      onError: (e) => log.warn({ name: this.#opts.name, err: e.message }, 'hbone accept failed'),
+    });
     const addr = listener.address() as net.AddressInfo;
     log.debug({ name: this.#opts.name, host: addr.address, port: addr.port }, 'hbone listening');
     return { host: addr.address, port: addr.port };

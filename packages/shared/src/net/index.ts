@@ -1,3 +1,4 @@
+export { type BindTarget, bindError } from './bind-error.js';
 export {
   bulkCoalescer,
   PUMP_COALESCE_MIN_BYTES,
@@ -6,5 +7,5 @@ export {
   pumpBytes,
 } from './byte-pump.js';
 export { bytesToIp, canonicalIp, formatHostPort, ipFamily, ipToBytes } from './ip.js';
-export { listenServer } from './listen-server.js';
+export { type ListenInputs, listenServer } from './listen-server.js';
 export { CONNECT_TIMEOUT_MS, whenConnected } from './when-connected.js';

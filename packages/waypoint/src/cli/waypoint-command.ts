@@ -1,7 +1,14 @@
 import { readFile } from 'node:fs/promises';
 import * as http from 'node:http';
 import { join } from 'node:path';
-import { CertificateAuthority, IdleReclaim, listenServer, logger, TrustBundle } from '@zmesh/shared';
+import {
+  CertificateAuthority,
+  IdleReclaim,
+  isZmeshError,
+  listenServer,
+  logger,
+  TrustBundle,
+} from '@zmesh/shared';
 import { loadWaypointConfig } from '../config/config-parser.js';
 import { warmUpBeforeListening, warmUpCount } from '../warm-up.js';
 import { WAYPOINT_HBONE_PORT, Waypoint } from '../waypoint.js';
@@ -35,7 +42,8 @@ export const DEFAULT_METRICS_PORT = 15020;
 /**
  * `zmesh waypoint`: with `--xds`, config and certificate from the control plane; otherwise
  * from a local `--config` file and `--ca-dir`. Exit code 2 with every reason when the config
- * or flags are invalid; 0 after SIGINT/SIGTERM.
+ * or flags are invalid, 1 naming the listener, address and errno when a port cannot be bound
+ * (ZM_ERR_LISTEN_BIND); 0 after SIGINT/SIGTERM.
  */
 export async function runWaypoint(opts: RunWaypointOptions): Promise<number> {
   const usage = usageError(opts);
@@ -46,27 +54,37 @@ export async function runWaypoint(opts: RunWaypointOptions): Promise<number> {
   const stopped = new Promise<void>((resolve) => {
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
   });
-  const running = opts.xds
-    ? await startFromControlPlane(
-        {
-          xds: opts.xds,
-          tokenFile: opts.tokenFile!,
-          rootsFile: opts.rootsFile!,
-          gateway: opts.gateway!,
-          address: opts.address!,
-          ...pick(opts, ['port', 'trustDomain', 'certTtlSeconds', 'warmUpRequests']),
-        },
-        stopped,
-      )
-    : await startFromFile(opts);
+  let running: Awaited<ReturnType<typeof startFromFile | typeof startFromControlPlane>>;
+  try {
+    running = opts.xds
+      ? await startFromControlPlane(
+          {
+            xds: opts.xds,
+            tokenFile: opts.tokenFile!,
+            rootsFile: opts.rootsFile!,
+            gateway: opts.gateway!,
+            address: opts.address!,
+            ...pick(opts, ['port', 'trustDomain', 'certTtlSeconds', 'warmUpRequests']),
+          },
+          stopped,
+        )
+      : await startFromFile(opts);
+  } catch (e) {
+    return startFailure(e);
+  }
   if (running === undefined) return 0;
   if (typeof running === 'string' || Array.isArray(running)) {
     for (const reason of [running].flat()) process.stderr.write(`zmesh waypoint: ${reason}\n`);
     return 2;
   }
   const metricsPort = Number(opts.metricsPort ?? DEFAULT_METRICS_PORT);
-  const metrics =
-    metricsPort > 0 ? await serveMetrics(running.waypoint, opts.address!, metricsPort) : undefined;
+  let metrics: http.Server | undefined;
+  try {
+    if (metricsPort > 0) metrics = await serveMetrics(running.waypoint, opts.address!, metricsPort);
+  } catch (e) {
+    await running.stop();
+    return startFailure(e);
+  }
   // Node and glibc keep what a burst of traffic allocated: 140-150 MB resident on the
   // bench's waypoint path long after its iperf3 runs ended (see ARCHITECTURE, Performance).
   const reclaim = new IdleReclaim({ registry: running.waypoint.metrics.registry });
@@ -76,6 +94,17 @@ export async function runWaypoint(opts: RunWaypointOptions): Promise<number> {
   metrics?.close();
   await running.stop();
   return 0;
+}
+
+/**
+ * A known reason the waypoint could not start (a port it cannot bind): one line with the
+ * stable code, exit 1, no stack; what it had opened is closed by then. Anything else is a
+ * bug and keeps its stack.
+ */
+function startFailure(e: unknown): number {
+  if (!isZmeshError(e)) throw e;
+  process.stderr.write(`zmesh waypoint: ${e.code}: ${e.message}\n`);
+  return 1;
 }
 
 function usageError(opts: RunWaypointOptions): string | undefined {
@@ -120,7 +149,13 @@ async function startFromFile(opts: RunWaypointOptions): Promise<RunningWaypoint 
     config: config.value,
     ...warmUpCount(opts.warmUpRequests),
   });
-  const at = await waypoint.start();
+  let at: Awaited<ReturnType<Waypoint['start']>>;
+  try {
+    at = await waypoint.start();
+  } catch (e) {
+    await waypoint.stop();
+    throw e;
+  }
   log.info({ identity, ...at }, 'waypoint listening');
   return { waypoint, stop: () => waypoint.stop() };
 }
@@ -144,7 +179,12 @@ function serveMetrics(waypoint: Waypoint, host: string, port: number): Promise<h
       () => res.writeHead(500).end(),
     );
   });
-  return listenServer(server, { host, port }, (e) =>
-    log.warn({ port, err: e.message }, 'metrics accept failed'),
+  return listenServer(
+    server,
+    { host, port },
+    {
+      name: 'metrics',
+      onError: (e) => log.warn({ port, err: e.message }, 'metrics accept failed'),
+    },
   ).then(() => server);
 }

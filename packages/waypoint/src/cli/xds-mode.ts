@@ -87,7 +87,14 @@ export async function startFromControlPlane(
   });
   waypoint = new Waypoint({ credential, bundle: id.bundle, config, host: opts.address, port });
   feed.attach(waypoint);
-  const at = await waypoint.start();
+  let at: Awaited<ReturnType<Waypoint['start']>>;
+  try {
+    at = await waypoint.start();
+  } catch (e) {
+    // Its port is taken: stop the subscription, the roots watcher and the CA client too.
+    await stop();
+    throw e;
+  }
   log.info({ identity, ...at }, 'waypoint listening (config from the control plane)');
   const renew = (delayMs: number) => {
     renewal = setTimeout(() => {

@@ -29,7 +29,7 @@ export class AdminServers {
 
   async start(): Promise<void> {
     const { ports, host } = this.inputs;
-    await this.serve(host, ports.admin, {
+    await this.serve('admin', host, ports.admin, {
       '/config_dump': (_q, res) => json(res, 200, this.inputs.configDump()),
       '/logging': (req, res, url) => this.logging(req, res, url),
       '/quitquitquit': (req, res) => {
@@ -38,13 +38,13 @@ export class AdminServers {
         setImmediate(this.inputs.quit);
       },
     });
-    await this.serve(host, ports.metrics, {
+    await this.serve('metrics', host, ports.metrics, {
       '/metrics': async (_q, res) => {
         res.writeHead(200, { 'content-type': this.inputs.registry.contentType });
         res.end(await this.inputs.registry.metrics());
       },
     });
-    await this.serve(host, ports.ready, {
+    await this.serve('readiness', host, ports.ready, {
       '/healthz/ready': (_q, res) => {
         const r = this.inputs.readiness();
         json(res, r.ready ? 200 : 503, r);
@@ -75,7 +75,7 @@ export class AdminServers {
     json(res, 200, logLevels());
   }
 
-  private serve(host: string, port: number, routes: Record<string, Handler>): Promise<void> {
+  private serve(name: string, host: string, port: number, routes: Record<string, Handler>): Promise<void> {
     const server = createServer((req, res) => {
       const url = new URL(req.url ?? '/', 'http://admin');
       const handler = routes[url.pathname];
@@ -85,8 +85,13 @@ export class AdminServers {
       );
     });
     this.servers.push(server);
-    return listenServer(server, { host, port }, (e) =>
-      log.warn({ port, err: e.message }, 'admin accept failed'),
+    return listenServer(
+      server,
+      { host, port },
+      {
+        name,
+        onError: (e) => log.warn({ port, err: e.message }, 'admin accept failed'),
+      },
     );
   }
 }

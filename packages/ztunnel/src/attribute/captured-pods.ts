@@ -161,8 +161,13 @@ export class CapturedPods implements NodeAgentHandler {
       this.onCaptured(pod, socket),
     );
     // A listen that fails rejects (the pod's enrolment fails closed) instead of never resolving.
-    return listenServer(server, { fd }, (e) =>
-      log.error({ pod: pod.uid, err: e.message }, 'outbound listener error'),
+    return listenServer(
+      server,
+      { fd },
+      {
+        name: `captured outbound (${pod.uid}, ${host}:${OUTBOUND_PORT})`,
+        onError: (e) => log.error({ pod: pod.uid, err: e.message }, 'outbound listener error'),
+      },
     ).then(() => server);
   }
 

@@ -63,8 +63,13 @@ export class NodeAgentServer {
     // 0177 makes it 0600 from birth, with no window in which others could connect.
     // (A throw inside listen() becomes the promise's rejection, so the umask is always restored.)
     const old = process.umask(0o177);
-    const listening = listenServer(this.#server, { path }, (e) =>
-      log.warn({ err: e.message }, 'node agent accept failed'),
+    const listening = listenServer(
+      this.#server,
+      { path },
+      {
+        name: 'node-agent',
+        onError: (e) => log.warn({ err: e.message }, 'node agent accept failed'),
+      },
     );
     process.umask(old);
     await listening;

@@ -22,8 +22,14 @@ export class ForwardListener {
   }
 
   listen(): Promise<void> {
-    return listenServer(this.server, { host: this.config.listen.host, port: this.config.listen.port }, (e) =>
-      log.error({ err: e.message }, 'forward listener error'),
+    const { host, port } = this.config.listen;
+    return listenServer(
+      this.server,
+      { host, port },
+      {
+        name: 'forward',
+        onError: (e) => log.error({ err: e.message }, 'forward listener error'),
+      },
     );
   }
 
