@@ -1,4 +1,6 @@
+import { execFile } from 'node:child_process';
 import { closeSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { promisify } from 'node:util';
 import { ZmeshError } from '@zmesh/shared';
 import { exemptKey, HOOKS, MAPS, pinPaths } from './bpf-layout.js';
 import * as sys from './sys.js';
@@ -6,14 +8,19 @@ import * as sys from './sys.js';
 /** Bound on one external command (bpftool, mount). */
 export const BPFTOOL_TIMEOUT_MS = 10_000;
 
+/** Bound on what one external command may print before it is cut off (execFile's maxBuffer). */
+const TOOL_OUTPUT_BYTES = 1024 * 1024;
+
+const execFileAsync = promisify(execFile);
+
 /**
- * Runs an external command (bpftool, mount) within BPFTOOL_TIMEOUT_MS. execa is loaded on
- * first use: a ztunnel that captures nothing never needs it, and loading it with its
- * dependencies kept ~0.5 MB more resident in every proxy (ARCHITECTURE.md, "Memory at rest").
+ * Runs an external command (bpftool, mount) within BPFTOOL_TIMEOUT_MS; a failure rejects
+ * with the command line and its stderr. node:child_process rather than execa (which the
+ * harness uses): in the long-running proxy, execa's module graph kept ~4 MB more resident
+ * once capture had run its first command (ARCHITECTURE.md, "Memory at rest").
  */
 export async function runTool(file: string, args: string[]): Promise<void> {
-  const { execa } = await import('execa');
-  await execa(file, args, { timeout: BPFTOOL_TIMEOUT_MS });
+  await execFileAsync(file, args, { timeout: BPFTOOL_TIMEOUT_MS, maxBuffer: TOOL_OUTPUT_BYTES });
 }
 
 /**
