@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { CertificateAuthority } from './ca.js';
 import { Certificate, extension, KeyUsage, name, OIDS, signCertificate } from './certificate.js';
 import { generateCsr } from './credential.js';
@@ -32,9 +32,11 @@ function openssl(args: string[]): string | undefined {
   }
 }
 const haveOpenssl = openssl(['version']) !== undefined;
-const withOpenssl = haveOpenssl ? test : test.skip;
-if (!haveOpenssl)
-  test('openssl cross-checks (skipped: no openssl command; apt install openssl)', (t) => t.pass());
+/** The openssl checks, reported as skipped with the reason where the command is missing. */
+function withOpenssl(title: string, fn: (t: ExecutionContext) => void | Promise<void>): void {
+  if (haveOpenssl) test(title, fn);
+  else test.skip(`${title} (skipped: no openssl command; scripts/bootstrap.sh installs it)`, fn);
+}
 
 writeFileSync(join(dir, 'root.pem'), ca.rootPem);
 writeFileSync(join(dir, 'leaf.pem'), leaf.certChainPem[0]!);
