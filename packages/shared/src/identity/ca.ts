@@ -11,12 +11,12 @@ import {
   OIDS,
   signCertificate,
   subjectKeyIdentifier,
-  toPem,
   uriSubjectAltName,
 } from './certificate.js';
 import type { Credential } from './credential.js';
 import { generateCsr } from './credential.js';
 import { type CertificateRequest, parseCsr } from './csr.js';
+import { toPem } from './der.js';
 import { exportKeyPem, generateP256, importKeyPem, isP256, randomSerial, spkiOf } from './keys.js';
 import { parseSpiffeId, trustDomainReasons } from './spiffe-id.js';
 

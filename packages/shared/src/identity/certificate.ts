@@ -8,7 +8,6 @@ import {
   context,
   expect,
   flagsOf,
-  fromPem,
   inside,
   namedBits,
   octetString,
@@ -49,6 +48,8 @@ export const OIDS = {
   ecdsaWithSha256: '1.2.840.10045.4.3.2',
   organization: '2.5.4.10',
   commonName: '2.5.4.3',
+  /** PKCS#9 extensionRequest: the extensions a CSR asks for (RFC 2986 §4.1, RFC 2985 §5.4.2). */
+  extensionRequest: '1.2.840.113549.1.9.14',
 } as const;
 
 export interface Extension {
@@ -114,7 +115,8 @@ export class Certificate {
   /** Parses PEM or DER; never throws. */
   static parse(data: string | Uint8Array): Result<Certificate> {
     try {
-      return ok(new Certificate(new X509Certificate(typeof data === 'string' ? data : Buffer.from(data))));
+      const input = typeof data === 'string' || Buffer.isBuffer(data) ? data : Buffer.from(data);
+      return ok(new Certificate(new X509Certificate(input)));
     } catch (e) {
       return err([`unparseable certificate: ${(e as Error).message}`]);
     }
@@ -171,6 +173,7 @@ function readExtensions(der: Buffer, explicit: Tlv): Map<string, Extension> {
   const [list] = children(der, explicit.start, explicit.end);
   for (const ext of inside(der, list, TAG.SEQUENCE)) {
     const parts = inside(der, ext, TAG.SEQUENCE);
+    if (parts.length !== 2 && parts.length !== 3) throw new Error('malformed extension');
     const id = readOid(der, parts[0]);
     const critical = parts.length === 3 && readBoolean(der, parts[1]!);
     const value = Buffer.from(contents(der, expect(parts.at(-1), TAG.OCTET_STRING)));
@@ -257,11 +260,9 @@ export function signCertificate(fields: CertificateFields, key: KeyObject): Buff
 /** A PKCS#10 request (RFC 2986 §4) for `key`, with an empty subject and a URI SAN. */
 export function buildCsr(uri: string, key: KeyObject, spki: Buffer): Buffer {
   const extensionRequest = sequence(
-    oid('1.2.840.113549.1.9.14'),
+    oid(OIDS.extensionRequest),
     setOf(sequence(uriSubjectAltName([uri], false))),
   );
   const info = sequence(smallInteger(0), name([]), spki, tlv(context(0, true), extensionRequest));
   return sequence(info, sequence(oid(OIDS.ecdsaWithSha256)), bitString(sign('sha256', info, key)));
 }
-
-export { fromPem, toPem };

@@ -1,4 +1,5 @@
-import { buildCsr, toPem } from './certificate.js';
+import { buildCsr } from './certificate.js';
+import { toPem } from './der.js';
 import { exportKeyPem, generateP256, spkiOf } from './keys.js';
 
 /** A workload's key and its X.509-SVID chain. Invariant: certChainPem[0] certifies keyPem. */

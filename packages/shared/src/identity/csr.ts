@@ -17,7 +17,6 @@ import {
 /** A CSR is a few hundred bytes; anything far larger is not one we should parse. */
 export const MAX_CSR_PEM_BYTES = 16 * 1024;
 
-const OID_EXTENSION_REQUEST = '1.2.840.113549.1.9.14';
 /** signatureAlgorithm OID → hash for node's verify (null: the algorithm fixes its own hash). */
 const SIGNATURE_HASH: Record<string, string | null> = {
   [OIDS.ecdsaWithSha256]: 'sha256',
@@ -68,7 +67,7 @@ function requestedUris(der: Buffer, attributes: { start: number; end: number }):
   const uris: string[] = [];
   for (const attribute of children(der, attributes.start, attributes.end)) {
     const [type, values] = inside(der, attribute, TAG.SEQUENCE);
-    if (readOid(der, type) !== OID_EXTENSION_REQUEST) continue;
+    if (readOid(der, type) !== OIDS.extensionRequest) continue;
     for (const extensions of inside(der, values, TAG.SET)) {
       for (const ext of inside(der, extensions, TAG.SEQUENCE)) {
         const parts = inside(der, ext, TAG.SEQUENCE);

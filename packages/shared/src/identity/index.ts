@@ -1,4 +1,5 @@
 export { CertificateAuthority, DEFAULT_ROOT_TTL_SECONDS } from './ca.js';
+export { Certificate } from './certificate.js';
 export { type Credential, generateCsr } from './credential.js';
 export { MAX_ROOTS_FILE_BYTES, parseRootsPem, RootsFileWatcher } from './roots-file.js';
 export {
@@ -9,5 +10,5 @@ export {
   type SpiffeId,
   trustDomainReasons,
 } from './spiffe-id.js';
-export { parseCertificate, type SvidInfo, svidLeafReasons, validateSvid } from './svid.js';
+export { type SvidInfo, svidLeafReasons, validateSvid } from './svid.js';
 export { TrustBundle } from './trust-bundle.js';

@@ -76,15 +76,10 @@ function extensionReasons(leaf: Certificate): string[] {
   return reasons;
 }
 
-/** Parses DER or PEM; never throws. */
-export function parseCertificate(data: string | Uint8Array): Result<Certificate> {
-  return Certificate.parse(data);
-}
-
 function parseChain(chainPem: string[]): Result<Certificate[]> {
   const out: Certificate[] = [];
   for (const [i, pem] of chainPem.entries()) {
-    const cert = parseCertificate(pem);
+    const cert = Certificate.parse(pem);
     if (!cert.ok) return err(cert.error.map((r) => `chain[${i}]: ${r}`));
     out.push(cert.value);
   }

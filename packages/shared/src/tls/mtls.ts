@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
 import * as tls from 'node:tls';
 import { ZmeshError } from '../errors/index.js';
+import { Certificate } from '../identity/certificate.js';
 import type { Credential } from '../identity/credential.js';
 import { parseSpiffeId } from '../identity/spiffe-id.js';
-import { parseCertificate, svidLeafReasons } from '../identity/svid.js';
+import { svidLeafReasons } from '../identity/svid.js';
 import type { TrustBundle } from '../identity/trust-bundle.js';
 import { err, ok, type Result } from '../result.js';
 
@@ -157,7 +158,7 @@ function identityOfDer(der: Buffer, trustDomain: string): Result<string, ZmeshEr
 }
 
 function checkDer(der: Buffer, trustDomain: string): Result<string, ZmeshError> {
-  const cert = parseCertificate(new Uint8Array(der));
+  const cert = Certificate.parse(der);
   if (!cert.ok) return err(new ZmeshError('ZM_ERR_CERT_INVALID', { reason: cert.error.join('; ') }));
   const leaf = svidLeafReasons(cert.value);
   if (leaf.identity === undefined || leaf.reasons.length > 0) {
