@@ -2,6 +2,7 @@ import { X509Certificate } from 'node:crypto';
 import {
   type Credential,
   connectHbone,
+  countError,
   isZmeshError,
   logger,
   MeshMetrics,
@@ -329,7 +330,7 @@ export class Ztunnel {
    */
   private listenFailed(e: unknown, fields: Record<string, unknown>, msg: string): void {
     if (isZmeshError(e)) {
-      this.metrics.errors.inc({ code: e.code, flag: e.flag });
+      countError(this.metrics, e);
       log.error({ ...fields, code: e.code, ...e.context, err: e.message }, msg);
     } else log.error({ ...fields, err: (e as Error).message }, msg);
   }

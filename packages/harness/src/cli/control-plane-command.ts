@@ -1,6 +1,6 @@
 import { chmod, readFile, rm } from 'node:fs/promises';
 import { ControlPlane, loadOrCreateCa, startAdminServer, writeRootsFile } from '@zmesh/control-plane';
-import { startFailure } from './start-failure.js';
+import { startFailure } from '@zmesh/shared';
 
 export interface ControlPlaneCommandOptions {
   config?: string;

@@ -6,6 +6,7 @@ import {
   IdleReclaim,
   logger,
   OptimizerGate,
+  startFailure,
   TrustBundle,
   validateSvid,
 } from '@zmesh/shared';
@@ -25,7 +26,6 @@ import {
   Ztunnel,
 } from '@zmesh/ztunnel';
 import { Registry } from 'prom-client';
-import { startFailure } from './start-failure.js';
 
 const log = logger('cli');
 

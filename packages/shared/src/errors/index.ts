@@ -1,4 +1,5 @@
 export { CATALOGUE, type CatalogueEntry, type ErrorCode } from './catalogue.js';
+export { startFailure } from './start-failure.js';
 export {
   isZmeshError,
   RESPONSE_FLAGS,

@@ -1,12 +1,17 @@
-import { isZmeshError } from '@zmesh/shared';
+import { isZmeshError } from './zmesh-error.js';
 
 /**
- * A daemon that could not start for a known reason (a port it cannot bind, a refused
- * config) says so in one line with the stable code and exits 1, with no stack trace; the
- * caller has closed what it opened. Anything else is a bug and keeps its stack.
+ * A daemon (`zmesh ztunnel`, `waypoint`, `control-plane`) that could not start for a known
+ * reason (a port it cannot bind, a refused config) says so in one line with the stable code
+ * and exits 1, with no stack trace; the caller has closed what it opened. Anything else is
+ * a bug and is rethrown with its stack. Returns the exit code.
  */
-export function startFailure(command: string, e: unknown): number {
+export function startFailure(
+  command: string,
+  e: unknown,
+  write: (line: string) => void = (line) => process.stderr.write(line),
+): number {
   if (!isZmeshError(e)) throw e;
-  console.error(`zmesh ${command}: ${e.code}: ${e.message}`);
+  write(`zmesh ${command}: ${e.code}: ${e.message}\n`);
   return 1;
 }

@@ -10,7 +10,7 @@ export { ErrorCode as H2ErrorCode } from './h2/frame.js';
 export { H2Connection, type H2ConnectionOptions } from './h2/h2-connection.js';
 export type { H2Headers, H2Stream } from './h2/h2-stream.js';
 export { type ConnectHboneOptions, connectHbone } from './hbone-client.js';
-export { type HandshakeFailure, HboneMetrics } from './hbone-metrics.js';
+export { countError, type HandshakeFailure, HboneMetrics } from './hbone-metrics.js';
 export {
   HboneServer,
   type HboneServerOptions,

@@ -4,9 +4,9 @@ import { join } from 'node:path';
 import {
   CertificateAuthority,
   IdleReclaim,
-  isZmeshError,
   listenServer,
   logger,
+  startFailure,
   TrustBundle,
 } from '@zmesh/shared';
 import { loadWaypointConfig } from '../config/config-parser.js';
@@ -70,7 +70,7 @@ export async function runWaypoint(opts: RunWaypointOptions): Promise<number> {
         )
       : await startFromFile(opts);
   } catch (e) {
-    return startFailure(e);
+    return startFailure('waypoint', e);
   }
   if (running === undefined) return 0;
   if (typeof running === 'string' || Array.isArray(running)) {
@@ -83,7 +83,7 @@ export async function runWaypoint(opts: RunWaypointOptions): Promise<number> {
     if (metricsPort > 0) metrics = await serveMetrics(running.waypoint, opts.address!, metricsPort);
   } catch (e) {
     await running.stop();
-    return startFailure(e);
+    return startFailure('waypoint', e);
   }
   // Node and glibc keep what a burst of traffic allocated: 140-150 MB resident on the
   // bench's waypoint path long after its iperf3 runs ended (see ARCHITECTURE, Performance).
@@ -94,17 +94,6 @@ export async function runWaypoint(opts: RunWaypointOptions): Promise<number> {
   metrics?.close();
   await running.stop();
   return 0;
-}
-
-/**
- * A known reason the waypoint could not start (a port it cannot bind): one line with the
- * stable code, exit 1, no stack; what it had opened is closed by then. Anything else is a
- * bug and keeps its stack.
- */
-function startFailure(e: unknown): number {
-  if (!isZmeshError(e)) throw e;
-  process.stderr.write(`zmesh waypoint: ${e.code}: ${e.message}\n`);
-  return 1;
 }
 
 function usageError(opts: RunWaypointOptions): string | undefined {
