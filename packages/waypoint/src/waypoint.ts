@@ -23,6 +23,7 @@ import { HttpFrontend } from './http/http-frontend.js';
 import { detectProtocol } from './http/protocol-detector.js';
 import type { HandlerDeps, TunnelContext } from './http/request-handler.js';
 import { baggageWorkload } from './http/request-record.js';
+import type { PathNormalization } from './http/request-target.js';
 import { BackendCluster } from './resilience/backend-cluster.js';
 import { type Clock, systemClock } from './resilience/clock.js';
 import { TokenBucket } from './resilience/rate-limiter.js';
@@ -47,6 +48,8 @@ export interface WaypointOptions {
   detectTimeoutMs?: number;
   /** Where each request's line goes; default the batched access log (the warm-up's is silent). */
   accessLog?: Logger;
+  /** Istio's pathNormalization for every request (http/request-target.ts); default BASE. */
+  pathNormalization?: PathNormalization;
 }
 
 /**
@@ -171,6 +174,7 @@ export class Waypoint {
       random: this.#opts.random ?? Math.random,
       self: `${config.namespace}/${config.name}`,
       ...(this.#opts.accessLog ? { accessLog: this.#opts.accessLog } : {}),
+      ...(this.#opts.pathNormalization ? { pathNormalization: this.#opts.pathNormalization } : {}),
     };
   }
 

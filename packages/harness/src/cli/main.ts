@@ -135,6 +135,11 @@ program
     '--warm-up-requests <n>',
     'requests sent through its own L7 path before listening, so the first real ones find it compiled ("0" skips)',
   )
+  .option(
+    '--path-normalization <mode>',
+    "Istio's pathNormalization before policy and routes: BASE, MERGE_SLASHES or DECODE_AND_MERGE_SLASHES",
+    'BASE',
+  )
   .action(async (options) => {
     const { runWaypoint } = await import('@zmesh/waypoint');
     process.exitCode = await runWaypoint(options);

@@ -44,3 +44,19 @@ test.serial('a --warm-up-requests that is not a count exits 2 and says what it w
   });
   t.regex(text, /--warm-up-requests: want a count of requests \(0 skips the warm-up\), got many/);
 });
+
+test.serial('a --path-normalization that is not one of Istio modes exits 2 and names them', async (t) => {
+  const text = await stderrOf(async () => {
+    for (const bad of ['NONE', 'base', 'merge'])
+      t.is(
+        await runWaypoint({
+          config: 'unused.yaml',
+          address: '127.66.0.1',
+          caDir: '.',
+          pathNormalization: bad,
+        }),
+        2,
+      );
+  });
+  t.regex(text, /--path-normalization: want one of BASE, MERGE_SLASHES, DECODE_AND_MERGE_SLASHES, got NONE/);
+});

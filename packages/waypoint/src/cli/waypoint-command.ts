@@ -10,6 +10,7 @@ import {
   TrustBundle,
 } from '@zmesh/shared';
 import { loadWaypointConfig } from '../config/config-parser.js';
+import { normalizationOf, PATH_NORMALIZATIONS } from '../http/request-target.js';
 import { warmUpBeforeListening, warmUpCount } from '../warm-up.js';
 import { WAYPOINT_HBONE_PORT, Waypoint } from '../waypoint.js';
 import { type RunningWaypoint, startFromControlPlane } from './xds-mode.js';
@@ -35,6 +36,8 @@ export interface RunWaypointOptions {
   gateway?: string;
   /** Requests through the L7 path before listening (warm-up.ts); "0" skips it. */
   warmUpRequests?: string;
+  /** Istio's pathNormalization (http/request-target.ts); default BASE. */
+  pathNormalization?: string;
 }
 
 export const DEFAULT_METRICS_PORT = 15020;
@@ -64,7 +67,7 @@ export async function runWaypoint(opts: RunWaypointOptions): Promise<number> {
             rootsFile: opts.rootsFile!,
             gateway: opts.gateway!,
             address: opts.address!,
-            ...pick(opts, ['port', 'trustDomain', 'certTtlSeconds', 'warmUpRequests']),
+            ...pick(opts, ['port', 'trustDomain', 'certTtlSeconds', 'warmUpRequests', 'pathNormalization']),
           },
           stopped,
         )
@@ -98,6 +101,11 @@ export async function runWaypoint(opts: RunWaypointOptions): Promise<number> {
 
 function usageError(opts: RunWaypointOptions): string | undefined {
   if (!opts.address) return '--address is required';
+  if (
+    opts.pathNormalization !== undefined &&
+    !(PATH_NORMALIZATIONS as readonly string[]).includes(opts.pathNormalization)
+  )
+    return `--path-normalization: want one of ${PATH_NORMALIZATIONS.join(', ')}, got ${opts.pathNormalization}`;
   if (opts.warmUpRequests !== undefined && !/^\d{1,7}$/.test(opts.warmUpRequests))
     return `--warm-up-requests: want a count of requests (0 skips the warm-up), got ${opts.warmUpRequests}`;
   if (opts.xds) {
@@ -131,6 +139,7 @@ async function startFromFile(opts: RunWaypointOptions): Promise<RunningWaypoint 
     config: config.value,
     host: opts.address!,
     port: opts.port === undefined ? WAYPOINT_HBONE_PORT : Number(opts.port),
+    ...normalizationOf(opts.pathNormalization),
   });
   await warmUpBeforeListening({
     credential,

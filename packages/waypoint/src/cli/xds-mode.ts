@@ -11,6 +11,7 @@ import {
 } from '@zmesh/shared';
 import { decodeWaypointConfig } from '../config/config-parser.js';
 import type { WaypointConfig } from '../config/waypoint-config.js';
+import { normalizationOf } from '../http/request-target.js';
 import { warmUpBeforeListening, warmUpCount } from '../warm-up.js';
 import { WAYPOINT_HBONE_PORT, Waypoint } from '../waypoint.js';
 import { WaypointXdsSource } from '../xds/waypoint-xds-source.js';
@@ -31,6 +32,7 @@ export interface XdsModeOptions {
   trustDomain?: string;
   certTtlSeconds?: string;
   warmUpRequests?: string;
+  pathNormalization?: string;
 }
 
 export interface RunningWaypoint {
@@ -85,7 +87,14 @@ export async function startFromControlPlane(
     config,
     ...warmUpCount(opts.warmUpRequests),
   });
-  waypoint = new Waypoint({ credential, bundle: id.bundle, config, host: opts.address, port });
+  waypoint = new Waypoint({
+    credential,
+    bundle: id.bundle,
+    config,
+    host: opts.address,
+    port,
+    ...normalizationOf(opts.pathNormalization),
+  });
   feed.attach(waypoint);
   let at: Awaited<ReturnType<Waypoint['start']>>;
   try {

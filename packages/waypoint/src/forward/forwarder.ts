@@ -187,7 +187,7 @@ async function oneAttempt(
     const response = await attempt(record.tunnel.upstream, endpoint, {
       protocol: ex.protocol,
       method: ex.method,
-      path: ex.rawPath,
+      path: ex.target,
       authority: ex.authority,
       headers: upstreamHeaders(ex, plan, traceparent, remaining),
       body,

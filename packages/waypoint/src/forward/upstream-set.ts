@@ -227,7 +227,7 @@ class TunnelAgent extends http.Agent {
   // which the shims below provide.
 }
 
-function withSocketShims(d: Duplex): Duplex {
+export function withSocketShims(d: Duplex): Duplex {
   const s = d as Duplex & Record<string, unknown>;
   for (const name of ['setKeepAlive', 'setNoDelay', 'ref', 'unref'])
     if (typeof s[name] !== 'function') s[name] = () => s;

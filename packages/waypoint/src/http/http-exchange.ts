@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import type { ZmeshError } from '@zmesh/shared';
+import { DEFAULT_PATH_NORMALIZATION, type PathNormalization, readRequestTarget } from './request-target.js';
 
 /** One downstream request and its response, the same shape for HTTP/1.1 and HTTP/2. */
 export interface Exchange {
@@ -9,14 +10,32 @@ export interface Exchange {
   req: IncomingMessage | Http2ServerRequest;
   res: ServerResponse | Http2ServerResponse;
   method: string;
-  /** Path with query, as received. */
-  rawPath: string;
-  /** Path without query, for matching and policy. */
+  /**
+   * The normalized origin-form target (path and query) that goes upstream; see
+   * request-target.ts. Empty when the request is `refused`.
+   */
+  target: string;
+  /** The normalized path without query: what policy and routes match. */
   path: string;
   authority: string;
   header(name: string): string | undefined;
-  /** HTTP/1.1 Upgrade (RFC 9110 §7.8): the client's socket and the bytes read past the head. */
-  upgrade?: { socket: Duplex; head: Buffer };
+  /** HTTP/1.1 Upgrade (RFC 9110 §7.8); see UpgradeRequest. */
+  upgrade?: UpgradeRequest;
+  /** Why the request cannot be served as received: answered 400, never forwarded. */
+  refused?: { reason: string; detail: string };
+}
+
+/**
+ * An HTTP/1.1 request with `Connection: upgrade`. Node's server has let go of the socket; it
+ * becomes a tunnel only when the app answers 101 with a protocol the client asked for.
+ * Otherwise the forwarder sets `keepParsing` and the frontend goes on reading requests from
+ * the socket (`head` first), each through the whole pipeline again.
+ */
+export interface UpgradeRequest {
+  socket: Duplex;
+  /** Bytes the client sent past the request head. */
+  head: Buffer;
+  keepParsing: boolean;
 }
 
 /** RFC 9110 §7.6.1 connection options, plus HTTP/2's banned connection-specific fields (RFC 9113 §8.2.2). */
@@ -34,23 +53,75 @@ const HOP_BY_HOP = new Set([
   'host',
 ]);
 
-export function exchangeOf(protocol: 'h1' | 'h2', req: Exchange['req'], res: Exchange['res']): Exchange {
-  const rawPath = (protocol === 'h2' ? String(req.headers[':path'] ?? '/') : req.url) || '/';
-  const q = rawPath.indexOf('?');
+/** Headers that carry the message's framing or routing: `Connection` may not strip them. */
+const NOT_CONNECTION_OPTIONS = new Set(['content-length', 'transfer-encoding', 'host']);
+
+export function exchangeOf(
+  protocol: 'h1' | 'h2',
+  req: Exchange['req'],
+  res: Exchange['res'],
+  normalization: PathNormalization = DEFAULT_PATH_NORMALIZATION,
+): Exchange {
+  const raw = (protocol === 'h2' ? req.headers[':path'] : req.url) ?? '';
   const authority = String((protocol === 'h2' ? req.headers[':authority'] : req.headers.host) ?? '');
-  return {
+  const method = (req.method ?? 'GET').toUpperCase();
+  const reading = readRequestTarget(protocol, method, String(raw), authority, normalization);
+  const header = (name: string) => {
+    const v = req.headers[name];
+    return Array.isArray(v) ? v.join(',') : v;
+  };
+  const ex: Exchange = {
     protocol,
     req,
     res,
-    method: (req.method ?? 'GET').toUpperCase(),
-    rawPath,
-    path: q === -1 ? rawPath : rawPath.slice(0, q),
+    method,
+    target: reading.ok ? reading.target : '',
+    path: reading.ok ? reading.path : '',
     authority,
-    header: (name) => {
-      const v = req.headers[name];
-      return Array.isArray(v) ? v.join(',') : v;
-    },
+    header,
   };
+  const refused = reading.ok ? framingRefusal(protocol, header) : reading;
+  if (refused) ex.refused = { reason: refused.reason, detail: refused.detail };
+  return ex;
+}
+
+/**
+ * What makes a request's framing or authority ambiguous between this hop and the app:
+ * - `Connection` naming Content-Length, Transfer-Encoding, Host or a pseudo-header (dropping
+ *   them as hop-by-hop would unframe the body, which then reaches the app as a new request);
+ * - a Transfer-Encoding other than exactly `chunked` (the waypoint re-frames bodies chunked
+ *   and cannot carry other codings across);
+ * - over HTTP/2, a `host` that is not `:authority` (RFC 9113 §8.3.1 says they must agree).
+ */
+function framingRefusal(
+  protocol: 'h1' | 'h2',
+  header: (name: string) => string | undefined,
+): { reason: string; detail: string } | undefined {
+  for (const option of tokens(header('connection')))
+    if (NOT_CONNECTION_OPTIONS.has(option) || option.startsWith(':'))
+      return { reason: 'connection_option', detail: `Connection may not name ${option}` };
+  const te = header('transfer-encoding');
+  if (te !== undefined && te.trim().toLowerCase() !== 'chunked')
+    return { reason: 'transfer_encoding', detail: 'Transfer-Encoding other than chunked' };
+  if (protocol === 'h2') {
+    const host = header('host');
+    if (host !== undefined && host.toLowerCase() !== (header(':authority') ?? '').toLowerCase())
+      return { reason: 'host_authority', detail: 'host differs from :authority' };
+  }
+  return undefined;
+}
+
+function tokens(value: string | undefined): string[] {
+  if (value === undefined) return [];
+  return value
+    .split(',')
+    .map((t) => t.trim().toLowerCase())
+    .filter(Boolean);
+}
+
+/** The protocols an Upgrade header asks for, lower case without versions (`websocket`, `h2c`). */
+export function upgradeProtocols(value: string | undefined): string[] {
+  return tokens(value).map((t) => t.split('/')[0]!);
 }
 
 /** End-to-end request headers for the upstream: no pseudo-headers, no hop-by-hop fields. */
@@ -63,6 +134,11 @@ export function forwardableHeaders(ex: Exchange): Record<string, string | string
   }
   // gRPC needs "te: trailers" end to end (gRPC over HTTP/2 spec); it is the one TE value HTTP/2 allows.
   if (ex.header('te')?.toLowerCase() === 'trailers') out.te = 'trailers';
+  // A body is always framed upstream: Node's client sends the body of a GET, HEAD, DELETE or
+  // OPTIONS bare unless told otherwise, and bare bytes would reach the app as a new request.
+  // HTTP/1.1 only: upstream HTTP/2 frames bodies itself (and forbids the header).
+  if (ex.protocol === 'h1' && ex.req.headers['transfer-encoding'] !== undefined)
+    out['transfer-encoding'] = 'chunked';
   return out;
 }
 

@@ -3,7 +3,13 @@ import * as http2 from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { logger, ZmeshError } from '@zmesh/shared';
 import type { WaypointMetrics } from '../telemetry/waypoint-metrics.js';
-import { exchangeOf, replyError } from './http-exchange.js';
+import {
+  type Exchange,
+  exchangeOf,
+  replyError,
+  type UpgradeRequest,
+  upgradeProtocols,
+} from './http-exchange.js';
 import { type HandlerDeps, handleRequest, type TunnelContext } from './request-handler.js';
 
 const log = logger('waypoint');
@@ -94,39 +100,85 @@ export class HttpFrontend {
       res.destroy();
       return;
     }
-    const ex = exchangeOf(protocol, req, res);
-    // RFC 9112 §3.2: a request without Host (or with several) is answered 400.
-    if (
-      protocol === 'h1' &&
-      (ex.authority === '' ||
-        req.rawHeaders.filter((h, i) => i % 2 === 0 && h.toLowerCase() === 'host').length !== 1)
-    ) {
-      this.metrics.badRequests.inc({ protocol: 'http1', reason: 'host' });
-      replyError(
-        ex,
-        new ZmeshError('ZM_ERR_WAYPOINT_BAD_REQUEST', { reason: 'exactly one Host header is required' }),
-        { connection: 'close' },
-      );
-      return;
-    }
+    const ex = exchangeOf(protocol, req, res, this.deps.pathNormalization);
+    if (this.#refused(ex)) return;
     void handleRequest(this.deps, ctx, ex);
   }
 
   /**
+   * A request that cannot be read one way only is answered 400 and counted, and its HTTP/1.1
+   * connection closes: a missing or repeated Host (RFC 9112 §3.2), a request target or path
+   * refused by request-target.ts, framing that `Connection` would strip, an upgrade to h2c
+   * (refused, as Envoy does by default) or an upgrade request with a body.
+   */
+  #refused(ex: Exchange): boolean {
+    const protocol = ex.protocol === 'h1' ? 'http1' : 'http2';
+    let refusal = ex.refused;
+    if (
+      !refusal &&
+      ex.protocol === 'h1' &&
+      (ex.authority === '' ||
+        ex.req.rawHeaders.filter((h, i) => i % 2 === 0 && h.toLowerCase() === 'host').length !== 1)
+    )
+      refusal = { reason: 'host', detail: 'exactly one Host header is required' };
+    if (!refusal && ex.upgrade) {
+      if (upgradeProtocols(ex.header('upgrade')).includes('h2c'))
+        refusal = { reason: 'h2c_upgrade', detail: 'upgrade to h2c is not served' };
+      else if (
+        ex.header('transfer-encoding') !== undefined ||
+        Number(ex.header('content-length') ?? '0') !== 0
+      )
+        refusal = { reason: 'upgrade_body', detail: 'an upgrade request with a body' };
+    }
+    if (!refusal) return false;
+    this.metrics.badRequests.inc({ protocol, reason: refusal.reason });
+    log.info(
+      {
+        reason: refusal.reason,
+        detail: refusal.detail,
+        method: ex.method,
+        authority: ex.authority.slice(0, 256),
+      },
+      'request refused',
+    );
+    replyError(
+      ex,
+      new ZmeshError('ZM_ERR_WAYPOINT_BAD_REQUEST', { reason: refusal.detail }),
+      ex.protocol === 'h1' ? { connection: 'close' } : {},
+    );
+    return true;
+  }
+
+  /**
    * HTTP/1.1 Upgrade: the same pipeline (policy, route, limits) with a ServerResponse bound to
-   * the socket for local replies; a successful one is spliced to the endpoint.
+   * the socket for replies. The forwarder splices the socket to the endpoint only once the app
+   * has answered 101; otherwise (`keepParsing`) the socket is handed back to the HTTP server,
+   * bytes already read first, and its next request is judged like any other. After a local
+   * reply the connection closes.
    */
   #onUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): void {
     const ctx = this.#contexts.get(socket);
-    if (!ctx || req.headers.host === undefined) {
+    if (!ctx) {
       socket.destroy();
       return;
     }
+    // Nothing is read from the client until the app has decided.
+    socket.pause();
     const res = new http.ServerResponse(req);
     res.assignSocket(socket as unknown as import('node:net').Socket);
     res.shouldKeepAlive = false;
-    res.once('finish', () => socket.end());
-    const ex = { ...exchangeOf('h1', req, res), upgrade: { socket, head } };
+    const upgrade: UpgradeRequest = { socket, head, keepParsing: false };
+    res.once('finish', () => {
+      res.detachSocket(socket as unknown as import('node:net').Socket);
+      if (!upgrade.keepParsing || socket.destroyed) {
+        socket.end();
+        return;
+      }
+      if (head.length > 0) socket.unshift(head);
+      this.serve('h1', socket, ctx);
+    });
+    const ex = { ...exchangeOf('h1', req, res, this.deps.pathNormalization), upgrade };
+    if (this.#refused(ex)) return;
     void handleRequest(this.deps, ctx, ex);
   }
 

@@ -22,6 +22,7 @@ import { pickWeighted } from '../route/route-table.js';
 import type { WaypointMetrics } from '../telemetry/waypoint-metrics.js';
 import { type Exchange, replyError } from './http-exchange.js';
 import { type RequestRecord, recordRequest } from './request-record.js';
+import type { PathNormalization } from './request-target.js';
 
 const log = logger('waypoint');
 /** One line per request, written in batches (see accessLogger). */
@@ -56,6 +57,8 @@ export interface HandlerDeps {
   self: string;
   /** One line per request; default the waypoint's batched access log. */
   accessLog?: Logger;
+  /** How request paths are normalized before policy and routes read them (default BASE). */
+  pathNormalization?: PathNormalization;
 }
 
 /** The L7 pipeline: destination, authorization, route, rate limit, fault, deadline, forward. */
