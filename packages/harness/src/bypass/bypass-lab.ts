@@ -6,6 +6,7 @@ import type { ResultPromise } from 'execa';
 import { buildTopology, type NodeInfo, type PodInfo } from '../cluster/topology.js';
 import { LocalMesh, type MeshSpec } from '../mesh/local-mesh.js';
 import { HBONE_PROBE, PRIVILEGE_PROBE, PROBE, TARGET_SERVER } from './bypass-programs.js';
+import { L7Target } from './l7-target.js';
 import { type Movement, movements, parseScrape, type Scrape } from './metric-deltas.js';
 import { TargetWitness } from './target-witness.js';
 import { ZtunnelLogs } from './ztunnel-logs.js';
@@ -123,6 +124,7 @@ export class BypassLab {
   /** What the targets themselves saw. */
   readonly witness: TargetWitness;
   private baseline = new Map<string, Scrape>();
+  #l7: Promise<L7Target> | undefined;
 
   private constructor(
     readonly mesh: LocalMesh,
@@ -186,7 +188,19 @@ export class BypassLab {
     }
   }
 
+  /** The L7 attempts' mesh (explicit mode on loopback, with a waypoint), started at first use. */
+  l7(): Promise<L7Target> {
+    this.#l7 ??= L7Target.up();
+    return this.#l7;
+  }
+
   async down(): Promise<void> {
+    const l7 = this.#l7;
+    this.#l7 = undefined;
+    await l7?.then(
+      (t) => t.down(),
+      () => {},
+    );
     for (const s of this.servers) s.kill('SIGKILL');
     await this.mesh.down();
   }

@@ -2,6 +2,7 @@ import type { Attempt } from './attempt.js';
 import { directTcpAttempts } from './attempts-direct.js';
 import { certificateAttempts, identityAttempts } from './attempts-hbone.js';
 import { kernelAttempts } from './attempts-kernel.js';
+import { l7Attempts } from './attempts-l7.js';
 import { lifecycleAttempts } from './attempts-lifecycle.js';
 import { meshPathAttempts } from './attempts-loops.js';
 import { portAttempts } from './attempts-ports.js';
@@ -17,6 +18,7 @@ export function catalogue(): Attempt[] {
     ...meshPathAttempts(),
     ...processAttempts(),
     ...kernelAttempts(),
+    ...l7Attempts(),
     ...lifecycleAttempts(),
   ];
 }

@@ -3,3 +3,4 @@ export { BYPASS_SPEC, BypassLab } from './bypass-lab.js';
 export { ATTEMPT_TIMEOUT_MS, runAttempts } from './bypass-runner.js';
 export { formatTable } from './bypass-table.js';
 export { catalogue } from './catalogue.js';
+export { type Received, type RecordingApp, rawExchange, startRecordingApp, statusesOf } from './raw-http.js';

@@ -14,6 +14,8 @@ export interface L7LabOptions {
   adminPort?: number;
   /** Put the demo's HTTPRoute (90/10) and DENY policy in mesh.yaml (default true). */
   l7Config?: boolean;
+  /** Starts web-v1 and web-v2 on `host`:8080 (default: a 1 KiB answer naming the version). */
+  app?: (host: string, version: 'v1' | 'v2') => Promise<{ close(): void }>;
 }
 
 /** The L7 lab: control plane, two ztunnels and a waypoint all over xDS, web v1 and v2. */
@@ -63,7 +65,7 @@ export async function startL7Lab(opts: L7LabOptions = {}): Promise<L7Lab> {
   const temp = tempDir('zmesh-l7-');
   const dir = temp.path;
   const children: ResultPromise[] = [];
-  const apps: Server[] = [];
+  const apps: Array<{ close(): void }> = [];
   const stop = async () => {
     await Promise.all(children.reverse().map((c) => stopChild(c)));
     for (const s of apps) s.close();
@@ -72,7 +74,8 @@ export async function startL7Lab(opts: L7LabOptions = {}): Promise<L7Lab> {
   try {
     await mkdir(join(dir, 'cfg'));
     await writeFile(join(dir, 'cfg', 'mesh.yaml'), meshYaml(a, opts.l7Config ?? true));
-    for (const v of ['v1', 'v2'] as const) apps.push(await webServer(a.web[v], v));
+    const app = opts.app ?? webServer;
+    for (const v of ['v1', 'v2'] as const) apps.push(await app(a.web[v], v));
     await writeFile(
       join(dir, 'forwards.yaml'),
       stringify(
