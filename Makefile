@@ -29,11 +29,11 @@ test: build lint
 demo: build
 	@bin/zmesh demo
 
-# The full bench; rewrites ARCHITECTURE.md's performance section from the run's JSON.
+# The full bench; rewrites the generated section of docs/performance.md from the run's JSON.
 # BASELINE=/other/checkout/bin/zmesh adds that build's ztunnel pair as "before".
 bench: build
 	@mkdir -p out && bin/zmesh bench --json out/bench.json --png out/bench.png $(if $(BASELINE),--baseline $(BASELINE))
-	@node scripts/perf-section.mjs out/bench.json ARCHITECTURE.md
+	@node scripts/perf-section.mjs out/bench.json docs/performance.md
 
 clean:
 	@rm -rf packages/*/dist test/dist bpf/build

@@ -1,8 +1,8 @@
 // The proxies' bundle. bin/zmesh runs `ztunnel` and `waypoint` from one esbuild bundle of
 // the CLI instead of the ~450 modules under packages/*/dist and node_modules: each module
 // keeps its whole source text and its own module record in the V8 heap, and an idle
-// 100-pod ztunnel held ~7 MB less resident from the bundle (ARCHITECTURE.md, "Memory at
-// rest"). Identifiers are kept, so stack traces name real functions; the bundle carries
+// 100-pod ztunnel held ~7 MB less resident from the bundle (docs/performance.md,
+// "Memory"). Identifiers are kept, so stack traces name real functions; the bundle carries
 // no source map, since `--enable-source-maps` would load it whole into every proxy.
 // `ZMESH_NO_BUNDLE=1 bin/zmesh ztunnel …` runs from dist/ with source maps instead.
 import { rmSync } from 'node:fs';

@@ -4,7 +4,7 @@ import { startEcho, waitFor } from './helpers/mesh-fixture.js';
 import { echoes, startXdsMesh, type XdsMesh } from './helpers/xds-mesh.js';
 
 /**
- * DESIGN §5, authorization through a control-plane outage: policies stay last-known-good up
+ * docs/design.md §5, authorization through a control-plane outage: policies stay last-known-good up
  * to the staleness bound; past it, new connections to a destination with an enforced policy
  * are refused, while one without any policy keeps working and live connections run on.
  * Explicit-proxy mode on loopback (no root needed).

@@ -4,7 +4,7 @@ import test from 'ava';
 import type { ResultPromise } from 'execa';
 
 /**
- * Real capture on the local cluster (DESIGN §3, §6, §10): unchanged clients in pods, BPF
+ * Real capture on the local cluster (docs/design.md §3, §6, §10): unchanged clients in pods, BPF
  * redirect, ztunnel's listeners inside the pods, strict inbound. Needs root and BPF.
  */
 const unavailable = await BpfCapture.unavailableReason();

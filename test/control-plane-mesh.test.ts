@@ -228,7 +228,7 @@ test.serial(
     t.is(status.code, 7, status.details); // PERMISSION_DENIED
     t.regex(status.details, /token is for node node-a, not node-b/);
     t.is(impostor.z.localWorkloads().length, 0, 'it received nothing and serves nothing');
-    // DESIGN §5: no complete snapshot, so not ready, and it says why.
+    // docs/design.md §5: no complete snapshot, so not ready, and it says why.
     const readiness = impostor.z.readiness();
     t.false(readiness.ready);
     t.regex(readiness.reasons[0] ?? '', /no configuration: control plane unreachable/);

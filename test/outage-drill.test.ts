@@ -3,7 +3,7 @@ import { BpfCapture } from '@zmesh/ztunnel';
 import test from 'ava';
 
 /**
- * The CI-sized control-plane outage drill (`zmesh harness outage`, DESIGN §8) on the local
+ * The CI-sized control-plane outage drill (`zmesh harness outage`, docs/design.md §8) on the local
  * cluster: needs root, BPF (capture) and promtool (the alert check evaluates the shipped rule).
  */
 const unavailable =

@@ -154,7 +154,7 @@ test.serial('a known workload whose upstream refuses gets 503, without leaking f
 });
 
 test.serial(
-  'admin, metrics and health endpoints answer on the DESIGN ports of the ztunnel address',
+  'admin, metrics and health endpoints answer on the ports of docs/design.md §3 at the ztunnel address',
   async (t) => {
     const base = (port: number) => `http://${mesh.ip.a}:${port}`;
     const dump = (await (await fetch(`${base(15000)}/config_dump`)).json()) as {

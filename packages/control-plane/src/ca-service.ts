@@ -36,7 +36,7 @@ export interface CaServiceOptions {
 
 /**
  * `istio.v1.auth.IstioCertificateService/CreateCertificate`. A node's proxy may obtain only
- * identities of workloads scheduled on its own node (DESIGN.md §5): the requested identity
+ * identities of workloads scheduled on its own node (docs/design.md §5): the requested identity
  * (ImpersonatedIdentity metadata, else the CSR's URI SAN) must be one of them, and any URI
  * SAN in the CSR must agree with it. Everything else is refused and logged.
  */

@@ -16,7 +16,7 @@ export const USE_WAYPOINT_LABEL = 'istio.io/use-waypoint';
 /** Set by Istio on a waypoint's own pods; they never go through a waypoint themselves. */
 export const GATEWAY_NAME_LABEL = 'gateway.networking.k8s.io/gateway-name';
 export const HBONE_PORT = 15008;
-/** Only labels under this prefix reach proxies (tenancy overrides, DESIGN.md §7). */
+/** Only labels under this prefix reach proxies (tenancy overrides, docs/design.md §7). */
 const ZMESH_LABEL_PREFIX = 'zmesh.io/';
 
 export interface CompilerOptions {

@@ -4,7 +4,7 @@ const PREFIX = 'zmn1';
 const CONTEXT = 'zmesh node bootstrap token v1:';
 
 /**
- * Per-node bootstrap credentials (DESIGN.md §5): `zmn1.<base64url node>.<base64url HMAC>`.
+ * Per-node bootstrap credentials (docs/design.md §5): `zmn1.<base64url node>.<base64url HMAC>`.
  * Stateless to verify; a token names exactly one node and cannot be altered to name
  * another. The key lives with the control plane; pass the same key across restarts to
  * keep issued tokens valid.

@@ -12,7 +12,7 @@ import {
 } from './test-fixtures.js';
 
 /**
- * DESIGN §8: after an outage, proxies reconnect with jittered backoff, so a recovering
+ * docs/design.md §8: after an outage, proxies reconnect with jittered backoff, so a recovering
  * control plane is not hit by every proxy in the same instant. Real clients, a real server
  * stopped and started again on the same port; the reconnect instants must be spread.
  */

@@ -178,7 +178,7 @@ async function drive(
   onResponse: () => void,
 ): Promise<void> {
   if (count <= 0) return;
-  // What a source ztunnel sends with each tunnel (DESIGN §3), so the same branches run.
+  // What a source ztunnel sends with each tunnel (docs/design.md §3), so the same branches run.
   const tunnel = await session.openTunnel({
     authority: `${SERVICE_VIP}:80`,
     forwardedFor: HOST,

@@ -53,7 +53,7 @@ export interface WaypointOptions {
 }
 
 /**
- * The per-namespace L7 proxy (DESIGN §3 "Through a waypoint"): terminates HBONE from source
+ * The per-namespace L7 proxy (docs/design.md §3 "Through a waypoint"): terminates HBONE from source
  * ztunnels, serves HTTP/1.1 and HTTP/2 on each tunnel (opaque TCP gets L4 rules only), and
  * forwards each request over HBONE, with its own identity, to the chosen endpoint's ztunnel.
  */

@@ -52,14 +52,14 @@ export interface ZtunnelOptions {
   /** Set false in tests that run several proxies in one process. */
   defaultMetrics?: boolean;
   /**
-   * Capture mode (DESIGN §6): pods are enrolled over the node-agent socket, their traffic
+   * Capture mode (docs/design.md §6): pods are enrolled over the node-agent socket, their traffic
    * redirected by BPF, and ztunnel's listeners live inside each pod's network namespace.
-   * Without it, explicit-proxy mode (DESIGN §11).
+   * Without it, explicit-proxy mode (docs/design.md §11).
    */
   capture?: { bpf: BpfCapture; agentSocket: string };
   /** A registry shared with components made before the proxy (the BPF loader's metrics). */
   registry?: Registry;
-  /** Tenant isolation (DESIGN §7); on by default. */
+  /** Tenant isolation (docs/design.md §7); on by default. */
   tenancy?: TenancyOptions;
 }
 
@@ -206,7 +206,7 @@ export class Ztunnel {
     this.configIncomplete = incomplete;
   }
 
-  /** DESIGN §5: ready = a complete snapshot and a valid certificate for every enrolled workload. */
+  /** docs/design.md §5: ready = a complete snapshot and a valid certificate for every enrolled workload. */
   readiness(): { ready: boolean; reasons: string[] } {
     const incomplete = this.configIncomplete();
     const reasons = incomplete ? [incomplete] : [];

@@ -42,7 +42,7 @@ require('http').createServer({ keepAliveTimeout: 60000 }, (_req, res) => {
 const PORTS: Record<TargetName, number> = { iperf3: 5201, redis: 6379, echo: 7007, http: 8080 };
 
 /**
- * The bench on the netns cluster (DESIGN §10), cross-node pod to pod: a client pod on
+ * The bench on the netns cluster (docs/design.md §10), cross-node pod to pod: a client pod on
  * node-a and a server pod on node-b, each with its own network namespace, cgroup and uid.
  * `captured`: both pods enrolled, so the client's connections are redirected by BPF into
  * node-a's ztunnel and cross to node-b's over HBONE; otherwise the same pods unenrolled

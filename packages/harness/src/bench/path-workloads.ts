@@ -93,7 +93,7 @@ export const QUICK: Budget = {
   rounds: 1,
 };
 
-/** The fixed HTTP request rate (DESIGN §12 "CPU per 1,000 rps"). */
+/** The fixed HTTP request rate (docs/design.md §12, CPU per 1,000 requests per second). */
 export const HTTP_RATE = 1000;
 export const HTTP_WORKLOAD = 'HTTP 1 KiB @ 1,000 rps';
 

@@ -80,7 +80,7 @@ export interface BenchAddresses {
 
 /** CPU the proxies run on; the load generators get the other one (see bench.ts). */
 export const PROXY_CPU = '0';
-/** Workloads the ztunnel pair is configured with: DESIGN's "100 pods" memory target. */
+/** Workloads the ztunnel pair is configured with: the "100 pods" memory target of docs/design.md §12. */
 export const ZTUNNEL_PODS = 100;
 
 export function directPath(): PathSpec {

@@ -7,7 +7,7 @@ import { catalogue } from './catalogue.js';
 import { judgeProbes } from './judge.js';
 
 /**
- * The whole bypass catalogue on a real local mesh (DESIGN §1, security reviewer): nothing
+ * The whole bypass catalogue on a real local mesh (docs/design.md §1, security reviewer): nothing
  * may be delivered, every attempt must run and come out as its row expects, each with
  * evidence. Needs root and BPF; skipped (and said so) without them.
  */

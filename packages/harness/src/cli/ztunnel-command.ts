@@ -67,7 +67,7 @@ interface Mode {
 /**
  * `zmesh ztunnel`: with --xds, config and certificates come from the control plane (the
  * local --config, if any, supplies only forward listeners); without it, explicit-proxy mode
- * from a local config file and a local CA (DESIGN §11). Exits 2 with every reason when
+ * from a local config file and a local CA (docs/design.md §11). Exits 2 with every reason when
  * inputs are invalid, 1 naming the listener, address and errno when a port cannot be bound
  * (ZM_ERR_LISTEN_BIND); stops cleanly on SIGINT/SIGTERM or POST /quitquitquit.
  */

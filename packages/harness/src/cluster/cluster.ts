@@ -42,7 +42,7 @@ export interface UpOptions {
 const owned = new Set<Cluster>();
 
 /**
- * A cluster of network namespaces on this machine (DESIGN.md §10): nodes with a
+ * A cluster of network namespaces on this machine (docs/design.md §10): nodes with a
  * bridge, routed to each other over a fabric namespace; pods with a veth to their
  * node, their own IPv4/IPv6 addresses, cgroup (v2) and Linux uid. Needs root.
  */
@@ -160,7 +160,7 @@ export class Cluster {
     return node;
   }
 
-  /** What the node agent sends ztunnel to enroll a pod (DESIGN.md §6). */
+  /** What the node agent sends ztunnel to enroll a pod (docs/design.md §6). */
   workloadRequest(pod: PodInfo): { uid: string; netns: string; cgroup: string } {
     return { uid: pod.uid, netns: pod.netnsPath, cgroup: pod.cgroupPath };
   }

@@ -16,7 +16,7 @@ const SERVICE_VIP = '127.96.0.10';
 const BULK_BYTES = 64 * 1024 * 1024;
 
 /**
- * `make demo` without root (explicit-proxy mode, DESIGN §11): two ztunnels on their own loopback addresses, a client
+ * `make demo` without root (explicit-proxy mode, docs/design.md §11): two ztunnels on their own loopback addresses, a client
  * workload on node-a and a server workload on node-b, real traffic through HBONE
  * (curl to a service VIP, a 64 MiB bulk transfer by pod IP), then what each side saw.
  */

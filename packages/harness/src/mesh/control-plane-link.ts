@@ -12,7 +12,7 @@ export const MAX_RECORDED_ACCEPTS = 10_000;
  * that a drill can cut it: `cut()` resets every relayed connection and removes the socket
  * file (new connects fail at once, as with a control plane that is gone); `heal()` serves
  * it again. The control plane itself keeps running, so it still remembers every proxy and
- * can report a change applied meanwhile as pending (DESIGN §8).
+ * can report a change applied meanwhile as pending (docs/design.md §8).
  */
 export class ControlPlaneLink {
   private server: Server | undefined;

@@ -80,7 +80,7 @@ const KEYS_TMPFS = '/dev/shm';
 export const VIP_PREFIX = '10.244.250.';
 
 /**
- * The local multi-node mesh of DESIGN §10: a cluster of network namespaces, one ztunnel
+ * The local multi-node mesh of docs/design.md §10: a cluster of network namespaces, one ztunnel
  * per node (in the node's namespace and cgroup, capture mode), pods enrolled through each
  * ztunnel's node-agent socket before any of their processes start. Everything is torn
  * down on every exit path by `down()` and by the cluster's own exit hooks.
@@ -120,7 +120,7 @@ export class LocalMesh {
         await mesh.writeConfig();
       }
       for (const node of cluster.nodes) await mesh.startZtunnel(node);
-      // Waypoints' pods are never enrolled (DESIGN §3): their traffic is HBONE already.
+      // Waypoints' pods are never enrolled (docs/design.md §3): their traffic is HBONE already.
       const runsWaypoint = (pod: PodInfo) =>
         spec.waypoints?.some((w) => w.namespace === pod.namespace && w.pod === pod.name) ?? false;
       for (const pod of cluster.pods)

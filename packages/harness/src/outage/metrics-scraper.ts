@@ -1,4 +1,4 @@
-/** The outage metrics the drill reads and its alert rules use (DESIGN §8, §9). */
+/** The outage metrics the drill reads and its alert rules use (docs/design.md §8, §9). */
 export const OUTAGE_METRICS = [
   'zmesh_xds_connected',
   'zmesh_xds_disconnected_seconds',

@@ -21,7 +21,7 @@ const TRAFFIC_EVERY_MS = 200;
 const SCRAPE_EVERY_MS = 250;
 /** xDS reconnect and certificate retry bounds: compressed like the certificate lifetime. */
 const DRILL_BACKOFF = '100:1000';
-/** DESIGN §8 target for a restart with persisted keys. */
+/** Bound on a restart with persisted keys (docs/design.md §5). */
 export const PERSISTED_RESTART_BUDGET_MS = 2000;
 const PORT = 8080;
 
@@ -40,7 +40,7 @@ export const DRILL_SPEC: MeshSpec = {
 
 /**
  * `zmesh harness outage`: the control plane becomes unreachable under steady traffic on the
- * local cluster, and the drill checks DESIGN §8 row by row (see the phases below), then
+ * local cluster, and the drill checks docs/design.md §8 row by row (see the phases below), then
  * heals it and checks convergence. Everything is torn down on every exit path.
  */
 export async function runOutageDrill(opts: OutageDrillOptions = {}): Promise<DrillReport> {

@@ -46,7 +46,7 @@ test('only the text between the markers is replaced, and a second rewrite change
   const before = `# A\n${PERF_START}\nold numbers\n${PERF_END}\n## After\n`;
   const once = rewritePerfSection(before, report, 'zmesh ztunnel pair');
   t.false(once.includes('old numbers'));
-  t.true(once.startsWith(`# A\n${PERF_START}\n## Performance`));
+  t.true(once.startsWith(`# A\n${PERF_START}\n## The latest full run`));
   t.true(once.endsWith(`${PERF_END}\n## After\n`));
   t.is(rewritePerfSection(once, report, 'zmesh ztunnel pair'), once);
 });

@@ -20,7 +20,7 @@ export interface AuthzDestination {
 /**
  * Why a decision was made. Beyond Istio's four outcomes, two fail closed:
  * `policy-pending` (the workload names a policy this store has not received — ztunnel
- * skips it, but DESIGN §5 says traffic needing a missing piece fails closed) and
+ * skips it, but docs/design.md §5 says traffic needing a missing piece fails closed) and
  * `invalid-request` (an address that does not parse; never guess at a match).
  */
 export type DecisionReason =
@@ -138,7 +138,7 @@ export class AuthorizationStore {
   /**
    * Whether any enforced (not dry-run) policy applies to the destination, or one it names
    * is missing: past the maximum config staleness, new connections to such destinations
-   * fail closed (DESIGN §5).
+   * fail closed (docs/design.md §5).
    */
   hasEnforcedPolicy(dest: AuthzDestination): boolean {
     const selected = this.#selected(dest);

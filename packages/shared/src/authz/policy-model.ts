@@ -2,7 +2,7 @@ import { err, ok, type Result } from '../result.js';
 import { makeCidr } from './ip-cidr.js';
 
 /**
- * The L4 authorization model, mirroring `istio.security.Authorization` (WIRE.md) as ztunnel
+ * The L4 authorization model, mirroring `istio.security.Authorization` (xds/proto/istio/security/authorization.proto) as ztunnel
  * enforces it. Nesting and its meaning (Istio ztunnel `src/rbac.rs`):
  * - a policy matches if ANY rule matches; a policy with no rules matches nothing, whatever
  *   its action (`if self.rules.is_empty() { return false }`). So an ALLOW policy with no

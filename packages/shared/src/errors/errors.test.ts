@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import test from 'ava';
 import { CATALOGUE, type ErrorCode } from './catalogue.js';
+import { REMEDIES } from './remedies.js';
 import { RESPONSE_FLAGS, responseFlagOf, ZmeshError } from './zmesh-error.js';
 
 const docsUrl = new URL('../../../../docs/errors.md', import.meta.url);
@@ -21,6 +22,31 @@ test('docs/errors.md lists exactly the catalogue, with the same status, flag and
   t.deepEqual([...docs.keys()].sort(), Object.keys(CATALOGUE).sort());
   for (const [code, entry] of Object.entries(CATALOGUE)) {
     t.deepEqual(docs.get(code), { status: entry.status, flag: entry.flag, message: entry.message }, code);
+  }
+});
+
+/** `### CODE` sections of docs/errors.md with their `- cause:` and `- remedy:` lines. */
+function documentedRemedies(): Map<string, { cause?: string; remedy?: string }> {
+  const sections = new Map<string, { cause?: string; remedy?: string }>();
+  let current: { cause?: string; remedy?: string } | undefined;
+  for (const line of readFileSync(docsUrl, 'utf8').split('\n')) {
+    const heading = /^### (ZM_ERR_\w+)\s*$/.exec(line);
+    if (heading) {
+      current = {};
+      sections.set(heading[1]!, current);
+    }
+    const item = /^- (cause|remedy): (.*)$/.exec(line);
+    if (item && current) current[item[1] as 'cause' | 'remedy'] = item[2]!.trim();
+  }
+  return sections;
+}
+
+test('docs/errors.md gives every code its cause and remedy, as remedies.ts has them', (t) => {
+  const docs = documentedRemedies();
+  t.deepEqual([...docs.keys()].sort(), Object.keys(CATALOGUE).sort());
+  for (const [code, entry] of Object.entries(REMEDIES)) {
+    t.deepEqual(docs.get(code), { cause: entry.cause, remedy: entry.remedy }, code);
+    t.true(entry.cause.length > 0 && entry.remedy.length > 0, code);
   }
 });
 

@@ -17,7 +17,7 @@ export interface ConnectRequest {
   traceparent?: string;
 }
 
-/** Why a CONNECT was refused; both codes answer 400 (DESIGN §4). */
+/** Why a CONNECT was refused; both codes answer 400 (docs/design.md §4). */
 export interface ConnectRejection {
   code: Extract<ErrorCode, 'ZM_ERR_HBONE_BAD_METHOD' | 'ZM_ERR_HBONE_BAD_AUTHORITY'>;
   reasons: string[];
@@ -39,7 +39,7 @@ const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/;
 
 /**
  * `ip:port` or `[ipv6]:port`. Only literal addresses: HBONE authorities name a workload
- * address, never a name to resolve (DESIGN §4). Forms that other parsers read differently
+ * address, never a name to resolve (docs/design.md §4). Forms that other parsers read differently
  * (leading zeros, which inet_aton takes as octal; zone ids; short forms) are refused.
  */
 export function parseConnectAuthority(authority: string): Result<ConnectAuthority> {

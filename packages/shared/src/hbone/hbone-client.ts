@@ -22,13 +22,13 @@ export interface ConnectHboneOptions {
   port: number;
   credential: Credential;
   bundle: TrustBundle;
-  /** The server's SVID must name one of these (DESIGN §4). */
+  /** The server's SVID must name one of these (docs/design.md §4). */
   expectedIdentities: string[];
   localAddress?: string;
   /**
    * Makes the TCP socket TLS runs over, instead of dialling host:port from this namespace.
    * Capture mode opens it inside the source pod's network namespace so the destination
-   * sees the pod's own address (DESIGN §3).
+   * sees the pod's own address (docs/design.md §3).
    */
   createSocket?: () => Duplex;
   signal?: AbortSignal;
@@ -49,7 +49,7 @@ export interface ConnectHboneOptions {
 export function connectHbone(opts: ConnectHboneOptions): Promise<HboneSession> {
   const address = `${isIPv6(opts.host) ? `[${opts.host}]` : opts.host}:${opts.port}`;
   const cred = opts.credential;
-  // DESIGN §8: an expired certificate refuses new tunnels locally (the server would only
+  // docs/design.md §8: an expired certificate refuses new tunnels locally (the server would only
   // drop the connection without saying why, see HboneServer#onHandshakeError).
   if (cred.notAfter.getTime() <= Date.now()) {
     const context = { identity: cred.identity, notAfter: cred.notAfter.toISOString() };

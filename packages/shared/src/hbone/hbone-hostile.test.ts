@@ -21,7 +21,7 @@ import { connectHbone } from './hbone-client.js';
 import { MAX_HEADER_LIST_BYTES } from './hbone-settings.js';
 
 /**
- * Hostile inputs (DESIGN §8): each ends in a clear error, touches nothing else, and leaks
+ * Hostile inputs (docs/design.md §8): each ends in a clear error, touches nothing else, and leaks
  * no file descriptor. Serial, because the fd count is process-wide.
  */
 const pki: Pki = await makePki();
@@ -145,7 +145,7 @@ test.serial('a TLS 1.3 client that does not offer h2 is refused', async (t) => {
 test.serial('an expired client certificate fails the handshake', async (t) => {
   await noLeak(t, async () => {
     const expired = await pki.ca.issue(sa('client'), 1, { notBefore: new Date(Date.now() - 3600_000) });
-    // connectHbone refuses to present it at all (fail closed, DESIGN §8)...
+    // connectHbone refuses to present it at all (fail closed, docs/design.md §8)...
     const local = await t.throwsAsync(connect({ credential: expired }));
     t.true(isZmeshError(local, 'ZM_ERR_CERT_EXPIRED'), local?.message);
     // ...so present it by hand: the server must refuse it too.

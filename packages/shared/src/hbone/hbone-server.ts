@@ -64,7 +64,7 @@ export interface HboneServerOptions {
 }
 
 /**
- * The HBONE listener (DESIGN §3 inbound, §4): TLS 1.3 + h2, client SVID required and in
+ * The HBONE listener (docs/design.md §3 inbound, §4): TLS 1.3 + h2, client SVID required and in
  * our trust domain, CONNECT only. One per pod (ztunnel, on each of its addresses) or per
  * waypoint. Plain TCP listeners accept; the TLS server that takes each connection over is
  * built at the first one and dropped once none has been open for `tlsIdleMs`, so an idle

@@ -12,7 +12,7 @@ import { StreamWindows } from './stream-windows.js';
 const log = logger('hbone');
 
 export interface OpenTunnelRequest {
-  /** `ip:port` or `[ipv6]:port` of the destination (DESIGN §3 step 6). */
+  /** `ip:port` or `[ipv6]:port` of the destination (docs/design.md §3, "Leaving the source pod"). */
   authority: string;
   forwardedFor?: string;
   baggage?: Record<string, string>;

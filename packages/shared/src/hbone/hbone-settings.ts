@@ -1,4 +1,4 @@
-/** HTTP/2 numbers for HBONE (DESIGN §4). Each is a named bound; the tests may shrink timers. */
+/** HTTP/2 numbers for HBONE (docs/design.md §4). Each is a named bound; the tests may shrink timers. */
 const KiB = 1024;
 const MiB = 1024 * KiB;
 

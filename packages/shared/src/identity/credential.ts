@@ -8,7 +8,7 @@ export interface Credential {
   identity: string;
   /** PKCS#8 PEM, ECDSA P-256. */
   keyPem: string;
-  /** Leaf first, root last (the CA API's order, DESIGN §4). */
+  /** Leaf first, root last (the CA API's order, docs/design.md §4). */
   certChainPem: string[];
   notBefore: Date;
   notAfter: Date;

@@ -2,11 +2,11 @@ import { createPrivateKey, createPublicKey, generateKeyPair, type KeyObject, ran
 import { promisify } from 'node:util';
 
 /**
- * Which code does what (ECDSA P-256 everywhere, DESIGN §4):
+ * Which code does what (ECDSA P-256 everywhere, docs/design.md §4):
  * - node:crypto generates and imports keys, makes and verifies every signature, and
  *   (its X509Certificate, i.e. OpenSSL) parses certificates and checks chain links;
  * - der.ts and certificate.ts encode the certificates and CSRs zmesh issues and read the
- *   extensions OpenSSL does not expose as values (ARCHITECTURE.md, "PKI").
+ *   extensions OpenSSL does not expose as values (ARCHITECTURE.md, Decisions, "PKI").
  */
 
 export interface KeyPair {

@@ -31,7 +31,7 @@ export function parseRootsPem(text: string): Result<string[]> {
 }
 
 /**
- * Keeps a TrustBundle in step with a roots file (DESIGN §5: several roots trusted at once,
+ * Keeps a TrustBundle in step with a roots file (docs/design.md §5: several roots trusted at once,
  * new ones arrive through the watched file). Roots added to the file are trusted; roots
  * removed from it are dropped, but only ones this file brought in. A file that does not
  * parse, or lists no root, changes nothing: a half-written file never empties the bundle.

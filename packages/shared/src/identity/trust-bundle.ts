@@ -4,7 +4,7 @@ import { ZmeshError } from '../errors/index.js';
 
 /**
  * The roots trusted for one trust domain. Several are trusted at once so that a root can
- * be rotated (DESIGN §5): add the new one, wait for every leaf to be reissued, remove the
+ * be rotated (docs/design.md §5): add the new one, wait for every leaf to be reissued, remove the
  * old. Emits 'change' (no arguments) after every effective add or remove, so TLS contexts
  * can be rebuilt for new handshakes.
  */

@@ -1,6 +1,6 @@
 /**
  * zmesh's in-memory form of Istio's workload API (istio.workload.Address: Workload and
- * Service; field numbers in shared/WIRE.md). xDS decoding, the local YAML file and the
+ * Service; field numbers in xds/proto/istio/workload/workload.proto). xDS decoding, the local YAML file and the
  * control plane's compiler all produce these; the data path reads only these. IPs are
  * canonical text (IPv4 dotted quad, IPv6 lowercase compressed); bytes exist only on the wire.
  */

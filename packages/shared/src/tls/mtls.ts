@@ -80,7 +80,7 @@ export function clientSecureContext(cred: Credential, bundle: TrustBundle): tls.
 
 /**
  * Client side: the server must present an SVID from a bundle root whose one URI SAN is one
- * of `expectedIdentities` (the destination's identities from config, DESIGN §4). Host
+ * of `expectedIdentities` (the destination's identities from config, docs/design.md §4). Host
  * names play no part: the address was chosen by config, the identity is what is checked.
  */
 export function clientTlsOptions(

@@ -53,7 +53,7 @@ export interface CaClientOptions {
 }
 
 /**
- * `CertificateSigner` over the CA API (DESIGN §4, §5). The node token goes as
+ * `CertificateSigner` over the CA API (docs/design.md §4, §5). The node token goes as
  * `authorization: Bearer`, the workload's identity as `ImpersonatedIdentity` in the request
  * metadata. A returned chain is accepted only if it is a valid X.509-SVID for exactly the
  * identity asked for, certifies the key of our CSR, and leads to a trusted root.

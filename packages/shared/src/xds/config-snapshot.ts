@@ -27,7 +27,7 @@ export interface PendingResource {
 /**
  * The configuration a proxy acts on, swapped atomically as a whole. A workload or service
  * whose waypoint is not yet known is *pending*: absent from the active maps, so traffic
- * that needs it fails closed instead of going around the waypoint (DESIGN.md §5).
+ * that needs it fails closed instead of going around the waypoint (docs/design.md §5).
  */
 export interface ConfigSnapshot {
   readonly workloads: ReadonlyMap<string, Workload>;

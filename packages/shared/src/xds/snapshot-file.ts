@@ -7,7 +7,7 @@ import { ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL } from './proto-root.js';
 import { applyBatch, decodeResources, type RawResource } from './resource-decoder.js';
 
 /**
- * The last-known-good snapshot on disk (DESIGN.md §5), so a proxy restarted during an
+ * The last-known-good snapshot on disk (docs/design.md §5), so a proxy restarted during an
  * outage is born with config. Layout: one header line `{"format","sha256"}` then the body;
  * the sha256 is over the body bytes. The body holds each resource's wire bytes, so loading
  * re-runs the same validation as an xDS response.

@@ -43,7 +43,7 @@ export interface XdsClientOptions {
   snapshotPath?: string;
   backoff: { initialMs: number; maxMs: number };
   registry?: Registry;
-  /** An on-disk snapshot older than this is refused at start (DESIGN §5: bounded age). */
+  /** An on-disk snapshot older than this is refused at start (docs/design.md §5: bounded age). */
   maxSnapshotAgeMs?: number;
   now?: () => number;
 }
@@ -60,7 +60,7 @@ export interface NackEvent {
 /**
  * Delta ADS client for ztunnel and waypoint. Each response is decoded and validated off to
  * the side; valid resources are applied in one atomic swap of the `ConfigSnapshot`, invalid
- * ones are NACKed with every reason and change nothing (DESIGN.md §5). Events: 'snapshot',
+ * ones are NACKed with every reason and change nothing (docs/design.md §5). Events: 'snapshot',
  * 'response', 'ack', 'nack', 'connected', 'synced', 'disconnected', 'written', 'loadFailed'.
  * A stopped client is not restarted: make a new one.
  */
@@ -157,7 +157,7 @@ export class XdsClient extends EventEmitter {
 
   /**
    * Connected and every subscribed type has been answered on this stream: the snapshot is
-   * complete and current (what readiness waits for, DESIGN.md §5).
+   * complete and current (what readiness waits for, docs/design.md §5).
    */
   get synced(): boolean {
     return this.#current && this.#answered.size === this.#opts.typeUrls.length;

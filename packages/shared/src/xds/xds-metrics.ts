@@ -1,6 +1,6 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 
-/** xDS client health for the SRE (DESIGN.md §8, §9): connection, config age, ACK/NACK, pending. */
+/** xDS client health for the SRE (docs/design.md §8, §9): connection, config age, ACK/NACK, pending. */
 export class XdsMetrics {
   readonly connected: Gauge;
   readonly disconnectedSeconds: Gauge;

@@ -26,7 +26,7 @@ export interface RunWaypointOptions {
   caDir?: string;
   trustDomain?: string;
   certTtlSeconds?: string;
-  /** Prometheus /metrics and /healthz/ready on the waypoint's address (DESIGN §3 Ports); "0" disables. */
+  /** Prometheus /metrics and /healthz/ready on the waypoint's address (docs/design.md §3 Ports); "0" disables. */
   metricsPort?: string;
   /** Control plane ADS/CA address: config and certificate come from there (docs/xds.md). */
   xds?: string;
@@ -89,7 +89,7 @@ export async function runWaypoint(opts: RunWaypointOptions): Promise<number> {
     return startFailure('waypoint', e);
   }
   // Node and glibc keep what a burst of traffic allocated: 140-150 MB resident on the
-  // bench's waypoint path long after its iperf3 runs ended (see ARCHITECTURE, Performance).
+  // bench's waypoint path long after its iperf3 runs ended (docs/performance.md, "Memory").
   const reclaim = new IdleReclaim({ registry: running.waypoint.metrics.registry });
   await stopped;
   log.info('shutting down');

@@ -11,7 +11,7 @@ import {
 
 const log = logger('waypoint');
 
-/** Tunnels one HBONE connection carries before another is opened (DESIGN §4: at most 100). */
+/** Tunnels one HBONE connection carries before another is opened (docs/design.md §4: at most 100). */
 export const MAX_STREAMS_PER_SESSION = 100;
 /** HBONE connections to one endpoint ztunnel; beyond this, opening a tunnel fails (UO). */
 export const MAX_SESSIONS_PER_HOST = 16;
@@ -23,7 +23,7 @@ export interface TunnelTarget {
   /** The endpoint's address; its ztunnel listens on `hbonePort` there. */
   address: string;
   hbonePort: number;
-  /** The endpoint's SPIFFE ID: the ztunnel must present it (DESIGN §4). */
+  /** The endpoint's SPIFFE ID: the ztunnel must present it (docs/design.md §4). */
   identity: string;
 }
 

@@ -17,7 +17,7 @@ export interface AdminInputs {
 type Handler = (req: IncomingMessage, res: ServerResponse, url: URL) => void | Promise<void>;
 
 /**
- * The three operator endpoints on separate ports (DESIGN §3 Ports): admin (15000, loopback
+ * The three operator endpoints on separate ports (docs/design.md §3 Ports): admin (15000, loopback
  * of ztunnel's own namespace only: it can change log levels and stop the process),
  * metrics (15020, read-only) and health (15021). Liveness answers from the event loop
  * alone, so waiting for config never makes a healthy process look dead.

@@ -46,7 +46,7 @@ export interface CapturedPodsInputs {
 }
 
 /**
- * Enrolled pods in capture mode (DESIGN §6). Capture is attached first and fails closed:
+ * Enrolled pods in capture mode (docs/design.md §6). Capture is attached first and fails closed:
  * from the acknowledgement on, every outbound connect of the pod lands on this pod's own
  * 15001 listener, which refuses it until the pod's configuration and certificate exist.
  * The listener that accepted a connection is the source attribution; the BPF map gives

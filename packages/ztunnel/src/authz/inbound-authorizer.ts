@@ -18,7 +18,7 @@ const log = logger('authz');
 export const LIVE_REEVALUATION_DEADLINE_MS = 1000;
 
 /**
- * Authorization's own validity through a control-plane outage (DESIGN §5): policies are
+ * Authorization's own validity through a control-plane outage (docs/design.md §5): policies are
  * last-known-good until `ageMs()` exceeds `maxMs()`; past that, new connections to a
  * destination with an applicable non-dry-run policy are refused. Live connections are not
  * closed for staleness alone: nothing new has been learned against them.

@@ -17,7 +17,7 @@ const execFileAsync = promisify(execFile);
  * Runs an external command (bpftool, mount) within BPFTOOL_TIMEOUT_MS; a failure rejects
  * with the command line and its stderr. node:child_process rather than execa (which the
  * harness uses): in the long-running proxy, execa's module graph kept ~4 MB more resident
- * once capture had run its first command (ARCHITECTURE.md, "Memory at rest").
+ * once capture had run its first command (docs/performance.md, "Memory").
  */
 export async function runTool(file: string, args: string[]): Promise<void> {
   await execFileAsync(file, args, { timeout: BPFTOOL_TIMEOUT_MS, maxBuffer: TOOL_OUTPUT_BYTES });

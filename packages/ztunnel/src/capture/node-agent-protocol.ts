@@ -1,7 +1,7 @@
 import { err, ok, type Result } from '@zmesh/shared';
 
 /**
- * The node-agent protocol (DESIGN.md §6): newline-delimited JSON on a root-only Unix
+ * The node-agent protocol (docs/design.md §6): newline-delimited JSON on a root-only Unix
  * socket. One reply line per request line, in order. An optional `id` is echoed back.
  *   {"op":"AddWorkload","uid":"…","netns":"/run/netns/…","cgroup":"/sys/fs/cgroup/…"}
  *   {"op":"DelWorkload","uid":"…"}

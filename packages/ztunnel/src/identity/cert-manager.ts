@@ -26,7 +26,7 @@ export interface CertManagerOptions {
   toCredential: (identity: string, keyPem: string, chain: string[]) => Credential;
   /**
    * Runs one certificate request in its turn; the proxy passes its per-tenant fair queue so
-   * one tenant's burst of new pods cannot starve another's (DESIGN §7). Without it, a
+   * one tenant's burst of new pods cannot starve another's (docs/design.md §7). Without it, a
    * bounded FIFO (`maxInFlight`).
    */
   schedule?: <T>(identity: string, work: () => Promise<T>) => Promise<T>;

@@ -36,7 +36,7 @@ export interface InboundInputs {
   connectApp: AppConnector;
   metrics: MeshMetrics;
   authorizer: InboundAuthorizer;
-  /** Tenant byte fairness for the inbound copy (DESIGN §7); plain splice when absent. */
+  /** Tenant byte fairness for the inbound copy (docs/design.md §7); plain splice when absent. */
   copy?: (tenant: string, stream: Duplex, upstream: Duplex) => void;
   /** Uploads' HTTP/2 stream windows: one budget per session (tenancy) or fixed (`--fairness off`). */
   streamWindows: StreamWindowMode;
@@ -128,7 +128,7 @@ export class InboundListener {
 
   /**
    * A workload behind a waypoint accepts tunnels only from that waypoint's identity
-   * (DESIGN §3): anyone else tunnelling straight here would skip L7 policy. An unresolved
+   * (docs/design.md §3): anyone else tunnelling straight here would skip L7 policy. An unresolved
    * waypoint fails closed.
    */
   private checkWaypoint(workload: Workload, peer: string): void {
@@ -146,7 +146,7 @@ export class InboundListener {
 
   /**
    * `forwarded` names the original source only when the destination's own waypoint says
-   * so (DESIGN §3); from any other peer it is ignored and counted, never believed.
+   * so (docs/design.md §3); from any other peer it is ignored and counted, never believed.
    */
   private originalSource(workload: Workload, req: TunnelRequest): string | undefined {
     const claimed = req.request.forwardedFor;

@@ -6,7 +6,7 @@ import { handleOutbound, type OutboundInputs } from './outbound-handler.js';
 const log = logger('outbound');
 
 /**
- * Explicit-proxy mode's attribution (DESIGN §11): a local port bound to one workload and
+ * Explicit-proxy mode's attribution (docs/design.md §11): a local port bound to one workload and
  * one destination. Whoever connects here speaks as that workload, so the listener binds
  * the workload's own loopback address only.
  */

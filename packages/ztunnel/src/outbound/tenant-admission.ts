@@ -56,7 +56,7 @@ export const CONTENDED_CONNECT_RATE = 100;
 export const CONTENDED_CONNECT_BURST = 20;
 
 /**
- * Everything the outbound path shares between tenants (DESIGN §7), in one place: the
+ * Everything the outbound path shares between tenants (docs/design.md §7), in one place: the
  * connection-rate, open-connection and pending-connect quotas, the fair queue for
  * connection setup and stream admission, and fair byte copying under event-loop lag.
  */

@@ -4,7 +4,7 @@ import { type HboneSession, isZmeshError, logger, type MeshMetrics, ZmeshError }
 const log = logger('pool');
 
 /**
- * A connection is reused only when all four match (DESIGN §7): sharing across tenants or
+ * A connection is reused only when the whole key matches (docs/design.md §7): sharing across tenants or
  * identities would let one tenant's traffic ride (and be attributed to) another's mTLS session.
  */
 export interface PoolKey {
@@ -30,7 +30,7 @@ export interface TunnelHeaders {
 export interface HbonePoolOptions {
   /** Opens one HBONE session for a key (TLS with the source identity's credential). */
   connect: (key: PoolKey) => Promise<HboneSession>;
-  /** DESIGN §4: a client opens at most 100 streams per connection. */
+  /** docs/design.md §4: a client opens at most 100 streams per connection. */
   maxStreamsPerConnection?: number;
   /** An unused connection is closed after this long. */
   idleTimeoutMs?: number;

@@ -33,7 +33,7 @@ export interface LocalConfig {
 
 /**
  * The local YAML file: the same Workload and Service resources the control plane serves
- * (DESIGN §4), for running without one, plus this node's explicit-proxy forwards.
+ * (docs/design.md §4), for running without one, plus this node's explicit-proxy forwards.
  * Never throws: an invalid file is refused with every reason, naming file and path.
  */
 export async function loadLocalConfig(file: string): Promise<Result<LocalConfig>> {

@@ -22,7 +22,7 @@ import { CertManager } from '../identity/cert-manager.js';
 import { toCredential } from '../ztunnel.js';
 
 /**
- * DESIGN §5: each state class has its own validity through a control-plane outage. One test
+ * docs/design.md §5: each state class has its own validity through a control-plane outage. One test
  * per class, on an injected clock (nothing here waits for real time to pass).
  */
 

@@ -30,7 +30,7 @@ export type Route =
     }
   | { kind: 'passthrough'; target: { host: string; port: number }; destination?: Workload };
 
-/** HBONE port of a workload's ztunnel listener (DESIGN §3 Ports). */
+/** HBONE port of a workload's ztunnel listener (docs/design.md §3 Ports). */
 export const HBONE_PORT = 15008;
 
 /**

@@ -18,7 +18,7 @@ export const DEFAULT_XDS_BACKOFF = { initialMs: 500, maxMs: 30_000 };
 export interface XdsConfigSourceOptions {
   /**
    * The proxy fed. When it has them, the source also wires authorization staleness to its
-   * snapshot age and readiness to snapshot completeness (DESIGN §5).
+   * snapshot age and readiness to snapshot completeness (docs/design.md §5).
    */
   ztunnel: Pick<Ztunnel, 'applyConfig' | 'metrics'> &
     Partial<Pick<Ztunnel, 'authorizer' | 'certs' | 'setConfigReadiness'>>;
@@ -28,7 +28,7 @@ export interface XdsConfigSourceOptions {
   /** ztunnel's own address, for the Istio-style proxy id. */
   proxyAddress: string;
   token: string;
-  /** Last-known-good snapshot file (DESIGN §5); loaded at start, rewritten on every activation. */
+  /** Last-known-good snapshot file (docs/design.md §5); loaded at start, rewritten on every activation. */
   snapshotPath?: string;
   /** Explicit-proxy mode: forward listeners come from the local file, not from xDS. */
   forwards?: readonly ForwardConfig[];

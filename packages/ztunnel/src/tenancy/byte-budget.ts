@@ -159,7 +159,7 @@ interface TenantState {
 
 /**
  * Copies bytes between the two sockets of each tenant's connections and keeps the copy
- * loop fair (DESIGN §7): a tenant's buffered bytes are capped (reads pause instead of
+ * loop fair (docs/design.md §7): a tenant's buffered bytes are capped (reads pause instead of
  * buffering without bound), and while the event loop lags the heaviest recent consumer's
  * reads are paused for a short bounded time (then left alone as long), so light tenants'
  * bytes get the loop first. Under node memory pressure the guard's shed candidate is

@@ -17,7 +17,7 @@ export interface TenantSource {
 
 /**
  * A tenant is the workload's namespace unless its `zmesh.io/tenant` label names another
- * one (DESIGN §7). A malformed label falls back to the namespace rather than failing:
+ * one (docs/design.md §7). A malformed label falls back to the namespace rather than failing:
  * attribution must never leave a workload without a tenant.
  */
 export function tenantOf(workload: TenantSource): string {

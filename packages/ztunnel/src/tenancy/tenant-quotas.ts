@@ -70,7 +70,7 @@ interface Usage {
 }
 
 /**
- * Per-tenant quotas (DESIGN §7). Every check returns a Result so the hot path does not
+ * Per-tenant quotas (docs/design.md §7). Every check returns a Result so the hot path does not
  * throw; a refusal counts in `zmesh_tenant_quota_refused_total{tenant,quota}` and logs at
  * most once per interval per tenant and quota. Only the tenant over quota is refused.
  */

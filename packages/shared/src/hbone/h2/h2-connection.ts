@@ -50,7 +50,7 @@ export type { H2PeerSettings };
  * control, stream states, SETTINGS, PING and GOAWAY. Only what HBONE needs is here: no
  * push, no priorities (PRIORITY is read and ignored, RFC 9113 §5.3.2). It replaces
  * node:http2 on the HBONE data path, which crosses between C++ and JavaScript several
- * times per DATA frame (ARCHITECTURE.md "Own HTTP/2 for HBONE").
+ * times per DATA frame (docs/performance.md, "Bulk transfer").
  *
  * Events: 'remoteSettings' (settings) after each SETTINGS from the peer; 'stream'
  * (stream, headers) on a server for each new request; 'goaway' (code, lastStreamId,
