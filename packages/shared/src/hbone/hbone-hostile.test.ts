@@ -306,3 +306,19 @@ test.serial('a trust bundle that drops a root refuses its leaves on new handshak
   ok.close();
   await s.server.close();
 });
+
+test.serial('TCP connections that never start TLS are closed at the handshake deadline', async (t) => {
+  const idle = await startHbone(pki, echo.port, { handshakeTimeoutMs: 300 });
+  try {
+    const sockets = Array.from({ length: 50 }, () => net.connect({ host: '127.0.0.1', port: idle.port }));
+    const ended = await Promise.race([
+      Promise.all(sockets.map((s) => socketEnd(s))).then(() => true),
+      new Promise<false>((resolve) => setTimeout(() => resolve(false), 3000)),
+    ]);
+    const open = sockets.filter((s) => !s.destroyed && !s.readableEnded).length;
+    for (const s of sockets) s.destroy();
+    t.true(ended, `${open} of 50 idle connections still open 3 s after a 300 ms deadline`);
+  } finally {
+    await idle.server.close();
+  }
+});

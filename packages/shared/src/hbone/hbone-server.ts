@@ -202,6 +202,9 @@ export class HboneServer {
     this.#metrics?.handshakeFailures.inc({ reason });
     const detail = verdict ?? (e as { code?: string }).code ?? e.message;
     log.debug({ name: this.#opts.name, reason, err: detail }, 'handshake refused');
+    // Node reports a failed or timed-out handshake here but leaves the socket open: a client
+    // that never starts TLS would hold its fd for good (thousands exhaust the process).
+    socket.destroy();
   }
 
   /** TLS is done: a TLS 1.3 client that negotiated no ALPN (or not h2) is not an HBONE client. */
