@@ -14,6 +14,7 @@ export {
   cidrText,
   formatHostPort,
   formatIp,
+  formatIpBytes,
   ipFamily,
   ipToBytes,
   makeCidr,

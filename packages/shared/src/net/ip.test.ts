@@ -1,5 +1,14 @@
 import test from 'ava';
-import { bytesToIp, canonicalIp, cidrContains, formatHostPort, ipToBytes, parseCidr, parseIp } from './ip.js';
+import {
+  bytesToIp,
+  canonicalIp,
+  cidrContains,
+  formatHostPort,
+  formatIpBytes,
+  ipToBytes,
+  parseCidr,
+  parseIp,
+} from './ip.js';
 
 /**
  * The agreed rules, one row per edge case: canonical text (undefined: refused) and whether
@@ -90,6 +99,9 @@ test('bytes keep the family as written; text from bytes is canonical', (t) => {
   t.is(bytesToIp(ipToBytes('fe80::7%eth0')!), 'fe80::7');
   t.is(bytesToIp(ipToBytes('::ffff:10.0.0.1')!), '10.0.0.1');
   t.is(bytesToIp(Uint8Array.from([255, 254, 253, 252])), '255.254.253.252');
+  t.is(formatIpBytes(ipToBytes('::ffff:10.0.0.1')!), '::ffff:10.0.0.1', 'as written: the mapped form stays');
+  t.is(formatIpBytes(ipToBytes('FD00:0:0::7')!), 'fd00::7');
+  t.is(formatIpBytes(new Uint8Array(3)), undefined);
   t.is(bytesToIp(new Uint8Array(5)), undefined);
   t.is(formatHostPort('fd00::7', 80), '[fd00::7]:80');
   t.is(formatHostPort('10.0.0.1', 80), '10.0.0.1:80');

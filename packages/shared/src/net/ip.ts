@@ -13,7 +13,9 @@
  *   policy written for `10.0.0.0/8` must still apply to them. `ipToBytes` alone keeps the
  *   family as written (a wire field says which it carries).
  * - Canonical text: the dotted quad, or lowercase RFC 5952 IPv6 (longest run of two or
- *   more zero groups compressed, the first on a tie).
+ *   more zero groups compressed, the first on a tie). Where an IPv4-mapped address stays
+ *   IPv6 (bytes as written: a socket address, a BPF key), it prints as `::ffff:a.b.c.d`
+ *   (RFC 5952 §5).
  */
 
 export interface ParsedIp {
@@ -69,13 +71,28 @@ export function ipToBytes(text: string): Uint8Array | undefined {
 
 /** Canonical text of 4 or 16 address bytes (an IPv4-mapped one becomes IPv4); undefined for other lengths. */
 export function bytesToIp(bytes: Uint8Array): string | undefined {
+  const ip = fromBytes(bytes);
+  if (ip === undefined || ip.v4) return ip && formatIp(ip);
+  const w = ip.w;
+  if (w[0] === 0 && w[1] === 0 && w[2] === 0xffff) return formatIp({ v4: true, w: [w[3]!] });
+  return formatIp(ip);
+}
+
+/**
+ * Text of 4 or 16 address bytes in the family they are in, for where the family is part of
+ * the value (a socket address, a BPF key): an IPv4-mapped one stays `::ffff:a.b.c.d`.
+ */
+export function formatIpBytes(bytes: Uint8Array): string | undefined {
+  const ip = fromBytes(bytes);
+  return ip && formatIp(ip);
+}
+
+function fromBytes(bytes: Uint8Array): ParsedIp | undefined {
   if (bytes.length !== 4 && bytes.length !== 16) return undefined;
   const w: number[] = [];
   for (let i = 0; i < bytes.length; i += 4)
     w.push(((bytes[i]! << 24) | (bytes[i + 1]! << 16) | (bytes[i + 2]! << 8) | bytes[i + 3]!) >>> 0);
-  if (w.length === 4 && w[0] === 0 && w[1] === 0 && w[2] === 0xffff)
-    return formatIp({ v4: true, w: [w[3]!] });
-  return formatIp({ v4: w.length === 1, w });
+  return { v4: w.length === 1, w };
 }
 
 /** `host:port` with IPv6 in brackets, as in an HTTP authority. */
@@ -89,8 +106,10 @@ export function formatIp(ip: ParsedIp): string {
     const w = ip.w[0]!;
     return `${w >>> 24}.${(w >>> 16) & 255}.${(w >>> 8) & 255}.${w & 255}`;
   }
+  const w = ip.w;
+  if (w[0] === 0 && w[1] === 0 && w[2] === 0xffff) return `::ffff:${formatIp({ v4: true, w: [w[3]!] })}`;
   const groups: number[] = [];
-  for (const w of ip.w) groups.push(w >>> 16, w & 0xffff);
+  for (const word of w) groups.push(word >>> 16, word & 0xffff);
   let bestStart = -1;
   let bestLen = 1;
   for (let i = 0; i < 8; ) {
