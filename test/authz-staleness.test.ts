@@ -1,7 +1,6 @@
 import { connect } from 'node:net';
 import test from 'ava';
-import { startEcho, waitFor } from './helpers/mesh-fixture.js';
-import { echoes, startXdsMesh, type XdsMesh } from './helpers/xds-mesh.js';
+import { echoes, startEcho, startMesh, waitFor, type XdsMesh } from './helpers/mesh.js';
 
 /**
  * docs/design.md §5, authorization through a control-plane outage: policies stay last-known-good up
@@ -18,30 +17,32 @@ let echo: Awaited<ReturnType<typeof startEcho>>;
 let open: Awaited<ReturnType<typeof startEcho>>;
 
 test.before(async () => {
-  mesh = await startXdsMesh(BLOCK, {
+  mesh = await startMesh(BLOCK, {
     forwards: [
       { port: 18000, to: `${ip('2.1')}:7000` },
       { port: 18001, to: `${ip('3.1')}:7000` },
     ],
-    authzMaxStalenessMs: STALENESS_MS,
-    extraDocs: [
-      {
-        kind: 'Namespace',
-        metadata: { name: 'team-c', labels: { 'istio.io/dataplane-mode': 'ambient' } },
-      },
-      {
-        kind: 'Pod',
-        metadata: { name: 'open', namespace: 'team-c', labels: { app: 'open' } },
-        spec: { serviceAccountName: 'open', nodeName: 'node-b' },
-        status: { podIP: ip('3.1') },
-      },
-      {
-        apiVersion: 'security.istio.io/v1',
-        kind: 'AuthorizationPolicy',
-        metadata: { name: 'allow-team-a', namespace: 'team-b' },
-        spec: { action: 'ALLOW', rules: [{ from: [{ source: { namespaces: ['team-a'] } }] }] },
-      },
-    ],
+    controlPlane: {
+      authzMaxStalenessMs: STALENESS_MS,
+      extraDocs: [
+        {
+          kind: 'Namespace',
+          metadata: { name: 'team-c', labels: { 'istio.io/dataplane-mode': 'ambient' } },
+        },
+        {
+          kind: 'Pod',
+          metadata: { name: 'open', namespace: 'team-c', labels: { app: 'open' } },
+          spec: { serviceAccountName: 'open', nodeName: 'node-b' },
+          status: { podIP: ip('3.1') },
+        },
+        {
+          apiVersion: 'security.istio.io/v1',
+          kind: 'AuthorizationPolicy',
+          metadata: { name: 'allow-team-a', namespace: 'team-b' },
+          spec: { action: 'ALLOW', rules: [{ from: [{ source: { namespaces: ['team-a'] } }] }] },
+        },
+      ],
+    },
   });
   echo = await startEcho(ip('2.1'), 7000);
   open = await startEcho(ip('3.1'), 7000);

@@ -1,14 +1,8 @@
 import { connect } from 'node:net';
-import {
-  CertificateAuthority,
-  DECISION_TABLE,
-  type DecisionCase,
-  TrustBundle,
-  type Workload,
-} from '@zmesh/shared';
-import { LocalCaSigner, parseLocalConfig, Ztunnel } from '@zmesh/ztunnel';
+import { DECISION_TABLE, type DecisionCase, type Workload } from '@zmesh/shared';
+import { parseLocalConfig, type Ztunnel } from '@zmesh/ztunnel';
 import test from 'ava';
-import { startEcho, waitFor } from './helpers/mesh-fixture.js';
+import { type Mesh, startEcho, startMesh } from './helpers/mesh.js';
 
 /**
  * The L4 decision table (packages/shared/src/authz/decision-table.ts) run through real
@@ -76,7 +70,7 @@ function attempt(host: string, port: number): Promise<'allow' | 'deny'> {
   });
 }
 
-let a: Ztunnel;
+let mesh: Mesh;
 let b: Ztunnel;
 let server: Workload;
 let workloads: Workload[];
@@ -87,23 +81,15 @@ test.before(async () => {
   if (!config.ok) throw new Error(config.error.join('\n'));
   workloads = config.value.workloads;
   server = workloads.find((w) => w.name === 'server')!;
-  const ca = await CertificateAuthority.create({ trustDomain: 'cluster.local' });
-  const bundle = new TrustBundle('cluster.local', [ca.rootPem]);
-  const opts = { bundle, signer: new LocalCaSigner(ca), defaultMetrics: false };
-  a = new Ztunnel({ ...opts, node: 'node-a', address: '127.3.0.2' });
-  b = new Ztunnel({ ...opts, node: 'node-b', address: '127.3.0.3' });
-  await a.start();
-  await b.start();
-  await a.applyConfig(config.value);
-  await b.applyConfig(config.value);
+  // Proxies on 127.3.0.2 and .3; the workloads and forwards are this file's own.
+  mesh = await startMesh(3, { forwards: [], config: config.value });
+  b = mesh.b;
   for (const p of PORTS) echoes.push(await startEcho(SERVER_IP, p));
-  await waitFor(() => a.readiness().ready && b.readiness().ready, 10_000);
 });
 
 test.after.always(async () => {
   for (const e of echoes) e.close();
-  await a?.stop();
-  await b?.stop();
+  await mesh?.stop();
 });
 
 test.serial('the decision table through real tunnels: ≥ 40 cases, each as the evaluator says', async (t) => {

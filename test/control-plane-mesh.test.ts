@@ -2,15 +2,16 @@ import { createServer, type Server } from 'node:net';
 import { ADDRESS_TYPE_URL, encodeMessage, generateCsr, isZmeshError } from '@zmesh/shared';
 import { CaClient } from '@zmesh/ztunnel';
 import test from 'ava';
-import { startEcho, waitFor } from './helpers/mesh-fixture.js';
 import {
   echoes,
-  type MeshNode,
   podDoc,
-  startXdsMesh,
+  startEcho,
+  startMesh,
+  waitFor,
   workloadUids,
   type XdsMesh,
-} from './helpers/xds-mesh.js';
+  type XdsNode,
+} from './helpers/mesh.js';
 
 const BLOCK = 70;
 const ip = (s: string) => `127.${BLOCK}.${s}`;
@@ -20,7 +21,8 @@ const servers: Server[] = [];
 let waypointHits = 0;
 
 test.before(async () => {
-  mesh = await startXdsMesh(BLOCK, {
+  mesh = await startMesh(BLOCK, {
+    controlPlane: {},
     forwards: [
       { port: 18000, to: `${ip('2.1')}:7000` },
       { port: 18001, to: `${ip('96.10')}:80` },
@@ -43,7 +45,7 @@ test.after.always(async () => {
   await mesh?.stop();
 });
 
-const both = (): MeshNode[] => [mesh.nodes.a, mesh.nodes.b];
+const both = (): XdsNode[] => [mesh.nodes.a, mesh.nodes.b];
 const dump = (n: { z: { configDump(): unknown } }) =>
   n.z.configDump() as {
     workloads: Array<{ uid: string; addresses: string[]; waypoint?: { hostname?: { hostname: string } } }>;
@@ -66,7 +68,7 @@ test.serial(
 
     start = Date.now();
     t.true(mesh.cp.store.apply([podDoc('team-b', 'server2', ip('2.3'), 'node-b', { app: 'server' })]).ok);
-    const moved = (n: MeshNode) => dump(n).workloads.find((w) => w.uid === uid)?.addresses[0] === ip('2.3');
+    const moved = (n: XdsNode) => dump(n).workloads.find((w) => w.uid === uid)?.addresses[0] === ip('2.3');
     await waitFor(() => both().every(moved), 5000);
     t.log(`changed: both proxies active after ${Date.now() - start} ms`);
     await waitFor(() => mesh.nodes.b.z.readiness().ready, 5000);
@@ -167,7 +169,7 @@ test.serial(
       return { status: res.status, body: (await res.json()) as { acked: string[]; notAcked: unknown[] } };
     };
     const wp = 'wp.team-b.svc.cluster.local';
-    const onWaypoint = (n: MeshNode) => {
+    const onWaypoint = (n: XdsNode) => {
       const d = dump(n);
       const server = d.workloads.find((w) => w.uid === 'Kubernetes//Pod/team-b/server');
       const svc = d.services.find((s) => s.hostname === 'server.team-b.svc.cluster.local');

@@ -3,8 +3,7 @@ import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import type { Credential } from '@zmesh/shared';
 import test from 'ava';
-import { startEcho, waitFor } from './helpers/mesh-fixture.js';
-import { echoes, startXdsMesh, workloadUids, type XdsMesh } from './helpers/xds-mesh.js';
+import { echoes, startEcho, startMesh, waitFor, workloadUids, type XdsMesh } from './helpers/mesh.js';
 
 /** Certificates live this long, so rotation (at half-life) and expiry happen within the test. */
 const TTL_SECONDS = 4;
@@ -17,9 +16,9 @@ let echo: Awaited<ReturnType<typeof startEcho>>;
 let appConnections = 0;
 
 test.before(async () => {
-  mesh = await startXdsMesh(BLOCK, {
+  mesh = await startMesh(BLOCK, {
     forwards: [{ port: 18000, to: `${ip('2.1')}:7000` }],
-    certTtlSeconds: TTL_SECONDS,
+    controlPlane: { certTtlSeconds: TTL_SECONDS },
   });
   echo = await startEcho(ip('2.1'), 7000);
   echo.on('connection', () => {

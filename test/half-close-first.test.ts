@@ -1,12 +1,12 @@
 import { connect } from 'node:net';
 import test from 'ava';
-import { type MeshFixture, startEcho, startMesh } from './helpers/mesh-fixture.js';
+import { type Mesh, startEcho, startMesh } from './helpers/mesh.js';
 
-let mesh: MeshFixture;
+let mesh: Mesh;
 let close: () => void;
 
 test.before(async () => {
-  mesh = await startMesh(23, [{ port: 18000, to: '127.23.2.1:7000' }]);
+  mesh = await startMesh(23, { forwards: [{ port: 18000, to: '127.23.2.1:7000' }] });
   const echo = await startEcho(mesh.ip.server, 7000);
   close = () => {
     for (const s of echo.sockets) s.destroy();

@@ -3,17 +3,19 @@ import { connect, createServer, type Socket } from 'node:net';
 import { connectHbone, isZmeshError, spiffeIdOf } from '@zmesh/shared';
 import { openFds, settleFds } from '@zmesh/shared/testing';
 import test from 'ava';
-import { type MeshFixture, startEcho, startMesh, waitFor } from './helpers/mesh-fixture.js';
+import { type Mesh, startEcho, startMesh, waitFor } from './helpers/mesh.js';
 
-let mesh: MeshFixture;
+let mesh: Mesh;
 let closeServers: () => void;
 
 test.before(async () => {
-  mesh = await startMesh(21, [
-    { port: 18000, to: '127.21.2.1:7000' },
-    { port: 18001, to: '127.21.96.10:80' },
-    { port: 18002, to: '127.21.2.1:7001' },
-  ]);
+  mesh = await startMesh(21, {
+    forwards: [
+      { port: 18000, to: '127.21.2.1:7000' },
+      { port: 18001, to: '127.21.96.10:80' },
+      { port: 18002, to: '127.21.2.1:7001' },
+    ],
+  });
   const echo = await startEcho(mesh.ip.server, 7000);
   // 7001: the server speaks first and then half-closes, while still reading.
   const talker = createServer({ allowHalfOpen: true }, (s) => {

@@ -1,14 +1,15 @@
 import * as http from 'node:http';
 import * as http2 from 'node:http2';
 import { createServer, type Server, type Socket } from 'node:net';
-import { CertificateAuthority, TrustBundle, type Workload } from '@zmesh/shared';
+import type { CertificateAuthority, TrustBundle, Workload } from '@zmesh/shared';
 import { type Clock, parseWaypointConfig, Waypoint, type WaypointConfig } from '@zmesh/waypoint';
-import { type ForwardConfig, LocalCaSigner, Ztunnel } from '@zmesh/ztunnel';
-import { startEcho, waitFor } from './mesh-fixture.js';
+import type { ForwardConfig, Ztunnel } from '@zmesh/ztunnel';
+import { startEcho, startMesh } from './mesh.js';
 
 /**
- * A source ztunnel (node-a: clients), a destination ztunnel (node-b: server-v1, server-v2)
- * and a waypoint for team-b between them, all on 127.<block>.x.x. The Service `server`
+ * The mesh fixture (mesh.ts) with this topology: a source ztunnel (node-a: clients), a
+ * destination ztunnel (node-b: server-v1, server-v2) and a waypoint for team-b between
+ * them, all on 127.<block>.x.x. The Service `server`
  * names the waypoint (GatewayRef by address), so the source ztunnel tunnels its traffic
  * there; the waypoint forwards to the pods over HBONE with its own identity.
  */
@@ -89,8 +90,6 @@ services:
     return r.value;
   };
   const base = config(opts.extraYaml);
-  const ca = await CertificateAuthority.create({ trustDomain: 'cluster.local' });
-  const bundle = new TrustBundle('cluster.local', [ca.rootPem]);
   const clientWorkload = (name: string, addr: string): Workload => ({
     ...base.workloads[0]!,
     uid: `Kubernetes//Pod/team-a/${name}`,
@@ -132,22 +131,8 @@ services:
     forward('client', port.clientTcp, 81),
     forward('intruder', port.intruderTcp, 81),
   ];
-  const make = (node: string, address: string) =>
-    new Ztunnel({
-      node,
-      address,
-      bundle,
-      signer: new LocalCaSigner(ca),
-      defaultMetrics: false,
-      pool: { idleTimeoutMs: 2000 },
-    });
-  const a = make('node-a', ip.a);
-  const b = make('node-b', ip.b);
-  await a.start();
-  await b.start();
-  await a.applyConfig({ workloads, services, forwards });
-  await b.applyConfig({ workloads, services, forwards: [] });
-  await waitFor(() => a.readiness().ready && b.readiness().ready, 10_000);
+  const ztunnels = await startMesh(block, { forwards: [], config: { workloads, services, forwards } });
+  const { ca, bundle, a, b } = ztunnels;
   const apps = { v1: await startApp('server-v1', ip.v1, 7000), v2: await startApp('server-v2', ip.v2, 7000) };
   const echoes = [await startEcho(ip.v1, 7001), await startEcho(ip.v2, 7001)];
   const credential = await ca.issue('spiffe://cluster.local/ns/team-b/sa/waypoint', 3600);
@@ -182,8 +167,7 @@ services:
         for (const sock of e.sockets) sock.destroy();
         e.close();
       }
-      await a.stop();
-      await b.stop();
+      await ztunnels.stop();
     },
   };
   return mesh;

@@ -2,8 +2,8 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
-import { clientForwards, startXdsMesh } from '../local/xds-mesh.js';
 import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
+import { clientForwards, startLoopbackMesh } from '../mesh/loopback-mesh.js';
 import {
   BENCH_TENANT_LIMITS,
   type BenchAddresses,
@@ -69,7 +69,7 @@ export function waypointPath(
       const log = (name: string) => join(base, `${name}.log`);
       // Every process is spawned before `started` records the path's pids.
       try {
-        await startXdsMesh(
+        await startLoopbackMesh(
           {
             dir: base,
             cp: WP.cp,

@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
 import { tempDir } from '../local/exit-cleanup.js';
-import { clientForwards, startXdsMesh } from '../local/xds-mesh.js';
 import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
+import { clientForwards, startLoopbackMesh } from '../mesh/loopback-mesh.js';
 
 export interface L7LabOptions {
   /** First two octets of the lab's loopback /16 (default the demo's `127.50`). */
@@ -84,7 +84,7 @@ export async function startL7Lab(opts: L7LabOptions = {}): Promise<L7Lab> {
         ]),
       ),
     );
-    const { waypoint } = await startXdsMesh(
+    const { waypoint } = await startLoopbackMesh(
       {
         dir,
         cp: a.cp,

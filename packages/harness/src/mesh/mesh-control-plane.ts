@@ -100,13 +100,8 @@ export class MeshControlPlane {
   }
 
   /** Mints a node's bootstrap token and writes it (0600) for that node's ztunnel. */
-  async writeNodeToken(node: string, path: string): Promise<void> {
-    const res = await fetch(`${this.adminUrl}/node-token?node=${encodeURIComponent(node)}`, {
-      method: 'POST',
-    });
-    if (!res.ok) throw new Error(`node token for ${node}: HTTP ${res.status}`);
-    const { token } = (await res.json()) as { token: string };
-    await writeFile(path, `${token}\n`, { mode: 0o600 });
+  writeNodeToken(node: string, path: string): Promise<void> {
+    return writeNodeToken(this.adminUrl, node, path);
   }
 
   /** Freezes the control-plane process (SIGSTOP): stopped, state kept, answering nothing. */
@@ -127,6 +122,14 @@ export class MeshControlPlane {
     child?.kill('SIGCONT');
     if (child) await stopChild(child);
   }
+}
+
+/** Mints a node's bootstrap token through a control plane's admin endpoint and writes it (0600) to `path`. */
+export async function writeNodeToken(adminUrl: string, node: string, path: string): Promise<void> {
+  const res = await fetch(`${adminUrl}/node-token?node=${encodeURIComponent(node)}`, { method: 'POST' });
+  if (!res.ok) throw new Error(`node token for ${node}: HTTP ${res.status}`);
+  const { token } = (await res.json()) as { token: string };
+  await writeFile(path, `${token}\n`, { mode: 0o600 });
 }
 
 /** Reads the control plane's start line for its admin address; fails if it exits first. */

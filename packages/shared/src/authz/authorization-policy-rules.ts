@@ -1,4 +1,4 @@
-import { formatIp, parseCidr } from './ip-cidr.js';
+import { formatIp, parseCidr } from '../net/ip.js';
 import {
   type Action,
   type Address,

@@ -80,7 +80,7 @@ test('wildcards, service accounts and IP blocks', (t) => {
     sourceIps: [
       { address: '10.0.0.0', length: 8 },
       { address: '10.1.2.3', length: 32 },
-      { address: 'fd00:0:0:0:0:0:0:0', length: 64 },
+      { address: 'fd00::', length: 64 },
       { address: '10.9.0.0', length: 16 },
     ],
   });

@@ -23,16 +23,6 @@ export {
   type DryRunVerdict,
   decisionError,
 } from './evaluator.js';
-export {
-  type Cidr,
-  cidrContains,
-  cidrText,
-  formatIp,
-  makeCidr,
-  type ParsedIp,
-  parseCidr,
-  parseIp,
-} from './ip-cidr.js';
 export { type ConnectionAttributes, stringMatches } from './policy-match.js';
 export {
   type Action,

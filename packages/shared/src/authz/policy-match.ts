@@ -1,4 +1,4 @@
-import { type Cidr, cidrContains, makeCidr, type ParsedIp, parseIp } from './ip-cidr.js';
+import { type Cidr, cidrContains, makeCidr, type ParsedIp, parseIp } from '../net/ip.js';
 import {
   type Action,
   type Address,

@@ -1,5 +1,5 @@
+import { makeCidr } from '../net/ip.js';
 import { err, ok, type Result } from '../result.js';
-import { makeCidr } from './ip-cidr.js';
 
 /**
  * The L4 authorization model, mirroring `istio.security.Authorization` (xds/proto/istio/security/authorization.proto) as ztunnel

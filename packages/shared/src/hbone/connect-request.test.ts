@@ -8,7 +8,8 @@ const goodAuthorities: [string, { host: string; port: number; family: 4 | 6 }][]
   ['[::1]:15008', { host: '::1', port: 15008, family: 6 }],
   ['[fd00:0:0:0:0:0:0:7]:80', { host: 'fd00::7', port: 80, family: 6 }],
   ['[FD00::A]:80', { host: 'fd00::a', port: 80, family: 6 }],
-  ['[::ffff:10.0.0.1]:80', { host: '::ffff:a00:1', port: 80, family: 6 }],
+  ['[::ffff:10.0.0.1]:80', { host: '::ffff:10.0.0.1', port: 80, family: 6 }],
+  ['[::FFFF:a00:1]:80', { host: '::ffff:10.0.0.1', port: 80, family: 6 }],
 ];
 
 const badAuthorities: [string, RegExp][] = [

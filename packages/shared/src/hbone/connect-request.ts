@@ -1,5 +1,5 @@
-import { isIPv6 } from 'node:net';
 import type { ErrorCode } from '../errors/index.js';
+import { formatIpBytes, ipToBytes } from '../net/ip.js';
 import { err, ok, type Result } from '../result.js';
 
 export interface ConnectAuthority {
@@ -31,8 +31,6 @@ export const MAX_BAGGAGE_BYTES = 8192;
 /** A `forwarded` header longer than this is ignored rather than parsed. */
 export const MAX_FORWARDED_LENGTH = 512;
 
-const OCTET = '(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])';
-const IPV4 = new RegExp(`^${OCTET}(?:\\.${OCTET}){3}$`);
 const PORT = /^[1-9][0-9]{0,4}$/;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/;
@@ -70,11 +68,13 @@ export function parseConnectAuthority(authority: string): Result<ConnectAuthorit
 
 function parseHost(host: string, bracketed: boolean): Result<{ host: string; family: 4 | 6 }> {
   if (bracketed) {
+    // A zone names an interface of the sender: meaningless to the receiver of a tunnel.
     if (host.includes('%')) return err(['IPv6 zone ids are not allowed']);
-    if (!isIPv6(host)) return err([`"${host}" is not an IPv6 address`]);
-    return ok({ host: new URL(`http://[${host}]/`).hostname.slice(1, -1), family: 6 });
+    const bytes = ipToBytes(host);
+    if (bytes?.length !== 16) return err([`"${host}" is not an IPv6 address`]);
+    return ok({ host: formatIpBytes(bytes)!, family: 6 });
   }
-  if (IPV4.test(host)) return ok({ host, family: 4 });
+  if (ipToBytes(host)?.length === 4) return ok({ host, family: 4 });
   if (/^[0-9.]+$/.test(host)) return err([`"${host}" is not a canonical IPv4 address`]);
   return err([`"${host}" is not an IP address (hostnames are not allowed)`]);
 }

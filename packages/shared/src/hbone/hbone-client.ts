@@ -1,9 +1,9 @@
-import { isIPv6 } from 'node:net';
 import type { Duplex } from 'node:stream';
 import * as tls from 'node:tls';
 import { isZmeshError, ZmeshError } from '../errors/index.js';
 import type { Credential } from '../identity/credential.js';
 import type { TrustBundle } from '../identity/trust-bundle.js';
+import { formatHostPort } from '../net/ip.js';
 import { clientTlsOptions, verifyPeerIdentity } from '../tls/mtls.js';
 import { H2Connection } from './h2/h2-connection.js';
 import { HboneSession } from './hbone-session.js';
@@ -47,7 +47,7 @@ export interface ConnectHboneOptions {
  * judged its certificate, RFC 8446 §4.4.2), shown by the server's SETTINGS arriving.
  */
 export function connectHbone(opts: ConnectHboneOptions): Promise<HboneSession> {
-  const address = `${isIPv6(opts.host) ? `[${opts.host}]` : opts.host}:${opts.port}`;
+  const address = formatHostPort(opts.host, opts.port);
   const cred = opts.credential;
   // docs/design.md §8: an expired certificate refuses new tunnels locally (the server would only
   // drop the connection without saying why, see HboneServer#onHandshakeError).

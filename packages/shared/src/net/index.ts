@@ -6,6 +6,21 @@ export {
   type PumpCounter,
   pumpBytes,
 } from './byte-pump.js';
-export { bytesToIp, canonicalIp, formatHostPort, ipFamily, ipToBytes } from './ip.js';
+export {
+  bytesToIp,
+  type Cidr,
+  canonicalIp,
+  cidrContains,
+  cidrText,
+  formatHostPort,
+  formatIp,
+  formatIpBytes,
+  ipFamily,
+  ipToBytes,
+  makeCidr,
+  type ParsedIp,
+  parseCidr,
+  parseIp,
+} from './ip.js';
 export { type ListenInputs, listenServer } from './listen-server.js';
 export { CONNECT_TIMEOUT_MS, whenConnected } from './when-connected.js';

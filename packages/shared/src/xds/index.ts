@@ -41,6 +41,7 @@ export {
 } from './config-snapshot.js';
 export { csrPublicKey, csrUriSans, MAX_CSR_PEM_BYTES } from './csr-info.js';
 export { ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL, PROTO_DIR, protoRoot } from './proto-root.js';
+export type { RawResource } from './resource-decoder.js';
 export {
   currentStampPath,
   loadSnapshot,
@@ -62,5 +63,6 @@ export {
   type NackEvent,
   XdsClient,
   type XdsClientOptions,
+  type XdsSubscription,
 } from './xds-client.js';
 export { XdsMetrics } from './xds-metrics.js';

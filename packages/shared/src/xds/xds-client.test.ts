@@ -1,7 +1,16 @@
+import { once } from 'node:events';
+import * as grpc from '@grpc/grpc-js';
 import test from 'ava';
 import fc from 'fast-check';
+import {
+  ADS_METHOD,
+  type DeltaRequest,
+  type DeltaResponse,
+  deltaRequestCodec,
+  deltaResponseCodec,
+} from './ads-messages.js';
 import { decodeAddress, decodeAuthorization } from './codec.js';
-import { backoffDelay } from './xds-client.js';
+import { backoffDelay, type NackEvent, XdsClient } from './xds-client.js';
 
 test('backoff grows exponentially, is jittered within [base/2, base] and capped at maxMs', (t) => {
   const b = { initialMs: 100, maxMs: 5000 };
@@ -37,4 +46,145 @@ test('decoding arbitrary bytes never throws: it returns a value or reasons', (t)
     { numRuns: 2000 },
   );
   t.pass();
+});
+
+const THING_TYPE = 'type.googleapis.com/test.Thing';
+
+/** A one-type ADS server driven by the test: it records each stream's requests and answers with `script`. */
+async function fakeAds(script: (call: AdsCall, req: DeltaRequest, stream: number) => void) {
+  const server = new grpc.Server();
+  const streams: DeltaRequest[][] = [];
+  server.addService(
+    {
+      ads: {
+        path: ADS_METHOD,
+        requestStream: true,
+        responseStream: true,
+        requestSerialize: deltaRequestCodec.serialize,
+        requestDeserialize: deltaRequestCodec.deserialize,
+        responseSerialize: deltaResponseCodec.serialize,
+        responseDeserialize: deltaResponseCodec.deserialize,
+      },
+    },
+    {
+      ads: (call: AdsCall) => {
+        const requests: DeltaRequest[] = [];
+        const stream = streams.push(requests) - 1;
+        call.on('data', (req: DeltaRequest) => {
+          requests.push(req);
+          script(call, req, stream);
+        });
+        call.on('error', () => {});
+      },
+    },
+  );
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) =>
+      e ? reject(e) : resolve(p),
+    ),
+  );
+  return { port, streams, stop: () => server.forceShutdown() };
+}
+type AdsCall = grpc.ServerDuplexStream<DeltaRequest, DeltaResponse>;
+
+function thing(version: string, text: string): DeltaResponse {
+  return {
+    typeUrl: THING_TYPE,
+    nonce: `n-${version}`,
+    resources: [
+      { name: 'ns/gw', version, resource: { type_url: THING_TYPE, value: new TextEncoder().encode(text) } },
+    ],
+  };
+}
+
+test('an owner-applied, named subscription: its reasons are the NACK, its held version is resent on reconnect', async (t) => {
+  const ads = await fakeAds((call, req, stream) => {
+    if (req.resourceNamesSubscribe?.length) {
+      // First stream: a good version, then a bad one, then the stream ends. Second: nothing new.
+      if (stream === 0) call.write(thing('v1', 'good'));
+      else call.write({ typeUrl: THING_TYPE, nonce: 'n-again', resources: [] });
+    } else if (req.responseNonce === 'n-v1') call.write(thing('v2', 'bad'));
+    else if (req.responseNonce === 'n-v2') call.end();
+  });
+  let held: { version: string; text: string } | undefined;
+  const client = new XdsClient({
+    address: `127.0.0.1:${ads.port}`,
+    node: { id: 'waypoint~test' },
+    token: 't',
+    typeUrls: [],
+    subscriptions: [
+      {
+        typeUrl: THING_TYPE,
+        names: ['ns/gw'],
+        versions: (): Record<string, string> => (held ? { 'ns/gw': held.version } : {}),
+        apply: (resources) => {
+          const r = resources[0];
+          if (r === undefined) return [];
+          const text = new TextDecoder().decode(r.bytes);
+          if (text !== 'good') return [`${r.name}: not good`];
+          held = { version: r.version, text };
+          return [];
+        },
+      },
+    ],
+    credentials: grpc.credentials.createInsecure(),
+    backoff: { initialMs: 10, maxMs: 20 },
+  });
+  t.teardown(async () => {
+    await client.stop();
+    ads.stop();
+  });
+  const nack = once(client, 'nack');
+  const reconnected = new Promise<void>((resolve) => {
+    client.on('synced', () => {
+      if (ads.streams.length === 2) resolve();
+    });
+  });
+  await client.start();
+  const [event] = (await nack) as [NackEvent];
+  t.deepEqual(event, { typeUrl: THING_TYPE, nonce: 'n-v2', reasons: ['ns/gw: not good'] });
+  t.deepEqual(held, { version: 'v1', text: 'good' }, 'a refused version changes nothing');
+  await reconnected;
+  const [first, second] = ads.streams;
+  t.is(first![0]!.node?.id, 'waypoint~test');
+  t.deepEqual(first![0]!.resourceNamesSubscribe, ['ns/gw']);
+  t.deepEqual(first![0]!.initialResourceVersions ?? {}, {});
+  t.is(first![1]!.responseNonce, 'n-v1');
+  t.is(first![1]!.errorDetail, undefined, 'the good version is ACKed');
+  t.is(first![2]!.errorDetail?.message, 'ns/gw: not good');
+  t.deepEqual(second![0]!.initialResourceVersions, { 'ns/gw': 'v1' });
+  t.true(client.synced);
+  t.is(client.snapshot().workloads.size, 0, 'owner-applied types never touch the snapshot');
+});
+
+test('an owner whose apply throws gets a NACK, not an exception in the event loop', async (t) => {
+  const ads = await fakeAds((call, req) => {
+    if (req.resourceNamesSubscribe?.length) call.write(thing('v1', 'x'));
+  });
+  const client = new XdsClient({
+    address: `127.0.0.1:${ads.port}`,
+    node: { id: 'n' },
+    token: 't',
+    typeUrls: [],
+    subscriptions: [
+      {
+        typeUrl: THING_TYPE,
+        versions: () => ({}),
+        apply: () => {
+          throw new Error('owner bug');
+        },
+      },
+    ],
+    credentials: grpc.credentials.createInsecure(),
+    backoff: { initialMs: 10, maxMs: 20 },
+  });
+  t.teardown(async () => {
+    await client.stop();
+    ads.stop();
+  });
+  const nack = once(client, 'nack');
+  await client.start();
+  const [event] = (await nack) as [NackEvent];
+  t.deepEqual(event.reasons, [`${THING_TYPE}: owner bug`]);
+  t.deepEqual(ads.streams[0]![0]!.resourceNamesSubscribe, ['*'], 'no names: the wildcard');
 });

@@ -33,13 +33,36 @@ export const CURRENT_STAMP_EVERY_MS = 30_000;
 /** google.rpc.Code INVALID_ARGUMENT, the status a NACK carries. */
 const INVALID_ARGUMENT = 3;
 
+/**
+ * One subscribed type outside the ConfigSnapshot (the waypoint's WaypointConfig): its owner
+ * decodes, validates and applies each response; the client does the protocol around it
+ * (subscription, ACK/NACK, reconnect, metrics).
+ */
+export interface XdsSubscription {
+  readonly typeUrl: string;
+  /** Resource names subscribed to; the wildcard when absent. */
+  readonly names?: readonly string[];
+  /** Resource name → version of what is held: sent as initial_resource_versions, so a reconnect resends only news. */
+  versions(): Record<string, string>;
+  /**
+   * Validates the response's resources and applies what it accepts (a refused resource
+   * changes nothing); returns every reason, each `<name>: <reason>`, for the NACK.
+   */
+  apply(resources: readonly RawResource[], removed: readonly string[]): string[];
+}
+
 export interface XdsClientOptions {
   address: string;
   node: { id: string; cluster?: string; metadata?: Record<string, string | number | boolean> };
   /** Node bootstrap token, sent as `authorization: Bearer <token>` metadata. */
   token: string;
-  typeUrls: string[];
+  /** ConfigSnapshot types (Address, Authorization), subscribed with the wildcard. */
+  typeUrls: readonly string[];
+  /** Types applied by their owner, not part of the snapshot. */
+  subscriptions?: readonly XdsSubscription[];
   credentials: grpc.ChannelCredentials;
+  /** Largest response accepted; default MAX_RESPONSE_BYTES. */
+  maxResponseBytes?: number;
   snapshotPath?: string;
   backoff: { initialMs: number; maxMs: number };
   registry?: Registry;
@@ -58,9 +81,11 @@ export interface NackEvent {
 }
 
 /**
- * Delta ADS client for ztunnel and waypoint. Each response is decoded and validated off to
- * the side; valid resources are applied in one atomic swap of the `ConfigSnapshot`, invalid
- * ones are NACKed with every reason and change nothing (docs/design.md §5). Events: 'snapshot',
+ * The delta ADS client of ztunnel and waypoint, with per-type subscriptions. For the
+ * snapshot types (`typeUrls`) each response is decoded and validated off to the side;
+ * valid resources are applied in one atomic swap of the `ConfigSnapshot`, invalid ones are
+ * NACKed with every reason and change nothing (docs/design.md §5). Other types (`subscriptions`)
+ * are applied by their owner, NACKed with the reasons it returns. Events: 'snapshot',
  * 'response', 'ack', 'nack', 'connected', 'synced', 'disconnected', 'written', 'loadFailed'.
  * A stopped client is not restarted: make a new one.
  */
@@ -68,6 +93,9 @@ export class XdsClient extends EventEmitter {
   readonly #opts: XdsClientOptions;
   readonly #client: grpc.Client;
   readonly #metrics: XdsMetrics | undefined;
+  /** Every subscribed type: the snapshot's, then the owner-applied ones. */
+  readonly #types: ReadonlySet<string>;
+  readonly #subscriptions: ReadonlyMap<string, XdsSubscription>;
   #snapshot: ConfigSnapshot = buildSnapshot(EMPTY_STATE, 0);
   #call: grpc.ClientDuplexStream<DeltaRequest, DeltaResponse> | undefined;
   #current = false;
@@ -91,8 +119,10 @@ export class XdsClient extends EventEmitter {
     this.#now = opts.now ?? Date.now;
     this.#disconnectedSince = this.#now();
     this.#lastCurrentAt = this.#now();
+    this.#subscriptions = new Map((opts.subscriptions ?? []).map((s) => [s.typeUrl, s]));
+    this.#types = new Set([...opts.typeUrls, ...this.#subscriptions.keys()]);
     this.#client = new grpc.Client(opts.address, opts.credentials, {
-      'grpc.max_receive_message_length': MAX_RESPONSE_BYTES,
+      'grpc.max_receive_message_length': opts.maxResponseBytes ?? MAX_RESPONSE_BYTES,
       'grpc.keepalive_time_ms': KEEPALIVE_MS,
       'grpc.initial_reconnect_backoff_ms': opts.backoff.initialMs,
       'grpc.max_reconnect_backoff_ms': opts.backoff.maxMs,
@@ -160,7 +190,7 @@ export class XdsClient extends EventEmitter {
    * complete and current (what readiness waits for, docs/design.md §5).
    */
   get synced(): boolean {
-    return this.#current && this.#answered.size === this.#opts.typeUrls.length;
+    return this.#current && this.#answered.size === this.#types.size;
   }
 
   /** Resolves when every scheduled snapshot write has reached the disk. */
@@ -208,11 +238,14 @@ export class XdsClient extends EventEmitter {
       log.debug({ code: e.code, details: e.details }, 'stream error'),
     );
     call.on('status', (s: grpc.StatusObject) => this.#onStreamEnd(call, s));
-    this.#opts.typeUrls.forEach((typeUrl, i) => {
+    [...this.#types].forEach((typeUrl, i) => {
+      const sub = this.#subscriptions.get(typeUrl);
       const request: DeltaRequest = {
         typeUrl,
-        resourceNamesSubscribe: ['*'],
-        initialResourceVersions: Object.fromEntries(this.#snapshot.versions[typeUrl] ?? []),
+        resourceNamesSubscribe: sub?.names ? [...sub.names] : ['*'],
+        initialResourceVersions: sub
+          ? sub.versions()
+          : Object.fromEntries(this.#snapshot.versions[typeUrl] ?? []),
       };
       // The node is sent once per stream, on its first request (xDS protocol, "Delta xDS").
       if (i === 0) request.node = this.#wireNode();
@@ -272,7 +305,7 @@ export class XdsClient extends EventEmitter {
       names: (res.resources ?? []).map((r) => r.name ?? ''),
       removed: res.removedResources ?? [],
     });
-    const reasons = this.#opts.typeUrls.includes(typeUrl)
+    const reasons = this.#types.has(typeUrl)
       ? this.#apply(typeUrl, res)
       : [`type ${typeUrl} was not subscribed`];
     this.#lastCurrentAt = this.#now();
@@ -292,7 +325,7 @@ export class XdsClient extends EventEmitter {
   }
 
   #noteAnswered(typeUrl: string): void {
-    if (!this.#opts.typeUrls.includes(typeUrl) || this.#answered.has(typeUrl)) return;
+    if (!this.#types.has(typeUrl) || this.#answered.has(typeUrl)) return;
     this.#answered.add(typeUrl);
     if (!this.synced) return;
     this.#complete = true;
@@ -300,7 +333,7 @@ export class XdsClient extends EventEmitter {
     this.emit('synced', this.#snapshot);
   }
 
-  /** Validates the response off to the side and swaps in its valid part; returns the reject reasons. */
+  /** Validates the response off to the side and applies its valid part; returns the reject reasons. */
   #apply(typeUrl: string, res: DeltaResponse): string[] {
     const raws: RawResource[] = (res.resources ?? []).map((r) => ({
       name: r.name ?? '',
@@ -308,8 +341,18 @@ export class XdsClient extends EventEmitter {
       typeUrl: r.resource?.type_url ?? '',
       bytes: r.resource?.value ?? new Uint8Array(),
     }));
-    const batch = decodeResources(typeUrl, raws);
     const removed = res.removedResources ?? [];
+    const sub = this.#subscriptions.get(typeUrl);
+    if (sub !== undefined) {
+      try {
+        return sub.apply(raws, removed);
+      } catch (e) {
+        // The owner's bug must not escape into grpc's event handler: refuse the response instead.
+        log.error({ typeUrl, err: (e as Error).message }, 'applying an xds response threw');
+        return [`${typeUrl}: ${(e as Error).message}`];
+      }
+    }
+    const batch = decodeResources(typeUrl, raws);
     if (batch.addresses.size + batch.authorizations.size + removed.length > 0) {
       const state = applyBatch(this.#snapshot.accepted, typeUrl, batch, removed);
       const changed = [...batch.addresses.keys(), ...batch.authorizations.keys()];

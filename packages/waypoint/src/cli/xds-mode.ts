@@ -57,7 +57,7 @@ export async function startFromControlPlane(
   let renewal: NodeJS.Timeout | undefined;
   const stop = async () => {
     clearTimeout(renewal);
-    feed.source.stop();
+    await feed.source.stop();
     id.roots.stop();
     id.ca.close();
     await waypoint?.stop();

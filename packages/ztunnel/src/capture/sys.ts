@@ -1,5 +1,5 @@
-import { isIPv4, isIPv6 } from 'node:net';
 import { getSystemErrorName } from 'node:util';
+import { formatIpBytes, ipToBytes } from '@zmesh/shared';
 import koffi from 'koffi';
 
 /**
@@ -169,9 +169,7 @@ export function getsockname(fd: number): SockAddr {
 }
 
 export function familyOf(host: string): 4 | 6 {
-  if (isIPv4(host)) return 4;
-  if (isIPv6(host)) return 6;
-  throw new SysError('inet_pton', 22, host);
+  return addressBytes(host).length === 4 ? 4 : 6;
 }
 
 export function encodeSockaddr(host: string, port: number): Buffer {
@@ -197,52 +195,32 @@ function decodeSockaddr(buf: Buffer): SockAddr {
   throw new SysError('getpeername', 97, `family ${family}`);
 }
 
-export function ipv4Bytes(host: string): Buffer {
-  return Buffer.from(host.split('.').map(Number));
+/** The address's bytes as written (an IPv4-mapped IPv6 address stays 16 bytes); EINVAL if it is not one. */
+function addressBytes(host: string): Uint8Array {
+  const bytes = ipToBytes(host);
+  if (bytes === undefined) throw new SysError('inet_pton', 22, host);
+  return bytes;
 }
 
-/** 16 bytes of an IPv6 address; WHATWG URL parsing canonicalises it to hex words first. */
+export function ipv4Bytes(host: string): Buffer {
+  const bytes = addressBytes(host);
+  if (bytes.length !== 4) throw new SysError('inet_pton', 22, host);
+  return Buffer.from(bytes);
+}
+
 export function ipv6Bytes(host: string): Buffer {
-  const text = new URL(`http://[${host}]`).hostname.slice(1, -1);
-  const [head = '', rest] = text.split('::');
-  const headWords = head === '' ? [] : head.split(':');
-  const restWords = rest === undefined || rest === '' ? [] : rest.split(':');
-  const zeros = rest === undefined ? 0 : 8 - headWords.length - restWords.length;
-  const words = [...headWords, ...new Array<string>(zeros).fill('0'), ...restWords];
-  const buf = Buffer.alloc(16);
-  for (const [i, w] of words.entries()) buf.writeUInt16BE(Number.parseInt(w, 16), i * 2);
-  return buf;
+  const bytes = addressBytes(host);
+  if (bytes.length !== 16) throw new SysError('inet_pton', 22, host);
+  return Buffer.from(bytes);
 }
 
 export function formatIPv4(b: Uint8Array): string {
-  return `${b[0]}.${b[1]}.${b[2]}.${b[3]}`;
+  return formatIpBytes(b.subarray(0, 4))!;
 }
 
 /** RFC 5952 text form; IPv4-mapped addresses print as `::ffff:a.b.c.d`. */
 export function formatIPv6(b: Uint8Array): string {
-  const words: number[] = [];
-  for (let i = 0; i < 16; i += 2) words.push((b[i]! << 8) | b[i + 1]!);
-  if (words.slice(0, 5).every((w) => w === 0) && words[5] === 0xffff) {
-    return `::ffff:${formatIPv4(b.subarray(12, 16))}`;
-  }
-  let best = -1;
-  let bestLen = 1;
-  for (let i = 0; i < 8; ) {
-    if (words[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && words[j] === 0) j++;
-    if (j - i > bestLen) {
-      best = i;
-      bestLen = j - i;
-    }
-    i = j;
-  }
-  const hex = words.map((w) => w.toString(16));
-  if (best < 0) return hex.join(':');
-  return `${hex.slice(0, best).join(':')}::${hex.slice(best + bestLen).join(':')}`;
+  return formatIpBytes(b.subarray(0, 16))!;
 }
 
 /*

@@ -1,9 +1,9 @@
 import { BlockList } from 'node:net';
 import test from 'ava';
 import fc from 'fast-check';
-import { cidrContains, cidrText, formatIp, makeCidr, parseCidr, parseIp } from './ip-cidr.js';
+import { cidrContains, cidrText, formatIp, makeCidr, parseCidr, parseIp } from './ip.js';
 
-test('parses IPv4, IPv6, embedded IPv4, zones; folds IPv4-mapped to IPv4', (t) => {
+test('parses IPv4, IPv6, embedded IPv4, link-local zones; folds IPv4-mapped to IPv4', (t) => {
   t.deepEqual(parseIp('10.1.2.3'), { v4: true, w: [0x0a010203] });
   t.deepEqual(parseIp('::ffff:10.1.2.3'), { v4: true, w: [0x0a010203] });
   t.deepEqual(parseIp('::ffff:a01:203'), { v4: true, w: [0x0a010203] });
@@ -33,7 +33,7 @@ test('CIDRs: host bits cleared, bare addresses full length, mapped blocks become
   const c = parseCidr('10.1.2.3/8');
   t.is(typeof c === 'string' ? c : cidrText(c), '10.0.0.0/8');
   const bare = parseCidr('fd00::1');
-  t.is(typeof bare === 'string' ? bare : cidrText(bare), 'fd00:0:0:0:0:0:0:1/128');
+  t.is(typeof bare === 'string' ? bare : cidrText(bare), 'fd00::1/128');
   const mapped = makeCidr('::ffff:10.0.0.0', 104);
   t.is(typeof mapped === 'string' ? mapped : cidrText(mapped), '10.0.0.0/8');
   t.regex(String(parseCidr('10.0.0.0/33')), /exceeds 32/);
@@ -68,5 +68,6 @@ test('cidrContains agrees with node:net BlockList', (t) => {
 });
 
 test('formatIp round-trips', (t) => {
-  for (const ip of ['10.0.0.1', '255.255.255.255', 'fd00:0:0:0:0:0:0:1']) t.is(formatIp(parseIp(ip)!), ip);
+  for (const ip of ['10.0.0.1', '255.255.255.255', 'fd00::1', '1:2:3:4:5:6:7:8'])
+    t.is(formatIp(parseIp(ip)!), ip);
 });

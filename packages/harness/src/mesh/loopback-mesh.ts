@@ -1,11 +1,11 @@
-import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ResultPromise } from 'execa';
-import { waitReady } from './ztunnel-process.js';
+import { waitReady } from '../local/ztunnel-process.js';
+import { writeNodeToken } from './mesh-control-plane.js';
 
-export type XdsMeshRole = 'control-plane' | 'ztunnel' | 'waypoint';
+export type LoopbackMeshRole = 'control-plane' | 'ztunnel' | 'waypoint';
 
-export interface XdsMeshOptions {
+export interface LoopbackMeshOptions {
   /** Scratch directory; `<dir>/cfg` must already hold the control plane's YAML. */
   dir: string;
   /** Control plane address, its xDS/CA port and its admin port. */
@@ -18,23 +18,18 @@ export interface XdsMeshOptions {
   forwards: string;
   waypoint: { gateway: string; address: string };
   /** Starts one `zmesh` process (argv without the binary): the caller decides pinning and logs. */
-  spawn: (argv: string[], role: XdsMeshRole, name: string) => ResultPromise;
+  spawn: (argv: string[], role: LoopbackMeshRole, name: string) => ResultPromise;
   ztunnelArgs?: readonly string[];
   readyTimeoutMs?: number;
 }
 
-export interface XdsMesh {
+export interface LoopbackMesh {
   admin: string;
   waypoint: ResultPromise;
 }
 
 /**
- * A control plane, one ztunnel per node and a waypoint, all configured over xDS, started in
- * order and waited for (the L7 lab and the bench's waypoint path). Every process started is
- * pushed onto `children` as it starts, so the caller can stop them whatever happens here.
- */
-/**
- * The forwards file (`XdsMeshOptions.forwards`) for one client workload on node-a in
+ * The forwards file (`LoopbackMeshOptions.forwards`) for one client workload on node-a in
  * explicit-proxy mode: its identity (service account = its name) and its forward listeners.
  */
 export function clientForwards(
@@ -55,7 +50,17 @@ export function clientForwards(
   };
 }
 
-export async function startXdsMesh(o: XdsMeshOptions, children: ResultPromise[]): Promise<XdsMesh> {
+/**
+ * LocalMesh's rootless sibling: `zmesh` processes on host loopback in explicit-proxy mode (no
+ * network namespaces, no capture), a control plane, one ztunnel per node and a waypoint, all
+ * configured over xDS, started in order and waited for (the L7 lab and the bench's waypoint
+ * path). Every process started is pushed onto `children` as it starts, so the caller can
+ * stop them whatever happens here.
+ */
+export async function startLoopbackMesh(
+  o: LoopbackMeshOptions,
+  children: ResultPromise[],
+): Promise<LoopbackMesh> {
   const xds = `${o.cp}:${o.xdsPort}`;
   const admin = `http://${o.cp}:${o.adminPort}`;
   const roots = join(o.dir, 'roots.pem');
@@ -76,9 +81,8 @@ export async function startXdsMesh(o: XdsMeshOptions, children: ResultPromise[])
   );
   await poll(async () => (await fetch(`${admin}/healthz`).catch(() => undefined))?.ok === true, timeoutMs);
   const tokenFile = async (node: string) => {
-    const res = await fetch(`${admin}/node-token?node=${node}`, { method: 'POST' });
     const file = join(o.dir, `${node}.token`);
-    await writeFile(file, ((await res.json()) as { token: string }).token);
+    await writeNodeToken(admin, node, file);
     return file;
   };
   const common = async (node: string) => [
@@ -115,11 +119,8 @@ export async function startXdsMesh(o: XdsMeshOptions, children: ResultPromise[])
     'waypoint',
   );
   children.push(waypoint);
-  await poll(
-    async () =>
-      (await fetch(`http://${o.waypoint.address}:15020/healthz/ready`).catch(() => undefined))?.ok === true,
-    timeoutMs,
-  );
+  // The waypoint reports readiness on its metrics port.
+  await waitReady(o.waypoint.address, timeoutMs, 15020);
   return { admin, waypoint };
 }
 
