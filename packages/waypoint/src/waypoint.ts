@@ -71,6 +71,7 @@ export class Waypoint {
   readonly #deps: HandlerDeps;
   #view: ConfigView;
   #credential: Credential;
+  #draining = false;
 
   constructor(opts: WaypointOptions) {
     this.#opts = opts;
@@ -148,11 +149,19 @@ export class Waypoint {
 
   /**
    * Graceful: GOAWAY to every source ztunnel so new tunnels go elsewhere (or fail closed),
-   * open requests get `graceMs` to finish, then everything is closed.
+   * and every downstream connection ends after its requests in flight (HttpFrontend.drain);
+   * what is still open after `graceMs` is closed.
    */
   async drain(graceMs?: number): Promise<void> {
+    this.#draining = true;
+    this.#frontend.drain();
     await this.#server.drain(graceMs);
     await this.stop();
+  }
+
+  /** True from the start of a drain: readiness reports it, so no new traffic is sent here. */
+  get draining(): boolean {
+    return this.#draining;
   }
 
   async stop(): Promise<void> {

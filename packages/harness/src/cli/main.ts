@@ -140,6 +140,7 @@ program
     "Istio's pathNormalization before policy and routes: BASE, MERGE_SLASHES or DECODE_AND_MERGE_SLASHES",
     'BASE',
   )
+  .option('--drain-grace <seconds>', 'on SIGTERM, how long requests in flight get to finish', '10')
   .action(async (options) => {
     const { runWaypoint } = await import('@zmesh/waypoint');
     process.exitCode = await runWaypoint(options);

@@ -38,7 +38,15 @@ export interface RunWaypointOptions {
   warmUpRequests?: string;
   /** Istio's pathNormalization (http/request-target.ts); default BASE. */
   pathNormalization?: string;
+  /** Seconds a SIGTERM leaves requests in flight to finish (DRAIN_GRACE_SECONDS). */
+  drainGrace?: string;
 }
+
+/**
+ * What SIGTERM gives requests in flight: Istio's waypoint (Envoy) drains for 5 s by default
+ * (terminationDrainDuration); a longer request is cut when it runs out.
+ */
+export const DRAIN_GRACE_SECONDS = 10;
 
 export const DEFAULT_METRICS_PORT = 15020;
 
@@ -92,15 +100,20 @@ export async function runWaypoint(opts: RunWaypointOptions): Promise<number> {
   // bench's waypoint path long after its iperf3 runs ended (docs/performance.md, "Memory").
   const reclaim = new IdleReclaim({ registry: running.waypoint.metrics.registry });
   await stopped;
-  log.info('shutting down');
+  const graceMs = 1000 * Number(opts.drainGrace ?? DRAIN_GRACE_SECONDS);
+  log.info({ graceMs }, 'draining: GOAWAY sent, finishing requests in flight');
   reclaim.stop();
+  await running.waypoint.drain(graceMs);
   metrics?.close();
   await running.stop();
+  log.info('stopped');
   return 0;
 }
 
 function usageError(opts: RunWaypointOptions): string | undefined {
   if (!opts.address) return '--address is required';
+  if (opts.drainGrace !== undefined && !/^\d{1,5}$/.test(opts.drainGrace))
+    return `--drain-grace: want whole seconds (0 closes at once), got ${opts.drainGrace}`;
   if (
     opts.pathNormalization !== undefined &&
     !(PATH_NORMALIZATIONS as readonly string[]).includes(opts.pathNormalization)
@@ -170,7 +183,10 @@ function pick<K extends keyof RunWaypointOptions>(
 function serveMetrics(waypoint: Waypoint, host: string, port: number): Promise<http.Server> {
   const server = http.createServer((req, res) => {
     if (req.method !== 'GET') return void res.writeHead(405).end();
-    if (req.url === '/healthz/ready') return void res.writeHead(200).end('ready\n');
+    if (req.url === '/healthz/ready')
+      return void (waypoint.draining
+        ? res.writeHead(503).end('draining\n')
+        : res.writeHead(200).end('ready\n'));
     if (req.url !== '/metrics') return void res.writeHead(404).end();
     waypoint.metrics.registry.metrics().then(
       (text) => res.writeHead(200, { 'content-type': waypoint.metrics.registry.contentType }).end(text),

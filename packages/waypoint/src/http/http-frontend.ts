@@ -34,6 +34,10 @@ export class HttpFrontend {
   readonly #h1: http.Server;
   readonly #h2: http2.Http2Server;
   readonly #contexts = new WeakMap<object, TunnelContext>();
+  /** Downstream HTTP/1.1 responses not yet finished, and HTTP/2 sessions: what a drain closes. */
+  readonly #inFlight = new Set<http.ServerResponse>();
+  readonly #h2Sessions = new Set<http2.ServerHttp2Session>();
+  #draining = false;
   #pending: TunnelContext | undefined;
 
   constructor(
@@ -86,8 +90,21 @@ export class HttpFrontend {
     }
   }
 
+  /**
+   * Graceful: every connection ends after the requests it has in flight. Idle HTTP/1.1
+   * connections close now, busy ones answer their current request with `Connection: close`,
+   * HTTP/2 sessions get GOAWAY and keep their open streams (Node's session.close()).
+   */
+  drain(): void {
+    this.#draining = true;
+    this.#h1.closeIdleConnections();
+    for (const res of this.#inFlight) if (!res.headersSent) res.shouldKeepAlive = false;
+    for (const s of this.#h2Sessions) if (!s.closed && !s.destroyed) s.close();
+  }
+
   close(): void {
     this.#h1.closeAllConnections();
+    for (const s of this.#h2Sessions) s.destroy();
   }
 
   #onRequest(
@@ -102,6 +119,12 @@ export class HttpFrontend {
     }
     const ex = exchangeOf(protocol, req, res, this.deps.pathNormalization);
     if (this.#refused(ex)) return;
+    if (protocol === 'h1') {
+      const h1 = res as http.ServerResponse;
+      if (this.#draining) h1.shouldKeepAlive = false;
+      this.#inFlight.add(h1);
+      h1.once('close', () => this.#inFlight.delete(h1));
+    }
     void handleRequest(this.deps, ctx, ex);
   }
 
@@ -200,6 +223,9 @@ export class HttpFrontend {
   }
 
   #onH2Session(session: http2.ServerHttp2Session): void {
+    this.#h2Sessions.add(session);
+    session.once('close', () => this.#h2Sessions.delete(session));
+    if (this.#draining) queueMicrotask(() => session.close());
     const ctx = this.#pending;
     if (ctx) this.#contexts.set(session, ctx);
     session.on('error', (e) => {
