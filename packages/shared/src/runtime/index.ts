@@ -9,6 +9,12 @@ export {
   QUIET_UTILIZATION,
   RECLAIM_SAMPLE_MS,
 } from './idle-reclaim.js';
+export {
+  CPU_PROFILE_MAX_SECONDS,
+  HEAP_SNAPSHOT_MAX_BYTES,
+  InspectorProfiles,
+  isLoopback,
+} from './inspector-profiles.js';
 export { utilizationProbe } from './loop-utilization.js';
 export { mallocTrim } from './malloc-trim.js';
 export {

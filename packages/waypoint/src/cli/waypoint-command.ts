@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import {
   CertificateAuthority,
   IdleReclaim,
+  InspectorProfiles,
   listenServer,
   logger,
   startFailure,
@@ -181,8 +182,12 @@ function pick<K extends keyof RunWaypointOptions>(
 }
 
 function serveMetrics(waypoint: Waypoint, host: string, port: number): Promise<http.Server> {
+  const profiles = new InspectorProfiles();
   const server = http.createServer((req, res) => {
     if (req.method !== 'GET') return void res.writeHead(405).end();
+    // Heap snapshots and CPU profiles, to loopback only (this listener is on the pod's address).
+    const url = new URL(req.url ?? '/', 'http://waypoint');
+    if (url.pathname.startsWith('/debug/')) return void profiles.handle(req, res, url);
     if (req.url === '/healthz/ready')
       return void (waypoint.draining
         ? res.writeHead(503).end('draining\n')

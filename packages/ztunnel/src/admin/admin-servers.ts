@@ -1,5 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { listenServer, logger, logLevels, setLogLevel } from '@zmesh/shared';
+import { InspectorProfiles, listenServer, logger, logLevels, setLogLevel } from '@zmesh/shared';
 import type { Registry } from 'prom-client';
 
 const log = logger('admin');
@@ -18,12 +18,14 @@ type Handler = (req: IncomingMessage, res: ServerResponse, url: URL) => void | P
 
 /**
  * The three operator endpoints on separate ports (docs/design.md §3 Ports): admin (15000, loopback
- * of ztunnel's own namespace only: it can change log levels and stop the process),
+ * of ztunnel's own namespace only: it can change log levels, stop the process and take heap
+ * snapshots and CPU profiles),
  * metrics (15020, read-only) and health (15021). Liveness answers from the event loop
  * alone, so waiting for config never makes a healthy process look dead.
  */
 export class AdminServers {
   private readonly servers: Server[] = [];
+  private readonly profiles = new InspectorProfiles();
 
   constructor(private readonly inputs: AdminInputs) {}
 
@@ -37,6 +39,8 @@ export class AdminServers {
         json(res, 200, { ok: true });
         setImmediate(this.inputs.quit);
       },
+      '/debug/heap': (req, res, url) => this.profiles.handle(req, res, url),
+      '/debug/cpu': (req, res, url) => this.profiles.handle(req, res, url),
     });
     await this.serve('metrics', host, ports.metrics, {
       '/metrics': async (_q, res) => {
