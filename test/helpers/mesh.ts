@@ -13,6 +13,7 @@ import {
   parseLocalConfig,
   XdsConfigSource,
   Ztunnel,
+  type ZtunnelOptions,
 } from '@zmesh/ztunnel';
 
 /**
@@ -85,6 +86,8 @@ export interface MeshOptions {
   config?: ConfigUpdate;
   /** Feed the nodes from a real control plane instead of a local config. */
   controlPlane?: ControlPlaneOptions;
+  /** Local mode: options for a node's ztunnel beyond the fixture's own. */
+  ztunnel?: (node: string) => Partial<ZtunnelOptions>;
 }
 
 export interface ControlPlaneOptions {
@@ -123,6 +126,7 @@ export async function startMesh(block: number, opts: MeshOptions): Promise<Mesh 
       signer: new LocalCaSigner(ca),
       defaultMetrics: false,
       pool: NODE_POOL,
+      ...opts.ztunnel?.(node),
     });
     await z.start();
     await z.applyConfig({ ...config, forwards });

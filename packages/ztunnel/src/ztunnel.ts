@@ -1,5 +1,8 @@
 import { X509Certificate } from 'node:crypto';
 import {
+  AccessLog,
+  type AccessLogInputs,
+  type AccessLogPolicy,
   type Credential,
   connectHbone,
   countError,
@@ -61,6 +64,10 @@ export interface ZtunnelOptions {
   registry?: Registry;
   /** Tenant isolation (docs/design.md §7); on by default. */
   tenancy?: TenancyOptions;
+  /** One line per closed or refused connection (default: on for every namespace, 100 lines/s). */
+  accessLog?: AccessLogPolicy;
+  /** Where access-log lines go (tests); default the batched access logger. */
+  accessLogSink?: AccessLogInputs['sink'];
 }
 
 export interface ConfigUpdate {
@@ -85,6 +92,7 @@ export class Ztunnel {
   readonly pool: HbonePool;
   readonly authorizer: InboundAuthorizer;
   readonly tenancy: TenantAdmission;
+  readonly accessLog: AccessLog;
   private state = ProxyState.empty();
   private forwardConfigs: readonly ForwardConfig[] = [];
   private readonly inbound = new Map<string, InboundListener>();
@@ -119,6 +127,11 @@ export class Ztunnel {
     });
     this.certs.on('rotated', (identity: string, cred: Credential) => this.onRotated(identity, cred));
     this.tenancy = new TenantAdmission(options.tenancy ?? {}, this.metrics.registry);
+    this.accessLog = new AccessLog({
+      registry: this.metrics.registry,
+      ...(options.accessLog ? { policy: options.accessLog } : {}),
+      ...(options.accessLogSink ? { sink: options.accessLogSink } : {}),
+    });
     this.authorizer = new InboundAuthorizer(this.metrics.registry, (uid) => this.state.workload(uid));
     this.pool = new HbonePool({ ...options.pool, metrics: this.metrics, connect: (key) => this.dial(key) });
     this.outbound = {
@@ -130,6 +143,7 @@ export class Ztunnel {
       bindSource: true,
       tenancy: this.tenancy,
       refusals: new RefusalLog(undefined, undefined, logger('outbound')),
+      accessLog: this.accessLog,
     };
     if (options.capture) {
       this.captured = new CapturedPods({
@@ -286,6 +300,7 @@ export class Ztunnel {
       connectApp: this.appConnector(w),
       metrics: this.metrics,
       authorizer: this.authorizer,
+      accessLog: this.accessLog,
       ...(this.tenancy.inboundCopy ? { copy: this.tenancy.inboundCopy } : {}),
       streamWindows: this.tenancy.streamWindows,
     });

@@ -14,7 +14,8 @@ const DECISIONS = new Set([
   'handshake refused',
   'captured connection refused',
   'connection refused',
-  'connection closed',
+  // The access log's line per closed or refused connection (batched: it may trail by ~1 s).
+  'connection',
 ]);
 
 /**
@@ -62,7 +63,20 @@ export class ZtunnelLogs {
 /** One line of evidence: node, scope, message and the fields that say who and why. */
 export function describeLogLine(l: LogLine): string {
   const r = l.record;
-  const fields = ['src', 'dst', 'peer', 'pod', 'code', 'reason', 'err', 'flag']
+  const fields = [
+    'src',
+    'dst',
+    'peer',
+    'pod',
+    'code',
+    'reason',
+    'err',
+    'flag',
+    'src_identity',
+    'dst_address',
+    'result',
+    'error_code',
+  ]
     .filter((k) => r[k] !== undefined)
     .map((k) => `${k}=${String(r[k]).slice(0, 90)}`);
   return `log ${l.node} ${String(r.scope ?? '?')}: "${String(r.msg)}" ${fields.join(' ')}`.trim();

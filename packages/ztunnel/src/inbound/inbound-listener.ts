@@ -1,13 +1,18 @@
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import {
+  type AccessLog,
+  accessLogFields,
   type ConnectionAttributes,
   type Credential,
   canonicalIp,
+  formatHostPort,
   H2ErrorCode,
   HboneServer,
+  isZmeshError,
   logger,
   type MeshMetrics,
+  responseFlagOf,
   type StreamWindowMode,
   spiffeIdOf,
   type TrustBundle,
@@ -40,6 +45,8 @@ export interface InboundInputs {
   copy?: (tenant: string, stream: Duplex, upstream: Duplex) => void;
   /** Uploads' HTTP/2 stream windows: one budget per session (tenancy) or fixed (`--fairness off`). */
   streamWindows: StreamWindowMode;
+  /** One line per closed or refused tunnel, under the destination namespace's mode. */
+  accessLog: AccessLog;
 }
 
 /** Where one of the workload's 15008 sockets listens: an address, or a socket made elsewhere (in the pod's netns). */
@@ -81,6 +88,27 @@ export class InboundListener {
   }
 
   private async onTunnel(req: TunnelRequest): Promise<TunnelAccept> {
+    try {
+      return await this.accept(req);
+    } catch (e) {
+      const workload = this.inputs.state().workload(this.inputs.workloadUid);
+      const { host, port } = req.request.authority;
+      this.inputs.accessLog.record(workload?.namespace, {
+        direction: 'inbound',
+        src: { identity: req.peerIdentity, address: req.stream.session?.socket?.remoteAddress },
+        dst: { address: formatHostPort(host, port), ...(workload ? accessLogFields(workload) : {}) },
+        bytesSent: 0,
+        bytesReceived: 0,
+        durationMs: 0,
+        result: 'refused',
+        flag: responseFlagOf(e),
+        code: isZmeshError(e) ? e.code : 'ZM_ERR_INTERNAL_FAULT',
+      });
+      throw e;
+    }
+  }
+
+  private async accept(req: TunnelRequest): Promise<TunnelAccept> {
     const { host, port } = req.request.authority;
     const workload = this.inputs.state().workload(this.inputs.workloadUid);
     const target = canonicalIp(host);
@@ -178,18 +206,29 @@ export class InboundListener {
     upstream.on('close', () => {
       const copy = { sent: upstream.bytesWritten, received: upstream.bytesRead };
       recordClosed(this.inputs.metrics, labels, copy);
-      log.info(
-        {
-          dir: 'inbound',
-          src: req.peerIdentity,
-          ...(forwardedFor ? { via: 'waypoint', originalSrc: forwardedFor } : {}),
-          dst: workload.uid,
-          port: req.request.authority.port,
-          ...copy,
-          ms: Date.now() - started,
+      this.inputs.accessLog.record(workload.namespace, {
+        direction: 'inbound',
+        src: {
+          identity: req.peerIdentity,
+          address: req.stream.session?.socket?.remoteAddress,
+          ...(source ? accessLogFields(source) : {}),
         },
-        'connection closed',
-      );
+        dst: {
+          address: formatHostPort(req.request.authority.host, req.request.authority.port),
+          ...accessLogFields(workload),
+          service: Object.keys(workload.services ?? {})[0]
+            ?.split('/')
+            .pop(),
+        },
+        ...(forwardedFor
+          ? { via: 'waypoint' as const, originalSource: forwardedFor }
+          : { via: 'hbone' as const }),
+        bytesSent: copy.sent,
+        bytesReceived: copy.received,
+        durationMs: Date.now() - started,
+        result: 'ok',
+        flag: '-',
+      });
     });
   }
 }

@@ -1,9 +1,10 @@
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import {
+  type AccessLog,
+  accessLogFields,
   formatHostPort,
   isZmeshError,
-  logger,
   type MeshMetrics,
   newTraceparent,
   responseFlagOf,
@@ -17,8 +18,6 @@ import type { ProxyState, Route } from '../state/proxy-state.js';
 import type { RefusalLog } from '../tenancy/refusal-log.js';
 import type { ConnectBucket } from '../tenancy/tenant-quotas.js';
 import type { TenantAdmission } from './tenant-admission.js';
-
-const log = logger('outbound');
 
 export type PassthroughPolicy = 'allow' | 'deny';
 
@@ -34,6 +33,8 @@ export interface OutboundInputs {
   tenancy: TenantAdmission;
   /** Logs refused connections, at most once per interval per source workload and error code. */
   refusals: RefusalLog;
+  /** One line per closed or refused connection, under the source namespace's mode. */
+  accessLog: AccessLog;
 }
 
 /** Where a connection came from, when that can be told to slow down (a captured pod). */
@@ -91,19 +92,23 @@ export async function handleOutbound(
   const copy = await inputs.tenancy.copy(tenant, downstream, upstream);
   admission.release();
   recordClosed(inputs.metrics, labels, copy);
-  log.info(
-    {
-      dir: 'outbound',
-      src: spiffeIdOf(source),
-      dst: formatHostPort(destination.host, destination.port),
-      via: target.kind === 'hbone' ? (target.viaWaypoint ? 'waypoint' : 'hbone') : 'passthrough',
-      sent: copy.sent,
-      received: copy.received,
-      ms: Date.now() - started,
-      err: copy.error?.message,
+  const service = inputs.state().serviceByVip(destination.host);
+  inputs.accessLog.record(source.namespace, {
+    direction: 'outbound',
+    src: { ...accessLogFields(source), address: downstream.remoteAddress },
+    dst: {
+      address: formatHostPort(destination.host, destination.port),
+      ...(target.destination ? accessLogFields(target.destination) : {}),
+      ...(service ? { service: service.hostname } : {}),
     },
-    'connection closed',
-  );
+    via: target.kind === 'hbone' ? (target.viaWaypoint ? 'waypoint' : 'hbone') : 'passthrough',
+    bytesSent: copy.sent,
+    bytesReceived: copy.received,
+    durationMs: Date.now() - started,
+    result: copy.error ? 'error' : 'ok',
+    flag: copy.error ? responseFlagOf(copy.error) : '-',
+    ...(copy.error && isZmeshError(copy.error) ? { code: copy.error.code } : {}),
+  });
 }
 
 async function openUpstream(inputs: OutboundInputs, route: Route, source: Workload): Promise<Duplex> {
@@ -170,6 +175,21 @@ function refuse(
   inputs.metrics.errors.inc({ code, flag });
   inputs.metrics.tcpOpened.inc(tcpLabels({ reporter: 'source', source, flag, mtls: false }));
   inputs.metrics.tcpClosed.inc(tcpLabels({ reporter: 'source', source, flag, mtls: false }));
+  const service = inputs.state().serviceByVip(destination.host);
+  inputs.accessLog.record(source.namespace, {
+    direction: 'outbound',
+    src: { ...accessLogFields(source), address: downstream.remoteAddress },
+    dst: {
+      address: formatHostPort(destination.host, destination.port),
+      ...(service ? { service: service.hostname } : {}),
+    },
+    bytesSent: 0,
+    bytesReceived: 0,
+    durationMs: 0,
+    result: 'refused',
+    flag,
+    code,
+  });
   inputs.refusals.refused(
     source.uid,
     code,
