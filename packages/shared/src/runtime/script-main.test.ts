@@ -19,7 +19,7 @@ test('a module started as the script is its main', (t) => {
 
 test("a module bundled into the entry chunk does not take the entry's URL for its own", (t) => {
   // In the proxies' bundle, bench-authz's code may sit in main.js, the script node ran.
-  const entry = '/repo/packages/harness/dist/bundle/main.js';
+  const entry = '/repo/packages/ztunnel/dist/bundle/main.js';
   t.false(withArgv1(entry, () => isScriptMain(pathToFileURL(entry).href, 'bench-authz.js')));
 });
 
