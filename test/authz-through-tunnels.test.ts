@@ -1,17 +1,12 @@
 import { connect } from 'node:net';
-import {
-  CertificateAuthority,
-  DECISION_TABLE,
-  type DecisionCase,
-  TrustBundle,
-  type Workload,
-} from '@zmesh/shared';
+import { CertificateAuthority, TrustBundle, type Workload } from '@zmesh/shared';
 import { LocalCaSigner, parseLocalConfig, Ztunnel } from '@zmesh/ztunnel';
+import { DECISION_TABLE, type DecisionCase } from '@zmesh/ztunnel/testing';
 import test from 'ava';
 import { startEcho, waitFor } from './helpers/mesh-fixture.js';
 
 /**
- * The L4 decision table (packages/shared/src/authz/decision-table.ts) run through real
+ * The L4 decision table (packages/ztunnel/src/testing/decision-table.ts) run through real
  * HBONE tunnels: a source workload connects through its ztunnel, the destination ztunnel
  * decides on the identity from the client certificate and the tunnel's source address.
  * Explicit-proxy mode on loopback, so the table's 10.x addresses become 127.x; rows that

@@ -7,7 +7,17 @@ export {
   RootsFileWatcher,
 } from '@zmesh/shared';
 export { AdminServers } from './admin/admin-servers.js';
+export {
+  AuthorizationStore,
+  type AuthorizationStoreOptions,
+  type AuthzDestination,
+  type Decision,
+  type DecisionReason,
+  type DryRunVerdict,
+  decisionError,
+} from './authz/authorization-store.js';
 export { type AuthzStaleness, InboundAuthorizer } from './authz/inbound-authorizer.js';
+export type { ConnectionAttributes } from './authz/policy-match.js';
 export * from './capture/index.js';
 export { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
 export { bidirectionalCopy } from './forward/bidirectional-copy.js';

@@ -1,7 +1,6 @@
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import {
-  type ConnectionAttributes,
   type Credential,
   canonicalIp,
   H2ErrorCode,
@@ -17,6 +16,7 @@ import {
   ZmeshError,
 } from '@zmesh/shared';
 import type { InboundAuthorizer } from '../authz/inbound-authorizer.js';
+import type { ConnectionAttributes } from '../authz/policy-match.js';
 import type { AppConnector } from '../forward/app-connector.js';
 import { recordClosed, recordOpened, tcpLabels } from '../forward/tcp-metrics.js';
 import type { ProxyState } from '../state/proxy-state.js';
