@@ -2,7 +2,7 @@ import { writeFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { execa } from 'execa';
-import type { Endpoint } from './peer-paths.js';
+import type { Endpoint } from './endpoint.js';
 import { quantile } from './stats.js';
 
 /** Wraps a load generator's argv to run it where a path's clients run (OpenPath.launch). */

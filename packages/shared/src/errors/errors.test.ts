@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import test from 'ava';
-import { CATALOGUE, type ErrorCode } from './catalogue.js';
-import { RESPONSE_FLAGS, responseFlagOf, ZmeshError } from './zmesh-error.js';
+import { CATALOGUE, type ErrorCode, RESPONSE_FLAGS } from './catalogue.js';
+import { responseFlagOf, ZmeshError } from './zmesh-error.js';
 
 const docsUrl = new URL('../../../../docs/errors.md', import.meta.url);
 
