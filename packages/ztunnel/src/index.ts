@@ -27,6 +27,7 @@ export { LocalCaSigner } from './identity/local-ca-signer.js';
 export { keysDirError, PersistedKeys, TMPFS_MAGIC } from './identity/persisted-keys.js';
 export { InboundListener } from './inbound/inbound-listener.js';
 export { HbonePool, type PoolKey } from './pool/hbone-pool.js';
+export type { ConfigTarget, ConfigUpdate } from './state/config-target.js';
 export {
   type ForwardListener as ForwardConfig,
   type LocalConfig,
@@ -40,4 +41,4 @@ export {
   type XdsConfigSourceOptions,
 } from './state/xds-config-source.js';
 export * from './tenancy/index.js';
-export { type ConfigUpdate, DEFAULT_PORTS, toCredential, Ztunnel, type ZtunnelOptions } from './ztunnel.js';
+export { DEFAULT_PORTS, toCredential, Ztunnel, type ZtunnelOptions } from './ztunnel.js';

@@ -8,7 +8,6 @@ import {
   MeshMetrics,
   ok,
   type Result,
-  type Service,
   spiffeIdOf,
   type TrustBundle,
   type Workload,
@@ -16,9 +15,10 @@ import {
 } from '@zmesh/shared';
 import type { Registry } from 'prom-client';
 import { AdminServers } from './admin/admin-servers.js';
-import { CapturedPods, type EnrolledPod } from './attribute/captured-pods.js';
+import { CapturedPods } from './attribute/captured-pods.js';
 import { InboundAuthorizer } from './authz/inbound-authorizer.js';
 import type { BpfCapture } from './capture/bpf-capture.js';
+import { type EnrolledPod, EnrolledPods } from './capture/enrolled-pods.js';
 import { connectInNetns, listenInNetns } from './capture/netns-listener.js';
 import { NodeAgentServer } from './capture/node-agent.js';
 import { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
@@ -28,6 +28,7 @@ import { ForwardListener } from './outbound/forward-listener.js';
 import type { OutboundInputs, PassthroughPolicy } from './outbound/outbound-handler.js';
 import { type TenancyOptions, TenantAdmission } from './outbound/tenant-admission.js';
 import { HbonePool, type PoolKey } from './pool/hbone-pool.js';
+import type { ConfigUpdate } from './state/config-target.js';
 import type { ForwardListener as ForwardConfig } from './state/local-config.js';
 import { HBONE_PORT, ProxyState } from './state/proxy-state.js';
 import { FairScheduler } from './tenancy/fair-scheduler.js';
@@ -63,14 +64,6 @@ export interface ZtunnelOptions {
   tenancy?: TenancyOptions;
 }
 
-export interface ConfigUpdate {
-  workloads: readonly Workload[];
-  services: readonly Service[];
-  forwards?: readonly ForwardConfig[];
-  /** istio.security.Authorization resources; absent means "unchanged". */
-  policies?: readonly unknown[];
-}
-
 export const DEFAULT_PORTS = { admin: 15000, metrics: 15020, ready: 15021 };
 export const DEFAULT_CERT_TTL_SECONDS = 24 * 3600;
 
@@ -91,7 +84,7 @@ export class Ztunnel {
   private readonly forwards = new Map<string, ForwardListener>();
   private readonly admin: AdminServers;
   private readonly outbound: OutboundInputs;
-  private readonly captured?: CapturedPods;
+  private readonly captured?: EnrolledPods;
   private readonly agent?: NodeAgentServer;
   private reconciling: Promise<void> = Promise.resolve();
   /** Why the configuration is not complete yet (control-plane mode), if it is not. */
@@ -132,11 +125,15 @@ export class Ztunnel {
       refusals: new RefusalLog(undefined, undefined, logger('outbound')),
     };
     if (options.capture) {
-      this.captured = new CapturedPods({
-        bpf: options.capture.bpf,
+      const attribution = new CapturedPods({
         outbound: this.outbound,
         state: () => this.state,
         hasCertificate: (w) => this.certs.get(spiffeIdOf(w)) !== undefined,
+        registry: this.metrics.registry,
+      });
+      this.captured = new EnrolledPods({
+        bpf: options.capture.bpf,
+        onCaptured: (pod, socket, destination) => attribution.accept(pod, socket, destination),
         onChange: () => void this.queueReconcile(),
         registry: this.metrics.registry,
         sendBufferBytes: this.tenancy.appSendBufferBytes,
