@@ -1,11 +1,12 @@
 import { connect } from 'node:net';
-import { DECISION_TABLE, type DecisionCase, type Workload } from '@zmesh/shared';
+import type { Workload } from '@zmesh/shared';
 import { parseLocalConfig, type Ztunnel } from '@zmesh/ztunnel';
+import { DECISION_TABLE, type DecisionCase } from '@zmesh/ztunnel/testing';
 import test from 'ava';
 import { type Mesh, startEcho, startMesh } from './helpers/mesh.js';
 
 /**
- * The L4 decision table (packages/shared/src/authz/decision-table.ts) run through real
+ * The L4 decision table (packages/ztunnel/src/testing/decision-table.ts) run through real
  * HBONE tunnels: a source workload connects through its ztunnel, the destination ztunnel
  * decides on the identity from the client certificate and the tunnel's source address.
  * Explicit-proxy mode on loopback, so the table's 10.x addresses become 127.x; rows that

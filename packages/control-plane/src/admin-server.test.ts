@@ -1,7 +1,7 @@
 import test from 'ava';
 import { startAdminServer } from './admin-server.js';
 import { ControlPlane } from './control-plane.js';
-import { podYaml } from './test-fixtures.js';
+import { podYaml } from './testing/fixtures.js';
 
 test('admin: apply accepts valid YAML, refuses invalid with reasons, serves proxy status and tokens', async (t) => {
   const cp = new ControlPlane({ trustDomain: 'cluster.local' });

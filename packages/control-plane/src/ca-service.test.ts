@@ -10,7 +10,7 @@ import {
 } from '@zmesh/shared';
 import test from 'ava';
 import { IMPERSONATED_IDENTITY } from './ca-service.js';
-import { testCsr } from './test-csr.js';
+import { testCsr } from './testing/csr.js';
 import {
   configDir,
   eventWhere,
@@ -19,7 +19,7 @@ import {
   podYaml,
   removeDir,
   startControlPlane,
-} from './test-fixtures.js';
+} from './testing/fixtures.js';
 
 const ID_A = 'spiffe://cluster.local/ns/ns1/sa/sa-a';
 const ID_B = 'spiffe://cluster.local/ns/ns1/sa/sa-b';

@@ -2,7 +2,14 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import test from 'ava';
 import { ConfigStore, objectsOf } from './config-store.js';
-import { configDir, eventWhere, NAMESPACE_YAML, podYaml, removeDir, SERVICE_YAML } from './test-fixtures.js';
+import {
+  configDir,
+  eventWhere,
+  NAMESPACE_YAML,
+  podYaml,
+  removeDir,
+  SERVICE_YAML,
+} from './testing/fixtures.js';
 
 test('multi-document YAML loads every supported kind', async (t) => {
   const dir = await configDir({

@@ -1,16 +1,5 @@
 export { MAX_ACK_TIMEOUT_MS, MAX_APPLY_BYTES, startAdminServer } from './admin-server.js';
 export { AdsSession } from './ads-session.js';
-export {
-  benchMain,
-  benchPush,
-  clusterDocs,
-  heapAfterGc,
-  type PushBenchResult,
-  podDoc as benchPodDoc,
-  podIp as benchPodIp,
-  quantile,
-  round,
-} from './bench-push.js';
 export { loadOrCreateCa, ROOT_CERT_FILE, ROOT_KEY_FILE, writeRootsFile } from './ca-files.js';
 export {
   authorize,

@@ -9,7 +9,7 @@ import {
   startControlPlane,
   TOKEN_KEY,
   until,
-} from './test-fixtures.js';
+} from './testing/fixtures.js';
 
 /**
  * docs/design.md §8: after an outage, proxies reconnect with jittered backoff, so a recovering

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { compile } from './compiler.js';
 import { ConfigStore } from './config-store.js';
-import { NAMESPACE_YAML, podYaml, SERVICE_YAML } from './test-fixtures.js';
+import { NAMESPACE_YAML, podYaml, SERVICE_YAML } from './testing/fixtures.js';
 
 const GATEWAY = `kind: Gateway
 metadata: { name: wp, namespace: ns1 }

@@ -14,7 +14,7 @@ import {
   snapshotWhere,
   startControlPlane,
   until,
-} from './test-fixtures.js';
+} from './testing/fixtures.js';
 
 const UID_A = 'Kubernetes//Pod/ns1/a';
 const UID_B = 'Kubernetes//Pod/ns1/b';

@@ -4,7 +4,7 @@ export { decodeWaypointConfig, loadWaypointConfig, parseWaypointConfig } from '.
 export { ConfigView, type Destination, type Endpoint } from './config/config-view.js';
 export * from './config/waypoint-config.js';
 export { BackendCluster } from './resilience/backend-cluster.js';
-export { type Clock, ManualClock, systemClock } from './resilience/clock.js';
+export { type Clock, systemClock } from './resilience/clock.js';
 export { OutlierDetector } from './resilience/outlier-detector.js';
 export { TokenBucket } from './resilience/rate-limiter.js';
 export { RetryBudget } from './resilience/retry-budget.js';

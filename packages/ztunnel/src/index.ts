@@ -7,7 +7,17 @@ export {
   RootsFileWatcher,
 } from '@zmesh/shared';
 export { AdminServers } from './admin/admin-servers.js';
+export {
+  AuthorizationStore,
+  type AuthorizationStoreOptions,
+  type AuthzDestination,
+  type Decision,
+  type DecisionReason,
+  type DryRunVerdict,
+  decisionError,
+} from './authz/authorization-store.js';
 export { type AuthzStaleness, InboundAuthorizer } from './authz/inbound-authorizer.js';
+export type { ConnectionAttributes } from './authz/policy-match.js';
 export * from './capture/index.js';
 export { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
 export { bidirectionalCopy } from './forward/bidirectional-copy.js';
@@ -17,6 +27,7 @@ export { LocalCaSigner } from './identity/local-ca-signer.js';
 export { keysDirError, PersistedKeys, TMPFS_MAGIC } from './identity/persisted-keys.js';
 export { InboundListener } from './inbound/inbound-listener.js';
 export { HbonePool, type PoolKey } from './pool/hbone-pool.js';
+export type { ConfigTarget, ConfigUpdate } from './state/config-target.js';
 export {
   type ForwardListener as ForwardConfig,
   type LocalConfig,
@@ -30,4 +41,4 @@ export {
   type XdsConfigSourceOptions,
 } from './state/xds-config-source.js';
 export * from './tenancy/index.js';
-export { type ConfigUpdate, DEFAULT_PORTS, toCredential, Ztunnel, type ZtunnelOptions } from './ztunnel.js';
+export { DEFAULT_PORTS, toCredential, Ztunnel, type ZtunnelOptions } from './ztunnel.js';

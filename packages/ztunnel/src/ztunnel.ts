@@ -11,7 +11,6 @@ import {
   MeshMetrics,
   ok,
   type Result,
-  type Service,
   spiffeIdOf,
   type TrustBundle,
   type Workload,
@@ -19,9 +18,10 @@ import {
 } from '@zmesh/shared';
 import type { Registry } from 'prom-client';
 import { AdminServers } from './admin/admin-servers.js';
-import { CapturedPods, type EnrolledPod } from './attribute/captured-pods.js';
+import { CapturedPods } from './attribute/captured-pods.js';
 import { InboundAuthorizer } from './authz/inbound-authorizer.js';
 import type { BpfCapture } from './capture/bpf-capture.js';
+import { type EnrolledPod, EnrolledPods } from './capture/enrolled-pods.js';
 import { connectInNetns, listenInNetns } from './capture/netns-listener.js';
 import { NodeAgentServer } from './capture/node-agent.js';
 import { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
@@ -31,6 +31,7 @@ import { ForwardListener } from './outbound/forward-listener.js';
 import type { OutboundInputs, PassthroughPolicy } from './outbound/outbound-handler.js';
 import { type TenancyOptions, TenantAdmission } from './outbound/tenant-admission.js';
 import { HbonePool, type PoolKey } from './pool/hbone-pool.js';
+import type { ConfigUpdate } from './state/config-target.js';
 import type { ForwardListener as ForwardConfig } from './state/local-config.js';
 import { HBONE_PORT, ProxyState } from './state/proxy-state.js';
 import { FairScheduler } from './tenancy/fair-scheduler.js';
@@ -70,14 +71,6 @@ export interface ZtunnelOptions {
   accessLogSink?: AccessLogInputs['sink'];
 }
 
-export interface ConfigUpdate {
-  workloads: readonly Workload[];
-  services: readonly Service[];
-  forwards?: readonly ForwardConfig[];
-  /** istio.security.Authorization resources; absent means "unchanged". */
-  policies?: readonly unknown[];
-}
-
 export const DEFAULT_PORTS = { admin: 15000, metrics: 15020, ready: 15021 };
 export const DEFAULT_CERT_TTL_SECONDS = 24 * 3600;
 
@@ -99,7 +92,7 @@ export class Ztunnel {
   private readonly forwards = new Map<string, ForwardListener>();
   private readonly admin: AdminServers;
   private readonly outbound: OutboundInputs;
-  private readonly captured?: CapturedPods;
+  private readonly captured?: EnrolledPods;
   private readonly agent?: NodeAgentServer;
   private reconciling: Promise<void> = Promise.resolve();
   /** Why the configuration is not complete yet (control-plane mode), if it is not. */
@@ -146,11 +139,15 @@ export class Ztunnel {
       accessLog: this.accessLog,
     };
     if (options.capture) {
-      this.captured = new CapturedPods({
-        bpf: options.capture.bpf,
+      const attribution = new CapturedPods({
         outbound: this.outbound,
         state: () => this.state,
         hasCertificate: (w) => this.certs.get(spiffeIdOf(w)) !== undefined,
+        registry: this.metrics.registry,
+      });
+      this.captured = new EnrolledPods({
+        bpf: options.capture.bpf,
+        onCaptured: (pod, socket, destination) => attribution.accept(pod, socket, destination),
         onChange: () => void this.queueReconcile(),
         registry: this.metrics.registry,
         sendBufferBytes: this.tenancy.appSendBufferBytes,

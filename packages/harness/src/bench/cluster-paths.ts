@@ -6,9 +6,9 @@ import type { PodInfo } from '../cluster/topology.js';
 import { stopChild } from '../local/ztunnel-process.js';
 import { LocalMesh, type MeshSpec, VIP_PREFIX } from '../mesh/local-mesh.js';
 import { ECHO_SERVER } from '../mesh/pod-programs.js';
+import type { Endpoint } from './endpoint.js';
 import {
   BENCH_TENANT_LIMITS,
-  type Endpoint,
   missing,
   type OpenPath,
   openSocat,

@@ -1,5 +1,5 @@
 import { execa } from 'execa';
-import type { Endpoint } from './peer-paths.js';
+import type { Endpoint } from './endpoint.js';
 
 /**
  * Fixed-rate 1 KiB HTTP/1.1 GETs over keep-alive connections, in a child node process;

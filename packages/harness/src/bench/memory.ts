@@ -1,6 +1,6 @@
 import type { Socket } from 'node:net';
 import { execa } from 'execa';
-import type { Endpoint } from './peer-paths.js';
+import type { Endpoint } from './endpoint.js';
 import { largestResidentSet, pssBytes, type ResidentSet } from './proc-stat.js';
 import { exchangeByte, type Launch, open } from './request-load.js';
 

@@ -1,7 +1,8 @@
 import type { BenchResult } from './bench-results.js';
+import type { Endpoint } from './endpoint.js';
 import { iperfThroughput } from './iperf.js';
 import { measureMemory } from './memory.js';
-import type { Endpoint, OpenPath, PathSpec } from './peer-paths.js';
+import type { OpenPath, PathSpec } from './peer-paths.js';
 import { cpuSeconds, largestResidentSet, type ResidentSet } from './proc-stat.js';
 import { connectionRate, echoLatency, fixedRateHttp, redisBenchmark, runLoad } from './request-load.js';
 import type { TargetName } from './targets.js';

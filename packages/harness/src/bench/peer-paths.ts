@@ -3,12 +3,8 @@ import { join } from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
 import { startZtunnelProcess, stopChild, waitReady, ZMESH_BIN } from '../local/ztunnel-process.js';
+import { type Endpoint, waitListening } from './endpoint.js';
 import type { Target, TargetName } from './targets.js';
-
-export interface Endpoint {
-  host: string;
-  port: number;
-}
 
 /** Where a load generator connects for each target on one path, and how to take the path down. */
 export interface OpenPath {
@@ -263,30 +259,3 @@ export async function missing(bin: string): Promise<string | undefined> {
 }
 
 export { ZMESH_BIN };
-
-/**
- * Waits until something listens on host:port, read from /proc/net/tcp rather than by
- * connecting: a probe connection would reach the server behind the proxy and confuse
- * servers such as iperf3 that expect every connection to be a test.
- */
-export async function waitListening(
-  host: string,
-  port: number,
-  timeoutMs = 15_000,
-  pid?: number,
-): Promise<void> {
-  const want = `${host
-    .split('.')
-    .reverse()
-    .map((o) => Number(o).toString(16).padStart(2, '0'))
-    .join('')}:${port.toString(16).padStart(4, '0')}`.toUpperCase();
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const table = await readFile(pid ? `/proc/${pid}/net/tcp` : '/proc/net/tcp', 'utf8').catch(() => '');
-    // Column 2 is local address, column 4 the state; 0A is LISTEN.
-    if (table.split('\n').some((l) => l.trim().split(/\s+/)[1] === want && l.trim().split(/\s+/)[3] === '0A'))
-      return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`nothing listening on ${host}:${port} after ${timeoutMs} ms`);
-}

@@ -2,7 +2,8 @@ import { writeFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { execa } from 'execa';
-import type { Endpoint } from './peer-paths.js';
+import type { Endpoint } from './endpoint.js';
+import { quantile } from './stats.js';
 
 /** Wraps a load generator's argv to run it where a path's clients run (OpenPath.launch). */
 export type Launch = (argv: string[]) => string[];
@@ -230,9 +231,4 @@ function done(summary, latency, requests)
     e.connect + e.read + e.write + e.status + e.timeout))
 end
 `;
-}
-
-export function quantile(sorted: number[], q: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 }

@@ -2,8 +2,8 @@ import { createServer as createHttpServer, type Server as HttpServer } from 'nod
 import { createServer, type Server, type Socket } from 'node:net';
 import { execa, type ResultPromise } from 'execa';
 import { stopChild } from '../local/ztunnel-process.js';
+import { waitListening } from './endpoint.js';
 import { startIperfServer } from './iperf.js';
-import { waitListening } from './peer-paths.js';
 
 /** The servers every path leads to, all on the bench's server address. */
 export interface Target {

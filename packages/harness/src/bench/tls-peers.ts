@@ -2,10 +2,9 @@ import { stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { CertificateAuthority } from '@zmesh/shared';
 import type { ResultPromise } from 'execa';
-
+import type { Endpoint } from './endpoint.js';
 import {
   type BenchAddresses,
-  type Endpoint,
   loopbackPlacement,
   missing,
   type OpenPath,

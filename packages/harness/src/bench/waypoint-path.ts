@@ -4,10 +4,10 @@ import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
 import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
 import { clientForwards, startLoopbackMesh } from '../mesh/loopback-mesh.js';
+import type { Endpoint } from './endpoint.js';
 import {
   BENCH_TENANT_LIMITS,
   type BenchAddresses,
-  type Endpoint,
   type PathSpec,
   spawnProxy,
   started,

@@ -1,88 +1,21 @@
+import { controlPlaneCommand } from '@zmesh/control-plane/cli';
+import { waypointCommand } from '@zmesh/waypoint/cli';
+import { ztunnelCommand } from '@zmesh/ztunnel/cli';
 import { Command } from 'commander';
 
 /**
- * `zmesh`: one CLI for the daemons (`ztunnel`, `waypoint`, `control-plane`) and the
- * operator's commands. Each subcommand lives in its own module and is loaded lazily so
- * that `zmesh --help` starts fast and a daemon loads only what it runs.
+ * `zmesh`: the operator's CLI (cluster, demos, harnesses, bench, apply, proxy-status, ns).
+ * The daemons (`ztunnel`, `waypoint`, `control-plane`) belong to their packages, which
+ * define their flags and own their entries; bin/zmesh starts those entries directly, and
+ * they are listed here so that `zmesh --help` names every command. Each subcommand lives
+ * in its own module and is loaded lazily so that `zmesh --help` starts fast.
  */
 const program = new Command('zmesh')
   .description('zmesh: an ambient service-mesh data plane (ztunnel, waypoint, control plane)')
   .showHelpAfterError();
 
-program
-  .command('ztunnel')
-  .description('run the node proxy')
-  .option('-c, --config <file>', 'local YAML config (workloads, services, policies)')
-  .option('--node <name>', 'this node name')
-  .option('--address <ip>', 'loopback address of this ztunnel in explicit-proxy mode (127.0.0.N)')
-  .option(
-    '--ca-dir <dir>',
-    'explicit-proxy mode without a control plane: directory with root-cert.pem and root-key.pem',
-  )
-  .option('--trust-domain <domain>', 'SPIFFE trust domain', 'cluster.local')
-  .option('--passthrough <allow|deny>', 'destinations outside the mesh: plain TCP or refused', 'deny')
-  .option(
-    '--fairness <on|off>',
-    'tenant isolation: quotas, fair setup queue, fair byte copying, shared HTTP/2 stream windows, bounded send buffers (off: plain FIFO)',
-    'on',
-  )
-  .option('--tenant-connect-rate <n>', 'per-tenant quota: sustained new connections per second (default 500)')
-  .option('--tenant-connect-burst <n>', 'per-tenant quota: connections opened in a burst (default 1000)')
-  .option('--tenant-max-connections <n>', 'per-tenant quota: open connections at once (default 4096)')
-  .option('--capture-scope <name>', 'capture mode: BPF pin scope (default: the node name)')
-  .option(
-    '--agent-socket <path>',
-    'capture mode: the node-agent Unix socket pods are enrolled through (needs root and BPF)',
-  )
-  .option('--xds <host:port>', 'control plane (xDS and CA); --config then only supplies forwards')
-  .option('--token-file <file>', 'node bootstrap token for xDS and the CA (with --xds)')
-  .option('--roots-file <file>', 'trusted roots, watched (with --xds)')
-  .option('--snapshot <file>', 'last-known-good xDS snapshot (with --xds)')
-  .option(
-    '--trust-ca-roots',
-    'trust a new root found at the end of a CA-returned chain (authenticated CA channel only)',
-  )
-  .option(
-    '--persist-keys <dir>',
-    'keep workload keys and certificates in this root-only tmpfs directory, so a restart during a control-plane outage serves at once (see README)',
-  )
-  .option('--max-snapshot-age <seconds>', 'refuse an on-disk snapshot older than this at start', '604800')
-  .option(
-    '--authz-max-staleness <seconds>',
-    'authorization last-known-good limit during an outage (default: the workload certificate lifetime)',
-  )
-  .option(
-    '--xds-backoff <initialMs:maxMs>',
-    'xDS reconnect and certificate retry backoff bounds',
-    '500:30000',
-  )
-  .option('--admin-port <port>', 'admin port (/config_dump, /logging, /quitquitquit)', '15000')
-  .option('--metrics-port <port>', 'Prometheus /metrics port', '15020')
-  .option('--ready-port <port>', 'readiness and liveness port', '15021')
-  .action(async (options) => {
-    const { runZtunnel } = await import('./ztunnel-command.js');
-    process.exitCode = await runZtunnel(options);
-  });
-
-program
-  .command('control-plane')
-  .description('run the control plane: YAML config store, delta ADS (and CA) on loopback, admin endpoint')
-  .option('-c, --config <dir>', 'directory of YAML config (watched)')
-  .option('--host <ip>', 'loopback address to serve xDS, CA and admin on', '127.0.0.1')
-  .option('--port <port>', 'xDS/CA gRPC port (loopback, plaintext)', '15010')
-  .option('--admin-port <port>', 'admin port for apply / proxy-status (loopback)', '15014')
-  .option('--trust-domain <domain>', 'SPIFFE trust domain', 'cluster.local')
-  .option(
-    '--ca-dir <dir>',
-    'root CA (root-cert.pem, root-key.pem); created there if absent, in memory if not given',
-  )
-  .option('--roots-file <file>', 'write the trusted roots here for proxies to watch')
-  .option('--max-cert-ttl <seconds>', 'upper bound on workload certificate lifetime')
-  .option('--socket <path>', 'serve xDS and the CA on this Unix socket (mode 0600) instead of --host:--port')
-  .action(async (options) => {
-    const { runControlPlane } = await import('./control-plane-command.js');
-    process.exitCode = await runControlPlane(options);
-  });
+program.addCommand(ztunnelCommand());
+program.addCommand(controlPlaneCommand());
 
 program
   .command('apply')
@@ -90,7 +23,7 @@ program
   .requiredOption('-f, --file <file>', 'multi-document YAML file')
   .option('--admin <url>', 'control-plane admin URL', 'http://127.0.0.1:15014')
   .action(async (options) => {
-    const { runApply } = await import('./control-plane-command.js');
+    const { runApply } = await import('./operator-commands.js');
     process.exitCode = await runApply(options.file, options.admin);
   });
 
@@ -99,7 +32,7 @@ program
   .description('per proxy and type: version sent, acked, nacked (with reason), pending, last contact')
   .option('--admin <url>', 'control-plane admin URL', 'http://127.0.0.1:15014')
   .action(async (options) => {
-    const { runProxyStatus } = await import('./control-plane-command.js');
+    const { runProxyStatus } = await import('./operator-commands.js');
     process.exitCode = await runProxyStatus(options.admin);
   });
 
@@ -114,37 +47,11 @@ ns.command('l7')
   .option('--timeout <seconds>', 'how long to wait for ACKs', '10')
   .option('--admin <url>', 'control-plane admin URL', 'http://127.0.0.1:15014')
   .action(async (state: string, namespace: string, options) => {
-    const { runNamespaceL7 } = await import('./control-plane-command.js');
+    const { runNamespaceL7 } = await import('./operator-commands.js');
     process.exitCode = await runNamespaceL7(state, namespace, options);
   });
 
-program
-  .command('waypoint')
-  .description('run a per-namespace L7 proxy (HBONE in, routing, L7 policy, resilience, HBONE out)')
-  .option('-c, --config <file>', 'waypoint YAML: services, endpoints, HTTPRoutes, L7 policies')
-  .option('--address <ip>', "the waypoint's own address (15008 and 15020 listen here)")
-  .option('--ca-dir <dir>', 'without a control plane: directory with root-cert.pem and root-key.pem')
-  .option('--trust-domain <domain>', 'SPIFFE trust domain')
-  .option('--port <port>', 'HBONE port', '15008')
-  .option('--metrics-port <port>', '/metrics and /healthz/ready port ("0" disables)', '15020')
-  .option('--xds <addr>', 'control plane (host:port or unix:/path): config and certificate from there')
-  .option('--token-file <file>', 'node token for the control plane (with --xds)')
-  .option('--roots-file <file>', 'trusted roots, watched (with --xds)')
-  .option('--gateway <ns/name>', "this waypoint's Gateway: the config resource subscribed to (with --xds)")
-  .option(
-    '--warm-up-requests <n>',
-    'requests sent through its own L7 path before listening, so the first real ones find it compiled ("0" skips)',
-  )
-  .option(
-    '--path-normalization <mode>',
-    "Istio's pathNormalization before policy and routes: BASE, MERGE_SLASHES or DECODE_AND_MERGE_SLASHES",
-    'BASE',
-  )
-  .option('--drain-grace <seconds>', 'on SIGTERM, how long requests in flight get to finish', '10')
-  .action(async (options) => {
-    const { runWaypoint } = await import('@zmesh/waypoint');
-    process.exitCode = await runWaypoint(options);
-  });
+program.addCommand(waypointCommand());
 
 program
   .command('cluster')

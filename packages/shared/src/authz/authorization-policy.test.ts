@@ -1,7 +1,6 @@
 import test from 'ava';
 import { parse } from 'yaml';
 import { type ConvertedPolicy, convertAuthorizationPolicy } from './authorization-policy.js';
-import { AuthorizationStore } from './evaluator.js';
 import { type Authorization, type Rule, validateAuthorization } from './policy-model.js';
 
 function policy(spec: string, meta = 'name: p\n  namespace: shop'): unknown {
@@ -120,30 +119,6 @@ test('ALLOW with L7 attributes: the L7 rule is dropped, L4 rules kept, with a wa
   t.regex(warnings[0]!, /rules matching HTTP attributes are omitted/);
 });
 
-test('ALLOW with only L7 rules keeps no rule and so denies everything it selects (fail closed)', (t) => {
-  const { a, warnings } = ztunnel(
-    policy(`  rules:
-  - from: [{source: {requestPrincipals: ["issuer/sub"]}}]
-  - to: [{operation: {paths: ["/admin"]}}]
-    when: [{key: "request.headers[x-user]", values: ["a"]}]`),
-  );
-  t.deepEqual(a.rules, []);
-  t.regex(warnings[0]!, /found: paths, request\.headers\[x-user\], requestPrincipals\)/);
-  t.regex(warnings[0]!, /denies every connection/);
-  const store = new AuthorizationStore();
-  t.true(store.apply([a]).ok);
-  const d = store.evaluate(
-    {
-      sourcePrincipal: 'spiffe://td/ns/web/sa/x',
-      sourceIp: '10.0.0.1',
-      destinationIp: '10.0.0.2',
-      destinationPort: 80,
-    },
-    { namespace: 'shop', policyNames: [] },
-  );
-  t.like(d, { allowed: false, reason: 'allow-not-matched' });
-});
-
 test('DENY with L7 attributes keeps the L4 part and denies more (fail closed)', (t) => {
   const r = rules(
     policy(`  action: DENY
@@ -159,30 +134,6 @@ test('DENY with L7 attributes keeps the L4 part and denies more (fail closed)', 
       ],
     },
   ]);
-});
-
-test('DENY whose entries are L7-only matches everything, not nothing (unlike an empty Match)', (t) => {
-  const { a, warnings } = ztunnel(
-    policy(`  action: DENY
-  rules:
-  - to: [{operation: {methods: ["POST"]}}]
-    from: [{source: {remoteIpBlocks: ["1.2.3.4"]}}, {source: {namespaces: ["x"]}}]
-    when: [{key: request.auth.presenter, values: ["p"]}]`),
-  );
-  t.deepEqual(a.rules, [{ clauses: [] }]);
-  t.regex(warnings[0]!, /DENY policy with HTTP attributes is enforced without the HTTP rules/);
-  const store = new AuthorizationStore();
-  store.apply([a]);
-  const d = store.evaluate(
-    {
-      sourcePrincipal: 'spiffe://td/ns/web/sa/x',
-      sourceIp: '10.0.0.1',
-      destinationIp: '10.0.0.2',
-      destinationPort: 80,
-    },
-    { namespace: 'shop', policyNames: [] },
-  );
-  t.like(d, { allowed: false, reason: 'deny-matched', policy: 'shop/p' });
 });
 
 test('targetRefs make a waypoint policy, which ztunnel does not get', (t) => {

@@ -1,4 +1,25 @@
-import type { ResponseFlag } from './zmesh-error.js';
+export type ResponseFlag = (typeof RESPONSE_FLAGS)[number];
+
+/**
+ * Outcomes collapse to this small set for metric labels (Envoy's response flags where
+ * one fits): bounded, unlike messages.
+ */
+export const RESPONSE_FLAGS = [
+  '-', // success
+  'UF', // upstream connection failure
+  'UH', // no healthy upstream
+  'NR', // no route / unknown destination
+  'UAEX', // denied by authorization
+  'DC', // downstream protocol error or disconnect
+  'UT', // timeout
+  'UO', // overflow: quota, breaker, retry budget
+  'RL', // local rate limit
+  'FI', // fault injection abort
+  'URX', // retries exhausted, the last attempt failed
+  'TLS', // handshake or certificate failure
+  'CFG', // configuration missing or invalid
+  'INT', // internal error
+] as const;
 
 export interface CatalogueEntry {
   /** Message template; `{name}` is filled from the error's context. */

@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import test from 'ava';
-import { CATALOGUE, type ErrorCode } from './catalogue.js';
+import { CATALOGUE, type ErrorCode, RESPONSE_FLAGS } from './catalogue.js';
 import { REMEDIES } from './remedies.js';
-import { RESPONSE_FLAGS, responseFlagOf, ZmeshError } from './zmesh-error.js';
+import { responseFlagOf, ZmeshError } from './zmesh-error.js';
 
 const docsUrl = new URL('../../../../docs/errors.md', import.meta.url);
 

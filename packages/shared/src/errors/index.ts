@@ -1,9 +1,9 @@
-export { CATALOGUE, type CatalogueEntry, type ErrorCode } from './catalogue.js';
-export { startFailure } from './start-failure.js';
 export {
-  isZmeshError,
+  CATALOGUE,
+  type CatalogueEntry,
+  type ErrorCode,
   RESPONSE_FLAGS,
   type ResponseFlag,
-  responseFlagOf,
-  ZmeshError,
-} from './zmesh-error.js';
+} from './catalogue.js';
+export { startFailure } from './start-failure.js';
+export { isZmeshError, responseFlagOf, ZmeshError } from './zmesh-error.js';

@@ -1,4 +1,4 @@
-import { CATALOGUE, type ErrorCode } from './catalogue.js';
+import { CATALOGUE, type ErrorCode, type ResponseFlag } from './catalogue.js';
 
 /**
  * The one error type that crosses module boundaries. `code` is stable and documented
@@ -25,29 +25,6 @@ export class ZmeshError extends Error {
     return CATALOGUE[this.code].flag;
   }
 }
-
-export type ResponseFlag = (typeof RESPONSE_FLAGS)[number];
-
-/**
- * Outcomes collapse to this small set for metric labels (Envoy's response flags where
- * one fits): bounded, unlike messages.
- */
-export const RESPONSE_FLAGS = [
-  '-', // success
-  'UF', // upstream connection failure
-  'UH', // no healthy upstream
-  'NR', // no route / unknown destination
-  'UAEX', // denied by authorization
-  'DC', // downstream protocol error or disconnect
-  'UT', // timeout
-  'UO', // overflow: quota, breaker, retry budget
-  'RL', // local rate limit
-  'FI', // fault injection abort
-  'URX', // retries exhausted, the last attempt failed
-  'TLS', // handshake or certificate failure
-  'CFG', // configuration missing or invalid
-  'INT', // internal error
-] as const;
 
 function formatMessage(code: ErrorCode, context: Record<string, unknown>): string {
   const template = CATALOGUE[code].message;

@@ -1,5 +1,4 @@
 import * as net from 'node:net';
-import type { Duplex } from 'node:stream';
 import * as tls from 'node:tls';
 import type { ZmeshError } from '../errors/index.js';
 import type { Credential } from '../identity/credential.js';
@@ -8,7 +7,6 @@ import { logger } from '../log/index.js';
 import type { MeshMetrics } from '../metrics/index.js';
 import { listenServer } from '../net/listen-server.js';
 import { serverTlsOptions, verifyPeerIdentity } from '../tls/mtls.js';
-import type { ConnectRequest } from './connect-request.js';
 import { ErrorCode } from './h2/frame.js';
 import { H2Connection } from './h2/h2-connection.js';
 import type { H2Stream } from './h2/h2-stream.js';
@@ -26,26 +24,9 @@ import {
   type StreamWindowMode,
   TLS_CONTEXT_IDLE_MS,
 } from './hbone-settings.js';
-import { InboundSession } from './inbound-session.js';
+import { InboundSession, type TunnelAccept, type TunnelRequest } from './inbound-session.js';
 
 const log = logger('hbone');
-
-export interface TunnelRequest {
-  request: ConnectRequest;
-  /** The client's SPIFFE ID, from a chain verified against the bundle and in its trust domain. */
-  peerIdentity: string;
-  stream: H2Stream;
-}
-
-/** Resolve to accept (the server answers 200 and splices); reject with a ZmeshError to refuse. */
-export type TunnelAccept = {
-  upstream: Duplex;
-  /**
-   * Copies the accepted tunnel instead of the default splice (ztunnel's tenant byte
-   * fairness); it owns both ends from then on, half-close included.
-   */
-  copy?: (stream: Duplex, upstream: Duplex) => void;
-};
 
 export interface HboneServerOptions {
   credential: Credential;

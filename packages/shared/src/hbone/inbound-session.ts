@@ -1,12 +1,12 @@
+import type { Duplex } from 'node:stream';
 import { isZmeshError, ZmeshError } from '../errors/index.js';
 import { logger } from '../log/index.js';
 import type { MeshMetrics } from '../metrics/index.js';
-import { validateConnectHeaders } from './connect-request.js';
+import { type ConnectRequest, validateConnectHeaders } from './connect-request.js';
 import { ErrorCode } from './h2/frame.js';
 import type { H2Connection } from './h2/h2-connection.js';
 import type { H2Headers, H2Stream } from './h2/h2-stream.js';
 import { countError, type HboneMetrics } from './hbone-metrics.js';
-import type { TunnelAccept, TunnelRequest } from './hbone-server.js';
 import type { KeepaliveTiming, StreamWindowMode } from './hbone-settings.js';
 import { startKeepalive } from './keepalive.js';
 import { ResetCounter } from './reset-counter.js';
@@ -15,6 +15,23 @@ import { spliceTunnel, wasResetLocally } from './tunnel-splice.js';
 
 const log = logger('hbone');
 const { NO_ERROR, ENHANCE_YOUR_CALM } = ErrorCode;
+
+export interface TunnelRequest {
+  request: ConnectRequest;
+  /** The client's SPIFFE ID, from a chain verified against the bundle and in its trust domain. */
+  peerIdentity: string;
+  stream: H2Stream;
+}
+
+/** Resolve to accept (the server answers 200 and splices); reject with a ZmeshError to refuse. */
+export type TunnelAccept = {
+  upstream: Duplex;
+  /**
+   * Copies the accepted tunnel instead of the default splice (ztunnel's tenant byte
+   * fairness); it owns both ends from then on, half-close included.
+   */
+  copy?: (stream: Duplex, upstream: Duplex) => void;
+};
 
 export interface InboundSessionDeps {
   onTunnel: (req: TunnelRequest) => Promise<TunnelAccept>;

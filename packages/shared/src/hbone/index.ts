@@ -11,15 +11,11 @@ export { H2Connection, type H2ConnectionOptions } from './h2/h2-connection.js';
 export type { H2Headers, H2Stream } from './h2/h2-stream.js';
 export { type ConnectHboneOptions, connectHbone } from './hbone-client.js';
 export { countError, type HandshakeFailure, HboneMetrics } from './hbone-metrics.js';
-export {
-  HboneServer,
-  type HboneServerOptions,
-  type TunnelAccept,
-  type TunnelRequest,
-} from './hbone-server.js';
+export { HboneServer, type HboneServerOptions } from './hbone-server.js';
 export { HboneSession, type OpenTunnelRequest } from './hbone-session.js';
 export type { StreamWindowMode } from './hbone-settings.js';
 export * as hboneSettings from './hbone-settings.js';
+export type { TunnelAccept, TunnelRequest } from './inbound-session.js';
 export { StreamWindows, streamWindowFor } from './stream-windows.js';
 export {
   isResettableStream,

@@ -17,10 +17,4 @@ export {
 } from './inspector-profiles.js';
 export { utilizationProbe } from './loop-utilization.js';
 export { mallocTrim } from './malloc-trim.js';
-export {
-  DEFER_OPTIMIZER_FLAG,
-  OptimizerGate,
-  type OptimizerGateInputs,
-  START_UP_MAX_MS,
-} from './optimizer-gate.js';
 export { isScriptMain } from './script-main.js';

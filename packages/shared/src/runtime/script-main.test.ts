@@ -13,20 +13,23 @@ function withArgv1<T>(script: string, run: () => T): T {
 }
 
 test('a module started as the script is its main', (t) => {
-  const script = '/repo/packages/shared/dist/authz/bench-authz.js';
-  t.true(withArgv1(script, () => isScriptMain(pathToFileURL(script).href, 'bench-authz.js')));
+  const script = '/repo/packages/harness/dist/bench/authz-bench.js';
+  t.true(withArgv1(script, () => isScriptMain(pathToFileURL(script).href, 'authz-bench.js')));
 });
 
 test("a module bundled into the entry chunk does not take the entry's URL for its own", (t) => {
-  // In the proxies' bundle, bench-authz's code may sit in main.js, the script node ran.
-  const entry = '/repo/packages/harness/dist/bundle/main.js';
-  t.false(withArgv1(entry, () => isScriptMain(pathToFileURL(entry).href, 'bench-authz.js')));
+  // In the proxies' bundle, authz-bench's code may sit in main.js, the script node ran.
+  const entry = '/repo/packages/ztunnel/dist/bundle/main.js';
+  t.false(withArgv1(entry, () => isScriptMain(pathToFileURL(entry).href, 'authz-bench.js')));
 });
 
 test('another module is not the main', (t) => {
   t.false(
-    withArgv1('/repo/packages/shared/dist/authz/bench-authz.js', () =>
-      isScriptMain('file:///repo/packages/shared/dist/authz/evaluator.js', 'evaluator.js'),
+    withArgv1('/repo/packages/harness/dist/bench/authz-bench.js', () =>
+      isScriptMain(
+        'file:///repo/packages/ztunnel/dist/authz/authorization-store.js',
+        'authorization-store.js',
+      ),
     ),
   );
 });

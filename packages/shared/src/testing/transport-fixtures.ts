@@ -1,7 +1,8 @@
 import { readdirSync } from 'node:fs';
 import * as net from 'node:net';
 import { PassThrough } from 'node:stream';
-import { HboneServer, type HboneServerOptions, type TunnelAccept } from '../hbone/hbone-server.js';
+import { HboneServer, type HboneServerOptions } from '../hbone/hbone-server.js';
+import type { TunnelAccept } from '../hbone/inbound-session.js';
 import { CertificateAuthority } from '../identity/ca.js';
 import type { Credential } from '../identity/credential.js';
 import { formatSpiffeId } from '../identity/spiffe-id.js';

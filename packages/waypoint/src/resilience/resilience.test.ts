@@ -1,8 +1,8 @@
 import test from 'ava';
 import type { Endpoint } from '../config/config-view.js';
 import { DEFAULT_OUTLIER, defaultBackendPolicy } from '../config/waypoint-config.js';
+import { ManualClock } from '../testing/manual-clock.js';
 import { BackendCluster } from './backend-cluster.js';
-import { ManualClock } from './clock.js';
 import { grpcTimeoutValue, incomingBudgetMs } from './deadline.js';
 import { planFault } from './fault-injector.js';
 import { OutlierDetector } from './outlier-detector.js';

@@ -1,16 +1,7 @@
-import {
-  AuthorizationStore,
-  type ConnectionAttributes,
-  type Decision,
-  err,
-  logger,
-  ok,
-  policyKey,
-  type Result,
-  type Workload,
-  ZmeshError,
-} from '@zmesh/shared';
+import { err, logger, ok, policyKey, type Result, type Workload, ZmeshError } from '@zmesh/shared';
 import { Counter, type Registry } from 'prom-client';
+import { AuthorizationStore, type Decision } from './authorization-store.js';
+import type { ConnectionAttributes } from './policy-match.js';
 
 const log = logger('authz');
 

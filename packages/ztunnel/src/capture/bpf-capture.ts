@@ -17,18 +17,11 @@ import {
   podDir,
   VALUE_SIZE,
 } from './bpf-layout.js';
-import {
-  ensureBpffs,
-  isPodDir,
-  linkAll,
-  loadObject,
-  removePodDir,
-  runTool,
-  Semaphore,
-  seedExempt,
-} from './bpf-pins.js';
+import { ensureBpffs, isPodDir, linkAll, loadObject, removePodDir, seedExempt } from './bpf-pins.js';
 import { CaptureMetrics } from './capture-metrics.js';
 import { netnsCookieOf } from './netns-listener.js';
+import { runTool } from './run-tool.js';
+import { Semaphore } from './semaphore.js';
 import * as sys from './sys.js';
 
 const log = logger('capture');

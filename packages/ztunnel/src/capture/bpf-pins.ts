@@ -1,27 +1,8 @@
-import { execFile } from 'node:child_process';
 import { closeSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { promisify } from 'node:util';
 import { ZmeshError } from '@zmesh/shared';
 import { exemptKey, HOOKS, MAPS, pinPaths } from './bpf-layout.js';
+import { runTool } from './run-tool.js';
 import * as sys from './sys.js';
-
-/** Bound on one external command (bpftool, mount). */
-export const BPFTOOL_TIMEOUT_MS = 10_000;
-
-/** Bound on what one external command may print before it is cut off (execFile's maxBuffer). */
-const TOOL_OUTPUT_BYTES = 1024 * 1024;
-
-const execFileAsync = promisify(execFile);
-
-/**
- * Runs an external command (bpftool, mount) within BPFTOOL_TIMEOUT_MS; a failure rejects
- * with the command line and its stderr. node:child_process rather than execa (which the
- * harness uses): in the long-running proxy, execa's module graph kept ~4 MB more resident
- * once capture had run its first command (docs/performance.md, "Memory").
- */
-export async function runTool(file: string, args: string[]): Promise<void> {
-  await execFileAsync(file, args, { timeout: BPFTOOL_TIMEOUT_MS, maxBuffer: TOOL_OUTPUT_BYTES });
-}
 
 /**
  * The pin directory of one pod: load with bpftool, attach with pinned cgroup links,
@@ -117,26 +98,4 @@ export function checkPinRoot(root: string): void {
 export function isPodDir(dir: string): boolean {
   const p = pinPaths(dir);
   return existsSync(p.progDir) || existsSync(p.mapDir) || existsSync(p.linkDir);
-}
-
-/** Runs at most `limit` tasks at once; the rest wait in call order. */
-export class Semaphore {
-  #running = 0;
-  readonly #waiting: (() => void)[] = [];
-  readonly #limit: number;
-
-  constructor(limit: number) {
-    this.#limit = limit;
-  }
-
-  async run<T>(fn: () => Promise<T>): Promise<T> {
-    if (this.#running >= this.#limit) await new Promise<void>((resolve) => this.#waiting.push(resolve));
-    this.#running++;
-    try {
-      return await fn();
-    } finally {
-      this.#running--;
-      this.#waiting.shift()?.();
-    }
-  }
 }

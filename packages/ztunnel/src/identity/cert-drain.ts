@@ -1,9 +1,14 @@
 import type { Credential } from '@zmesh/shared';
 import { logger } from '@zmesh/shared';
-import type { HbonePool } from '../pool/hbone-pool.js';
 import type { CertManager } from './cert-manager.js';
 
 const log = logger('certs');
+
+/** Whatever holds outbound connections by source identity (the HBONE pool does). */
+export interface ConnectionsBySource {
+  /** Drains the connections made with `identity`'s certificate; returns how many. */
+  drainSource(identity: string): number;
+}
 
 /**
  * Outbound connections keep the certificate they were made with. When an identity's
@@ -11,7 +16,7 @@ const log = logger('certs');
  * connections are drained, so new tunnels use the current certificate and none is still
  * being handed new streams under a certificate past its not-after. Returns an unsubscribe.
  */
-export function drainOnCertChange(certs: CertManager, pool: Pick<HbonePool, 'drainSource'>): () => void {
+export function drainOnCertChange(certs: CertManager, pool: ConnectionsBySource): () => void {
   const drain = (reason: string) => (identity: string, cred: Credential) => {
     const n = pool.drainSource(identity);
     if (n > 0)

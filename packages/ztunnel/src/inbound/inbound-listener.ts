@@ -3,7 +3,6 @@ import type { Duplex } from 'node:stream';
 import {
   type AccessLog,
   accessLogFields,
-  type ConnectionAttributes,
   type Credential,
   canonicalIp,
   formatHostPort,
@@ -22,6 +21,7 @@ import {
   ZmeshError,
 } from '@zmesh/shared';
 import type { InboundAuthorizer } from '../authz/inbound-authorizer.js';
+import type { ConnectionAttributes } from '../authz/policy-match.js';
 import type { AppConnector } from '../forward/app-connector.js';
 import { recordClosed, recordOpened, tcpLabels } from '../forward/tcp-metrics.js';
 import type { ProxyState } from '../state/proxy-state.js';

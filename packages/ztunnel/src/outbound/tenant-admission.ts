@@ -4,7 +4,7 @@ import { ok, type Result, type StreamWindowMode, type ZmeshError } from '@zmesh/
 import type { Registry } from 'prom-client';
 import { bidirectionalCopy, type CopyResult } from '../forward/bidirectional-copy.js';
 import { AttemptRates } from '../tenancy/attempt-rates.js';
-import { ByteFairness, type TenantByteStats } from '../tenancy/byte-budget.js';
+import { ByteFairness, type TenantByteStats } from '../tenancy/byte-fairness.js';
 import { FairScheduler } from '../tenancy/fair-scheduler.js';
 import { MemoryGuard } from '../tenancy/memory-guard.js';
 import { type ConnectBucket, type QuotaLimits, TenantQuotas } from '../tenancy/tenant-quotas.js';

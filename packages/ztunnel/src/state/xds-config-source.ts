@@ -8,7 +8,7 @@ import {
   type PendingResource,
   XdsClient,
 } from '@zmesh/shared';
-import type { ConfigUpdate, Ztunnel } from '../ztunnel.js';
+import type { ConfigTarget, ConfigUpdate } from './config-target.js';
 import type { ForwardListener as ForwardConfig } from './local-config.js';
 
 const log = logger('xds-source');
@@ -20,8 +20,7 @@ export interface XdsConfigSourceOptions {
    * The proxy fed. When it has them, the source also wires authorization staleness to its
    * snapshot age and readiness to snapshot completeness (docs/design.md §5).
    */
-  ztunnel: Pick<Ztunnel, 'applyConfig' | 'metrics'> &
-    Partial<Pick<Ztunnel, 'authorizer' | 'certs' | 'setConfigReadiness'>>;
+  ztunnel: ConfigTarget;
   /** `host:port` of the control plane's ADS. */
   address: string;
   node: string;

@@ -8,7 +8,7 @@ export {
   DEFAULT_WINDOW_MS,
   MAX_PAUSE_MS,
   type TenantByteStats,
-} from './byte-budget.js';
+} from './byte-fairness.js';
 export {
   DEFAULT_CONTROL_SLOTS,
   DEFAULT_MAX_IN_FLIGHT,

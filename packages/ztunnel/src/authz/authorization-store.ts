@@ -1,5 +1,12 @@
-import { ZmeshError } from '../errors/index.js';
-import { err, ok, type Result } from '../result.js';
+import {
+  type Authorization,
+  err,
+  ok,
+  policyKey,
+  type Result,
+  validateAuthorization,
+  ZmeshError,
+} from '@zmesh/shared';
 import {
   type CompiledPolicy,
   type ConnectionAttributes,
@@ -8,7 +15,6 @@ import {
   type Subject,
   toSubject,
 } from './policy-match.js';
-import { type Authorization, policyKey, validateAuthorization } from './policy-model.js';
 
 /** The destination workload: its namespace and its selector policies (`namespace/name`). */
 export interface AuthzDestination {

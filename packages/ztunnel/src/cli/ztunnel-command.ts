@@ -1,31 +1,26 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
+  CaClient,
   CertificateAuthority,
   type Credential,
   IdleReclaim,
   logger,
-  OptimizerGate,
+  RootsFileWatcher,
   startFailure,
   TrustBundle,
   validateSvid,
 } from '@zmesh/shared';
-import {
-  CaClient,
-  type CertificateSigner,
-  drainOnCertChange,
-  keysDirError,
-  LocalCaSigner,
-  type LocalConfig,
-  loadLocalConfig,
-  PersistedKeys,
-  type QuotaLimits,
-  RootsFileWatcher,
-  toCredential,
-  XdsConfigSource,
-  Ztunnel,
-} from '@zmesh/ztunnel';
 import { Registry } from 'prom-client';
+import { drainOnCertChange } from '../identity/cert-drain.js';
+import type { CertificateSigner } from '../identity/cert-manager.js';
+import { LocalCaSigner } from '../identity/local-ca-signer.js';
+import { keysDirError, PersistedKeys } from '../identity/persisted-keys.js';
+import { type LocalConfig, loadLocalConfig } from '../state/local-config.js';
+import { XdsConfigSource } from '../state/xds-config-source.js';
+import type { QuotaLimits } from '../tenancy/index.js';
+import { toCredential, Ztunnel } from '../ztunnel.js';
+import { OptimizerGate } from './optimizer-gate.js';
 
 const log = logger('cli');
 
@@ -278,7 +273,7 @@ async function controlPlaneMode(opts: ZtunnelCommandOptions, config?: LocalConfi
 
 /** Capture mode needs root and BPF; without them the reason is printed and nothing starts. */
 async function captureMode(scope: string, agentSocket: string, registry: Registry) {
-  const { BpfCapture } = await import('@zmesh/ztunnel');
+  const { BpfCapture } = await import('../capture/index.js');
   const why = await BpfCapture.unavailableReason();
   if (why) {
     console.error(`zmesh ztunnel: capture mode unavailable: ${why}`);

@@ -9,7 +9,7 @@ import {
   XdsClient,
   type XdsClientOptions,
 } from '@zmesh/shared';
-import { ControlPlane, type ControlPlaneOptions } from './control-plane.js';
+import { ControlPlane, type ControlPlaneOptions } from '../control-plane.js';
 
 /** Test-only helpers: a YAML config directory, a control plane on loopback, a real client. */
 export const TOKEN_KEY = Buffer.alloc(32, 7);

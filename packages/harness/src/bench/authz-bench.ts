@@ -1,13 +1,11 @@
-import { isScriptMain } from '../runtime/script-main.js';
-import { AuthorizationStore, type AuthzDestination } from './evaluator.js';
-import type { ConnectionAttributes } from './policy-match.js';
-import type { Authorization, Rule } from './policy-model.js';
+import { type Authorization, isScriptMain, type Rule } from '@zmesh/shared';
+import { AuthorizationStore, type AuthzDestination, type ConnectionAttributes } from '@zmesh/ztunnel';
 
 /**
  * Decision cost per connection with a small and a large policy store, when only a
  * handful of policies apply to the destination. The index must keep the two close: the
  * other policies live in other namespaces or are selector policies nobody here names.
- * Run: `pnpm exec tsc -b && node packages/shared/dist/authz/bench-authz.js`.
+ * Run: `pnpm exec tsc -b && node packages/harness/dist/bench/authz-bench.js`.
  */
 export interface AuthzBenchResult {
   readonly policies: number;
@@ -157,4 +155,4 @@ export function runAuthzBench(
   return results;
 }
 
-if (isScriptMain(import.meta.url, 'bench-authz.js')) runAuthzBench();
+if (isScriptMain(import.meta.url, 'authz-bench.js')) runAuthzBench();

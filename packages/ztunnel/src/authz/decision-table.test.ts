@@ -1,6 +1,6 @@
 import test from 'ava';
-import { DECISION_TABLE, TABLE_ROOT_NAMESPACE } from './decision-table.js';
-import { AuthorizationStore } from './evaluator.js';
+import { DECISION_TABLE, TABLE_ROOT_NAMESPACE } from '../testing/decision-table.js';
+import { AuthorizationStore } from './authorization-store.js';
 
 test('the decision table has at least 40 cases with unique names', (t) => {
   t.true(DECISION_TABLE.length >= 40, `${DECISION_TABLE.length} cases`);

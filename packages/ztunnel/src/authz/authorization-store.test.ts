@@ -1,6 +1,6 @@
+import type { Authorization } from '@zmesh/shared';
 import test from 'ava';
-import { AuthorizationStore, decisionError } from './evaluator.js';
-import type { Authorization } from './policy-model.js';
+import { AuthorizationStore, decisionError } from './authorization-store.js';
 
 const conn = {
   sourcePrincipal: 'spiffe://cluster.local/ns/web/sa/front',

@@ -1,15 +1,19 @@
-import { type Cidr, cidrContains, makeCidr, type ParsedIp, parseIp } from '../net/ip.js';
 import {
   type Action,
   type Address,
   type Authorization,
+  type Cidr,
   type Clause,
+  cidrContains,
   type Match,
+  makeCidr,
+  type ParsedIp,
+  parseIp,
   policyKey,
   type Scope,
   type ServiceAccountMatch,
   type StringMatch,
-} from './policy-model.js';
+} from '@zmesh/shared';
 
 /** One connection as the destination sees it, before normalisation. */
 export interface ConnectionAttributes {

@@ -1,5 +1,5 @@
-import type { DecisionReason } from './evaluator.js';
-import type { Action, Authorization, Match, Rule, Scope } from './policy-model.js';
+import type { Action, Authorization, Match, Rule, Scope } from '@zmesh/shared';
+import type { DecisionReason } from '../authz/authorization-store.js';
 
 /**
  * The L4 decision table: each case is a policy set, a source and a destination port with

@@ -1,10 +1,10 @@
 import { deepStrictEqual, strictEqual } from 'node:assert/strict';
 import { BlockList, isIPv4 } from 'node:net';
+import type { Address, Authorization, Match, ServiceAccountMatch, StringMatch } from '@zmesh/shared';
 import test from 'ava';
 import fc from 'fast-check';
-import { AuthorizationStore, type AuthzDestination, type Decision } from './evaluator.js';
+import { AuthorizationStore, type AuthzDestination, type Decision } from './authorization-store.js';
 import type { ConnectionAttributes } from './policy-match.js';
-import type { Address, Authorization, Match, ServiceAccountMatch, StringMatch } from './policy-model.js';
 
 /**
  * A reference model: the semantics transcribed as literally as possible, with no index,

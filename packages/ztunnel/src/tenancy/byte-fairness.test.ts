@@ -1,6 +1,6 @@
 import { Duplex } from 'node:stream';
 import test from 'ava';
-import { ByteFairness, type ByteFairnessOptions } from './byte-budget.js';
+import { ByteFairness, type ByteFairnessOptions } from './byte-fairness.js';
 import { MemoryGuard } from './memory-guard.js';
 
 const turn = () => new Promise((r) => setImmediate(r));

@@ -1,5 +1,5 @@
 import { setFlagsFromString } from 'node:v8';
-import { logger } from '../log/index.js';
+import { logger } from '@zmesh/shared';
 
 const log = logger('memory');
 

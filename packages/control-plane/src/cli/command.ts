@@ -1,0 +1,30 @@
+import { Command } from 'commander';
+
+/**
+ * `zmesh control-plane`: its flags and help. The entry (main.ts) and the operator CLI's
+ * help both use this definition; the server (control-plane-command.ts) loads only when it runs.
+ */
+export function controlPlaneCommand(): Command {
+  return new Command('control-plane')
+    .description('run the control plane: YAML config store, delta ADS (and CA) on loopback, admin endpoint')
+    .showHelpAfterError()
+    .option('-c, --config <dir>', 'directory of YAML config (watched)')
+    .option('--host <ip>', 'loopback address to serve xDS, CA and admin on', '127.0.0.1')
+    .option('--port <port>', 'xDS/CA gRPC port (loopback, plaintext)', '15010')
+    .option('--admin-port <port>', 'admin port for apply / proxy-status (loopback)', '15014')
+    .option('--trust-domain <domain>', 'SPIFFE trust domain', 'cluster.local')
+    .option(
+      '--ca-dir <dir>',
+      'root CA (root-cert.pem, root-key.pem); created there if absent, in memory if not given',
+    )
+    .option('--roots-file <file>', 'write the trusted roots here for proxies to watch')
+    .option('--max-cert-ttl <seconds>', 'upper bound on workload certificate lifetime')
+    .option(
+      '--socket <path>',
+      'serve xDS and the CA on this Unix socket (mode 0600) instead of --host:--port',
+    )
+    .action(async (options) => {
+      const { runControlPlane } = await import('./control-plane-command.js');
+      process.exitCode = await runControlPlane(options);
+    });
+}

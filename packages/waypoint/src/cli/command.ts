@@ -1,0 +1,35 @@
+import { Command } from 'commander';
+
+/**
+ * `zmesh waypoint`: its flags and help. The entry (main.ts) and the operator CLI's help
+ * both use this definition; the proxy itself (waypoint-command.ts) loads only when it runs.
+ */
+export function waypointCommand(): Command {
+  return new Command('waypoint')
+    .description('run a per-namespace L7 proxy (HBONE in, routing, L7 policy, resilience, HBONE out)')
+    .showHelpAfterError()
+    .option('-c, --config <file>', 'waypoint YAML: services, endpoints, HTTPRoutes, L7 policies')
+    .option('--address <ip>', "the waypoint's own address (15008 and 15020 listen here)")
+    .option('--ca-dir <dir>', 'without a control plane: directory with root-cert.pem and root-key.pem')
+    .option('--trust-domain <domain>', 'SPIFFE trust domain')
+    .option('--port <port>', 'HBONE port', '15008')
+    .option('--metrics-port <port>', '/metrics and /healthz/ready port ("0" disables)', '15020')
+    .option('--xds <addr>', 'control plane (host:port or unix:/path): config and certificate from there')
+    .option('--token-file <file>', 'node token for the control plane (with --xds)')
+    .option('--roots-file <file>', 'trusted roots, watched (with --xds)')
+    .option('--gateway <ns/name>', "this waypoint's Gateway: the config resource subscribed to (with --xds)")
+    .option(
+      '--warm-up-requests <n>',
+      'requests sent through its own L7 path before listening, so the first real ones find it compiled ("0" skips)',
+    )
+    .option(
+      '--path-normalization <mode>',
+      "Istio's pathNormalization before policy and routes: BASE, MERGE_SLASHES or DECODE_AND_MERGE_SLASHES",
+      'BASE',
+    )
+    .option('--drain-grace <seconds>', 'on SIGTERM, how long requests in flight get to finish', '10')
+    .action(async (options) => {
+      const { runWaypoint } = await import('./waypoint-command.js');
+      process.exitCode = await runWaypoint(options);
+    });
+}

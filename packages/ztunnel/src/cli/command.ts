@@ -1,0 +1,65 @@
+import { Command } from 'commander';
+
+/**
+ * `zmesh ztunnel`: its flags and help. The entry (main.ts) and the operator CLI's help both
+ * use this definition; the daemon itself (ztunnel-command.ts) loads only when it runs.
+ */
+export function ztunnelCommand(): Command {
+  return new Command('ztunnel')
+    .description('run the node proxy')
+    .showHelpAfterError()
+    .option('-c, --config <file>', 'local YAML config (workloads, services, policies)')
+    .option('--node <name>', 'this node name')
+    .option('--address <ip>', 'loopback address of this ztunnel in explicit-proxy mode (127.0.0.N)')
+    .option(
+      '--ca-dir <dir>',
+      'explicit-proxy mode without a control plane: directory with root-cert.pem and root-key.pem',
+    )
+    .option('--trust-domain <domain>', 'SPIFFE trust domain', 'cluster.local')
+    .option('--passthrough <allow|deny>', 'destinations outside the mesh: plain TCP or refused', 'deny')
+    .option(
+      '--fairness <on|off>',
+      'tenant isolation: quotas, fair setup queue, fair byte copying, shared HTTP/2 stream windows, bounded send buffers (off: plain FIFO)',
+      'on',
+    )
+    .option(
+      '--tenant-connect-rate <n>',
+      'per-tenant quota: sustained new connections per second (default 500)',
+    )
+    .option('--tenant-connect-burst <n>', 'per-tenant quota: connections opened in a burst (default 1000)')
+    .option('--tenant-max-connections <n>', 'per-tenant quota: open connections at once (default 4096)')
+    .option('--capture-scope <name>', 'capture mode: BPF pin scope (default: the node name)')
+    .option(
+      '--agent-socket <path>',
+      'capture mode: the node-agent Unix socket pods are enrolled through (needs root and BPF)',
+    )
+    .option('--xds <host:port>', 'control plane (xDS and CA); --config then only supplies forwards')
+    .option('--token-file <file>', 'node bootstrap token for xDS and the CA (with --xds)')
+    .option('--roots-file <file>', 'trusted roots, watched (with --xds)')
+    .option('--snapshot <file>', 'last-known-good xDS snapshot (with --xds)')
+    .option(
+      '--trust-ca-roots',
+      'trust a new root found at the end of a CA-returned chain (authenticated CA channel only)',
+    )
+    .option(
+      '--persist-keys <dir>',
+      'keep workload keys and certificates in this root-only tmpfs directory, so a restart during a control-plane outage serves at once (see README)',
+    )
+    .option('--max-snapshot-age <seconds>', 'refuse an on-disk snapshot older than this at start', '604800')
+    .option(
+      '--authz-max-staleness <seconds>',
+      'authorization last-known-good limit during an outage (default: the workload certificate lifetime)',
+    )
+    .option(
+      '--xds-backoff <initialMs:maxMs>',
+      'xDS reconnect and certificate retry backoff bounds',
+      '500:30000',
+    )
+    .option('--admin-port <port>', 'admin port (/config_dump, /logging, /quitquitquit)', '15000')
+    .option('--metrics-port <port>', 'Prometheus /metrics port', '15020')
+    .option('--ready-port <port>', 'readiness and liveness port', '15021')
+    .action(async (options) => {
+      const { runZtunnel } = await import('./ztunnel-command.js');
+      process.exitCode = await runZtunnel(options);
+    });
+}

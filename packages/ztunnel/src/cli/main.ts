@@ -1,0 +1,10 @@
+import { Command } from 'commander';
+import { ztunnelCommand } from './command.js';
+
+/**
+ * The node proxy's entry: `bin/zmesh ztunnel …` runs this module, or its bundle
+ * (dist/bundle/main.js, built by scripts/bundle.mjs), with the V8 flags bin/zmesh sets.
+ */
+const program = new Command('zmesh').showHelpAfterError();
+program.addCommand(ztunnelCommand());
+await program.parseAsync(process.argv);
