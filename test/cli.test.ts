@@ -23,6 +23,26 @@ test('zmesh ztunnel with an invalid config exits 2 naming file, path and reason'
   t.regex(r.stderr, /\/nonexistent\.yaml: cannot read/);
 });
 
+test('zmesh ztunnel refuses a bad access-log flag with one line naming it', async (t) => {
+  const cases: Array<[string[], RegExp]> = [
+    [['--access-log', 'maybe'], /^zmesh ztunnel: --access-log: want off, on or sample:F/],
+    [['--access-log-namespaces', 'shop'], /^zmesh ztunnel: --access-log-namespaces: want namespace=mode/],
+    [['--access-log-rate', 'lots'], /^zmesh ztunnel: --access-log-rate: want lines per second/],
+  ];
+  for (const [flags, want] of cases) {
+    const r = await execa(
+      ZMESH,
+      ['ztunnel', '--node', 'n', '--config', 'x.yaml', '--ca-dir', '/tmp', ...flags],
+      {
+        reject: false,
+      },
+    );
+    t.is(r.exitCode, 2, flags.join(' '));
+    t.regex(r.stderr.trim(), want);
+    t.is(r.stderr.trim().split('\n').length, 1, 'one line');
+  }
+});
+
 test('zmesh harness bypass refuses to run zero attempts (nothing proven is not a pass)', async (t) => {
   const r = await execa(ZMESH, ['harness', 'bypass', '--only', 'no-such-attempt'], { reject: false });
   t.is(r.exitCode, 2);

@@ -55,7 +55,17 @@ export function ztunnelCommand(): Command {
       'xDS reconnect and certificate retry backoff bounds',
       '500:30000',
     )
-    .option('--admin-port <port>', 'admin port (/config_dump, /logging, /quitquitquit)', '15000')
+    .option('--access-log <mode>', 'one line per connection: on, off or sample:F (F in (0, 1])', 'on')
+    .option(
+      '--access-log-namespaces <ns=mode,...>',
+      'per-namespace access-log modes, e.g. shop=off,front=sample:0.1',
+    )
+    .option(
+      '--access-log-rate <lines/s>',
+      'access-log lines per second, node-wide (a burst of twice that)',
+      '100',
+    )
+    .option('--admin-port <port>', 'admin port (/config_dump, /logging, /quitquitquit, /debug/*)', '15000')
     .option('--metrics-port <port>', 'Prometheus /metrics port', '15020')
     .option('--ready-port <port>', 'readiness and liveness port', '15021')
     .action(async (options) => {

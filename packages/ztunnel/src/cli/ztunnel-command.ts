@@ -1,11 +1,15 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
+  type AccessLogPolicy,
   CaClient,
   CertificateAuthority,
   type Credential,
+  DEFAULT_ACCESS_LOG_RATE,
   IdleReclaim,
   logger,
+  parseAccessLogMode,
+  parseNamespaceModes,
   RootsFileWatcher,
   startFailure,
   TrustBundle,
@@ -49,6 +53,9 @@ export interface ZtunnelCommandOptions {
   maxSnapshotAge?: string;
   authzMaxStaleness?: string;
   xdsBackoff?: string;
+  accessLog?: string;
+  accessLogNamespaces?: string;
+  accessLogRate?: string;
 }
 
 /** Trust, signing and config for one of the two modes; `start` and `stop` bracket the proxy's life. */
@@ -106,6 +113,7 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     passthrough: opts.passthrough === 'allow' ? 'allow' : 'deny',
     registry,
     tenancy: { fairness: opts.fairness !== 'off', limits: tenantLimits(opts) },
+    accessLog: accessLogPolicy(opts) as AccessLogPolicy,
     ...(backoff ? { certBackoff: backoff } : {}),
     ...(opts.agentSocket
       ? { capture: await captureMode(opts.captureScope ?? opts.node!, opts.agentSocket, registry) }
@@ -187,6 +195,8 @@ function tenantLimits(opts: ZtunnelCommandOptions): Partial<QuotaLimits> {
 
 function usageError(opts: ZtunnelCommandOptions): string | undefined {
   if (!opts.node) return '--node is required';
+  const access = accessLogPolicy(opts);
+  if (typeof access === 'string') return access;
   for (const [flag, field] of Object.values(TENANT_LIMIT_FLAGS)) {
     const text = opts[field];
     if (text !== undefined && !(Number.isInteger(Number(text)) && Number(text) > 0))
@@ -202,6 +212,18 @@ function usageError(opts: ZtunnelCommandOptions): string | undefined {
   if (!opts.config || !opts.caDir)
     return '--config and --ca-dir are required without --xds (explicit-proxy mode)';
   return undefined;
+}
+
+/** The access-log flags as a policy, or the usage error that names the flag. */
+function accessLogPolicy(opts: ZtunnelCommandOptions): AccessLogPolicy | string {
+  const mode = parseAccessLogMode(opts.accessLog ?? 'on');
+  if (!mode.ok) return `--access-log: ${mode.error}`;
+  const namespaces = parseNamespaceModes(opts.accessLogNamespaces ?? '');
+  if (!namespaces.ok) return `--access-log-namespaces: ${namespaces.error}`;
+  const rate = Number(opts.accessLogRate ?? DEFAULT_ACCESS_LOG_RATE);
+  if (!/^\d{1,6}$/.test(opts.accessLogRate ?? '100') || rate < 1)
+    return `--access-log-rate: want lines per second (1..999999), got ${opts.accessLogRate}`;
+  return { mode: mode.value, namespaces: namespaces.value, ratePerSecond: rate, burst: 2 * rate };
 }
 
 async function localMode(opts: ZtunnelCommandOptions, config: LocalConfig): Promise<Mode> {
