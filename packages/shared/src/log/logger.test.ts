@@ -51,16 +51,63 @@ test('access-log lines interleave with other loggers only at line boundaries', (
 
 test('the access log follows its scope level, set before or after it is made', (t) => {
   const lines = run(`
+    L.logger('waypoint');
     L.setLogLevel('waypoint', 'warn');
     const log = L.accessLogger('waypoint');
     log.info('dropped');
     L.setLogLevel('waypoint', 'info');
     log.info('kept');
-    L.setLogLevel('*', 'error');
+    L.setLogLevel('waypoint', 'error');
     log.info('dropped too');
   `);
   t.deepEqual(
     lines.map((l) => (JSON.parse(l) as { msg: string }).msg),
     ['kept'],
   );
+});
+
+test('one key per field: ISO-8601 time, the level as a word, and a call cannot double level or scope', (t) => {
+  const [line] = run(`L.logger('admin').info({ scope: 'outbound', level: 'debug', n: 1 }, 'changed');`);
+  t.notRegex(line!, /"level":.*"level":/);
+  t.notRegex(line!, /"scope":.*"scope":/);
+  const o = JSON.parse(line!) as Record<string, unknown>;
+  t.is(o.level, 'info');
+  t.is(o.scope, 'admin');
+  t.is(o.scope_field, 'outbound');
+  t.is(o.level_field, 'debug');
+  t.regex(String(o.time), /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+});
+
+test('a level set for everyone leaves scopes set on their own; unknown scopes and levels are refused with the choices', (t) => {
+  const lines = run(`
+    const a = L.logger('inbound');
+    const b = L.logger('outbound');
+    L.setLogLevel('inbound', 'debug');
+    L.setLogLevel('*', 'error');
+    a.debug('inbound kept its debug');
+    b.info('outbound follows the default: dropped');
+    const bad = L.setLogLevel('nosuchscope', 'info');
+    const level = L.setLogLevel('inbound', 'loud');
+    process.stderr.write(JSON.stringify({ bad, level }) + '\\n');
+  `);
+  t.deepEqual(
+    lines.slice(0, -1).map((l) => (JSON.parse(l) as { msg: string }).msg),
+    ['inbound kept its debug'],
+  );
+  const { bad, level } = JSON.parse(lines.at(-1)!) as {
+    bad: { ok: boolean; error: string };
+    level: { error: string };
+  };
+  t.false(bad.ok);
+  t.regex(bad.error, /unknown scope "nosuchscope"; scopes: \*, inbound, outbound/);
+  t.regex(level.error, /unknown level "loud"; levels: trace, debug/);
+});
+
+test('ZMESH_LOG_FORMAT=pretty writes a compact human line', (t) => {
+  const script = `const L = await import(${JSON.stringify(loggerModule)});\nL.logger('cli').warn({ port: 15000 }, 'port taken');`;
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+    encoding: 'utf8',
+    env: { ...process.env, ZMESH_LOG: 'info', ZMESH_LOG_FORMAT: 'pretty' },
+  });
+  t.regex(r.stderr.trim(), /^\d{2}:\d{2}:\d{2}\.\d{3} WARN {2}cli {2}port taken {2}port=15000$/);
 });

@@ -70,11 +70,12 @@ export class AdminServers {
     if (req.method === 'POST') {
       const level = url.searchParams.get('level') ?? '';
       const scope = url.searchParams.get('scope') ?? '*';
-      if (!setLogLevel(scope, level)) {
-        json(res, 400, { error: `unknown level ${JSON.stringify(level)}` });
+      const set = setLogLevel(scope, level);
+      if (!set.ok) {
+        json(res, 400, { error: set.error });
         return;
       }
-      log.info({ scope, level }, 'log level changed');
+      log.info({ target: scope, to: level }, 'log level changed');
     }
     json(res, 200, logLevels());
   }
