@@ -185,7 +185,10 @@ test.serial(
     t.is(bad.status, 400);
     const unknown = await fetch(`${base(15000)}/logging?scope=nosuchscope&level=debug`, { method: 'POST' });
     t.is(unknown.status, 400, 'an unknown scope is refused');
-    t.regex(((await unknown.json()) as { error: string }).error, /unknown scope "nosuchscope"; scopes: .*pool/);
+    t.regex(
+      ((await unknown.json()) as { error: string }).error,
+      /unknown scope "nosuchscope"; scopes: .*pool/,
+    );
     t.is((await fetch(`${base(15000)}/quitquitquit`)).status, 405, 'GET cannot stop the proxy');
     t.is((await fetch(`${base(15020)}/config_dump`)).status, 404, 'the metrics port serves nothing else');
   },
