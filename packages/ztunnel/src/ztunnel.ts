@@ -24,6 +24,7 @@ import type { BpfCapture } from './capture/bpf-capture.js';
 import { type EnrolledPod, EnrolledPods } from './capture/enrolled-pods.js';
 import { connectInNetns, listenInNetns } from './capture/netns-listener.js';
 import { NodeAgentServer } from './capture/node-agent.js';
+import { TransparentConnector } from './capture/transparent-connect.js';
 import { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
 import { type CertificateSigner, CertManager, DEFAULT_MAX_CSRS_IN_FLIGHT } from './identity/cert-manager.js';
 import { InboundListener, type ListenTarget } from './inbound/inbound-listener.js';
@@ -94,6 +95,7 @@ export class Ztunnel {
   private readonly outbound: OutboundInputs;
   private readonly captured?: EnrolledPods;
   private readonly agent?: NodeAgentServer;
+  private readonly transparent?: TransparentConnector;
   private reconciling: Promise<void> = Promise.resolve();
   /** Why the configuration is not complete yet (control-plane mode), if it is not. */
   private configIncomplete: () => string | undefined = () => undefined;
@@ -153,6 +155,7 @@ export class Ztunnel {
         sendBufferBytes: this.tenancy.appSendBufferBytes,
       });
       this.agent = new NodeAgentServer(this.captured, { path: options.capture.agentSocket });
+      this.transparent = new TransparentConnector(this.metrics.registry);
     }
     this.admin = new AdminServers({
       host: options.address,
@@ -391,12 +394,13 @@ export class Ztunnel {
     }));
   }
 
-  /** The last hop to the app: over loopback inside the pod when captured. */
+  /** The last hop to the app: inside the pod when captured, from the original client's address. */
   private appConnector(w: Workload): AppConnector {
     const pod = this.captured?.get(w.uid);
-    if (!pod) return this.options.connectApp ?? loopbackAppConnector;
+    const transparent = this.transparent;
+    if (!pod || !transparent) return this.options.connectApp ?? loopbackAppConnector;
     const opts = { sendBufferBytes: this.tenancy.appSendBufferBytes };
-    return (_w, host, port) => whenConnected(connectInNetns(pod.netns, host, port, opts));
+    return (_w, host, port, source) => whenConnected(transparent.connect(pod, host, port, source, opts));
   }
 }
 

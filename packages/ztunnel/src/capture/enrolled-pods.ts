@@ -7,6 +7,7 @@ import type { BpfCapture } from './bpf-capture.js';
 import { type OriginalDestination, OUTBOUND_PORT, POD_ID_PATTERN } from './bpf-layout.js';
 import { listenInNetns, NetnsHandle } from './netns-listener.js';
 import type { AddWorkloadRequest, NodeAgentHandler } from './node-agent.js';
+import { type IpBatch, ReplySteering } from './reply-steering.js';
 
 const log = logger('capture');
 
@@ -17,6 +18,8 @@ export interface EnrolledPod extends CapturedPod {
   cgroupPath: string;
   /** 15001 on 127.0.0.1 and [::1] inside the pod: whatever arrives here is this pod's. */
   outbound: Server[];
+  /** Policy routing that keeps the app's replies to a preserved client address inside the pod. */
+  steering: ReplySteering;
 }
 
 /**
@@ -39,6 +42,8 @@ export interface EnrolledPodsInputs {
   registry: Registry;
   /** SO_SNDBUF of captured connections' sockets; kernel autotuning when absent. */
   sendBufferBytes?: number;
+  /** Runs `ip` inside a pod for reply steering (tests replace it). */
+  ipBatch?: IpBatch;
 }
 
 /**
@@ -78,10 +83,16 @@ export class EnrolledPods implements NodeAgentHandler {
     await this.inputs.bpf.attach({ id: pinIdOf(req.uid), cgroupPath: req.cgroup, netnsPath: req.netns });
     let pod: EnrolledPod | undefined;
     try {
+      const netns = new NetnsHandle(req.netns);
       pod = {
         uid: req.uid,
         netnsPath: req.netns,
-        netns: new NetnsHandle(req.netns),
+        netns,
+        steering: new ReplySteering({
+          netns,
+          netnsPath: req.netns,
+          ...(this.inputs.ipBatch ? { run: this.inputs.ipBatch } : {}),
+        }),
         cgroupPath: req.cgroup,
         outbound: [],
         origin: {
@@ -92,6 +103,8 @@ export class EnrolledPods implements NodeAgentHandler {
         },
       };
       for (const host of ['127.0.0.1', '::1']) pod.outbound.push(await this.listenOutbound(pod, host));
+      // Not fatal: without it the app sees the pod's own address as the peer (counted).
+      await pod.steering.install();
     } catch (e) {
       for (const s of pod?.outbound ?? []) s.close();
       pod?.netns.close();
@@ -116,6 +129,7 @@ export class EnrolledPods implements NodeAgentHandler {
     // held the node agent's request until it timed out, and capture stayed attached.)
     for (const s of pod.outbound) s.close();
     pod.netns.close();
+    await pod.steering.remove();
     await this.inputs.bpf.detach(pinIdOf(uid));
     log.info({ pod: uid }, 'pod removed');
     this.inputs.onChange();
@@ -137,6 +151,8 @@ export class EnrolledPods implements NodeAgentHandler {
       for (const s of pod.outbound) s.close();
       pod.netns.close();
     }
+    // No transparent connection outlives this process, so its reply steering goes with it.
+    await Promise.all([...this.pods.values()].map((pod) => pod.steering.remove()));
     this.pods.clear();
   }
 

@@ -34,6 +34,10 @@ const SO_REUSEADDR = 2;
 const SO_SNDBUF = 7;
 const SO_NETNS_COOKIE = 71;
 const SO_PEERCRED = 17;
+const SO_MARK = 36;
+const IP_TRANSPARENT = 19;
+const IP_BIND_ADDRESS_NO_PORT = 24;
+const IPV6_TRANSPARENT = 75;
 const SOL_IP = 0;
 const SOL_IPV6 = 41;
 const IP_FREEBIND = 15;
@@ -124,6 +128,37 @@ export function sendBuffer(fd: number): number {
 export function setFreebind(fd: number, family: 4 | 6): void {
   if (family === 4) setsockoptInt(fd, SOL_IP, IP_FREEBIND, 1);
   else setsockoptInt(fd, SOL_IPV6, IPV6_FREEBIND, 1);
+}
+
+/**
+ * IP_TRANSPARENT / IPV6_TRANSPARENT: the socket may bind an address that is not local, so
+ * a connection can leave from the original client's address (needs CAP_NET_ADMIN).
+ */
+export function setTransparent(fd: number, family: 4 | 6): void {
+  if (family === 4) setsockoptInt(fd, SOL_IP, IP_TRANSPARENT, 1);
+  else setsockoptInt(fd, SOL_IPV6, IPV6_TRANSPARENT, 1);
+}
+
+/**
+ * IP_BIND_ADDRESS_NO_PORT (IPv4 and IPv6 sockets): a bind with port 0 leaves the port to
+ * connect(), which picks one whose 4-tuple is free, as an unbound connect does. A port chosen
+ * at bind time ignores the peer, and at hundreds of connections a second from one client
+ * address it landed on tuples the app still held in TIME_WAIT (connects then stalled).
+ */
+export function setBindAddressNoPort(fd: number): void {
+  setsockoptInt(fd, SOL_IP, IP_BIND_ADDRESS_NO_PORT, 1);
+}
+
+/** SO_MARK: the fwmark every packet of the socket carries (policy routing matches on it). */
+export function setMark(fd: number, mark: number): void {
+  setsockoptInt(fd, SOL_SOCKET, SO_MARK, mark);
+}
+
+/** The socket's SO_MARK (reading needs no privilege). */
+export function mark(fd: number): number {
+  const val = Buffer.alloc(4);
+  check('getsockopt', c.getsockopt(fd, SOL_SOCKET, SO_MARK, val, [4]), 'SO_MARK');
+  return val.readUInt32LE(0);
 }
 
 export function setV6Only(fd: number): void {
