@@ -7,7 +7,7 @@ import type { BpfCapture } from './bpf-capture.js';
 import { type OriginalDestination, OUTBOUND_PORT, POD_ID_PATTERN } from './bpf-layout.js';
 import { listenInNetns, NetnsHandle } from './netns-listener.js';
 import type { AddWorkloadRequest, NodeAgentHandler } from './node-agent.js';
-import { type IpBatch, ReplySteering } from './reply-steering.js';
+import { ReplySteering, type SteeringChange } from './reply-steering.js';
 
 const log = logger('capture');
 
@@ -42,8 +42,8 @@ export interface EnrolledPodsInputs {
   registry: Registry;
   /** SO_SNDBUF of captured connections' sockets; kernel autotuning when absent. */
   sendBufferBytes?: number;
-  /** Runs `ip` inside a pod for reply steering (tests replace it). */
-  ipBatch?: IpBatch;
+  /** Changes a pod's reply-steering rule and route (tests replace it). */
+  steeringChange?: SteeringChange;
 }
 
 /**
@@ -91,7 +91,7 @@ export class EnrolledPods implements NodeAgentHandler {
         steering: new ReplySteering({
           netns,
           netnsPath: req.netns,
-          ...(this.inputs.ipBatch ? { run: this.inputs.ipBatch } : {}),
+          ...(this.inputs.steeringChange ? { change: this.inputs.steeringChange } : {}),
         }),
         cgroupPath: req.cgroup,
         outbound: [],
@@ -104,7 +104,7 @@ export class EnrolledPods implements NodeAgentHandler {
       };
       for (const host of ['127.0.0.1', '::1']) pod.outbound.push(await this.listenOutbound(pod, host));
       // Not fatal: without it the app sees the pod's own address as the peer (counted).
-      await pod.steering.install();
+      pod.steering.install();
     } catch (e) {
       for (const s of pod?.outbound ?? []) s.close();
       pod?.netns.close();
@@ -129,7 +129,7 @@ export class EnrolledPods implements NodeAgentHandler {
     // held the node agent's request until it timed out, and capture stayed attached.)
     for (const s of pod.outbound) s.close();
     pod.netns.close();
-    await pod.steering.remove();
+    pod.steering.remove();
     await this.inputs.bpf.detach(pinIdOf(uid));
     log.info({ pod: uid }, 'pod removed');
     this.inputs.onChange();
@@ -151,8 +151,9 @@ export class EnrolledPods implements NodeAgentHandler {
       for (const s of pod.outbound) s.close();
       pod.netns.close();
     }
-    // No transparent connection outlives this process, so its reply steering goes with it.
-    await Promise.all([...this.pods.values()].map((pod) => pod.steering.remove()));
+    // Reply steering stays, like capture: it routes only packets carrying ztunnel's mark,
+    // which no pod can set, and a successor ztunnel already serving these pods (an
+    // upgrade's overlap) relies on it. It goes when the pod is removed.
     this.pods.clear();
   }
 

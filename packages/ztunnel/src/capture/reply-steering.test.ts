@@ -5,26 +5,23 @@ import test, { type ExecutionContext } from 'ava';
 import { fdOf } from './bpf-capture.js';
 import { listenInNetns, NetnsHandle } from './netns-listener.js';
 import {
-  batchSucceeded,
-  type IpBatch,
-  type IpResult,
   REPLY_MARK,
   ReplySteering,
-  steeringCommands,
+  routeMessage,
+  ruleMessage,
+  type SteeringChange,
 } from './reply-steering.js';
 import * as sys from './sys.js';
 import { TransparentConnector } from './transparent-connect.js';
 
-/** A fake `ip` that records each batch and answers from a script (default: success). */
-function fakeIp(
-  answer: (family: 4 | 6, lines: readonly string[]) => IpResult = () => ({ code: 0, stderr: '' }),
-) {
-  const calls: Array<{ family: 4 | 6; lines: readonly string[] }> = [];
-  const run: IpBatch = async (_path, family, lines) => {
-    calls.push({ family, lines });
-    return answer(family, lines);
+/** A fake rtnetlink change that records each call and answers from a script (default: success). */
+function fakeChange(answer: (family: 4 | 6, op: 'add' | 'del') => string | undefined = () => undefined) {
+  const calls: Array<{ family: 4 | 6; op: 'add' | 'del' }> = [];
+  const change: SteeringChange = (_netns, family, op) => {
+    calls.push({ family, op });
+    return answer(family, op);
   };
-  return { run, calls };
+  return { change, calls };
 }
 
 function fakeSysctl(initial: string) {
@@ -41,68 +38,61 @@ function fakeSysctl(initial: string) {
   };
 }
 
-test('install adds the fwmark rule and the local table for both families and turns tcp_fwmark_accept on', async (t) => {
-  const ip = fakeIp();
+test('install steers both families and turns tcp_fwmark_accept on; remove undoes both', (t) => {
+  const nl = fakeChange();
   const sysctl = fakeSysctl('0');
   const s = new ReplySteering({
     netns: '/x',
     netnsPath: '/x',
-    run: ip.run,
+    change: nl.change,
     fwmarkAccept: sysctl.fwmarkAccept,
   });
-  t.deepEqual(await s.install(), { 4: undefined, 6: undefined });
-  t.deepEqual(
-    ip.calls.map((c) => c.family),
-    [4, 6],
-  );
-  t.deepEqual(ip.calls[0]!.lines, [
-    'rule add fwmark 0x15008 lookup 15008 pref 15008',
-    'route replace local default dev lo table 15008',
-  ]);
+  t.deepEqual(s.install(), { 4: undefined, 6: undefined });
   t.is(sysctl.state.value, '1');
-  await s.remove();
-  t.deepEqual(ip.calls.slice(2)[0]!.lines, steeringCommands('del'));
+  s.remove();
+  t.deepEqual(nl.calls, [
+    { family: 4, op: 'add' },
+    { family: 6, op: 'add' },
+    { family: 4, op: 'del' },
+    { family: 6, op: 'del' },
+  ]);
   t.is(sysctl.state.value, '0', 'the pod gets its tcp_fwmark_accept back');
   t.truthy(s.unavailable(4), 'after removal no transparent connect is allowed');
 });
 
-test('installing twice is idempotent: an existing rule is success, the sysctl is left as found', async (t) => {
-  const ip = fakeIp(() => ({ code: 1, stderr: 'RTNETLINK answers: File exists\nCommand failed -:1\n' }));
+test('a tcp_fwmark_accept already on is never written nor restored', (t) => {
   const sysctl = fakeSysctl('1');
   const s = new ReplySteering({
     netns: '/x',
     netnsPath: '/x',
-    run: ip.run,
+    change: fakeChange().change,
     fwmarkAccept: sysctl.fwmarkAccept,
   });
-  t.deepEqual(await s.install(), { 4: undefined, 6: undefined });
-  await s.remove();
-  t.deepEqual(sysctl.state.writes, [], 'already 1: never written, never restored');
+  s.install();
+  s.remove();
+  t.deepEqual(sysctl.state.writes, []);
 });
 
-test('a family whose steering fails is reported with the reason, and only that family', async (t) => {
-  const ip = fakeIp((family) =>
-    family === 6
-      ? { code: 2, stderr: 'RTNETLINK answers: Address family not supported by protocol\n' }
-      : { code: 0, stderr: '' },
-  );
+test('a family whose steering fails is reported with the reason, and only that family', (t) => {
+  const nl = fakeChange((family) => (family === 6 ? 'route add (IPv6): EAFNOSUPPORT' : undefined));
   const s = new ReplySteering({
     netns: '/x',
     netnsPath: '/x',
-    run: ip.run,
+    change: nl.change,
     fwmarkAccept: fakeSysctl('0').fwmarkAccept,
   });
-  const status = await s.install();
+  const status = s.install();
   t.is(status[4], undefined);
-  t.regex(status[6] ?? '', /ip -6: .*Address family not supported/);
+  t.is(status[6], 'route add (IPv6): EAFNOSUPPORT');
+  t.is(s.unavailable(6), 'route add (IPv6): EAFNOSUPPORT');
 });
 
-test('without tcp_fwmark_accept no family is steered (replies would not carry the mark)', async (t) => {
-  const ip = fakeIp();
+test('without tcp_fwmark_accept no family is steered (replies would not carry the mark)', (t) => {
+  const nl = fakeChange();
   const s = new ReplySteering({
     netns: '/x',
     netnsPath: '/x',
-    run: ip.run,
+    change: nl.change,
     fwmarkAccept: {
       get: () => {
         throw new Error('EACCES');
@@ -110,20 +100,38 @@ test('without tcp_fwmark_accept no family is steered (replies would not carry th
       set: () => {},
     },
   });
-  const status = await s.install();
+  const status = s.install();
   t.regex(status[4] ?? '', /tcp_fwmark_accept/);
   t.regex(status[6] ?? '', /tcp_fwmark_accept/);
-  t.is(ip.calls.length, 0);
+  t.is(nl.calls.length, 0);
 });
 
-test('batch results: benign errors per operation only', (t) => {
-  t.true(batchSucceeded('add', { code: 0, stderr: '' }));
-  t.true(batchSucceeded('add', { code: 1, stderr: 'RTNETLINK answers: File exists\nCommand failed -:1' }));
-  t.false(batchSucceeded('add', { code: 1, stderr: 'RTNETLINK answers: Operation not permitted' }));
-  t.false(batchSucceeded('add', { code: 1, stderr: '' }), 'a failure with no message is a failure');
-  t.false(batchSucceeded('add', { code: -1, stderr: 'spawn nsenter ENOENT' }));
-  t.true(batchSucceeded('del', { code: 1, stderr: 'RTNETLINK answers: No such file or directory' }));
-  t.false(batchSucceeded('del', { code: 1, stderr: 'RTNETLINK answers: File exists' }));
+test('rtnetlink messages: the rule and the route ip(8) would send', (t) => {
+  const rule = ruleMessage(4, 'add');
+  t.is(rule.readUInt32LE(0), rule.length, 'nlmsg_len');
+  t.is(rule.readUInt16LE(4), 32, 'RTM_NEWRULE');
+  t.is(rule.readUInt16LE(6), 0x1 | 0x4 | 0x400 | 0x200, 'request, ack, create, excl');
+  t.is(rule.readUInt8(16), 2, 'AF_INET');
+  t.is(rule.readUInt8(16 + 7), 1, 'FR_ACT_TO_TBL');
+  t.deepEqual(
+    [0, 1, 2].map((i) => [rule.readUInt16LE(28 + 8 * i + 2), rule.readUInt32LE(28 + 8 * i + 4)]),
+    [
+      [6, 15008],
+      [10, REPLY_MARK],
+      [15, 15008],
+    ],
+    'priority, fwmark, table',
+  );
+  t.is(ruleMessage(6, 'del').readUInt16LE(4), 33, 'RTM_DELRULE');
+  t.is(ruleMessage(6, 'del').readUInt8(16), 10, 'AF_INET6');
+  const route = routeMessage(6, 'add');
+  t.is(route.readUInt16LE(4), 24, 'RTM_NEWROUTE');
+  t.is(route.readUInt16LE(6), 0x1 | 0x4 | 0x400 | 0x100, 'request, ack, create, replace');
+  t.deepEqual(
+    [...route.subarray(16, 24)],
+    [10, 0, 0, 0, 0, 3, 254, 2],
+    'inet6 default, boot, host scope, local',
+  );
 });
 
 /*
@@ -195,8 +203,8 @@ rootTest(
     const connector = new TransparentConnector(new MeshMetrics({ defaultMetrics: false }).registry);
     const pod = { uid: 'p', netns, steering };
     try {
-      t.deepEqual(await steering.install(), { 4: undefined, 6: undefined });
-      t.deepEqual(await steering.install(), { 4: undefined, 6: undefined }, 'idempotent');
+      t.deepEqual(steering.install(), { 4: undefined, 6: undefined });
+      t.deepEqual(steering.install(), { 4: undefined, 6: undefined }, 'idempotent');
       const rules = execFileSync('ip', ['-n', NETNS, 'rule', 'show'], { encoding: 'utf8' });
       t.is(rules.split('\n').filter((l) => l.includes('0x15008')).length, 1, 'one rule after two installs');
       for (const [host, client] of [
@@ -217,7 +225,7 @@ rootTest(
       t.is(count('fallback', 'family_mismatch'), 1);
 
       // Without steering a spoofed source would send the app's replies away: never tried.
-      await steering.remove();
+      steering.remove();
       t.notRegex(execFileSync('ip', ['-n', NETNS, 'rule', 'show'], { encoding: 'utf8' }), /0x15008/);
       const after = await answer(connector.connect(pod, '10.99.0.1', port, '10.99.0.7'));
       t.deepEqual(JSON.parse(after), { peer: '10.99.0.1', mark: 0 }, 'falls back to the pod address');
@@ -227,7 +235,7 @@ rootTest(
         1,
       );
     } finally {
-      await steering.remove();
+      steering.remove();
       netns.close();
     }
   },

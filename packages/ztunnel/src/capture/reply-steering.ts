@@ -1,7 +1,7 @@
-import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { logger } from '@zmesh/shared';
 import { inNetns, type Netns } from './netns-listener.js';
+import * as sys from './sys.js';
 
 const log = logger('capture');
 
@@ -19,60 +19,100 @@ export const REPLY_TABLE = 15008;
 export const REPLY_RULE_PREF = 15008;
 
 const FWMARK_ACCEPT = '/proc/sys/net/ipv4/tcp_fwmark_accept';
-/** Bound on one `ip -batch` run. */
-const IP_TIMEOUT_MS = 10_000;
-/** Bound on what one `ip` run may print (stderr kept for the reason). */
-const IP_OUTPUT_BYTES = 64 * 1024;
 
 export type Family = 4 | 6;
 
-/** The `ip -batch` lines that install (`add`) or remove (`del`) steering for one family. */
-export function steeringCommands(op: 'add' | 'del'): string[] {
-  const rule = `rule ${op} fwmark 0x${REPLY_MARK.toString(16)} lookup ${REPLY_TABLE} pref ${REPLY_RULE_PREF}`;
-  return op === 'add'
-    ? [rule, `route replace local default dev lo table ${REPLY_TABLE}`]
-    : [rule, `route flush table ${REPLY_TABLE}`];
+/*
+ * rtnetlink, straight from ztunnel (no `ip` process per pod: a 50-pod enrolment churn
+ * spent over a minute spawning them). Message layouts from linux/netlink.h,
+ * linux/fib_rules.h and linux/rtnetlink.h.
+ */
+const RTM = { newRoute: 24, delRoute: 25, newRule: 32, delRule: 33 } as const;
+const NLM_F = { request: 0x1, ack: 0x4, replace: 0x100, excl: 0x200, create: 0x400 } as const;
+const FRA = { priority: 6, fwmark: 10, table: 15 } as const;
+const RTA = { oif: 4, table: 15 } as const;
+const FR_ACT_TO_TBL = 1;
+const RTPROT_BOOT = 3;
+const RT_SCOPE_HOST = 254;
+const RTN_LOCAL = 2;
+/** lo is interface 1 in every network namespace. */
+const LOOPBACK_IFINDEX = 1;
+const AF = { 4: 2, 6: 10 } as const;
+const EEXIST = 17;
+const ENOENT = 2;
+const ESRCH = 3;
+
+function attr(type: number, value: number): Buffer {
+  const b = Buffer.alloc(8);
+  b.writeUInt16LE(8, 0);
+  b.writeUInt16LE(type, 2);
+  b.writeUInt32LE(value, 4);
+  return b;
 }
 
-export interface IpResult {
-  code: number | null;
-  stderr: string;
+function message(type: number, flags: number, body: Buffer, attrs: Buffer[]): Buffer {
+  const payload = Buffer.concat([body, ...attrs]);
+  const hdr = Buffer.alloc(16);
+  hdr.writeUInt32LE(16 + payload.length, 0);
+  hdr.writeUInt16LE(type, 4);
+  hdr.writeUInt16LE(NLM_F.request | NLM_F.ack | flags, 6);
+  hdr.writeUInt32LE(1, 8);
+  return Buffer.concat([hdr, payload]);
 }
 
-/** Runs `ip -<family> -force -batch -` inside the namespace at `netnsPath`, with `lines` on stdin. */
-export type IpBatch = (netnsPath: string, family: Family, lines: readonly string[]) => Promise<IpResult>;
+/** `ip -<family> rule add|del fwmark 0x15008 lookup 15008 pref 15008` as one rtnetlink message. */
+export function ruleMessage(family: Family, op: 'add' | 'del'): Buffer {
+  const hdr = Buffer.alloc(12); // struct fib_rule_hdr
+  hdr.writeUInt8(AF[family], 0);
+  hdr.writeUInt8(FR_ACT_TO_TBL, 7);
+  return message(
+    op === 'add' ? RTM.newRule : RTM.delRule,
+    op === 'add' ? NLM_F.create | NLM_F.excl : 0,
+    hdr,
+    [attr(FRA.priority, REPLY_RULE_PREF), attr(FRA.fwmark, REPLY_MARK), attr(FRA.table, REPLY_TABLE)],
+  );
+}
 
-export const ipBatch: IpBatch = (netnsPath, family, lines) =>
-  new Promise((resolve) => {
-    const child = spawn('nsenter', [`--net=${netnsPath}`, 'ip', `-${family}`, '-force', '-batch', '-'], {
-      stdio: ['pipe', 'ignore', 'pipe'],
-      timeout: IP_TIMEOUT_MS,
-    });
-    let stderr = '';
-    child.stderr.on('data', (d: Buffer) => {
-      if (stderr.length < IP_OUTPUT_BYTES) stderr += d.toString();
-    });
-    child.on('error', (e) => resolve({ code: -1, stderr: e.message }));
-    child.on('close', (code) => resolve({ code, stderr }));
-    child.stdin.on('error', () => {});
-    child.stdin.end(`${lines.join('\n')}\n`);
-  });
+/** `ip -<family> route replace|del local default dev lo table 15008` as one rtnetlink message. */
+export function routeMessage(family: Family, op: 'add' | 'del'): Buffer {
+  const rtm = Buffer.alloc(12); // struct rtmsg
+  rtm.writeUInt8(AF[family], 0);
+  rtm.writeUInt8(RTPROT_BOOT, 5);
+  rtm.writeUInt8(RT_SCOPE_HOST, 6);
+  rtm.writeUInt8(RTN_LOCAL, 7);
+  return message(
+    op === 'add' ? RTM.newRoute : RTM.delRoute,
+    op === 'add' ? NLM_F.create | NLM_F.replace : 0,
+    rtm,
+    [attr(RTA.table, REPLY_TABLE), attr(RTA.oif, LOOPBACK_IFINDEX)],
+  );
+}
 
 /**
- * Whether an `ip -force -batch` run did what was asked. Adding is idempotent: a rule that
- * is already there ("File exists") is success. Removing tolerates what is already gone.
+ * Applies (`add`, idempotent: an existing rule is success) or removes (`del`, what is
+ * already gone is success) one family's steering; undefined on success, else why not.
  */
-export function batchSucceeded(op: 'add' | 'del', r: IpResult): boolean {
-  if (r.code === 0) return true;
-  if (r.code === -1 || r.code === null) return false;
-  const errors = r.stderr
-    .split('\n')
-    .map((l) => l.trim())
-    .filter((l) => l.length > 0 && !/^Command failed/.test(l));
-  if (errors.length === 0) return false;
-  const benign = op === 'add' ? /File exists/ : /No such file or directory|No such process|Cannot find/;
-  return errors.every((l) => benign.test(l));
-}
+export type SteeringChange = (netns: Netns, family: Family, op: 'add' | 'del') => string | undefined;
+
+export const netlinkSteering: SteeringChange = (netns, family, op) => {
+  const fd = inNetns(netns, () => sys.netlinkRouteSocket());
+  try {
+    const benign = op === 'add' ? [EEXIST] : [ENOENT, ESRCH];
+    for (const [what, msg] of [
+      ['rule', ruleMessage(family, op)],
+      ['route', routeMessage(family, op)],
+    ] as const) {
+      const rc = sys.netlinkRequest(fd, msg);
+      if (rc !== 0 && !benign.includes(-rc))
+        return `${what} ${op} (IPv${family}): ${new sys.SysError('rtnetlink', -rc).code}`;
+    }
+    return undefined;
+  } catch (e) {
+    return (e as Error).message;
+  } finally {
+    sys.close(fd);
+  }
+};
 
 /** Per family: undefined when steering is in place, else why not (the connector falls back). */
 export type SteeringStatus = Record<Family, string | undefined>;
@@ -80,7 +120,7 @@ export type SteeringStatus = Record<Family, string | undefined>;
 export interface SteeringInputs {
   netns: Netns;
   netnsPath: string;
-  run?: IpBatch;
+  change?: SteeringChange;
   /** Reads and writes `tcp_fwmark_accept` inside the pod (tests replace it). */
   fwmarkAccept?: { get(netns: Netns): string; set(netns: Netns, value: string): void };
 }
@@ -91,18 +131,19 @@ const procFwmarkAccept = {
 };
 
 /**
- * One pod's reply steering: installed at enrollment, removed when the pod is removed or
- * ztunnel stops. Installing twice is harmless (the rule is kept once, the route replaced),
- * so a restarted ztunnel adopts what the last one left.
+ * One pod's reply steering: installed at enrollment, removed when the pod is removed.
+ * ztunnel stopping leaves it (harmless: only ztunnel's own connections carry the mark, and a
+ * successor ztunnel may be using it). Installing twice is harmless (the rule is kept once,
+ * the route replaced), so a restarted ztunnel adopts what the last one left.
  */
 export class ReplySteering {
   #status: SteeringStatus = { 4: 'not installed', 6: 'not installed' };
   #savedFwmarkAccept: string | undefined;
-  readonly #run: IpBatch;
+  readonly #change: SteeringChange;
   readonly #sysctl: NonNullable<SteeringInputs['fwmarkAccept']>;
 
   constructor(private readonly inputs: SteeringInputs) {
-    this.#run = inputs.run ?? ipBatch;
+    this.#change = inputs.change ?? netlinkSteering;
     this.#sysctl = inputs.fwmarkAccept ?? procFwmarkAccept;
   }
 
@@ -115,7 +156,7 @@ export class ReplySteering {
     return this.#status[family];
   }
 
-  async install(): Promise<SteeringStatus> {
+  install(): SteeringStatus {
     let sysctlError: string | undefined;
     try {
       const was = this.#sysctl.get(this.inputs.netns);
@@ -126,14 +167,8 @@ export class ReplySteering {
     } catch (e) {
       sysctlError = `tcp_fwmark_accept: ${(e as Error).message}`;
     }
-    for (const family of [4, 6] as const) {
-      if (sysctlError) {
-        this.#status[family] = sysctlError;
-        continue;
-      }
-      const r = await this.#run(this.inputs.netnsPath, family, steeringCommands('add'));
-      this.#status[family] = batchSucceeded('add', r) ? undefined : `ip -${family}: ${firstLine(r)}`;
-    }
+    for (const family of [4, 6] as const)
+      this.#status[family] = sysctlError ?? this.#change(this.inputs.netns, family, 'add');
     const missing = ([4, 6] as const).filter((f) => this.#status[f] !== undefined);
     if (missing.length > 0)
       log.warn(
@@ -144,12 +179,12 @@ export class ReplySteering {
   }
 
   /** Removes the rule and the table, and puts `tcp_fwmark_accept` back; a vanished netns is fine. */
-  async remove(): Promise<void> {
+  remove(): void {
     this.#status = { 4: 'removed', 6: 'removed' };
     for (const family of [4, 6] as const) {
-      const r = await this.#run(this.inputs.netnsPath, family, steeringCommands('del'));
-      if (!batchSucceeded('del', r))
-        log.debug({ netns: this.inputs.netnsPath, family, err: firstLine(r) }, 'reply steering removal');
+      const why = this.#change(this.inputs.netnsPath, family, 'del');
+      if (why !== undefined)
+        log.debug({ netns: this.inputs.netnsPath, family, err: why }, 'reply steering removal');
     }
     if (this.#savedFwmarkAccept === undefined) return;
     try {
@@ -158,8 +193,4 @@ export class ReplySteering {
       log.debug({ netns: this.inputs.netnsPath, err: (e as Error).message }, 'tcp_fwmark_accept restore');
     }
   }
-}
-
-function firstLine(r: IpResult): string {
-  return r.stderr.split('\n').find((l) => l.trim().length > 0) ?? `exit ${r.code}`;
 }

@@ -29,6 +29,10 @@ export const SOCK_STREAM = 1;
 export const SOCK_NONBLOCK = 0o4000;
 export const SOCK_CLOEXEC = 0o2000000;
 export const CLONE_NEWNET = 0x40000000;
+const AF_NETLINK = 16;
+const SOCK_RAW = 3;
+const MSG_DONTWAIT = 0x40;
+const NLMSG_ERROR = 2;
 const SOL_SOCKET = 1;
 const SO_REUSEADDR = 2;
 const SO_SNDBUF = 7;
@@ -62,6 +66,8 @@ const c = {
   bind: libc.func('int bind(int fd, const void *addr, uint32_t len)'),
   listen: libc.func('int listen(int fd, int backlog)'),
   close: libc.func('int close(int fd)'),
+  send: libc.func('long send(int fd, const void *buf, size_t len, int flags)'),
+  recv: libc.func('long recv(int fd, _Out_ void *buf, size_t len, int flags)'),
   setsockopt: libc.func('int setsockopt(int fd, int level, int name, const void *val, uint32_t len)'),
   getsockopt: libc.func(
     'int getsockopt(int fd, int level, int name, _Out_ void *val, _Inout_ uint32_t *len)',
@@ -93,6 +99,25 @@ export function setns(fd: number, nstype: number): void {
 
 export function socket(family: 4 | 6, flags = 0): number {
   return check('socket', c.socket(family === 4 ? AF_INET : AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | flags, 0));
+}
+
+/** An rtnetlink socket (NETLINK_ROUTE) of the calling thread's network namespace. */
+export function netlinkRouteSocket(): number {
+  return check('socket', c.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 0), 'AF_NETLINK');
+}
+
+/**
+ * One rtnetlink request and its acknowledgement: 0 or the negative errno the kernel
+ * answered. rtnetlink handles a request inside send(), so the answer is already queued
+ * and the receive never waits (MSG_DONTWAIT: an empty queue is an error, not a hang).
+ */
+export function netlinkRequest(fd: number, msg: Buffer): number {
+  check('send', c.send(fd, msg, msg.length, 0), 'netlink');
+  const buf = Buffer.alloc(4096);
+  const n = check('recv', c.recv(fd, buf, buf.length, MSG_DONTWAIT), 'netlink');
+  if (n < 20 || buf.readUInt16LE(4) !== NLMSG_ERROR)
+    throw new SysError('recv', 71, 'netlink: no acknowledgement');
+  return buf.readInt32LE(16);
 }
 
 export function close(fd: number): void {
