@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 STAMP := node_modules/.zmesh-bootstrap
 
-.PHONY: all bootstrap build bpf lint test demo bench clean
+.PHONY: all bootstrap build bpf native lint test demo bench clean
 
 all: build
 
@@ -16,7 +16,11 @@ bootstrap: $(STAMP)
 bpf: bootstrap
 	@$(MAKE) -s -C bpf
 
-build: bootstrap bpf
+# The N-API addon for ZDS's SOCK_SEQPACKET socket and SCM_RIGHTS (docs/zds.md), with gcc.
+native: bootstrap
+	@$(MAKE) -s -C packages/shared/native
+
+build: bootstrap bpf native
 	@pnpm exec tsc -b
 	@node scripts/bundle.mjs
 
@@ -40,5 +44,5 @@ bench: build
 	@node scripts/perf-section.mjs out/bench.json docs/performance.md
 
 clean:
-	@rm -rf packages/*/dist test/dist bpf/build
+	@rm -rf packages/*/dist test/dist bpf/build packages/shared/native/build
 	@find packages test -name '*.tsbuildinfo' -delete
