@@ -266,3 +266,31 @@ zdsTest(
     closeFds(got.flatMap((p) => p.fds));
   },
 );
+
+zdsTest(
+  'with two ztunnels connected (a rolling update), Adds go to the newest and Deletes to all',
+  async (t) => {
+    const { agent, client: old, handler: oldPods } = start(t);
+    old.start();
+    await agent.waitForClient(3000);
+    await agent.addPod({ uid: a.uid, netnsPath: a.netnsPath });
+    const newPods = new RecordingHandler();
+    const next = new ZdsClient(newPods, {
+      path: socketPath,
+      cgroupRoot,
+      registry: newRegistry(),
+      reconnectMs: 50,
+    });
+    t.teardown(() => next.close());
+    next.start();
+    await waitFor(() => newPods.calls.some((x) => x.startsWith('snapshot')), 'the new ztunnel’s snapshot');
+    t.is(agent.clients, 2);
+    t.true(newPods.has(a.uid), 'the snapshot carries the agent’s pods');
+    await agent.addPod({ uid: b.uid, netnsPath: b.netnsPath });
+    t.true(newPods.has(b.uid), 'the newest ztunnel gets the Add');
+    t.false(oldPods.has(b.uid), 'the old one does not');
+    await agent.removePod(a.uid);
+    t.false(newPods.has(a.uid));
+    t.false(oldPods.has(a.uid), 'a Delete reaches every ztunnel');
+  },
+);

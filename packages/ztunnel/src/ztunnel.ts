@@ -227,7 +227,10 @@ export class Ztunnel {
     const incomplete = this.configIncomplete();
     const reasons = incomplete ? [incomplete] : [];
     const pendingConfig = (this.captured?.list() ?? []).filter((pod) => !workloadOf(this.state, pod));
-    reasons.push(...pendingConfig.map((pod) => `${pod.uid}: enrolled, no configuration yet`));
+    // Named as Istio names the workload (`Kubernetes//Pod/<ns>/<name>`) when the agent sent its names.
+    reasons.push(
+      ...pendingConfig.map((pod) => `${pod.workloadUids.at(-1) ?? pod.uid}: enrolled, no configuration yet`),
+    );
     reasons.push(
       ...this.localWorkloads().flatMap((w) => {
         const failures = this.certs.failuresOf(spiffeIdOf(w));
