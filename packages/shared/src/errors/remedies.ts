@@ -182,8 +182,8 @@ export const REMEDIES = {
   },
   ZM_ERR_AGENT_BAD_REQUEST: {
     cause:
-      'A node-agent request was not valid JSON, had wrong fields, was too long, or too many were pending.',
-    remedy: 'Fix the node agent’s request; see the protocol in docs/design.md §4.',
+      'Retired with the JSON node-agent socket (pods are enrolled over ZDS now; see ZM_ERR_ZDS_TRANSPORT): a request that was not valid JSON, had wrong fields, was too long, or too many were pending.',
+    remedy: 'Enroll pods over ZDS (docs/zds.md).',
   },
   ZM_ERR_AGENT_UNKNOWN_WORKLOAD: {
     cause: 'The node agent named a pod uid that is not enrolled.',
