@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { LocalMesh } from '@zmesh/harness';
 import {
   closeFds,
   encodeAck,
@@ -14,20 +15,27 @@ import {
   seqpacketUnavailableReason,
   ZdsServer,
 } from '@zmesh/shared';
-import { type AddWorkloadRequest, netnsIdentity, type WorkloadHandler, ZdsClient } from '@zmesh/ztunnel';
+import {
+  type AddWorkloadRequest,
+  BpfCapture,
+  netnsIdentity,
+  type WorkloadHandler,
+  ZdsClient,
+} from '@zmesh/ztunnel';
 import test, { type ExecutionContext } from 'ava';
 
 /**
  * Istio's ZDS between the node agent (ZdsServer) and ztunnel's client (ZdsClient), over a
  * real SOCK_SEQPACKET socket with real netns fds and kubelet-style pod cgroups; each side
- * is also driven by a hostile peer written from zds.proto. ztunnel's handler here records
- * (the capture behind it is tested in capture-mesh.test.ts, where LocalMesh is the agent).
+ * is also driven by a hostile peer written from zds.proto. ztunnel's handler here records;
+ * the last test runs the real ztunnel (bin/zmesh, BPF capture) with LocalMesh as its agent.
  * Needs root (network namespaces, cgroups) and the seqpacket addon.
  */
 const unavailable =
   process.getuid?.() !== 0 ? 'needs root (network namespaces and cgroups)' : seqpacketUnavailableReason();
 const zdsTest = unavailable ? test.serial.skip : test.serial;
 if (unavailable) test.skip(`ZDS tests skipped: ${unavailable}`, () => {});
+const bpfUnavailable = unavailable ?? (await BpfCapture.unavailableReason());
 
 const newRegistry = () => new MeshMetrics({ defaultMetrics: false }).registry;
 
@@ -292,5 +300,50 @@ zdsTest(
     await agent.removePod(a.uid);
     t.false(newPods.has(a.uid));
     t.false(oldPods.has(a.uid), 'a Delete reaches every ztunnel');
+  },
+);
+
+// The real ztunnel (bin/zmesh, capture mode) in a netns cluster, LocalMesh as the node agent.
+(bpfUnavailable ? test.serial.skip : test.serial)(
+  bpfUnavailable
+    ? `real ztunnel over ZDS skipped: ${bpfUnavailable}`
+    : 'a real ztunnel keeps its pods through a hostile agent, then takes the snapshot of the real one',
+  async (t) => {
+    const mesh = await LocalMesh.up({
+      nodes: ['node-a'],
+      pods: [
+        { name: 'client', namespace: 'zds', serviceAccount: 'client', node: 'node-a' },
+        { name: 'server', namespace: 'zds', serviceAccount: 'server', node: 'node-a' },
+      ],
+    });
+    t.teardown(() => mesh.down());
+    const metric = async (name: string) =>
+      (await mesh.metrics('node-a')).match(new RegExp(`^${name} (\\d+)`, 'm'))?.[1];
+    t.is(await metric('zmesh_pods_enrolled'), '2');
+    t.is(await metric('zmesh_zds_connected'), '1');
+
+    // The agent goes; a hostile one answers ztunnel's Hello with garbage.
+    const agent = mesh.zdsAgent('node-a');
+    agent.close();
+    let hellos = 0;
+    const hostile = new SeqpacketServer(mesh.zdsSocket('node-a'), (fd) => {
+      const s: SeqpacketSocket = new SeqpacketSocket(fd, 4096, () => {
+        hellos++;
+        s.send(Buffer.from('not a WorkloadRequest'));
+      });
+    });
+    await waitFor(() => hellos >= 1, 'ztunnel to reconnect to the hostile agent', 5000);
+    // ztunnel dropped it: counted, and (reconnecting) it says Hello again.
+    await waitFor(() => hellos >= 2, 'ztunnel to hang up and retry', 5000);
+    hostile.close();
+    t.regex(await mesh.metrics('node-a'), /^zmesh_zds_transport_errors_total\{reason="decode"\} [1-9]/m);
+    t.is(await metric('zmesh_pods_enrolled'), '2', 'garbage changes no enrolment');
+
+    // The real agent is back, without "server": its snapshot removes it.
+    await agent.removePod(mesh.pod('server').uid);
+    agent.listen();
+    await agent.waitForClient(5000);
+    t.is(await metric('zmesh_pods_enrolled'), '1');
+    t.is(await metric('zmesh_zds_connected'), '1');
   },
 );

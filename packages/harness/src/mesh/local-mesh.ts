@@ -178,6 +178,11 @@ export class LocalMesh {
     this.enrolled.delete(pod.uid);
   }
 
+  /** A node's agent side of ZDS (tests stop it, or stand a hostile agent in its place). */
+  zdsAgent(node: string): ZdsServer {
+    return this.agent(node);
+  }
+
   private agent(node: string): ZdsServer {
     const agent = this.agents.get(node);
     if (!agent) throw new Error(`no node agent on ${node}`);
