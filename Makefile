@@ -18,6 +18,7 @@ bpf: bootstrap
 
 build: bootstrap bpf
 	@pnpm exec tsc -b
+	@node scripts/build-info.mjs
 	@node scripts/bundle.mjs
 
 # biome (format, lint); dependency-cruiser (.dependency-cruiser.cjs: ztunnel's stage order,
