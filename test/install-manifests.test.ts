@@ -1,4 +1,4 @@
-import { readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { controlPlaneCommand } from '@zmesh/control-plane/cli';
@@ -11,6 +11,7 @@ import {
   type ManifestObject,
   parseManifests,
   REQUIRED_CRDS,
+  runInstall,
   toYaml,
   validateManifest,
 } from '@zmesh/harness';
@@ -160,21 +161,28 @@ test('the DaemonSet is what a node needs: node-critical, probes on /healthz/*, h
   ]);
 });
 
-test('zmesh install: flags and values change the manifests; bad input is one line with its code, exit 2', async (t) => {
-  const dir = tmpdir();
-  const values = join(dir, `zmesh-values-${process.pid}.yaml`);
+/** `zmesh install` in this process: what it would print on stdout and stderr, and its exit code. */
+async function install(opts: Parameters<typeof runInstall>[0]) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runInstall(opts, { out: (x) => out.push(x), err: (x) => err.push(x) });
+  return { code, stdout: out.join(''), stderr: err };
+}
+
+test('zmesh install: flags, values and --ca-dir change the manifests; bad input is one line with its code', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'zmesh-install-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const values = join(dir, 'values.yaml');
   await writeFile(values, 'controlPlaneReplicas: 3\nlogLevel: debug\naccessLog: "sample:0.1"\n');
-  const ok = await execa(ZMESH, [
-    'install',
-    '-n',
-    'mesh',
-    '--image',
-    'registry.local/zmesh:t',
-    '--values',
+  const caDir = join(dir, 'ca');
+  const ok = await install({
+    namespace: 'mesh',
+    image: 'registry.local/zmesh:t',
     values,
-    '-o',
-    'json',
-  ]);
+    caDir,
+    output: 'json',
+  });
+  t.is(ok.code, 0, ok.stderr.join('\n'));
   const list = JSON.parse(ok.stdout) as { items: ManifestObject[] };
   for (const o of list.items) validateManifest(o);
   const dep = list.items.find((o) => o.kind === 'Deployment') as unknown as { spec: { replicas: number } };
@@ -186,24 +194,44 @@ test('zmesh install: flags and values change the manifests; bad input is one lin
   );
   t.regex(ok.stdout, /registry\.local\/zmesh:t/);
   t.regex(ok.stdout, /zmesh-control-plane\.mesh\.svc:15010/);
+  t.regex(ok.stdout, /"sample:0\.1"/);
+  // --ca-dir: the root CA created there (key 0600), printed as the Secret and, the certificate
+  // alone, as the nodes' ConfigMap.
+  const rootPem = await readFile(join(caDir, 'root-cert.pem'), 'utf8');
+  t.is((await stat(join(caDir, 'root-key.pem'))).mode & 0o777, 0o600);
+  const secret = list.items.find((o) => o.kind === 'Secret') as unknown as {
+    stringData: Record<string, string>;
+  };
+  t.deepEqual(Object.keys(secret.stringData).sort(), ['root-cert.pem', 'root-key.pem']);
+  t.is(secret.stringData['root-cert.pem'], rootPem);
+  const roots = list.items.find((o) => o.metadata.name === 'zmesh-roots') as unknown as {
+    data: Record<string, string>;
+  };
+  t.deepEqual(roots.data, { 'root-cert.pem': rootPem });
+  // The defaults print no key.
+  t.notRegex(toYaml(defaults()), /PRIVATE KEY/);
 
   await writeFile(values, 'controlPlaneReplicas: 0\nlogLevl: debug\n');
-  const bad = await execa(ZMESH, ['install', '--values', values], { reject: false });
-  t.is(bad.exitCode, 2);
+  const bad = await install({ values });
+  t.is(bad.code, 2);
   t.is(bad.stdout, '');
-  t.is(bad.stderr.trim().split('\n').length, 1, bad.stderr);
+  t.is(bad.stderr.length, 1);
+  t.regex(bad.stderr[0]!, /^zmesh install: ZM_ERR_INSTALL_INPUT: invalid install input \S+values\.yaml: /);
+  t.regex(bad.stderr[0]!, /controlPlaneReplicas: must be an integer 1\.\.15/);
+  t.regex(bad.stderr[0]!, /logLevl: unknown field/);
+  const badNs = await install({ namespace: 'Not_A_Name' });
+  t.deepEqual(badNs.code, 2);
   t.regex(
-    bad.stderr,
-    /^zmesh install: ZM_ERR_INSTALL_INPUT: invalid install input \/tmp\/zmesh-values-\d+\.yaml: /,
-  );
-  t.regex(bad.stderr, /controlPlaneReplicas: must be an integer 1\.\.15/);
-  t.regex(bad.stderr, /; logLevl: unknown field|: logLevl: unknown field/);
-  const badNs = await execa(ZMESH, ['install', '-n', 'Not_A_Name'], { reject: false });
-  t.is(badNs.exitCode, 2);
-  t.regex(
-    badNs.stderr.trim(),
+    badNs.stderr[0]!,
     /^zmesh install: ZM_ERR_INSTALL_INPUT: invalid install input --namespace: "Not_A_Name"/,
   );
+  t.is((await install({ output: 'xml' })).code, 2);
+
+  // The command line itself: the same one line on stderr, exit 2, nothing on stdout, no stack.
+  const cli = await execa(ZMESH, ['install', '--values', values], { reject: false });
+  t.is(cli.exitCode, 2);
+  t.is(cli.stdout, '');
+  t.is(cli.stderr.trim(), bad.stderr[0] ?? '');
 });
 
 test('zmesh install --check-crds names the CRDs a cluster dump lacks (exit 1), passes a complete one', async (t) => {
@@ -213,30 +241,32 @@ test('zmesh install --check-crds names the CRDs a cluster dump lacks (exit 1), p
     metadata: { name },
     spec: { versions: [{ name: version, served: true, storage: true }] },
   });
-  const file = join(tmpdir(), `zmesh-crds-${process.pid}.json`);
+  const dir = await mkdtemp(join(tmpdir(), 'zmesh-crds-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const file = join(dir, 'crds.json');
   const partial = REQUIRED_CRDS.filter((c) => !c.name.startsWith('httproutes')).map((c) =>
     crd(c.name, c.name.startsWith('authorization') ? 'v1beta1' : c.version),
   );
   await writeFile(file, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: partial }));
-  const missing = await execa(ZMESH, ['install', '--check-crds', file], { reject: false });
-  t.is(missing.exitCode, 1);
+  const missing = await install({ checkCrds: file });
+  t.is(missing.code, 1);
+  t.is(missing.stderr.length, 1);
   t.regex(
-    missing.stderr,
+    missing.stderr[0]!,
     /ZM_ERR_INSTALL_CRDS_MISSING: .*httproutes\.gateway\.networking\.k8s\.io \(Gateway API/,
   );
-  t.regex(missing.stderr, /authorizationpolicies\.security\.istio\.io serving v1 \(has v1beta1\)/);
+  t.regex(missing.stderr[0]!, /authorizationpolicies\.security\.istio\.io serving v1 \(has v1beta1\)/);
 
+  // YAML as `kubectl get crd -o yaml` prints it.
   await writeFile(
     file,
-    JSON.stringify({
-      apiVersion: 'v1',
-      kind: 'List',
-      items: REQUIRED_CRDS.map((c) => crd(c.name, c.version)),
-    }),
+    toYaml(REQUIRED_CRDS.map((c) => crd(c.name, c.version) as unknown as ManifestObject)),
   );
-  const complete = await execa(ZMESH, ['install', '--check-crds', file]);
+  const complete = await install({ checkCrds: file });
+  t.is(complete.code, 0, complete.stderr.join('\n'));
   t.regex(complete.stdout, /every required CRD is present/);
 
+  t.is((await install({ checkCrds: join(dir, 'absent.yaml') })).code, 2);
   t.throws(() => checkCrds('kind: Pod\nmetadata: {name: x}\n'), {
     message: 'a Pod document, not a CustomResourceDefinition or List',
   });

@@ -71,6 +71,10 @@ program
     '--values <file>',
     'YAML: controlPlaneReplicas, trustDomain, tokenAudience, imagePullPolicy, logLevel, accessLog',
   )
+  .option(
+    '--ca-dir <dir>',
+    "also print the root CA as the zmesh-ca Secret and zmesh-roots ConfigMap (created in <dir> if absent); the output then holds the CA's private key",
+  )
   .option('-o, --output <format>', 'yaml or json', 'yaml')
   .option('--dry-run', 'print only (the default: zmesh install never talks to a cluster)')
   .option(

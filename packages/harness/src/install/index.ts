@@ -1,5 +1,5 @@
 export { checkCrds, REQUIRED_CRDS } from './crds.js';
-export { parseManifests, toYaml } from './install-command.js';
+export { type InstallIo, parseManifests, runInstall, toYaml } from './install-command.js';
 export {
   DEFAULT_IMAGE,
   DEFAULT_NAMESPACE,

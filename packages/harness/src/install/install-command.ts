@@ -18,6 +18,7 @@ export interface InstallCommandOptions {
   output?: string;
   dryRun?: boolean;
   checkCrds?: string;
+  caDir?: string;
 }
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
@@ -29,27 +30,41 @@ const VALUE_KEYS = Object.keys(DEFAULT_VALUES) as Array<keyof InstallValues>;
  * dump lacks (exit 1 naming them). A bad flag, values file or dump: one line with its code
  * on stderr, exit 2, nothing on stdout.
  */
-export async function runInstall(opts: InstallCommandOptions): Promise<number> {
+export async function runInstall(opts: InstallCommandOptions, io: InstallIo = STDIO): Promise<number> {
   try {
-    if (opts.checkCrds !== undefined) return await runCheckCrds(opts.checkCrds);
+    if (opts.checkCrds !== undefined) return await runCheckCrds(opts.checkCrds, io);
+    const values = opts.values ? await readValues(opts.values) : DEFAULT_VALUES;
     const objects = installObjects({
       namespace: flag('--namespace', opts.namespace ?? DEFAULT_NAMESPACE, DNS_LABEL),
       image: flag('--image', opts.image ?? DEFAULT_IMAGE, /^[^\s]+$/),
-      values: opts.values ? await readValues(opts.values) : DEFAULT_VALUES,
+      values,
+      ...(opts.caDir !== undefined ? { ca: await readCa(opts.caDir, values.trustDomain) } : {}),
     });
     const output = opts.output ?? 'yaml';
     if (output !== 'yaml' && output !== 'json')
       throw input('-o', `want yaml or json, got ${JSON.stringify(output)}`);
-    process.stdout.write(output === 'json' ? `${toJsonList(objects)}\n` : toYaml(objects));
+    io.out(output === 'json' ? `${toJsonList(objects)}\n` : toYaml(objects));
     return 0;
   } catch (e) {
     if (!(e instanceof ZmeshError)) throw e;
-    console.error(`zmesh install: ${e.code}: ${e.message}`);
+    io.err(`zmesh install: ${e.code}: ${e.message}`);
     return 2;
   }
 }
 
-async function runCheckCrds(file: string): Promise<number> {
+/** Where `zmesh install` writes: stdout and stderr, or a test's buffers. */
+export interface InstallIo {
+  out(text: string): void;
+  /** One line. */
+  err(line: string): void;
+}
+
+const STDIO: InstallIo = {
+  out: (text) => process.stdout.write(text),
+  err: (line) => console.error(line),
+};
+
+async function runCheckCrds(file: string, io: InstallIo): Promise<number> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
@@ -64,10 +79,10 @@ async function runCheckCrds(file: string): Promise<number> {
   }
   if (result.missing.length > 0) {
     const err = new ZmeshError('ZM_ERR_INSTALL_CRDS_MISSING', { missing: result.missing.join('; ') });
-    console.error(`zmesh install: ${err.code}: ${err.message}`);
+    io.err(`zmesh install: ${err.code}: ${err.message}`);
     return 1;
   }
-  console.log(`zmesh install: every required CRD is present: ${result.present.join(', ')}`);
+  io.out(`zmesh install: every required CRD is present: ${result.present.join(', ')}\n`);
   return 0;
 }
 
@@ -90,6 +105,17 @@ export function parseManifests(text: string): ManifestObject[] {
 
 function toJsonList(objects: ManifestObject[]): string {
   return JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }, null, 2);
+}
+
+/** The root CA in `dir`, created there (key 0600) when absent, as the control plane does. */
+async function readCa(dir: string, trustDomain: string): Promise<{ certPem: string; keyPem: string }> {
+  const { loadOrCreateCa } = await import('@zmesh/control-plane');
+  try {
+    const ca = await loadOrCreateCa(trustDomain, dir);
+    return { certPem: ca.rootPem, keyPem: await ca.exportKeyPem() };
+  } catch (e) {
+    throw input('--ca-dir', `${dir}: ${(e as Error).message.split('\n')[0]}`);
+  }
 }
 
 function input(source: string, reason: string): ZmeshError {

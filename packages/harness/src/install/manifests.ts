@@ -11,6 +11,7 @@ import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import type { IContainer } from 'kubernetes-models/v1/Container';
 import type { IEnvVar } from 'kubernetes-models/v1/EnvVar';
 import { Namespace } from 'kubernetes-models/v1/Namespace';
+import { Secret } from 'kubernetes-models/v1/Secret';
 import type { ISecurityContext } from 'kubernetes-models/v1/SecurityContext';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
@@ -43,6 +44,12 @@ export interface InstallOptions {
   readonly namespace: string;
   readonly image: string;
   readonly values: InstallValues;
+  /**
+   * The mesh's root CA, to print as the zmesh-ca Secret (both files, for the control plane)
+   * and the zmesh-roots ConfigMap (the certificate alone, for the nodes). Without it the
+   * operator creates both (docs/kubernetes.md) and no key is ever printed.
+   */
+  readonly ca?: { readonly certPem: string; readonly keyPem: string };
 }
 
 export const DEFAULT_VALUES: InstallValues = {
@@ -310,6 +317,7 @@ export function installModels(o: InstallOptions): Model[] {
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: CONTROL_PLANE },
       subjects: [{ kind: 'ServiceAccount', name: CONTROL_PLANE, namespace: ns }],
     }),
+    ...caObjects(o),
     // The control plane's YAML config directory (Pods, Services, policies in its own format);
     // empty by default.
     new ConfigMap({ metadata: meta(MESH_CONFIGMAP, CONTROL_PLANE), data: {} }),
@@ -417,6 +425,21 @@ export function installModels(o: InstallOptions): Model[] {
   return models;
 }
 
+function caObjects(o: InstallOptions): Model[] {
+  if (!o.ca) return [];
+  return [
+    new Secret({
+      metadata: { name: CA_SECRET, namespace: o.namespace, labels: labels(CONTROL_PLANE) },
+      type: 'Opaque',
+      stringData: { 'root-cert.pem': o.ca.certPem, 'root-key.pem': o.ca.keyPem },
+    }),
+    new ConfigMap({
+      metadata: { name: ROOTS_CONFIGMAP, namespace: o.namespace, labels: labels(NODE) },
+      data: { 'root-cert.pem': o.ca.certPem },
+    }),
+  ];
+}
+
 /**
  * The objects as plain JSON, each validated against its schema first: a generator bug is
  * an error here, never a manifest the API server refuses.
@@ -434,6 +457,7 @@ type ModelClass = new (data: never) => Model;
 const MODELS: Record<string, ModelClass> = Object.fromEntries(
   [
     Namespace,
+    Secret,
     ServiceAccount,
     ClusterRole,
     ClusterRoleBinding,
