@@ -7,6 +7,7 @@ import {
   DEFAULT_IMAGE,
   DEFAULT_NAMESPACE,
   DEFAULT_VALUES,
+  IMAGE_ENTRYPOINT,
   installObjects,
   type ManifestObject,
   parseManifests,
@@ -105,6 +106,11 @@ test("every container's args are accepted by the real flag parser of the daemon 
     all.map((c) => c.container.args?.[0]).sort(),
     ['control-plane', 'ztunnel'],
     'one control plane, one ztunnel (the node agent joins when `zmesh node-agent` exists)',
+  );
+  // The args start with the subcommand because the image's entrypoint is bin/zmesh.
+  t.regex(
+    await readFile(join(ROOT, 'Containerfile'), 'utf8'),
+    new RegExp(`^ENTRYPOINT \\["${IMAGE_ENTRYPOINT}"\\]$`, 'm'),
   );
   for (const { owner, container } of all) {
     const where = `${owner} ${container.name}`;

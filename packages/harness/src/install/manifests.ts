@@ -66,8 +66,8 @@ export const DEFAULT_IMAGE = `localhost/zmesh:${BUILD_INFO.version}`;
 export const DEFAULT_NAMESPACE = 'zmesh-system';
 
 /** The GatewayClass the waypoint controller owns; Istio's `istio-waypoint` is accepted too. */
-export const WAYPOINT_GATEWAY_CLASS = 'zmesh-waypoint';
-export const WAYPOINT_CONTROLLER = 'zmesh.io/waypoint-controller';
+const WAYPOINT_GATEWAY_CLASS = 'zmesh-waypoint';
+const WAYPOINT_CONTROLLER = 'zmesh.io/waypoint-controller';
 
 /** The image's entrypoint (Containerfile); container args start with the subcommand. */
 export const IMAGE_ENTRYPOINT = '/opt/zmesh/bin/zmesh';
@@ -75,13 +75,13 @@ export const IMAGE_ENTRYPOINT = '/opt/zmesh/bin/zmesh';
 const CONTROL_PLANE = 'zmesh-control-plane';
 const NODE = 'zmesh-node';
 /** Created by the operator from the mesh's root CA (docs/kubernetes.md); never printed here. */
-export const CA_SECRET = 'zmesh-ca';
+const CA_SECRET = 'zmesh-ca';
 /** The root certificate alone, for the nodes: they never see the CA key. */
-export const ROOTS_CONFIGMAP = 'zmesh-roots';
+const ROOTS_CONFIGMAP = 'zmesh-roots';
 const MESH_CONFIGMAP = 'zmesh-mesh-config';
 
 /** Paths inside the containers. */
-export const PATHS = {
+const PATHS = {
   caDir: '/var/run/zmesh/ca',
   meshConfig: '/etc/zmesh/mesh',
   roots: '/var/run/zmesh/roots',
@@ -147,7 +147,7 @@ function env(values: InstallValues, extra: IEnvVar[] = []): IEnvVar[] {
   ];
 }
 
-export function controlPlaneContainer(o: InstallOptions): IContainer {
+function controlPlaneContainer(o: InstallOptions): IContainer {
   return {
     name: 'control-plane',
     image: o.image,
@@ -178,7 +178,7 @@ export function controlPlaneContainer(o: InstallOptions): IContainer {
   };
 }
 
-export function ztunnelContainer(o: InstallOptions): IContainer {
+function ztunnelContainer(o: InstallOptions): IContainer {
   return {
     name: 'ztunnel',
     image: o.image,
@@ -283,7 +283,7 @@ function crdRules() {
 }
 
 /** Every object, in apply order (namespace and RBAC before the workloads that use them). */
-export function installModels(o: InstallOptions): Model[] {
+function installModels(o: InstallOptions): Model[] {
   const ns = o.namespace;
   const meta = (name: string, component: string) => ({ name, namespace: ns, labels: labels(component) });
   const cpReplicas = o.values.controlPlaneReplicas;
