@@ -43,7 +43,7 @@ test('install steers both families and turns tcp_fwmark_accept on; remove undoes
   const sysctl = fakeSysctl('0');
   const s = new ReplySteering({
     netns: '/x',
-    netnsPath: '/x',
+    pod: 'p',
     change: nl.change,
     fwmarkAccept: sysctl.fwmarkAccept,
   });
@@ -64,7 +64,7 @@ test('a tcp_fwmark_accept already on is never written nor restored', (t) => {
   const sysctl = fakeSysctl('1');
   const s = new ReplySteering({
     netns: '/x',
-    netnsPath: '/x',
+    pod: 'p',
     change: fakeChange().change,
     fwmarkAccept: sysctl.fwmarkAccept,
   });
@@ -77,7 +77,7 @@ test('a family whose steering fails is reported with the reason, and only that f
   const nl = fakeChange((family) => (family === 6 ? 'route add (IPv6): EAFNOSUPPORT' : undefined));
   const s = new ReplySteering({
     netns: '/x',
-    netnsPath: '/x',
+    pod: 'p',
     change: nl.change,
     fwmarkAccept: fakeSysctl('0').fwmarkAccept,
   });
@@ -91,7 +91,7 @@ test('without tcp_fwmark_accept no family is steered (replies would not carry th
   const nl = fakeChange();
   const s = new ReplySteering({
     netns: '/x',
-    netnsPath: '/x',
+    pod: 'p',
     change: nl.change,
     fwmarkAccept: {
       get: () => {
@@ -199,7 +199,7 @@ rootTest(
   'a transparent connect shows the client address to the server, replies steered back; removed, they are not',
   async (t) => {
     const netns = new NetnsHandle(NETNS_PATH);
-    const steering = new ReplySteering({ netns, netnsPath: NETNS_PATH });
+    const steering = new ReplySteering({ netns, pod: 'p' });
     const connector = new TransparentConnector(new MeshMetrics({ defaultMetrics: false }).registry);
     const pod = { uid: 'p', netns, steering };
     try {

@@ -118,8 +118,10 @@ export const netlinkSteering: SteeringChange = (netns, family, op) => {
 export type SteeringStatus = Record<Family, string | undefined>;
 
 export interface SteeringInputs {
+  /** The pod's namespace, held open by enrolment (ZDS passes it as an fd, not a path). */
   netns: Netns;
-  netnsPath: string;
+  /** For log lines. */
+  pod: string;
   change?: SteeringChange;
   /** Reads and writes `tcp_fwmark_accept` inside the pod (tests replace it). */
   fwmarkAccept?: { get(netns: Netns): string; set(netns: Netns, value: string): void };
@@ -172,7 +174,7 @@ export class ReplySteering {
     const missing = ([4, 6] as const).filter((f) => this.#status[f] !== undefined);
     if (missing.length > 0)
       log.warn(
-        { netns: this.inputs.netnsPath, reasons: missing.map((f) => this.#status[f]) },
+        { pod: this.inputs.pod, reasons: missing.map((f) => this.#status[f]) },
         'reply steering incomplete: the app sees ztunnel as the peer for these families',
       );
     return this.#status;
@@ -182,15 +184,14 @@ export class ReplySteering {
   remove(): void {
     this.#status = { 4: 'removed', 6: 'removed' };
     for (const family of [4, 6] as const) {
-      const why = this.#change(this.inputs.netnsPath, family, 'del');
-      if (why !== undefined)
-        log.debug({ netns: this.inputs.netnsPath, family, err: why }, 'reply steering removal');
+      const why = this.#change(this.inputs.netns, family, 'del');
+      if (why !== undefined) log.debug({ pod: this.inputs.pod, family, err: why }, 'reply steering removal');
     }
     if (this.#savedFwmarkAccept === undefined) return;
     try {
-      this.#sysctl.set(this.inputs.netnsPath, this.#savedFwmarkAccept);
+      this.#sysctl.set(this.inputs.netns, this.#savedFwmarkAccept);
     } catch (e) {
-      log.debug({ netns: this.inputs.netnsPath, err: (e as Error).message }, 'tcp_fwmark_accept restore');
+      log.debug({ pod: this.inputs.pod, err: (e as Error).message }, 'tcp_fwmark_accept restore');
     }
   }
 }
