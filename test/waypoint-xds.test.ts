@@ -4,12 +4,12 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import { ControlPlane } from '@zmesh/control-plane';
 import { L7_POLICY_YAML, L7_ROUTE_YAML, type L7Lab, startL7Lab } from '@zmesh/harness';
-import { WAYPOINT_CONFIG_TYPE_URL } from '@zmesh/shared';
+import { adminRequest, WAYPOINT_CONFIG_TYPE_URL } from '@zmesh/shared';
 import { decodeWaypointConfig, WaypointXdsSource } from '@zmesh/waypoint';
 import test from 'ava';
 
 /** 127.74.0.0/16 and ports 25910/25914 are this file's. */
-const LAB = { block: '127.74', xdsPort: 25_910, adminPort: 25_914, l7Config: false };
+const LAB = { block: '127.74', xdsPort: 25_910, l7Config: false };
 const SPLIT_REQUESTS = 100;
 const WAYPOINT_ID = 'waypoint~127.74.3.9~shop.waypoint~svc.cluster.local';
 
@@ -52,14 +52,13 @@ test('the waypoint takes its policy and routes from the control plane over xDS, 
   t.true((await call(lab, 'GET', '/public')).startsWith('200'));
 
   // The 90/10 HTTPRoute through the admin API (ConfigStore apply).
-  const applied = await fetch(`${lab.admin}/apply`, { method: 'POST', body: L7_ROUTE_YAML });
-  t.is(applied.status, 200, await applied.clone().text());
+  const applied = await adminRequest(lab.admin, '/apply', { method: 'POST', body: L7_ROUTE_YAML });
+  t.is(applied.status, 200, applied.text);
   t.true(
     await until(async () => {
-      const status = (await (await fetch(`${lab.admin}/proxy-status`)).json()) as Array<{
-        proxy: string;
-        types: Record<string, { state: string }>;
-      }>;
+      const status = (await adminRequest(lab.admin, '/proxy-status')).json<
+        Array<{ proxy: string; types: Record<string, { state: string }> }>
+      >();
       const wp = status.find((p) => p.proxy.startsWith('waypoint~'));
       return wp?.types['type.googleapis.com/zmesh.waypoint.WaypointConfig']?.state === 'SYNCED';
     }),

@@ -7,8 +7,10 @@ import {
   ZmeshError,
 } from '@zmesh/shared';
 import type { SignCsr } from './ca-service.js';
-import { Compiler } from './compiler.js';
+import { type CompiledConfig, Compiler } from './compiler.js';
 import { ConfigStore, type StoreView } from './config-store.js';
+import { ControlPlaneMetrics } from './cp-metrics.js';
+import { WAYPOINT_CLASS } from './k8s-objects.js';
 import { type RolloutReport, setNamespaceWaypoint, waitForAcks } from './namespace-waypoint.js';
 import { NodeTokens } from './node-tokens.js';
 import type { ProxyReport } from './proxy-status.js';
@@ -26,7 +28,22 @@ export interface ControlPlaneOptions {
   /** Default: Istio's conversion (`convertAuthorizationPolicy`); waypoint-targeted policies are dropped. */
   convertPolicy?: (raw: Record<string, unknown>) => Authorization | undefined;
   maxCertTtlSeconds?: number;
+  /** Process metrics (CPU, memory, event loop) on /metrics too: the daemon sets it, tests need not. */
+  defaultMetrics?: boolean;
 }
+
+/** A waypoint Gateway, who uses it, and whether a connected waypoint proxy holds its config. */
+export interface WaypointStatus {
+  waypoint: string;
+  /** Workloads and services that send their traffic through it. */
+  users: number;
+  /** Connected waypoint proxies that ACKed its config (any version). */
+  ackedBy: string[];
+  ready: boolean;
+}
+
+/** How often waypoint readiness is re-evaluated for the gauge and the log line. */
+const WAYPOINT_CHECK_MS = 1000;
 
 const log = logger('control-plane');
 
@@ -35,7 +52,13 @@ export class ControlPlane {
   readonly store: ConfigStore;
   readonly server: XdsServer;
   readonly tokens: NodeTokens;
+  readonly metrics: ControlPlaneMetrics;
   readonly #compiler: Compiler;
+  #compiled: CompiledConfig | undefined;
+  /** Set once the first load committed: before it, the control plane cannot serve. */
+  #loaded = false;
+  #notReadyWaypoints = new Set<string>();
+  #waypointTimer: NodeJS.Timeout | undefined;
 
   constructor(opts: ControlPlaneOptions) {
     this.store = new ConfigStore(opts.configDir === undefined ? {} : { dir: opts.configDir });
@@ -50,8 +73,69 @@ export class ControlPlane {
       ...(opts.clusterDomain ? { clusterDomain: opts.clusterDomain } : {}),
       convertPolicy: opts.convertPolicy ?? convertForZtunnel,
     });
-    this.store.on('change', (view: StoreView) => this.server.setConfig(this.#compiler.compile(view)));
+    this.metrics = new ControlPlaneMetrics({ defaultMetrics: opts.defaultMetrics ?? false });
+    this.store.on('change', (view: StoreView) => {
+      this.#compiled = this.#compiler.compile(view);
+      this.server.setConfig(this.#compiled);
+      this.metrics.configChanges.inc();
+      this.metrics.configGeneration.set(view.generation);
+    });
+    this.store.on('rejected', (_reasons: string[], source: string) =>
+      this.metrics.configRejections.inc({ source: source ?? 'apply' }),
+    );
     if (opts.watch) this.store.watch();
+  }
+
+  /** Refreshes the gauges that are read from state rather than counted. */
+  collectMetrics(): void {
+    this.waypointStatus();
+    this.metrics.connectedProxies.set(this.server.proxies.connectedCount());
+    this.metrics.ready.set(this.readiness().ready ? 1 : 0);
+  }
+
+  /**
+   * Whether the control plane can serve: the initial config loaded and committed (a store
+   * that fails to load leaves it false). Proxies keep their last-known-good config
+   * regardless; this is for the operator and the orchestrator, not a kill switch.
+   */
+  readiness(): { ready: boolean; reasons: string[] } {
+    const reasons: string[] = [];
+    if (!this.#loaded) reasons.push('config not loaded yet');
+    return { ready: reasons.length === 0, reasons };
+  }
+
+  /**
+   * Every waypoint Gateway with its users and whether a connected waypoint holds its config.
+   * One that has users but no such waypoint fails their traffic closed (ztunnel refuses to
+   * bypass a waypoint): the gauge `zmesh_cp_waypoints_not_ready` counts them and each one
+   * that becomes not ready is logged once, with the fix.
+   */
+  waypointStatus(): WaypointStatus[] {
+    const compiled = this.#compiled;
+    if (compiled === undefined) return [];
+    const users = new Map<string, number>();
+    for (const ref of [...compiled.workloads, ...compiled.services].map((o) => o.waypoint?.hostname)) {
+      if (ref === undefined) continue;
+      const key = `${ref.namespace}/${ref.hostname.split('.')[0]}`;
+      users.set(key, (users.get(key) ?? 0) + 1);
+    }
+    const out = (compiled.waypoints ?? []).map((w) => {
+      const ackedBy = this.server.proxies.ackers(this.server.cache, WAYPOINT_CONFIG_TYPE_URL, w.name).any;
+      return { waypoint: w.name, users: users.get(w.name) ?? 0, ackedBy, ready: ackedBy.length > 0 };
+    });
+    const notReady = new Set(out.filter((w) => !w.ready && w.users > 0).map((w) => w.waypoint));
+    for (const w of out) {
+      if (notReady.has(w.waypoint) && !this.#notReadyWaypoints.has(w.waypoint))
+        log.warn(
+          { waypoint: w.waypoint, users: w.users },
+          'waypoint not ready: no connected waypoint has ACKed its config; traffic of its users is refused (fail closed) until one does',
+        );
+      else if (!notReady.has(w.waypoint) && this.#notReadyWaypoints.has(w.waypoint))
+        log.info({ waypoint: w.waypoint, ackedBy: w.ackedBy }, 'waypoint ready');
+    }
+    this.#notReadyWaypoints = notReady;
+    this.metrics.waypointsNotReady.set(notReady.size);
+    return out;
   }
 
   /**
@@ -67,6 +151,8 @@ export class ControlPlane {
         reason: loaded.error.join('; '),
       });
     }
+    this.#loaded = true;
+    this.#waypointTimer = setInterval(() => this.waypointStatus(), WAYPOINT_CHECK_MS).unref();
     return this.server.listen(port, host);
   }
 
@@ -77,17 +163,49 @@ export class ControlPlane {
   /**
    * `zmesh ns l7 on|off`: sets or removes the namespace's waypoint, pushes, and waits until
    * every connected proxy has ACKed the version that carries it (or `timeoutMs` passes).
+   * `on` is refused when the namespace has no waypoint Gateway of that name, and also waits
+   * for a connected waypoint to ACK the Gateway's config: until one does, the namespace's
+   * traffic fails closed, so a timeout names the waypoint among those that did not ACK.
    */
   async setNamespaceL7(
     namespace: string,
     waypoint: string | undefined,
     timeoutMs: number,
   ): Promise<{ ok: true; value: RolloutReport } | { ok: false; error: string[] }> {
+    if (waypoint !== undefined) {
+      const gw = this.store.view().objects.get(`Gateway/${namespace}/${waypoint}`);
+      if (gw?.kind !== 'Gateway' || gw.spec.gatewayClassName !== WAYPOINT_CLASS)
+        return {
+          ok: false,
+          error: [
+            `namespace ${namespace} has no waypoint: no Gateway ${namespace}/${waypoint} with gatewayClassName ` +
+              `${WAYPOINT_CLASS} is in the config; apply one and start its waypoint, then retry`,
+          ],
+        };
+    }
+    const started = Date.now();
     const applied = setNamespaceWaypoint(this.store, namespace, waypoint);
     if (!applied.ok) return applied;
     const version = this.server.cache.view(ADDRESS_TYPE_URL).version;
     const waypointVersion = this.server.cache.view(WAYPOINT_CONFIG_TYPE_URL).version;
     const split = await waitForAcks(() => this.proxyStatus(), version, timeoutMs, waypointVersion);
+    if (waypoint !== undefined) {
+      const name = `${namespace}/${waypoint}`;
+      const holders = () => this.server.proxies.ackers(this.server.cache, WAYPOINT_CONFIG_TYPE_URL, name);
+      while (holders().current.length === 0 && Date.now() - started < timeoutMs)
+        await new Promise((r) => setTimeout(r, 20));
+      const { any, current } = holders();
+      if (current.length === 0)
+        split.notAcked.push({
+          proxy: `waypoint ${name}`,
+          node: '',
+          state: any.length > 0 ? 'PENDING' : 'NOT_CONNECTED',
+          reason:
+            any.length > 0
+              ? `connected waypoints (${any.join(', ')}) have not ACKed the new config`
+              : 'no waypoint for this Gateway is connected; the namespace traffic fails closed until one is',
+        });
+    }
     return { ok: true, value: { namespace, waypoint: waypoint ?? null, version, ...split } };
   }
 
@@ -96,12 +214,14 @@ export class ControlPlane {
   }
 
   async stop(): Promise<void> {
+    clearInterval(this.#waypointTimer);
     this.store.close();
     await this.server.close();
   }
 }
 
-function convertForZtunnel(raw: Record<string, unknown>): Authorization | undefined {
+/** The compiler's conversion of an AuthorizationPolicy for ztunnels (waypoint-targeted ones: none). */
+export function convertForZtunnel(raw: Record<string, unknown>): Authorization | undefined {
   const converted = convertAuthorizationPolicy(raw);
   if (!converted.ok) {
     log.warn({ reasons: converted.error }, 'AuthorizationPolicy not served');

@@ -85,6 +85,29 @@ export class ProxyStatusRegistry {
       }));
   }
 
+  /**
+   * Connected proxies that have ACKed resource `name` of `typeUrl`: `any` at some version
+   * (they hold a working copy), `current` at the version the cache holds now.
+   */
+  ackers(cache: ResourceCache, typeUrl: string, name: string): { any: string[]; current: string[] } {
+    const version = cache.view(typeUrl).resources.get(name)?.version;
+    const any: string[] = [];
+    const current: string[] = [];
+    for (const r of this.#records.values()) {
+      const acked = r.connected ? r.types.get(typeUrl)?.acked.get(name) : undefined;
+      if (acked === undefined) continue;
+      any.push(r.proxyId);
+      if (acked === version) current.push(r.proxyId);
+    }
+    return { any, current };
+  }
+
+  connectedCount(): number {
+    let n = 0;
+    for (const r of this.#records.values()) if (r.connected) n++;
+    return n;
+  }
+
   toJSON(cache: ResourceCache): string {
     return JSON.stringify(this.report(cache), null, 2);
   }

@@ -2,7 +2,11 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ADDRESS_TYPE_URL, encodeMessage, loadSnapshot, MeshMetrics, type NackEvent } from '@zmesh/shared';
 import test from 'ava';
+import { parse } from 'yaml';
+import { compile } from './compiler.js';
 import { ControlPlane } from './control-plane.js';
+import { objectKey } from './k8s-objects.js';
+import { parseObject } from './parse-object.js';
 import {
   configDir,
   eventWhere,
@@ -96,8 +100,15 @@ test('a malformed Address is NACKed with its reason, shown in proxy status; the 
 
 test('a workload naming an unknown waypoint is pending until the waypoint service arrives', async (t) => {
   const ns = NAMESPACE_YAML.replace('ambient\n', 'ambient\n    istio.io/use-waypoint: wp\n');
-  const dir = await configDir({ 'ns.yaml': ns, 'a.yaml': podYaml('a', '10.1.0.1') });
+  const dir = await configDir({ 'ns.yaml': NAMESPACE_YAML, 'a.yaml': podYaml('a', '10.1.0.1') });
   const { cp, port } = await startControlPlane(dir);
+  // Admission never lets the store hold a use-waypoint naming no Gateway, but a proxy can
+  // still meet one (workloads pushed ahead of the service): serve it from below admission.
+  const objects = new Map(cp.store.view().objects);
+  const nsObject = parseObject(parse(ns), []);
+  if (nsObject === undefined) return t.fail();
+  objects.set(objectKey(nsObject), nsObject);
+  cp.server.setConfig(compile({ generation: 99, objects }, { trustDomain: 'cluster.local' }));
   const registry = new MeshMetrics().registry;
   const client = newClient(port, cp.issueNodeToken('node-1'), { registry });
   t.teardown(async () => {
@@ -117,7 +128,8 @@ metadata: { name: wp, namespace: ns1 }
 spec:
   gatewayClassName: istio-waypoint
   addresses: [{ type: IPAddress, value: 10.96.0.99 }]
-`);
+---
+${ns}`);
   t.true(applied.ok);
   const resolved = await snapshotWhere(client, (s) => s.workloads.has(UID_A));
   t.deepEqual(resolved.pending, []);
