@@ -1,11 +1,11 @@
-import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { mkdtemp, rename, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { adminRequest } from '@zmesh/shared';
 import test from 'ava';
 import { startAdminServer } from './admin-server.js';
 import { ControlPlane } from './control-plane.js';
-import { podYaml } from './testing/fixtures.js';
+import { configDir, NAMESPACE_YAML, podYaml, removeDir } from './testing/fixtures.js';
 
 const TOKEN = 'a-long-enough-admin-token-0123456789';
 
@@ -26,7 +26,10 @@ test('admin: on a 0600 Unix socket, apply accepts valid YAML, refuses invalid wi
   t.is(admin.address, socket);
   t.is((await stat(socket)).mode & 0o777, 0o600, 'only the owner may connect');
   const target = { admin: socket };
-  const good = await adminRequest(target, '/apply', { method: 'POST', body: podYaml('a', '10.1.0.1') });
+  const good = await adminRequest(target, '/apply', {
+    method: 'POST',
+    body: [NAMESPACE_YAML, podYaml('a', '10.1.0.1')].join('---\n'),
+  });
   t.is(good.status, 200);
   const bad = await adminRequest(target, '/apply?source=bad.yaml', {
     method: 'POST',
@@ -37,7 +40,7 @@ test('admin: on a 0600 Unix socket, apply accepts valid YAML, refuses invalid wi
     code: 'ZM_ERR_CONFIG_INVALID',
     reasons: ['bad.yaml#0 (Pod ns1/b): status.podIP[0]: "nope" is not an IP address'],
   });
-  t.is(cp.store.view().objects.size, 1);
+  t.is(cp.store.view().objects.size, 2);
   t.deepEqual((await adminRequest(target, '/proxy-status')).json(), []);
   const token = (await adminRequest(target, '/node-token?node=n1', { method: 'POST' })).json<{
     token: string;
@@ -49,7 +52,7 @@ test('admin: on a 0600 Unix socket, apply accepts valid YAML, refuses invalid wi
   t.deepEqual(missing.json<{ reasons: string[] }>().reasons, ['Pod/ns1/zz: not found']);
   const deleted = await adminRequest(target, '/delete?kind=pod&namespace=ns1&name=a', { method: 'POST' });
   t.is(deleted.status, 200);
-  t.is(cp.store.view().objects.size, 0);
+  t.deepEqual([...cp.store.view().objects.keys()], ['Namespace//ns1']);
   await admin.close();
   await t.throwsAsync(stat(socket), { code: 'ENOENT' }, 'close removes the socket file');
 });
@@ -96,11 +99,41 @@ test('admin: /healthz/ready is false until the config is loaded; /metrics counts
   t.deepEqual(before.json(), { ready: false, reasons: ['config not loaded yet'] });
   await cp.start();
   t.is((await adminRequest(target, '/healthz/ready')).status, 200);
-  await adminRequest(target, '/apply', { method: 'POST', body: podYaml('a', '10.1.0.1') });
-  await adminRequest(target, '/apply', { method: 'POST', body: podYaml('b', '10.1.0.1') });
+  const a = [NAMESPACE_YAML, podYaml('a', '10.1.0.1')].join('---\n');
+  t.is((await adminRequest(target, '/apply', { method: 'POST', body: a })).status, 200);
+  const b = await adminRequest(target, '/apply', { method: 'POST', body: podYaml('b', '10.1.0.1') });
+  t.is(b.status, 400, 'a pod IP used twice');
   const text = (await adminRequest(target, '/metrics')).text;
   t.regex(text, /^zmesh_cp_config_rejections_total\{source="apply"\} 1$/m);
   t.regex(text, /^zmesh_cp_config_changes_total 1$/m);
   t.regex(text, /^zmesh_cp_ready 1$/m);
   t.regex(text, /^zmesh_cp_waypoints_not_ready 0$/m);
+});
+
+test('admin: /healthz/ready turns false when the config directory becomes unreadable, and back', async (t) => {
+  const dir = await configDir({ 'ns.yaml': NAMESPACE_YAML });
+  const cp = new ControlPlane({ trustDomain: 'cluster.local', configDir: dir });
+  const admin = await startAdminServer(cp, { socket: join(await socketDir(t), 'cp.sock') });
+  t.teardown(async () => {
+    await admin.close();
+    await cp.stop();
+    await removeDir(dir);
+  });
+  await cp.start();
+  const target = { admin: admin.address };
+  t.is((await adminRequest(target, '/healthz/ready')).status, 200);
+  await rename(dir, `${dir}.moved`);
+  await cp.store.reload();
+  const down = await adminRequest(target, '/healthz/ready');
+  t.is(down.status, 503);
+  t.regex(down.json<{ reasons: string[] }>().reasons[0] ?? '', /^config directory unreadable: .*ENOENT/);
+  t.true(cp.store.view().objects.has('Namespace//ns1'), 'the last good config is still served');
+  await rename(`${dir}.moved`, dir);
+  await cp.store.reload();
+  t.is((await adminRequest(target, '/healthz/ready')).status, 200);
+  cp.addReadinessCheck(() => 'store: connection lost');
+  t.deepEqual((await adminRequest(target, '/healthz/ready')).json(), {
+    ready: false,
+    reasons: ['store: connection lost'],
+  });
 });

@@ -73,6 +73,17 @@ test('admission refuses a use-waypoint naming no waypoint Gateway, and deleting 
   t.true(store.remove(['Gateway/ns1/waypoint']).ok, '...the Gateway can go');
 });
 
+test('a Pod whose Namespace is not in the config is refused; so is deleting a Namespace that holds pods', (t) => {
+  const store = new ConfigStore();
+  const r = store.applyYaml(podYaml('a', '10.1.0.1'), 'pod.yaml');
+  t.deepEqual(!r.ok && r.error, [
+    'pod.yaml#0 (Pod ns1/a): metadata.namespace: namespace ns1 is not in the config',
+  ]);
+  t.true(store.applyYaml([NAMESPACE_YAML, podYaml('a', '10.1.0.1')].join('---\n')).ok);
+  t.false(store.remove(['Namespace//ns1']).ok);
+  t.true(store.remove(['Pod/ns1/a', 'Namespace//ns1']).ok, 'both in one delete');
+});
+
 test('delete is all or nothing; a key that is not applied refuses the whole delete', (t) => {
   const store = new ConfigStore();
   t.true(store.applyYaml([NAMESPACE_YAML, podYaml('a', '10.1.0.1'), SERVICE_YAML].join('---\n')).ok);

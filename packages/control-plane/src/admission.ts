@@ -25,7 +25,9 @@ export function admit(
   const where = (key: string, o: StoreObject) =>
     originOf(key) ?? `${o.kind} ${o.metadata.namespace ? `${o.metadata.namespace}/` : ''}${o.metadata.name}`;
   const waypoints = new Set<string>();
+  const namespaces = new Set<string>();
   for (const o of objects.values()) {
+    if (o.kind === 'Namespace') namespaces.add(o.metadata.name);
     if (o.kind === 'Gateway' && o.spec.gatewayClassName === WAYPOINT_CLASS)
       waypoints.add(`${o.metadata.namespace}/${o.metadata.name}`);
   }
@@ -34,6 +36,11 @@ export function admit(
     const at = where(key, o);
     if (o.kind === 'AuthorizationPolicy') {
       for (const r of policyReasons(o)) reasons.push(`${at}: ${r}`);
+    }
+    if (o.kind === 'Pod' && !namespaces.has(o.metadata.namespace)) {
+      // Its namespace decides ambient enrollment and the waypoint: a pod without one would
+      // be served as plaintext, silently out of the mesh.
+      reasons.push(`${at}: metadata.namespace: namespace ${o.metadata.namespace} is not in the config`);
     }
     if (o.kind === 'Pod') {
       // Two pods with one IP would make source attribution ambiguous.

@@ -52,6 +52,8 @@ export class ConfigStore extends EventEmitter {
   #watcher: FSWatcher | undefined;
   #debounce: NodeJS.Timeout | undefined;
   #reloading: Promise<void> = Promise.resolve();
+  /** Why the last reload could not read the directory (not: found it invalid), if it could not. */
+  #unreadable: string | undefined;
 
   constructor(opts: ConfigStoreOptions = {}) {
     super();
@@ -60,6 +62,15 @@ export class ConfigStore extends EventEmitter {
 
   view(): StoreView {
     return this.#view;
+  }
+
+  /**
+   * Why the store cannot be read, if it cannot (the config directory gone or unreadable).
+   * The view stays served; readiness reports this. Invalid content is not a store failure:
+   * it is refused and the running config stays.
+   */
+  health(): string | undefined {
+    return this.#unreadable;
   }
 
   /**
@@ -77,7 +88,9 @@ export class ConfigStore extends EventEmitter {
 
   async #reloadNow(): Promise<Result<StoreView>> {
     if (this.#opts.dir === undefined) return ok(this.#view);
-    const read = await readDirectory(this.#opts.dir);
+    const io: string[] = [];
+    const read = await readDirectory(this.#opts.dir, io);
+    this.#unreadable = io.length === 0 ? undefined : `config directory unreadable: ${io.join('; ')}`;
     if (!read.ok) return this.#reject(read.error, 'reload');
     const origins = new Map<string, string>();
     const files = collect(read.value, origins);
@@ -176,17 +189,23 @@ interface SourceDocs {
   docs: readonly unknown[];
 }
 
-async function readDirectory(dir: string): Promise<Result<SourceDocs[]>> {
+/** Reads every YAML file of `dir`; I/O failures (not invalid content) also go to `io`. */
+async function readDirectory(dir: string, io: string[]): Promise<Result<SourceDocs[]>> {
   const reasons: string[] = [];
   const out: SourceDocs[] = [];
   const listing = await readdir(dir).catch((e: Error) => e);
-  if (listing instanceof Error) return err([`${dir}: ${listing.message}`]);
+  if (listing instanceof Error) {
+    io.push(`${dir}: ${listing.message}`);
+    return err([`${dir}: ${listing.message}`]);
+  }
   const names = listing.filter((n) => /\.ya?ml$/.test(n) && !n.startsWith('.')).sort();
   for (const name of names) {
     const path = join(dir, name);
     const text = await readFile(path).catch((e: Error) => e);
-    if (text instanceof Error) reasons.push(`${path}: ${text.message}`);
-    else if (text.length > MAX_FILE_BYTES) reasons.push(`${path}: larger than ${MAX_FILE_BYTES} bytes`);
+    if (text instanceof Error) {
+      reasons.push(`${path}: ${text.message}`);
+      io.push(`${path}: ${text.message}`);
+    } else if (text.length > MAX_FILE_BYTES) reasons.push(`${path}: larger than ${MAX_FILE_BYTES} bytes`);
     else {
       const docs = parseYaml(text.toString('utf8'), path);
       if (docs.ok) out.push({ source: path, docs: docs.value });

@@ -57,6 +57,8 @@ export class ControlPlane {
   #compiled: CompiledConfig | undefined;
   /** Set once the first load committed: before it, the control plane cannot serve. */
   #loaded = false;
+  #listening = false;
+  readonly #readinessChecks: Array<() => string | undefined> = [];
   #notReadyWaypoints = new Set<string>();
   #waypointTimer: NodeJS.Timeout | undefined;
 
@@ -101,7 +103,19 @@ export class ControlPlane {
   readiness(): { ready: boolean; reasons: string[] } {
     const reasons: string[] = [];
     if (!this.#loaded) reasons.push('config not loaded yet');
+    else if (!this.#listening) reasons.push('xDS not listening yet');
+    const store = this.store.health();
+    if (store !== undefined) reasons.push(store);
+    for (const check of this.#readinessChecks) {
+      const why = check();
+      if (why !== undefined) reasons.push(why);
+    }
     return { ready: reasons.length === 0, reasons };
+  }
+
+  /** Adds a reason the control plane may not be able to serve (a store backend, the CA): undefined when fine. */
+  addReadinessCheck(check: () => string | undefined): void {
+    this.#readinessChecks.push(check);
   }
 
   /**
@@ -153,7 +167,9 @@ export class ControlPlane {
     }
     this.#loaded = true;
     this.#waypointTimer = setInterval(() => this.waypointStatus(), WAYPOINT_CHECK_MS).unref();
-    return this.server.listen(port, host);
+    const bound = await this.server.listen(port, host);
+    this.#listening = true;
+    return bound;
   }
 
   issueNodeToken(node: string): string {

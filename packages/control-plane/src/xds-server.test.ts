@@ -316,7 +316,7 @@ test('nothing is pushed before the first config, so a resuming proxy is never em
   await new Promise((r) => setTimeout(r, 100));
   t.is(responses.length, 0);
   t.false(client.synced);
-  cp.store.applyYaml(podYaml('a', '10.1.0.1'));
+  t.true(cp.store.applyYaml([NAMESPACE_YAML, podYaml('a', '10.1.0.1')].join('---\n')).ok);
   await eventWhere(client, 'synced');
   t.true(client.snapshot().workloads.has(UID_A));
 });
