@@ -65,9 +65,24 @@ export class ControlPlane {
   constructor(opts: ControlPlaneOptions) {
     this.store = new ConfigStore(opts.configDir === undefined ? {} : { dir: opts.configDir });
     this.tokens = new NodeTokens(opts.tokenKey);
+    this.metrics = new ControlPlaneMetrics({ defaultMetrics: opts.defaultMetrics ?? false });
+    const sign = opts.signCsr;
     this.server = new XdsServer({
       tokens: this.tokens,
-      ...(opts.signCsr ? { signCsr: opts.signCsr } : {}),
+      ...(sign
+        ? {
+            signCsr: async (csr, o) => {
+              try {
+                const chain = await sign(csr, o);
+                this.metrics.csrs.inc({ outcome: 'signed' });
+                return chain;
+              } catch (e) {
+                this.metrics.csrs.inc({ outcome: 'failed' });
+                throw e;
+              }
+            },
+          }
+        : {}),
       ...(opts.maxCertTtlSeconds === undefined ? {} : { maxCertTtlSeconds: opts.maxCertTtlSeconds }),
     });
     this.#compiler = new Compiler({
@@ -75,7 +90,6 @@ export class ControlPlane {
       ...(opts.clusterDomain ? { clusterDomain: opts.clusterDomain } : {}),
       convertPolicy: opts.convertPolicy ?? convertForZtunnel,
     });
-    this.metrics = new ControlPlaneMetrics({ defaultMetrics: opts.defaultMetrics ?? false });
     this.store.on('change', (view: StoreView) => {
       this.#compiled = this.#compiler.compile(view);
       this.server.setConfig(this.#compiled);
@@ -92,6 +106,17 @@ export class ControlPlane {
   collectMetrics(): void {
     this.waypointStatus();
     this.metrics.connectedProxies.set(this.server.proxies.connectedCount());
+    for (const [typeUrl, c] of this.server.proxies.counts) {
+      const type = typeUrl.slice(typeUrl.lastIndexOf('.') + 1);
+      for (const [counter, n] of [
+        [this.metrics.xdsPushes, c.pushes],
+        [this.metrics.xdsAcks, c.acks],
+        [this.metrics.xdsNacks, c.nacks],
+      ] as const) {
+        counter.remove({ type });
+        if (n > 0) counter.inc({ type }, n);
+      }
+    }
     this.metrics.ready.set(this.readiness().ready ? 1 : 0);
   }
 

@@ -41,6 +41,31 @@ export class ControlPlaneMetrics {
     help: 'Admin requests refused for a missing or wrong bearer token',
     registers: [this.registry],
   });
+  /** Filled at scrape from the xDS server's counts (ProxyStatusRegistry.counts). */
+  readonly xdsPushes = new Counter({
+    name: 'zmesh_cp_xds_pushes_total',
+    help: 'Delta xDS responses sent, by type',
+    labelNames: ['type'] as const,
+    registers: [this.registry],
+  });
+  readonly xdsAcks = new Counter({
+    name: 'zmesh_cp_xds_acks_total',
+    help: 'Responses proxies ACKed, by type',
+    labelNames: ['type'] as const,
+    registers: [this.registry],
+  });
+  readonly xdsNacks = new Counter({
+    name: 'zmesh_cp_xds_nacks_total',
+    help: 'Responses proxies NACKed (rejected), by type; proxy-status has the reasons',
+    labelNames: ['type'] as const,
+    registers: [this.registry],
+  });
+  readonly csrs = new Counter({
+    name: 'zmesh_cp_csrs_total',
+    help: 'Workload certificate signing requests that reached the signer, by outcome (signed, failed)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
   readonly ready = new Gauge({
     name: 'zmesh_cp_ready',
     help: '1 when the control plane can serve (config loaded, store answering), else 0',

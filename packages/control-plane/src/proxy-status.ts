@@ -51,6 +51,17 @@ export interface ProxyReport {
  */
 export class ProxyStatusRegistry {
   readonly #records = new Map<string, ProxyRecord>();
+  /** Per type URL, responses sent and the ACKs and NACKs they got (for /metrics). */
+  readonly counts = new Map<string, { pushes: number; acks: number; nacks: number }>();
+
+  count(typeUrl: string, what: 'pushes' | 'acks' | 'nacks'): void {
+    let c = this.counts.get(typeUrl);
+    if (c === undefined) {
+      c = { pushes: 0, acks: 0, nacks: 0 };
+      this.counts.set(typeUrl, c);
+    }
+    c[what]++;
+  }
 
   record(proxyId: string, node: string): ProxyRecord {
     let r = this.#records.get(proxyId);

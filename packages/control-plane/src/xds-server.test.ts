@@ -91,6 +91,12 @@ test('a malformed Address is NACKed with its reason, shown in proxy status; the 
   t.is(report.state, 'NACKED');
   t.is(report.rejected[0]?.name, 'Kubernetes//Pod/ns1/bad');
   t.regex(report.rejected[0]!.reason, /5 bytes, want 4 or 16/);
+  cp.collectMetrics();
+  const metrics = await cp.metrics.registry.metrics();
+  t.regex(metrics, /^zmesh_cp_xds_nacks_total\{type="Address"\} 1$/m);
+  t.regex(metrics, /^zmesh_cp_xds_acks_total\{type="Address"\} [1-9]/m);
+  t.regex(metrics, /^zmesh_cp_xds_pushes_total\{type="Address"\} [2-9]/m);
+  t.regex(metrics, /^zmesh_cp_connected_proxies 1$/m);
   t.true(
     report.pending.names.includes('Kubernetes//Pod/ns1/bad'),
     'a rejected change is pending, never applied',
