@@ -1,4 +1,4 @@
-import { mkdtemp, rename, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rename, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { adminRequest } from '@zmesh/shared';
@@ -53,8 +53,24 @@ test('admin: on a 0600 Unix socket, apply accepts valid YAML, refuses invalid wi
   const deleted = await adminRequest(target, '/delete?kind=pod&namespace=ns1&name=a', { method: 'POST' });
   t.is(deleted.status, 200);
   t.deepEqual([...cp.store.view().objects.keys()], ['Namespace//ns1']);
+  const second = new ControlPlane({ trustDomain: 'cluster.local' });
+  t.teardown(() => second.stop());
+  const taken = await t.throwsAsync(startAdminServer(second, { socket }), { code: 'ZM_ERR_LISTEN_BIND' });
+  t.regex(taken?.message ?? '', /EADDRINUSE/, 'a socket that answers is not taken over');
   await admin.close();
   await t.throwsAsync(stat(socket), { code: 'ENOENT' }, 'close removes the socket file');
+});
+
+test('admin: a socket directory others may write to is refused', async (t) => {
+  const dir = join(await socketDir(t), 'open');
+  await mkdir(dir, { mode: 0o777 });
+  await chmod(dir, 0o777);
+  const cp = new ControlPlane({ trustDomain: 'cluster.local' });
+  t.teardown(() => cp.stop());
+  const e = await t.throwsAsync(startAdminServer(cp, { socket: join(dir, 'cp.sock') }), {
+    code: 'ZM_ERR_LISTEN_BIND',
+  });
+  t.regex(e?.message ?? '', /not writable by others/);
 });
 
 test('admin: TCP needs a bearer token; loopback only; without the token 401 and counted', async (t) => {

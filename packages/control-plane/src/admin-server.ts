@@ -1,9 +1,9 @@
 import { timingSafeEqual } from 'node:crypto';
-import { chmod, mkdir, rm } from 'node:fs/promises';
+import { chmod, lstat, mkdir, rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, connect } from 'node:net';
 import { dirname } from 'node:path';
-import { listenServer, logger, ZmeshError } from '@zmesh/shared';
+import { bindError, listenServer, logger, ZmeshError } from '@zmesh/shared';
 import type { ControlPlane } from './control-plane.js';
 import { KINDS, type Kind, objectKey } from './k8s-objects.js';
 import { DEFAULT_ACK_TIMEOUT_MS, DEFAULT_WAYPOINT_NAME } from './namespace-waypoint.js';
@@ -70,8 +70,7 @@ export async function startAdminServer(cp: ControlPlane, listen: AdminListen): P
   });
   const onError = (e: Error) => log.warn({ err: e.message }, 'admin accept failed');
   if ('socket' in listen) {
-    await mkdir(dirname(listen.socket), { recursive: true, mode: 0o700 });
-    await rm(listen.socket, { force: true });
+    await prepareSocketPath(listen.socket);
     // The umask makes the socket 0600 from its creation, not only after the chmod.
     const umask = process.umask(0o177);
     try {
@@ -97,6 +96,39 @@ export async function startAdminServer(cp: ControlPlane, listen: AdminListen): P
     port,
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
+}
+
+/**
+ * Makes the socket's directory (0700) and clears a stale socket file, refusing (as a bind
+ * failure) a directory that another user owns or others may write to (in a shared /tmp, who
+ * controls the directory controls the socket), and a socket that still answers: another
+ * control plane serves there, and taking its path would cut its operators off.
+ */
+async function prepareSocketPath(socket: string): Promise<void> {
+  const dir = dirname(socket);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const target = { path: socket };
+  const info = await lstat(dir);
+  const uid = process.getuid?.();
+  if ((uid !== undefined && info.uid !== uid) || (info.mode & 0o022) !== 0 || !info.isDirectory()) {
+    const e = Object.assign(new Error(`${dir} must be a directory of this user, not writable by others`), {
+      code: 'EPERM',
+    });
+    throw bindError('control-plane admin', target, e);
+  }
+  const answers = await new Promise<boolean>((resolve) => {
+    const probe = connect(socket);
+    probe.once('connect', () => {
+      probe.destroy();
+      resolve(true);
+    });
+    probe.once('error', () => resolve(false));
+  });
+  if (answers) {
+    const e = Object.assign(new Error('another process answers on this socket'), { code: 'EADDRINUSE' });
+    throw bindError('control-plane admin', target, e);
+  }
+  await rm(socket, { force: true });
 }
 
 function pathOf(req: IncomingMessage): string {
