@@ -18,7 +18,7 @@ const program = new Command('zmesh')
 program.addCommand(ztunnelCommand());
 program.addCommand(controlPlaneCommand());
 
-const ADMIN_HELP = `control-plane admin: its Unix socket path, or http://host:port with --admin-token-file (default ${defaultAdminSocket()})`;
+const ADMIN_HELP = 'control-plane admin: its Unix socket path, or http://host:port with --admin-token-file';
 
 /** The admin endpoint options every operator command takes. */
 function adminOptions(c: Command): Command {
