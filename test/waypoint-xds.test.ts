@@ -43,6 +43,12 @@ test('the waypoint takes its policy and routes from the control plane over xDS, 
   const lab = await startL7Lab(LAB);
   t.teardown(() => lab.stop());
   t.regex(await lab.l7(true), /L7 on .*acked by 3 proxies/);
+  const [status] = (await adminRequest(lab.admin, '/waypoint-status')).json<
+    Array<{ waypoint: string; users: number; ready: boolean; ackedBy: string[] }>
+  >();
+  t.like(status, { waypoint: 'shop/waypoint', ready: true });
+  t.true((status?.users ?? 0) > 0 && status?.ackedBy.length === 1, JSON.stringify(status));
+  t.regex((await adminRequest(lab.admin, '/metrics')).text, /^zmesh_cp_waypoints_not_ready 0$/m);
   t.is((await call(lab, 'POST', '/admin')).split(' ')[0], '200', 'no policy yet');
 
   // A DENY policy targeting the waypoint Gateway, as a file in the watched config directory.

@@ -158,8 +158,9 @@ export class ControlPlane {
       const key = `${ref.namespace}/${ref.hostname.split('.')[0]}`;
       users.set(key, (users.get(key) ?? 0) + 1);
     }
+    const ackers = this.server.proxies.ackersOf(this.server.cache, WAYPOINT_CONFIG_TYPE_URL);
     const out = (compiled.waypoints ?? []).map((w) => {
-      const ackedBy = this.server.proxies.ackers(this.server.cache, WAYPOINT_CONFIG_TYPE_URL, w.name).any;
+      const ackedBy = ackers.get(w.name)?.any ?? [];
       return { waypoint: w.name, users: users.get(w.name) ?? 0, ackedBy, ready: ackedBy.length > 0 };
     });
     const notReady = new Set(out.filter((w) => !w.ready && w.users > 0).map((w) => w.waypoint));

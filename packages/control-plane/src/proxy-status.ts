@@ -101,16 +101,27 @@ export class ProxyStatusRegistry {
    * (they hold a working copy), `current` at the version the cache holds now.
    */
   ackers(cache: ResourceCache, typeUrl: string, name: string): { any: string[]; current: string[] } {
-    const version = cache.view(typeUrl).resources.get(name)?.version;
-    const any: string[] = [];
-    const current: string[] = [];
+    return this.ackersOf(cache, typeUrl).get(name) ?? { any: [], current: [] };
+  }
+
+  /** `ackers` for every name of the type, in one pass over the proxies. */
+  ackersOf(cache: ResourceCache, typeUrl: string): Map<string, { any: string[]; current: string[] }> {
+    const resources = cache.view(typeUrl).resources;
+    const out = new Map<string, { any: string[]; current: string[] }>();
     for (const r of this.#records.values()) {
-      const acked = r.connected ? r.types.get(typeUrl)?.acked.get(name) : undefined;
+      const acked = r.connected ? r.types.get(typeUrl)?.acked : undefined;
       if (acked === undefined) continue;
-      any.push(r.proxyId);
-      if (acked === version) current.push(r.proxyId);
+      for (const [name, version] of acked) {
+        let entry = out.get(name);
+        if (entry === undefined) {
+          entry = { any: [], current: [] };
+          out.set(name, entry);
+        }
+        entry.any.push(r.proxyId);
+        if (resources.get(name)?.version === version) entry.current.push(r.proxyId);
+      }
     }
-    return { any, current };
+    return out;
   }
 
   connectedCount(): number {
