@@ -32,6 +32,11 @@ export interface ConfigStoreOptions {
   /** Directory of YAML files (Kubernetes/Istio shapes), watched when `watch()` is called. */
   dir?: string;
   debounceMs?: number;
+  /** Admission beyond `admit` (the control plane's compile-and-validate of waypoint configs); run once `admit` passes. */
+  admit?: (
+    objects: ReadonlyMap<string, StoreObject>,
+    originOf: (key: string) => string | undefined,
+  ) => string[];
 }
 
 /**
@@ -162,7 +167,9 @@ export class ConfigStore extends EventEmitter {
     source: string,
   ): Result<StoreView> {
     const objects = new Map([...files, ...applied]);
-    const refused = admit(objects, (key) => changed.get(key) ?? this.#origins.get(key));
+    const originOf = (key: string) => changed.get(key) ?? this.#origins.get(key);
+    let refused = admit(objects, originOf);
+    if (refused.length === 0 && this.#opts.admit) refused = this.#opts.admit(objects, originOf);
     if (refused.length > 0) return this.#reject(refused, source);
     this.#files = files;
     this.#applied = applied;

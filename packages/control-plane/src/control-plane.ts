@@ -6,6 +6,7 @@ import {
   WAYPOINT_CONFIG_TYPE_URL,
   ZmeshError,
 } from '@zmesh/shared';
+import { admitWaypointConfigs, type WaypointValidator } from './admission.js';
 import type { SignCsr } from './ca-service.js';
 import { type CompiledConfig, Compiler } from './compiler.js';
 import { ConfigStore, type StoreView } from './config-store.js';
@@ -28,6 +29,11 @@ export interface ControlPlaneOptions {
   /** Default: Istio's conversion (`convertAuthorizationPolicy`); waypoint-targeted policies are dropped. */
   convertPolicy?: (raw: Record<string, unknown>) => Authorization | undefined;
   maxCertTtlSeconds?: number;
+  /**
+   * The waypoint's own check of its config (`decodeWaypointConfig`, wired by the daemon):
+   * given, admission compiles each change and refuses what a waypoint would NACK.
+   */
+  validateWaypointConfig?: WaypointValidator;
   /** Process metrics (CPU, memory, event loop) on /metrics too: the daemon sets it, tests need not. */
   defaultMetrics?: boolean;
 }
@@ -63,7 +69,20 @@ export class ControlPlane {
   #waypointTimer: NodeJS.Timeout | undefined;
 
   constructor(opts: ControlPlaneOptions) {
-    this.store = new ConfigStore(opts.configDir === undefined ? {} : { dir: opts.configDir });
+    const validate = opts.validateWaypointConfig;
+    this.store = new ConfigStore({
+      ...(opts.configDir === undefined ? {} : { dir: opts.configDir }),
+      ...(validate
+        ? {
+            admit: (objects, originOf) =>
+              admitWaypointConfigs(
+                this.#compiler.compile({ generation: -1, objects }).waypoints ?? [],
+                validate,
+                originOf,
+              ),
+          }
+        : {}),
+    });
     this.tokens = new NodeTokens(opts.tokenKey);
     this.metrics = new ControlPlaneMetrics({ defaultMetrics: opts.defaultMetrics ?? false });
     const sign = opts.signCsr;

@@ -5,7 +5,7 @@ export {
   MAX_APPLY_BYTES,
   startAdminServer,
 } from './admin-server.js';
-export { admit } from './admission.js';
+export { admit, admitWaypointConfigs, type WaypointValidator } from './admission.js';
 export { AdsSession } from './ads-session.js';
 export { loadOrCreateCa, ROOT_CERT_FILE, ROOT_KEY_FILE, writeRootsFile } from './ca-files.js';
 export {

@@ -31,12 +31,18 @@ export interface ControlPlaneCommandOptions {
 export async function runControlPlane(options: ControlPlaneCommandOptions): Promise<number> {
   const ca = await loadOrCreateCa(options.trustDomain, options.caDir);
   if (options.rootsFile) await writeRootsFile(options.rootsFile, [ca.rootPem]);
+  // The waypoint's own decoder: admission refuses what a waypoint would NACK.
+  const { decodeWaypointConfig } = await import('@zmesh/waypoint');
   const cp = new ControlPlane({
     trustDomain: options.trustDomain,
     signCsr: (csr, opts) => ca.signCsr(csr, opts),
     ...(options.maxCertTtl ? { maxCertTtlSeconds: Number(options.maxCertTtl) } : {}),
     ...(options.config ? { configDir: options.config, watch: true } : {}),
     defaultMetrics: true,
+    validateWaypointConfig: (config) => {
+      const decoded = decodeWaypointConfig(config, 'waypoint');
+      return decoded.ok ? [] : decoded.error.map((r) => r.replace(/^waypoint: /, ''));
+    },
   });
   if (options.socket) await rm(options.socket, { force: true });
   let port: number;
