@@ -16,12 +16,12 @@ export const QUIET_UTILIZATION = 0.01;
 /**
  * How long a busy process stays quiet before it reclaims (with 2 s samples, at the third
  * after the quiet began), counted from a young-generation collection run when the quiet
- * begins. V8 gives its young generation back (two 16 MB semi-spaces at its defaults, which
- * the waypoint keeps) at a full collection only when little was allocated over the last
- * ~5 s, and it measures that from one collection to the next. Without the young collection
- * at the start, the reclaim's measure covers the end of the busy period too: after its
- * start-up warm-up a waypoint's reclaim kept the 32 MB young generation; with it, the
- * reclaim gave it back (RSS 93-94 → 69-70 MB).
+ * begins. On Node 20, V8 gave its young generation back (two 16 MB semi-spaces at its
+ * defaults, which the waypoint keeps) at a full collection only when little was allocated
+ * over the last ~5 s, measured from one collection to the next, so the young collection at
+ * the start was what let a waypoint's reclaim give it back (RSS 93-94 → 69-70 MB). On Node
+ * 24 the reclaim's memory-reducing collection (compactingGc) gives it back by itself; the
+ * young collection stays, cheap, as the quiet's mark.
  */
 export const QUIET_BEFORE_RECLAIM_MS = 5500;
 /**
@@ -155,11 +155,20 @@ export class IdleReclaim {
 
 /**
  * `globalThis.gc`, present when node runs with `--expose-gc` (bin/zmesh passes it to
- * ztunnel), made to compact. A plain full collection frees objects but leaves most old
- * generation pages in place, each still holding a few live ones: after start-up with 100
- * pods, 28.5 MB of pages for 19 MB live, all resident. Compacting moves the survivors
- * together and releases the emptied pages (RSS 93 → 84 MB; the pause 20 → 37 ms, once).
- * V8 reads the flag at each full collection, so it is on for this one only.
+ * ztunnel), made to compact and to give memory back. A plain full collection frees objects
+ * but leaves most old generation pages in place, each still holding a few live ones: after
+ * start-up with 100 pods, 28.5 MB of pages for 19 MB live, all resident. Compacting moves
+ * the survivors together and releases the emptied pages (RSS 93 → 84 MB; the pause 20 → 37
+ * ms, once). V8 reads the flag at each full collection, so it is on for this one only.
+ *
+ * On Node 24 it is V8's memory-reducing collection (`flavor: 'last-resort'`, what V8 runs
+ * under memory pressure): Node 24's V8 grows the young generation to 64 MB and, after a
+ * plain full collection, keeps it unless its smoothed allocation rate has decayed, which
+ * 5.5 s of quiet did only sometimes (the young collection at the quiet's start no longer
+ * sufficed), and it pools freed pages instead of unmapping them. The memory-reducing one
+ * always shrinks the young generation and releases the pool (a 30 MB-live heap after
+ * churn: RSS 374 → 89 MB against 374 → 373 for a plain compacting one), at up to 2-3× the
+ * pause; MAX_PAUSE_SHARE spaces reclaims by their pause.
  */
 export function compactingGc(): (() => void) | undefined {
   const gc = exposedGc();
@@ -167,7 +176,7 @@ export function compactingGc(): (() => void) | undefined {
   return () => {
     setFlagsFromString('--compact-on-every-full-gc');
     try {
-      gc();
+      gc({ type: 'major', flavor: 'last-resort' });
     } finally {
       setFlagsFromString('--no-compact-on-every-full-gc');
     }
@@ -181,7 +190,8 @@ export function youngGc(): (() => void) | undefined {
   return () => gc({ type: 'minor' });
 }
 
-type Gc = (options?: { type: 'minor' | 'major' }) => void;
+/** V8's gc extension (src/extensions/gc-extension.cc); `flavor` since V8 11. */
+type Gc = (options?: { type: 'minor' | 'major'; flavor?: 'regular' | 'last-resort' }) => void;
 
 function exposedGc(): Gc | undefined {
   const gc = (globalThis as { gc?: Gc }).gc;
