@@ -53,7 +53,8 @@ test('start-up counts as work: the process reclaims once it has been quiet, then
   t.is(state.collections, 0, 'and the reclaim waits');
   step(0.001);
   step(0.001);
-  t.is(state.collections, 0, '4 s of quiet is not yet enough');
+  step(0.001);
+  t.is(state.collections, 0, '6 s of quiet is not yet enough');
   step(0.001);
   t.is(state.collections, 1);
   t.is(state.trims, 1);
@@ -81,6 +82,7 @@ test('nothing runs while traffic flows; once quiet after it, one reclaim', async
   t.is(state.scavenges, 1);
   t.is(state.collections, 0, 'a busy sample ends the quiet');
   step(0.002);
+  step(0.015);
   step(0.015);
   step(0.015);
   t.is(state.collections, 0);
@@ -227,14 +229,10 @@ test('the default collection compacts: the pages a plain collection keeps are re
 
 /**
  * A child node with --expose-gc and V8's default young generation runs an IdleReclaim
- * (real timers, 500 ms samples) through a busy second that grows the young generation,
- * ends that second with 8 MB of young and 32 MB of large-object garbage allocated since
- * its last scavenge (what a waypoint's warm-up leaves; on Node 24 the young generation is
- * then 64 MB), then goes quiet; it reports the young generation's size just after the
- * reclaim. `plain` runs the same reclaim with a plain full collection, for the log: Node
- * 24's V8 gave the young generation back after it only sometimes (its smoothed allocation
- * rate decides; 5.5-7.3 s of quiet kept all 64 MB in 3 runs of 4), which is why the
- * reclaim's collection reduces memory.
+ * (real timers, 500 ms samples) through a busy second that grows the young generation to
+ * its largest, ends that second with 8 MB of young and 32 MB of large-object garbage
+ * allocated since its last scavenge (what a waypoint's warm-up leaves), then goes quiet;
+ * it reports the young generation's size just after the reclaim.
  */
 const BUSY_THEN_QUIET = `
   import { getHeapSpaceStatistics } from 'node:v8';
@@ -245,7 +243,7 @@ const BUSY_THEN_QUIET = `
   const young = () => getHeapSpaceStatistics().find((s) => s.space_name === 'new_space').space_size;
   const registry = new Registry();
   const options = { registry, sampleMs: 500, trim: () => {} };
-  if (process.argv[2] === 'plain') options.collect = () => gc();
+  if (process.argv[2] === 'no-scavenge') options.scavenge = undefined;
   const reclaim = new IdleReclaim(options);
   let keep = [];
   const started = Date.now();
@@ -260,37 +258,39 @@ const BUSY_THEN_QUIET = `
   big = null;
   let junk;
   for (let i = 0; i < 150000; i++) junk = { i, a: [i, i], s: 'y' + i };
-  const peak = young();
   const reclaims = async () => (await registry.getSingleMetric('zmesh_memory_reclaims_total').get()).values[0]?.value ?? 0;
+  const peak = young();
   const quiet = Date.now();
   while ((await reclaims()) === 0 && Date.now() - quiet < 20000) await sleep(100);
   reclaim.stop();
   console.log(JSON.stringify({ grown, peak, after: young(), ms: Date.now() - quiet, last: junk.i }));
 `;
 
-interface YoungSizes {
-  grown: number;
-  peak: number;
-  after: number;
-  ms: number;
-}
-
-async function youngAfterReclaim(mode: 'default' | 'plain'): Promise<YoungSizes> {
+async function youngAfterReclaim(
+  mode: 'default' | 'no-scavenge',
+): Promise<{ grown: number; peak: number; after: number; ms: number }> {
   const module = new URL('./idle-reclaim.js', import.meta.url).href;
   const { stdout } = await promisify(execFile)(
     process.execPath,
     ['--expose-gc', '--input-type=module', '-e', BUSY_THEN_QUIET, module, mode],
     { timeout: 30_000 },
   );
-  return JSON.parse(stdout) as YoungSizes;
+  return JSON.parse(stdout) as { grown: number; peak: number; after: number; ms: number };
 }
 
-test('the reclaim gives the young generation back', async (t) => {
-  const [reclaimed, plain] = await Promise.all([youngAfterReclaim('default'), youngAfterReclaim('plain')]);
+test('the reclaim gives the young generation back: the quiet starts with a young collection', async (t) => {
+  const [reclaimed, unscavenged] = await Promise.all([
+    youngAfterReclaim('default'),
+    youngAfterReclaim('no-scavenge'),
+  ]);
   const mb = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MB`;
   t.log(
-    `young generation ${mb(reclaimed.grown)}, ${mb(reclaimed.peak)} when quiet → ${mb(reclaimed.after)} after ${reclaimed.ms} ms; with a plain full collection ${mb(plain.peak)} → ${mb(plain.after)}`,
+    `young generation ${mb(reclaimed.grown)}, ${mb(reclaimed.peak)} when quiet → ${mb(reclaimed.after)} after ${reclaimed.ms} ms; without the young collection ${mb(unscavenged.after)}`,
   );
-  t.true(reclaimed.peak >= 16 * 2 ** 20, `the busy second grew it: ${mb(reclaimed.peak)}`);
+  t.true(reclaimed.grown >= 16 * 2 ** 20, `the busy second grew it: ${mb(reclaimed.grown)}`);
   t.true(reclaimed.after <= 2 * 2 ** 20, `the reclaim shrank it: ${mb(reclaimed.after)}`);
+  // The run without the young collection is logged, not asserted: on Node 20 its reclaim
+  // kept the young generation every time; Node 24's V8 smooths its allocation rate, and at
+  // 7.5 s it sometimes gave it back even so (1 of 3 runs on a loaded machine). The reclaim
+  // itself at 5.5 s kept all 64 MB in 3 of 4 runs on Node 24: the assertion above fails then.
 });

@@ -14,16 +14,20 @@ export const BUSY_UTILIZATION = 0.02;
 /** A sample below this one, after a busy one, starts the quiet a reclaim waits for; a busy one ends it. */
 export const QUIET_UTILIZATION = 0.01;
 /**
- * How long a busy process stays quiet before it reclaims (with 2 s samples, at the third
+ * How long a busy process stays quiet before it reclaims (with 2 s samples, at the fourth
  * after the quiet began), counted from a young-generation collection run when the quiet
- * begins. On Node 20, V8 gave its young generation back (two 16 MB semi-spaces at its
- * defaults, which the waypoint keeps) at a full collection only when little was allocated
- * over the last ~5 s, measured from one collection to the next, so the young collection at
- * the start was what let a waypoint's reclaim give it back (RSS 93-94 → 69-70 MB). On Node
- * 24 the reclaim's memory-reducing collection (compactingGc) gives it back by itself; the
- * young collection stays, cheap, as the quiet's mark.
+ * begins. V8 gives its young generation back (up to 64 MB on Node 24, which the waypoint
+ * keeps at its default size) at a full collection only when its allocation rate, measured
+ * from one collection to the next, has fallen low. Without the young collection at the
+ * start, the reclaim's measure covers the end of the busy period too: after its start-up
+ * warm-up a waypoint's reclaim kept the young generation; with it, the reclaim gave it back
+ * (Node 20: RSS 93-94 → 69-70 MB). Node 20's V8 judged the rate low 5 s after the young
+ * collection; Node 24's smooths it and judged it low at 5.5-7 s only sometimes (the young
+ * generation test kept 64 MB in 3 of 4 runs at 5.5 s), hence 7.5 s. V8's memory-reducing
+ * collection (gc flavor `last-resort`) always gives it back, but paused a 100-pod ztunnel
+ * for 1.9 s on a loaded machine, and that pause then spaced reclaims 190 s apart.
  */
-export const QUIET_BEFORE_RECLAIM_MS = 5500;
+export const QUIET_BEFORE_RECLAIM_MS = 7500;
 /**
  * A reclaim's pause may cost at most this share of the time between two: the next one
  * waits at least `pause / MAX_PAUSE_SHARE` (and at least `MIN_GAP_MS`), so traffic that
@@ -155,20 +159,11 @@ export class IdleReclaim {
 
 /**
  * `globalThis.gc`, present when node runs with `--expose-gc` (bin/zmesh passes it to
- * ztunnel), made to compact and to give memory back. A plain full collection frees objects
- * but leaves most old generation pages in place, each still holding a few live ones: after
- * start-up with 100 pods, 28.5 MB of pages for 19 MB live, all resident. Compacting moves
- * the survivors together and releases the emptied pages (RSS 93 → 84 MB; the pause 20 → 37
- * ms, once). V8 reads the flag at each full collection, so it is on for this one only.
- *
- * On Node 24 it is V8's memory-reducing collection (`flavor: 'last-resort'`, what V8 runs
- * under memory pressure): Node 24's V8 grows the young generation to 64 MB and, after a
- * plain full collection, keeps it unless its smoothed allocation rate has decayed, which
- * 5.5 s of quiet did only sometimes (the young collection at the quiet's start no longer
- * sufficed), and it pools freed pages instead of unmapping them. The memory-reducing one
- * always shrinks the young generation and releases the pool (a 30 MB-live heap after
- * churn: RSS 374 → 89 MB against 374 → 373 for a plain compacting one), at up to 2-3× the
- * pause; MAX_PAUSE_SHARE spaces reclaims by their pause.
+ * ztunnel), made to compact. A plain full collection frees objects but leaves most old
+ * generation pages in place, each still holding a few live ones: after start-up with 100
+ * pods, 28.5 MB of pages for 19 MB live, all resident. Compacting moves the survivors
+ * together and releases the emptied pages (RSS 93 → 84 MB; the pause 20 → 37 ms, once).
+ * V8 reads the flag at each full collection, so it is on for this one only.
  */
 export function compactingGc(): (() => void) | undefined {
   const gc = exposedGc();
@@ -176,7 +171,7 @@ export function compactingGc(): (() => void) | undefined {
   return () => {
     setFlagsFromString('--compact-on-every-full-gc');
     try {
-      gc({ type: 'major', flavor: 'last-resort' });
+      gc();
     } finally {
       setFlagsFromString('--no-compact-on-every-full-gc');
     }
@@ -190,8 +185,7 @@ export function youngGc(): (() => void) | undefined {
   return () => gc({ type: 'minor' });
 }
 
-/** V8's gc extension (src/extensions/gc-extension.cc); `flavor` since V8 11. */
-type Gc = (options?: { type: 'minor' | 'major'; flavor?: 'regular' | 'last-resort' }) => void;
+type Gc = (options?: { type: 'minor' | 'major' }) => void;
 
 function exposedGc(): Gc | undefined {
   const gc = (globalThis as { gc?: Gc }).gc;
