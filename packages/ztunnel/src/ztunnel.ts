@@ -27,6 +27,7 @@ import { NodeAgentServer } from './capture/node-agent.js';
 import { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
 import { type CertificateSigner, CertManager, DEFAULT_MAX_CSRS_IN_FLIGHT } from './identity/cert-manager.js';
 import { InboundListener, type ListenTarget } from './inbound/inbound-listener.js';
+import { PlaintextInbound } from './inbound/plaintext-inbound.js';
 import { ForwardListener } from './outbound/forward-listener.js';
 import type { OutboundInputs, PassthroughPolicy } from './outbound/outbound-handler.js';
 import { type TenancyOptions, TenantAdmission } from './outbound/tenant-admission.js';
@@ -84,6 +85,8 @@ export class Ztunnel {
   readonly certs: CertManager;
   readonly pool: HbonePool;
   readonly authorizer: InboundAuthorizer;
+  /** Plaintext from outside the mesh, decided by PeerAuthentication folded into Authorization. */
+  readonly plaintext: PlaintextInbound;
   readonly tenancy: TenantAdmission;
   readonly accessLog: AccessLog;
   private state = ProxyState.empty();
@@ -126,6 +129,16 @@ export class Ztunnel {
       ...(options.accessLogSink ? { sink: options.accessLogSink } : {}),
     });
     this.authorizer = new InboundAuthorizer(this.metrics.registry, (uid) => this.state.workload(uid));
+    this.plaintext = new PlaintextInbound({
+      state: () => this.state,
+      connectApp: (uid) => {
+        const w = this.state.workload(uid);
+        return w ? this.appConnector(w) : (this.options.connectApp ?? loopbackAppConnector);
+      },
+      authorizer: this.authorizer,
+      accessLog: this.accessLog,
+      registry: this.metrics.registry,
+    });
     this.pool = new HbonePool({ ...options.pool, metrics: this.metrics, connect: (key) => this.dial(key) });
     this.outbound = {
       state: () => this.state,
