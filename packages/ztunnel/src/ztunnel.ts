@@ -24,6 +24,7 @@ import type { BpfCapture } from './capture/bpf-capture.js';
 import { type EnrolledPod, EnrolledPods } from './capture/enrolled-pods.js';
 import { connectInNetns, listenInNetns } from './capture/netns-listener.js';
 import { NodeAgentServer } from './capture/node-agent.js';
+import { PlaintextRedirects } from './capture/plaintext-redirect.js';
 import { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
 import { type CertificateSigner, CertManager, DEFAULT_MAX_CSRS_IN_FLIGHT } from './identity/cert-manager.js';
 import { InboundListener, type ListenTarget } from './inbound/inbound-listener.js';
@@ -87,6 +88,8 @@ export class Ztunnel {
   readonly authorizer: InboundAuthorizer;
   /** Plaintext from outside the mesh, decided by PeerAuthentication folded into Authorization. */
   readonly plaintext: PlaintextInbound;
+  /** Capture mode: the in-pod redirect of plaintext into `plaintext` for workloads not STRICT. */
+  private readonly redirects?: PlaintextRedirects;
   readonly tenancy: TenantAdmission;
   readonly accessLog: AccessLog;
   private state = ProxyState.empty();
@@ -165,6 +168,7 @@ export class Ztunnel {
         registry: this.metrics.registry,
         sendBufferBytes: this.tenancy.appSendBufferBytes,
       });
+      this.redirects = new PlaintextRedirects((uid, socket, dst) => this.plaintext.serve(uid, socket, dst));
       this.agent = new NodeAgentServer(this.captured, { path: options.capture.agentSocket });
     }
     this.admin = new AdminServers({
@@ -275,6 +279,7 @@ export class Ztunnel {
     this.certs.stop();
     await this.agent?.close();
     await this.captured?.close();
+    await this.redirects?.close();
     this.pool.close();
     this.tenancy.close();
     await Promise.all([...this.forwards.values()].map((f) => f.close()));
@@ -297,6 +302,13 @@ export class Ztunnel {
       if (cred) await this.ensureInbound(w, cred);
       else this.certs.prefetch(spiffeIdOf(w));
     }
+    await this.redirects?.reconcile(
+      [...local.values()].flatMap((w) => {
+        const pod = this.captured?.get(w.uid);
+        if (!pod || !this.inbound.has(w.uid) || !this.authorizer.acceptsPlaintext(w)) return [];
+        return [{ uid: w.uid, netns: pod.netns, addresses: w.addresses }];
+      }),
+    );
     await this.reconcileForwards();
   }
 

@@ -1,4 +1,13 @@
-import { err, logger, ok, policyKey, type Result, type Workload, ZmeshError } from '@zmesh/shared';
+import {
+  err,
+  logger,
+  ok,
+  policyKey,
+  type Result,
+  STATIC_STRICT_POLICY_NAME,
+  type Workload,
+  ZmeshError,
+} from '@zmesh/shared';
 import { Counter, type Registry } from 'prom-client';
 import { AuthorizationStore, type Decision } from './authorization-store.js';
 import type { ConnectionAttributes } from './policy-match.js';
@@ -100,6 +109,17 @@ export class InboundAuthorizer {
       ageSeconds: Math.round(age / 1000),
       maxSeconds: Math.round(max / 1000),
     });
+  }
+
+  /**
+   * Whether plaintext may reach `workload` at all (docs/peer-authentication.md): the control plane
+   * serves PeerAuthentication (the static STRICT policy exists) and the workload does not name
+   * that policy, i.e. some port is not STRICT. Without the control plane's word, STRICT.
+   */
+  acceptsPlaintext(workload: Workload): boolean {
+    const strict = `/${STATIC_STRICT_POLICY_NAME}`;
+    const served = this.store.list().some((p) => p.name === STATIC_STRICT_POLICY_NAME);
+    return served && !(workload.authorizationPolicies ?? []).some((k) => k.endsWith(strict));
   }
 
   /** Decides one new connection; a denial is a ZmeshError (401 on HBONE). */

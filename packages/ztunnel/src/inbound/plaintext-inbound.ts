@@ -113,6 +113,10 @@ export class PlaintextInbound {
     };
     const denial = this.#inputs.authorizer.check(workload, attributes);
     if (denial) throw denial;
+    // Also STRICT where the control plane never said otherwise (a local config has no PeerAuthentication).
+    if (!this.#inputs.authorizer.acceptsPlaintext(workload)) {
+      throw new ZmeshError('ZM_ERR_AUTHZ_DENIED', { policy: 'default STRICT peer authentication' });
+    }
     let upstream: Socket;
     try {
       upstream = await this.#inputs.connectApp(workloadUid)(workload, target, dst.port);
