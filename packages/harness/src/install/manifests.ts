@@ -199,8 +199,11 @@ function ztunnelContainer(o: InstallOptions): IContainer {
       `${PATHS.roots}/root-cert.pem`,
       '--snapshot',
       `${PATHS.snapshotDir}/xds-snapshot`,
-      '--agent-socket',
-      `${PATHS.agentDir}/agent.sock`,
+      // Istio's ZDS socket, where istio-cni's node agent serves it (docs/zds.md).
+      '--zds-socket',
+      `${PATHS.agentDir}/ztunnel.sock`,
+      '--cgroup-root',
+      '/sys/fs/cgroup',
       '--access-log',
       o.values.accessLog,
     ],
