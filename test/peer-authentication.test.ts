@@ -91,8 +91,28 @@ test.serial('PERMISSIVE serves it, and back to STRICT refuses it again', async (
   t.true(mesh.cp.store.apply([permissive]).ok);
   await waitFor(() => policiesOf(SERVER)?.length === 0, 5000);
   const accepted = await plaintextCount('accepted');
+  const log = mesh.nodes.b.z.accessLog;
+  const records: Parameters<typeof log.record>[1][] = [];
+  const record = log.record.bind(log);
+  log.record = (ns, r) => {
+    records.push(r);
+    record(ns, r);
+  };
+  t.teardown(() => {
+    log.record = record;
+  });
   t.true(await plaintextEchoes(ip('9.9')), 'plaintext served');
   t.is(await plaintextCount('accepted'), accepted + 1);
+  await waitFor(() => records.some((r) => r.via === 'plaintext' && r.result === 'ok'), 2000);
+  const line = records.find((r) => r.via === 'plaintext' && r.result === 'ok')!;
+  t.is(line.src.identity, undefined, 'no identity for a plaintext peer');
+  t.regex(line.src.address ?? '', /127\.77\.9\.9$/);
+  t.like(line, {
+    direction: 'inbound',
+    dst: { address: `${ip('2.1')}:7000`, workload: 'server', namespace: 'team-b' },
+    flag: '-',
+  });
+  t.true(line.bytesSent > 0 && line.bytesReceived > 0, 'bytes each way');
   t.true(await echoes(ip('1.1'), 18000), 'HBONE still served');
   t.true(mesh.cp.store.remove(['PeerAuthentication/team-b/server-permissive']).ok);
   await waitFor(() => policiesOf(SERVER)?.includes(STRICT_KEY) === true, 5000);
