@@ -117,9 +117,8 @@ export class InboundAuthorizer {
    * that policy, i.e. some port is not STRICT. Without the control plane's word, STRICT.
    */
   acceptsPlaintext(workload: Workload): boolean {
-    const strict = `/${STATIC_STRICT_POLICY_NAME}`;
-    const served = this.store.list().some((p) => p.name === STATIC_STRICT_POLICY_NAME);
-    return served && !(workload.authorizationPolicies ?? []).some((k) => k.endsWith(strict));
+    const key = `${this.store.rootNamespace}/${STATIC_STRICT_POLICY_NAME}`;
+    return this.store.get(key) !== undefined && !(workload.authorizationPolicies ?? []).includes(key);
   }
 
   /** Decides one new connection; a denial is a ZmeshError (401 on HBONE). */
