@@ -10,6 +10,7 @@ import {
   logger,
   MeshMetrics,
   ok,
+  PreauthLimiter,
   type Result,
   spiffeIdOf,
   type TrustBundle,
@@ -69,6 +70,17 @@ export interface ZtunnelOptions {
   accessLog?: AccessLogPolicy;
   /** Where access-log lines go (tests); default the batched access logger. */
   accessLogSink?: AccessLogInputs['sink'];
+  /** Bounds on connections to the HBONE ports before they authenticate (docs/hardening.md). */
+  inboundLimits?: InboundLimits;
+}
+
+export interface InboundLimits {
+  /** Unauthenticated connections one source address may hold (default 64). */
+  maxPreauthPerSource?: number;
+  /** Unauthenticated connections in total, all pods of the node together (default 1024). */
+  maxPreauth?: number;
+  /** TLS + HTTP/2 preface + first SETTINGS deadline (default 10 s). */
+  handshakeTimeoutMs?: number;
 }
 
 export const DEFAULT_PORTS = { admin: 15000, metrics: 15020, ready: 15021 };
@@ -89,6 +101,8 @@ export class Ztunnel {
   private state = ProxyState.empty();
   private forwardConfigs: readonly ForwardConfig[] = [];
   private readonly inbound = new Map<string, InboundListener>();
+  /** One bound for every pod's 15008: the fds it protects are the process's. */
+  private readonly preauth: PreauthLimiter;
   private readonly forwards = new Map<string, ForwardListener>();
   private readonly admin: AdminServers;
   private readonly outbound: OutboundInputs;
@@ -119,6 +133,12 @@ export class Ztunnel {
       toCredential,
     });
     this.certs.on('rotated', (identity: string, cred: Credential) => this.onRotated(identity, cred));
+    this.preauth = new PreauthLimiter({
+      ...(options.inboundLimits?.maxPreauthPerSource
+        ? { perSource: options.inboundLimits.maxPreauthPerSource }
+        : {}),
+      ...(options.inboundLimits?.maxPreauth ? { total: options.inboundLimits.maxPreauth } : {}),
+    });
     this.tenancy = new TenantAdmission(options.tenancy ?? {}, this.metrics.registry);
     this.accessLog = new AccessLog({
       registry: this.metrics.registry,
@@ -300,6 +320,10 @@ export class Ztunnel {
       accessLog: this.accessLog,
       ...(this.tenancy.inboundCopy ? { copy: this.tenancy.inboundCopy } : {}),
       streamWindows: this.tenancy.streamWindows,
+      preauth: this.preauth,
+      ...(this.options.inboundLimits?.handshakeTimeoutMs
+        ? { handshakeTimeoutMs: this.options.inboundLimits.handshakeTimeoutMs }
+        : {}),
     });
     this.inbound.set(w.uid, listener);
     boundFor.set(listener, inboundKey(w));

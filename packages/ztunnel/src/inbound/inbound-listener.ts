@@ -11,6 +11,7 @@ import {
   isZmeshError,
   logger,
   type MeshMetrics,
+  type PreauthLimiter,
   responseFlagOf,
   type StreamWindowMode,
   spiffeIdOf,
@@ -47,6 +48,9 @@ export interface InboundInputs {
   streamWindows: StreamWindowMode;
   /** One line per closed or refused tunnel, under the destination namespace's mode. */
   accessLog: AccessLog;
+  /** The process's bound on unauthenticated connections, shared by every pod's listener. */
+  preauth?: PreauthLimiter;
+  handshakeTimeoutMs?: number;
 }
 
 /** Where one of the workload's 15008 sockets listens: an address, or a socket made elsewhere (in the pod's netns). */
@@ -68,6 +72,8 @@ export class InboundListener {
       name: inputs.workloadUid,
       onTunnel: (req) => this.onTunnel(req),
       streamWindows: inputs.streamWindows,
+      ...(inputs.preauth ? { preauth: inputs.preauth } : {}),
+      ...(inputs.handshakeTimeoutMs ? { handshakeTimeoutMs: inputs.handshakeTimeoutMs } : {}),
     });
   }
 
