@@ -8,6 +8,7 @@ import type { MeshMetrics } from '../metrics/index.js';
 import { listenServer } from '../net/listen-server.js';
 import { serverTlsOptions, verifyPeerIdentity } from '../tls/mtls.js';
 import { type ConnectionGate, PreauthLimiter, type PreauthTicket } from './admission.js';
+import type { H2FloodLimits } from './h2/flood-limits.js';
 import { ErrorCode } from './h2/frame.js';
 import { H2Connection } from './h2/h2-connection.js';
 import type { H2Stream } from './h2/h2-stream.js';
@@ -38,6 +39,8 @@ export interface HboneServerOptions {
   name?: string;
   keepalive?: KeepaliveTiming;
   rapidReset?: { limit: number; windowMs: number };
+  /** HTTP/2 flood bounds (h2/flood-limits.ts); `rapidReset` sets the reset ones. */
+  floodLimits?: Partial<H2FloodLimits>;
   /**
    * TLS, the HTTP/2 preface and the client's first SETTINGS must all arrive within this;
    * default HANDSHAKE_TIMEOUT_MS.
@@ -268,10 +271,12 @@ export class HboneServer {
       socket.destroy();
       return;
     }
+    const rapid = this.#opts.rapidReset ?? { limit: RAPID_RESET_LIMIT, windowMs: RAPID_RESET_WINDOW_MS };
     const session = new H2Connection(socket, {
       role: 'server',
       settings: localSettings(SERVER_MAX_CONCURRENT_STREAMS),
       connectionWindow: CONNECTION_WINDOW_BYTES,
+      floodLimits: { ...this.#opts.floodLimits, resets: rapid.limit, resetWindowMs: rapid.windowMs },
     });
     // TLS is done; the deadline runs on until the client's preface and first SETTINGS.
     const key = connectionKey(socket);
@@ -296,7 +301,6 @@ export class HboneServer {
       metrics: this.#opts.metrics,
       hboneMetrics: this.#metrics,
       keepalive: this.#opts.keepalive ?? DEFAULT_KEEPALIVE,
-      rapidReset: this.#opts.rapidReset ?? { limit: RAPID_RESET_LIMIT, windowMs: RAPID_RESET_WINDOW_MS },
       streamWindows: this.#opts.streamWindows ?? 'shared',
     });
     this.#sessions.add(inbound);

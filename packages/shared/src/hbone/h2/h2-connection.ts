@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Duplex } from 'node:stream';
 import { ZmeshError } from '../../errors/index.js';
 import { DataScheduler } from './data-scheduler.js';
+import { DEFAULT_FLOOD_LIMITS, type FloodKind, type H2FloodLimits } from './flood-limits.js';
 import {
   ErrorCode,
   Flag,
@@ -25,6 +26,7 @@ import { HpackEncoder } from './hpack.js';
 import { applyPeerSettings, defaultPeerSettings, type H2PeerSettings } from './peer-settings.js';
 import { Pings } from './pings.js';
 import { ReceiveWindows } from './receive-windows.js';
+import { ResetCounter } from './reset-counter.js';
 import { StreamIds } from './stream-ids.js';
 
 /** Our SETTINGS (RFC 9113 §6.5.2). */
@@ -41,6 +43,8 @@ export interface H2ConnectionOptions {
   settings: H2LocalSettings;
   /** Our connection-level receive window (RFC 9113 §6.9.2 starts it at 65,535). */
   connectionWindow: number;
+  /** What the peer may send without doing work (flood-limits.ts); default DEFAULT_FLOOD_LIMITS. */
+  floodLimits?: Partial<H2FloodLimits>;
 }
 
 export type { H2PeerSettings };
@@ -74,6 +78,14 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
   readonly #pings = new Pings();
   readonly #ids: StreamIds;
   #peerStreams = 0;
+  readonly #limits: H2FloodLimits;
+  readonly #resets: ResetCounter;
+  /** Streams the peer ever opened: the PRIORITY/unknown-frame budget grows with them. */
+  #peerOpened = 0;
+  #idleFrames = 0;
+  #emptyRun = 0;
+  /** CONTINUATION frames of the header block being read. */
+  #blockFrames = 0;
   #gotSettings = false;
   /** The stream the DATA frame being read belongs to. */
   #current: H2Stream | undefined;
@@ -89,6 +101,8 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     this.role = opts.role;
     this.#local = { ...opts.settings };
     this.#ids = new StreamIds(opts.role);
+    this.#limits = { ...DEFAULT_FLOOD_LIMITS, ...opts.floodLimits };
+    this.#resets = new ResetCounter(this.#limits.resets, this.#limits.resetWindowMs);
     this.#writer = new FrameWriter(socket);
     this.#data = new DataScheduler(this.#writer, {
       maxFrame: () => this.#peer.maxFrameSize,
@@ -313,6 +327,42 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     this.destroy(error);
   }
 
+  /**
+   * A flood: GOAWAY ENHANCE_YOUR_CALM and the connection ends. 'flood' (kind) lets the
+   * owner count it; 'protocolError' carries the ZM_ERR code as for any peer error.
+   */
+  #flood(kind: FloodKind, error: ZmeshError): undefined {
+    if (this.#destroyed) return;
+    this.emit('flood', kind, error);
+    this.emit('protocolError', error);
+    this.#goawaySent = true;
+    this.#writer.write(goawayFrame(this.#ids.lastPeer, ErrorCode.ENHANCE_YOUR_CALM, Buffer.from(error.code)));
+    this.destroy(error);
+  }
+
+  #overLimit(kind: FloodKind, count: number, limit: number): undefined {
+    return this.#flood(kind, new ZmeshError('ZM_ERR_HBONE_FLOOD', { kind, count, limit }));
+  }
+
+  /** HEADERS, CONTINUATION and DATA: a run of empty ones without END_STREAM is a flood. */
+  #countEmpty(length: number, flags: number): boolean {
+    if (length > 0 || flags & Flag.END_STREAM) {
+      this.#emptyRun = 0;
+      return true;
+    }
+    if (++this.#emptyRun <= this.#limits.emptyFrames) return true;
+    this.#overLimit('empty_frames', this.#emptyRun, this.#limits.emptyFrames);
+    return false;
+  }
+
+  /** PRIORITY and unknown frames cost us nothing but reading; Envoy bounds them per stream opened. */
+  #countIdleFrame(): boolean {
+    const limit = this.#limits.idleFramesPerStream * (1 + this.#peerOpened);
+    if (++this.#idleFrames <= limit) return true;
+    this.#overLimit('priority', this.#idleFrames, limit);
+    return false;
+  }
+
   #fault(fault: ConnectionFault): undefined {
     return this.#connectionError(fault.code, fault.reason);
   }
@@ -340,6 +390,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     this.#current = undefined;
     if (!this.#expectFrame(FrameType.DATA, streamId)) return;
     if (streamId === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
+    if (!this.#countEmpty(length, _flags)) return;
     const grant = this.#windows.connectionArrival(length);
     if (grant === false) {
       return this.#connectionError(ErrorCode.FLOW_CONTROL_ERROR, 'DATA beyond the connection window');
@@ -383,8 +434,14 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     switch (type) {
       case FrameType.HEADERS:
         if (streamId === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS on stream 0');
+        if (!this.#countEmpty(payload.length, flags)) return;
+        this.#blockFrames = 0;
         return this.#onBlock(this.#blocks.headers(streamId, flags, payload));
       case FrameType.CONTINUATION:
+        if (!this.#countEmpty(payload.length, 0)) return;
+        if (++this.#blockFrames > this.#limits.continuationFrames) {
+          return this.#overLimit('continuation', this.#blockFrames, this.#limits.continuationFrames);
+        }
         return this.#onBlock(this.#blocks.continuation(flags, payload));
       case FrameType.SETTINGS:
         return this.#onSettings(flags, streamId, payload);
@@ -398,12 +455,14 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
         return this.#onGoaway(streamId, payload);
       case FrameType.PRIORITY:
         if (streamId === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
+        if (!this.#countIdleFrame()) return;
         if (payload.length !== 5) this.#refuse(streamId, ErrorCode.FRAME_SIZE_ERROR, 'PRIORITY not 5 bytes');
         return;
       case FrameType.PUSH_PROMISE:
         return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'PUSH_PROMISE with push disabled');
       default:
-        return; // RFC 9113 §5.5: frames of unknown types are ignored
+        this.#countIdleFrame();
+        return; // RFC 9113 §5.5: frames of unknown types are ignored (but counted)
     }
   }
 
@@ -438,6 +497,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
   #onRequest(block: HeaderBlock): undefined {
     const id = block.streamId;
     this.#ids.peerOpened(id);
+    this.#peerOpened++;
     if (this.#goawaySent) return this.#refuse(id, ErrorCode.REFUSED_STREAM);
     if (block.listBytes > this.#local.maxHeaderListSize) {
       return this.#refuse(
@@ -539,6 +599,17 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     if (streamId === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
     if (payload.length !== 4)
       return this.#connectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM not 4 bytes');
+    // Rapid reset (CVE-2023-44487): every code counts, NO_ERROR too, and it counts here, as
+    // the frame is read, before the owner starts work (a dial) for any stream of this read.
+    if (this.role === 'server' && this.#resets.hit()) {
+      const { resets: limit, resetWindowMs: windowMs } = this.#limits;
+      const error = new ZmeshError('ZM_ERR_HBONE_RAPID_RESET', {
+        count: this.#resets.count,
+        windowMs,
+        limit,
+      });
+      return this.#flood('rst_stream', error);
+    }
     const stream = this.#streams.get(streamId);
     if (stream === undefined) {
       if (this.#ids.isIdle(streamId))
