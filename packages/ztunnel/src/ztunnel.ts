@@ -6,9 +6,11 @@ import {
   type Credential,
   connectHbone,
   countError,
+  FdReserve,
   isZmeshError,
   logger,
   MeshMetrics,
+  nofileLimit,
   ok,
   PreauthLimiter,
   type Result,
@@ -81,6 +83,8 @@ export interface InboundLimits {
   maxPreauth?: number;
   /** TLS + HTTP/2 preface + first SETTINGS deadline (default 10 s). */
   handshakeTimeoutMs?: number;
+  /** fds kept free: new inbound connections are refused below it (default 256; 0 turns it off). */
+  fdReserve?: number;
 }
 
 export const DEFAULT_PORTS = { admin: 15000, metrics: 15020, ready: 15021 };
@@ -103,6 +107,8 @@ export class Ztunnel {
   private readonly inbound = new Map<string, InboundListener>();
   /** One bound for every pod's 15008: the fds it protects are the process's. */
   private readonly preauth: PreauthLimiter;
+  /** Refuses new inbound connections while the process is short of fds. */
+  private readonly fdReserve: FdReserve | undefined;
   private readonly forwards = new Map<string, ForwardListener>();
   private readonly admin: AdminServers;
   private readonly outbound: OutboundInputs;
@@ -139,6 +145,13 @@ export class Ztunnel {
         : {}),
       ...(options.inboundLimits?.maxPreauth ? { total: options.inboundLimits.maxPreauth } : {}),
     });
+    const reserve = options.inboundLimits?.fdReserve;
+    this.fdReserve = reserve === 0 ? undefined : new FdReserve(reserve === undefined ? {} : { reserve });
+    const nofile = nofileLimit();
+    log.info(
+      { soft: nofile?.soft, hard: nofile?.hard, reserve: this.fdReserve?.reserve ?? 0 },
+      'open-file limit (RLIMIT_NOFILE; Node raises soft to hard at start)',
+    );
     this.tenancy = new TenantAdmission(options.tenancy ?? {}, this.metrics.registry);
     this.accessLog = new AccessLog({
       registry: this.metrics.registry,
@@ -321,6 +334,7 @@ export class Ztunnel {
       ...(this.tenancy.inboundCopy ? { copy: this.tenancy.inboundCopy } : {}),
       streamWindows: this.tenancy.streamWindows,
       preauth: this.preauth,
+      ...(this.fdReserve ? { gate: this.fdReserve } : {}),
       ...(this.options.inboundLimits?.handshakeTimeoutMs
         ? { handshakeTimeoutMs: this.options.inboundLimits.handshakeTimeoutMs }
         : {}),

@@ -1,5 +1,12 @@
 export { checkoutPath } from './checkout.js';
 export {
+  DEFAULT_FD_RESERVE,
+  FdReserve,
+  type FdReserveInputs,
+  nofileLimit,
+  openFdCount,
+} from './fd-reserve.js';
+export {
   BUSY_UTILIZATION,
   compactingGc,
   IdleReclaim,

@@ -37,6 +37,10 @@ export function ztunnelCommand(): Command {
       '--handshake-timeout-ms <ms>',
       'HBONE: TLS, HTTP/2 preface and first SETTINGS must finish within this (default 10000)',
     )
+    .option(
+      '--fd-reserve <n>',
+      'file descriptors kept free for established flows; new inbound connections are refused below it (default 256)',
+    )
     .option('--capture-scope <name>', 'capture mode: BPF pin scope (default: the node name)')
     .option(
       '--agent-socket <path>',

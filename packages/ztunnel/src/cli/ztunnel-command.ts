@@ -47,6 +47,7 @@ export interface ZtunnelCommandOptions {
   maxPreauthPerSource?: string;
   maxPreauth?: string;
   handshakeTimeoutMs?: string;
+  fdReserve?: string;
   xds?: string;
   tokenFile?: string;
   rootsFile?: string;
@@ -191,6 +192,7 @@ const INBOUND_LIMIT_FLAGS = {
   maxPreauthPerSource: ['--max-preauth-per-source', 'maxPreauthPerSource'],
   maxPreauth: ['--max-preauth', 'maxPreauth'],
   handshakeTimeoutMs: ['--handshake-timeout-ms', 'handshakeTimeoutMs'],
+  fdReserve: ['--fd-reserve', 'fdReserve'],
 } as const;
 
 /** The HBONE pre-authentication bounds an operator overrode (validated by usageError). */

@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream';
 import {
   type AccessLog,
   accessLogFields,
+  type ConnectionGate,
   type Credential,
   canonicalIp,
   formatHostPort,
@@ -50,6 +51,8 @@ export interface InboundInputs {
   accessLog: AccessLog;
   /** The process's bound on unauthenticated connections, shared by every pod's listener. */
   preauth?: PreauthLimiter;
+  /** The process's fd reserve: may refuse a new connection. */
+  gate?: ConnectionGate;
   handshakeTimeoutMs?: number;
 }
 
@@ -73,6 +76,7 @@ export class InboundListener {
       onTunnel: (req) => this.onTunnel(req),
       streamWindows: inputs.streamWindows,
       ...(inputs.preauth ? { preauth: inputs.preauth } : {}),
+      ...(inputs.gate ? { gate: inputs.gate } : {}),
       ...(inputs.handshakeTimeoutMs ? { handshakeTimeoutMs: inputs.handshakeTimeoutMs } : {}),
     });
   }
