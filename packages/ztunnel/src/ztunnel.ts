@@ -14,6 +14,7 @@ import {
   ok,
   PreauthLimiter,
   type Result,
+  registerTaskFailures,
   spiffeIdOf,
   type TrustBundle,
   type Workload,
@@ -124,6 +125,7 @@ export class Ztunnel {
       defaultMetrics: options.defaultMetrics ?? true,
       ...(options.registry ? { registry: options.registry } : {}),
     });
+    registerTaskFailures(this.metrics.registry);
     const certQueue = new FairScheduler({
       name: 'cert_requests',
       mode: options.tenancy?.fairness === false ? 'fifo' : 'fair',

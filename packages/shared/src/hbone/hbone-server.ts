@@ -6,6 +6,7 @@ import type { TrustBundle } from '../identity/trust-bundle.js';
 import { logger } from '../log/index.js';
 import type { MeshMetrics } from '../metrics/index.js';
 import { listenServer } from '../net/listen-server.js';
+import { guardedTimeout } from '../runtime/guarded-task.js';
 import { serverTlsOptions, verifyPeerIdentity } from '../tls/mtls.js';
 import { type ConnectionGate, PreauthLimiter, type PreauthTicket } from './admission.js';
 import type { H2FloodLimits } from './h2/flood-limits.js';
@@ -185,7 +186,11 @@ export class HboneServer {
     const pending: PendingConnection = {
       ticket: ticket.value,
       stage: 'tls',
-      timer: setTimeout(() => this.#handshakeExpired(socket, key, source, timeoutMs), timeoutMs),
+      timer: guardedTimeout(
+        'hbone_handshake_deadline',
+        () => this.#handshakeExpired(socket, key, source, timeoutMs),
+        timeoutMs,
+      ),
     };
     pending.timer.unref();
     this.#pending.set(key, pending);
@@ -242,10 +247,14 @@ export class HboneServer {
 
   #armTlsIdle(): void {
     clearTimeout(this.#tlsIdle);
-    this.#tlsIdle = setTimeout(() => {
-      this.#tlsIdle = undefined;
-      if (this.#sockets.size === 0) this.#tls = undefined;
-    }, this.#opts.tlsIdleMs ?? TLS_CONTEXT_IDLE_MS);
+    this.#tlsIdle = guardedTimeout(
+      'hbone_tls_idle',
+      () => {
+        this.#tlsIdle = undefined;
+        if (this.#sockets.size === 0) this.#tls = undefined;
+      },
+      this.#opts.tlsIdleMs ?? TLS_CONTEXT_IDLE_MS,
+    );
     this.#tlsIdle.unref();
   }
 

@@ -7,6 +7,13 @@ export {
   openFdCount,
 } from './fd-reserve.js';
 export {
+  guarded,
+  guardedInterval,
+  guardedTimeout,
+  registerTaskFailures,
+  taskFailures,
+} from './guarded-task.js';
+export {
   BUSY_UTILIZATION,
   compactingGc,
   IdleReclaim,

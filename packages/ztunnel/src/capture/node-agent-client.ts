@@ -1,5 +1,5 @@
 import { createConnection, type Socket } from 'node:net';
-import { CATALOGUE, type ErrorCode, ZmeshError } from '@zmesh/shared';
+import { CATALOGUE, type ErrorCode, guardedTimeout, ZmeshError } from '@zmesh/shared';
 import type { AddWorkloadRequest } from './node-agent.js';
 import type { NodeAgentReply } from './node-agent-protocol.js';
 
@@ -46,7 +46,8 @@ export class NodeAgentClient {
   async raw(line: string): Promise<NodeAgentReply> {
     const socket = await this.#connect();
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(
+      const timer = guardedTimeout(
+        'node_agent_timeout',
         () => this.#failAll(new Error('node-agent request timed out')),
         this.#timeoutMs,
       );
