@@ -86,6 +86,12 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
   #emptyRun = 0;
   /** CONTINUATION frames of the header block being read. */
   #blockFrames = 0;
+  /**
+   * The peer's streams closed lately and how (RFC 9113 §5.1): frames on one we reset are
+   * ignored (they may have been in flight), on one closed otherwise they are STREAM_CLOSED.
+   * Bounded: an id that fell out is treated as never opened.
+   */
+  readonly #closedIds = new Map<number, 'closed' | 'reset'>();
   #gotSettings = false;
   /** The stream the DATA frame being read belongs to. */
   #current: H2Stream | undefined;
@@ -284,7 +290,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     if (stream.rstCode === undefined) stream.rstCode = code;
     if (this.#streams.get(stream.id) !== stream) return;
     this.#writeControl(rstStreamFrame(stream.id, code));
-    this.#forget(stream);
+    this.#forget(stream, 'reset');
   }
 
   streamDestroyed(stream: H2Stream, error: Error | null): void {
@@ -300,8 +306,9 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     if (stream.protocolClosed) this.#forget(stream);
   }
 
-  #forget(stream: H2Stream): void {
+  #forget(stream: H2Stream, how: 'closed' | 'reset' = 'closed'): void {
     if (this.#streams.get(stream.id) !== stream) return;
+    this.#remember(stream.id, how);
     this.#streams.delete(stream.id);
     this.#data.forget(stream);
     if (this.#current === stream) this.#current = undefined;
@@ -374,8 +381,33 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     stream.receiveReset(code);
   }
 
+  #remember(id: number, how: 'closed' | 'reset'): void {
+    if (!this.#ids.isPeers(id)) return;
+    this.#closedIds.set(id, how);
+    if (this.#closedIds.size > CLOSED_IDS_KEPT) {
+      this.#closedIds.delete(this.#closedIds.keys().next().value as number);
+    }
+  }
+
+  /**
+   * A frame on a peer stream that is neither idle nor open (RFC 9113 §5.1, §5.1.1): ignored
+   * if we reset it, STREAM_CLOSED if it closed otherwise, PROTOCOL_ERROR if the id was never
+   * opened (it went backwards). Only a server judges: a client drops what it does not know.
+   */
+  #onNotOpen(id: number, what: string): undefined {
+    if (this.role !== 'server' || !this.#ids.isPeers(id)) return;
+    const how = this.#closedIds.get(id);
+    if (how === 'reset') return;
+    if (how === 'closed')
+      return this.#connectionError(ErrorCode.STREAM_CLOSED, `${what} on closed stream ${id}`);
+    if (what === 'HEADERS') {
+      return this.#connectionError(ErrorCode.PROTOCOL_ERROR, `stream id ${id} below ${this.#ids.lastPeer}`);
+    }
+  }
+
   /** Refuses a stream we never opened a Duplex for. */
   #refuse(id: number, code: number, reason?: string): undefined {
+    this.#remember(id, 'reset');
     if (reason !== undefined) this.emit('protocolError', protocolError(code, reason, this.role));
     this.#writeControl(rstStreamFrame(id, code));
   }
@@ -401,6 +433,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
       // A stream we reset may still receive what was in flight; an unopened one may not.
       if (this.#ids.isIdle(streamId))
         this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
+      else this.#onNotOpen(streamId, 'DATA');
       return;
     }
     if (stream.remoteEnded)
@@ -486,7 +519,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     if (block === undefined) return;
     const stream = this.#streams.get(block.streamId);
     if (stream !== undefined) return this.#onStreamHeaders(stream, block);
-    if (!this.#ids.isIdle(block.streamId)) return; // a stream we reset: what was in flight is dropped
+    if (!this.#ids.isIdle(block.streamId)) return this.#onNotOpen(block.streamId, 'HEADERS');
     if (this.role === 'client' || !this.#ids.isPeers(block.streamId)) {
       return this.#connectionError(ErrorCode.PROTOCOL_ERROR, `HEADERS opening stream ${block.streamId}`);
     }
@@ -648,6 +681,9 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     this.#maybeFinish();
   }
 }
+
+/** Closed peer stream ids remembered (see #closedIds): about a second of churn at high rates. */
+const CLOSED_IDS_KEPT = 1024;
 
 function protocolError(code: number, reason: string, role: 'client' | 'server'): ZmeshError {
   const name = Object.entries(ErrorCode).find(([, v]) => v === code)?.[0] ?? `0x${code.toString(16)}`;
