@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 STAMP := node_modules/.zmesh-bootstrap
 
-.PHONY: fuzz all bootstrap build bpf lint test demo bench clean
+.PHONY: all bootstrap build bpf native lint test fuzz demo bench image clean
 
 all: build
 
@@ -16,8 +16,13 @@ bootstrap: $(STAMP)
 bpf: bootstrap
 	@$(MAKE) -s -C bpf
 
-build: bootstrap bpf
+# The N-API addon for ZDS's SOCK_SEQPACKET socket and SCM_RIGHTS (docs/zds.md), with gcc.
+native: bootstrap
+	@$(MAKE) -s -C packages/shared/native
+
+build: bootstrap bpf native
 	@pnpm exec tsc -b
+	@node scripts/build-info.mjs
 	@node scripts/bundle.mjs
 
 # biome (format, lint); dependency-cruiser (.dependency-cruiser.cjs: ztunnel's stage order,
@@ -44,6 +49,11 @@ bench: build
 	@mkdir -p out && bin/zmesh bench --json out/bench.json --png out/bench.png $(if $(BASELINE),--baseline $(BASELINE))
 	@node scripts/perf-section.mjs out/bench.json docs/performance.md
 
+# The OCI image (Containerfile), built with podman from the local build, no registry involved;
+# podman and runc are installed when root and missing. ZMESH_IMAGE=name:tag overrides the tag.
+image: build
+	@scripts/image.sh
+
 clean:
-	@rm -rf packages/*/dist test/dist bpf/build
+	@rm -rf packages/*/dist test/dist bpf/build packages/shared/native/build
 	@find packages test -name '*.tsbuildinfo' -delete

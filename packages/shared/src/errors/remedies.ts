@@ -209,12 +209,24 @@ export const REMEDIES = {
   },
   ZM_ERR_AGENT_BAD_REQUEST: {
     cause:
-      'A node-agent request was not valid JSON, had wrong fields, was too long, or too many were pending.',
-    remedy: 'Fix the node agent’s request; see the protocol in docs/design.md §4.',
+      'Retired with the JSON node-agent socket (pods are enrolled over ZDS now; see ZM_ERR_ZDS_TRANSPORT): a request that was not valid JSON, had wrong fields, was too long, or too many were pending.',
+    remedy: 'Enroll pods over ZDS (docs/zds.md).',
   },
   ZM_ERR_AGENT_UNKNOWN_WORKLOAD: {
     cause: 'The node agent named a pod uid that is not enrolled.',
     remedy: 'Send Snapshot with the full set of pods to resynchronise.',
+  },
+  ZM_ERR_ZDS_TRANSPORT: {
+    cause:
+      'A ZDS peer sent a message that is not what zds.proto allows there: undecodable, truncated (MSG_TRUNC), an AddWorkload without its netns fd, an fd on another message, no Hello first, or no Ack in time. The connection was dropped; enrolled pods were left as they were.',
+    remedy:
+      'Check that both sides speak Istio’s ZDS V1 (docs/zds.md); ztunnel reconnects and the node agent resends its snapshot.',
+  },
+  ZM_ERR_ZDS_WORKLOAD: {
+    cause:
+      'ztunnel refused a ZDS AddWorkload: the fd is not a network namespace, no pod cgroup names the uid under --cgroup-root, or the pod’s processes live in another network namespace than the fd.',
+    remedy:
+      'Check the pod’s cgroup (kubelet’s pod<uid> layout) and the netns the node agent holds for it; the Ack carries the reason.',
   },
   ZM_ERR_CLUSTER_SPEC: {
     cause: 'The harness’s cluster description is invalid.',
@@ -223,6 +235,15 @@ export const REMEDIES = {
   ZM_ERR_CLUSTER_SETUP: {
     cause: 'A step of building the netns cluster failed (namespace, veth, address, cgroup).',
     remedy: 'Run as root; leftovers of a crashed run are removed at the next start, so try again.',
+  },
+  ZM_ERR_INSTALL_INPUT: {
+    cause: 'A flag, values file or cluster dump given to `zmesh install` is invalid; nothing was printed.',
+    remedy: 'Fix the named flag or field (`zmesh install --help` lists them) and run it again.',
+  },
+  ZM_ERR_INSTALL_CRDS_MISSING: {
+    cause:
+      'The cluster dump given to `zmesh install --check-crds` lacks CRDs zmesh reads (Gateway API, Istio security).',
+    remedy: 'Install the named CRDs from their projects (docs/kubernetes.md), then apply the manifests.',
   },
   ZM_ERR_WAYPOINT_BAD_REQUEST: {
     cause: 'The HTTP request could not be parsed or breaks the waypoint’s request rules.',
