@@ -56,11 +56,13 @@ test('1,200 idlers against a server whose fd limit is 512: refused with ZM_ERR_F
     { env },
   );
   let exited: number | null | undefined;
+  const idlers: net.Socket[] = [];
   child.once('exit', (code) => {
     exited = code;
   });
   t.teardown(() => {
-    if (exited === undefined) child.kill();
+    if (exited === undefined) child.kill('SIGKILL');
+    for (const s of idlers) s.destroy();
   });
   const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
   const { port } = await nextLine(lines);
@@ -83,7 +85,6 @@ test('1,200 idlers against a server whose fd limit is 512: refused with ZM_ERR_F
   t.is(await echo('before'), 'before');
 
   // 1,200 idlers from 12 source addresses; each either stays (TLS never starts) or is refused.
-  const idlers: net.Socket[] = [];
   let refusedSeen = 0;
   await Promise.all(
     Array.from(
@@ -104,8 +105,14 @@ test('1,200 idlers against a server whose fd limit is 512: refused with ZM_ERR_F
   );
   await new Promise((resolve) => setTimeout(resolve, 300));
   t.is(await echo('during'), 'during', 'the established tunnel still flows');
-  child.stdin.write('stats\n');
-  const stats = await nextLine(lines);
+  // The kernel's backlog hands the child its connections over a while on a loaded machine.
+  let stats: Record<string, number> = {};
+  for (const deadline = Date.now() + 10_000; Date.now() < deadline; ) {
+    child.stdin.write('stats\n');
+    stats = await nextLine(lines);
+    if (stats.refused! >= 600) break;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
   t.log(
     `child: ${stats.fds} fds open, ${stats.refused} refused for the reserve; ${refusedSeen} idlers closed`,
   );
