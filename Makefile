@@ -2,12 +2,20 @@
 # Debian machine. See README.md.
 SHELL := /bin/bash
 STAMP := node_modules/.zmesh-bootstrap
+# Every target runs on the pinned Node LTS that scripts/bootstrap.sh installs in .tools/node
+# (pnpm, tsc, ava, the tests' pods and the bench included), not on the machine's node.
+NODE := .tools/node/bin/node
+export PATH := $(CURDIR)/.tools/node/bin:$(PATH)
 
 .PHONY: all bootstrap build bpf native lint test fuzz demo bench image clean
 
 all: build
 
-$(STAMP): package.json pnpm-lock.yaml scripts/bootstrap.sh
+$(NODE): scripts/bootstrap.sh
+	@scripts/bootstrap.sh node
+	@touch $(NODE)
+
+$(STAMP): package.json pnpm-lock.yaml scripts/bootstrap.sh $(NODE)
 	@scripts/bootstrap.sh
 	@touch $(STAMP)
 

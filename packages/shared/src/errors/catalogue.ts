@@ -130,6 +130,21 @@ export const CATALOGUE = {
   },
   ZM_ERR_CONFIG_INVALID: { message: 'invalid config {source}: {reason}', status: 500, flag: 'CFG' },
   ZM_ERR_CONFIG_PENDING: { message: '{resource} waits for {missing}', status: 503, flag: 'CFG' },
+  ZM_ERR_ADMIN_UNAUTHORIZED: {
+    message: 'admin request refused: {reason}',
+    status: 401,
+    flag: 'CFG',
+  },
+  ZM_ERR_ADMIN_TOKEN_FILE: {
+    message: 'admin token file {file}: {reason}',
+    status: 500,
+    flag: 'CFG',
+  },
+  ZM_ERR_ADMIN_UNREACHABLE: {
+    message: 'control-plane admin endpoint {admin} unreachable: {reason}',
+    status: 503,
+    flag: 'CFG',
+  },
   ZM_ERR_XDS_BIND_REFUSED: {
     message: 'refusing to serve {service} on {host}: it is plaintext and binds loopback only',
     status: 500,
