@@ -36,7 +36,7 @@ const POLICIES: L7Policy[] = [
       {
         from: [{ principals: ['cluster.local/ns/team-c/*'] }],
         to: [{ notPaths: ['/admin*'] }],
-        when: [{ header: 'x-env', values: ['prod'], notValues: [] }],
+        when: [{ key: 'request.headers[x-env]', attr: { kind: 'header', name: 'x-env' }, values: ['prod'] }],
       },
     ],
   },

@@ -57,7 +57,9 @@ backendPolicies:
   t.deepEqual(rule.fault, { delay: { percent: 50, fixedDelayMs: 10 } });
   t.is(cfg.policies.length, 1, 'a policy without targetRefs is ztunnel’s, not ours');
   t.deepEqual(cfg.policies[0]!.rules[0]!.to, [{ ports: [80] }]);
-  t.deepEqual(cfg.policies[0]!.rules[0]!.when, [{ header: 'x-user', values: ['x'] }]);
+  t.deepEqual(cfg.policies[0]!.rules[0]!.when, [
+    { key: 'request.headers[X-User]', attr: { kind: 'header', name: 'x-user' }, values: ['x'] },
+  ]);
   t.is(cfg.backendPolicies[0]!.circuitBreaker.maxRequests, 5);
   t.is(cfg.backendPolicies[0]!.circuitBreaker.maxConnections, 1024, "Envoy's default");
   t.is(cfg.backendPolicies[0]!.outlier.baseEjectionMs, 10_000);
@@ -78,8 +80,8 @@ httpRoutes:
 authorizationPolicies:
   - name: p
     targetRefs: [{ kind: Gateway, name: waypoint }]
-    action: AUDIT
-    rules: [{ when: [{ key: "source.ip" , values: [x] }] }]
+    action: CUSTOM
+    rules: [{ when: [{ key: "source.ip" , values: [x] }, { key: "connection.sni", values: [a] }] }]
 `,
     'cfg.yaml',
   );
@@ -94,8 +96,9 @@ authorizationPolicies:
     'rules[0].retry.attempts',
     'unknown condition sometimes',
     'rules[0].typo: unknown field',
-    'authorizationPolicies[0].action: must be one of ALLOW, DENY',
-    'only request.headers[<name>] is supported',
+    'authorizationPolicies[0].action: CUSTOM (external authorization) is not supported',
+    'when[0].values[0]: address "x" is not an IP address',
+    'when[1].key: "connection.sni" is not supported; use one of request.headers[<name>]',
     'backendRefs[0]: no service team-b/missing',
   ]) {
     t.true(text.includes(needle), `missing reason: ${needle}\n${text}`);

@@ -1,4 +1,4 @@
-import type { Service, Workload } from '@zmesh/shared';
+import type { Cidr, Service, Workload } from '@zmesh/shared';
 
 /**
  * What a waypoint consumes: the services it serves and their endpoints (the shared
@@ -16,6 +16,8 @@ export interface WaypointConfig {
   workloads: Workload[];
   routes: HttpRoute[];
   policies: L7Policy[];
+  /** Istio RequestAuthentications targeting this waypoint or its services (JWT). */
+  requestAuthentications: RequestAuthn[];
   backendPolicies: BackendPolicy[];
 }
 
@@ -83,11 +85,21 @@ export interface PolicySource {
   notPrincipals?: string[];
   namespaces?: string[];
   notNamespaces?: string[];
+  /** `iss/sub` of the request's verified JWT, with Istio's `*` forms. */
+  requestPrincipals?: string[];
+  notRequestPrincipals?: string[];
+  /** The source workload's address (from the tunnel's `Forwarded`). */
+  ipBlocks?: Cidr[];
+  notIpBlocks?: Cidr[];
+  /** The original client's address; equal to the source's (no trusted proxy hops are configured). */
+  remoteIpBlocks?: Cidr[];
+  notRemoteIpBlocks?: Cidr[];
 }
 
 export interface PolicyOperation {
   methods?: string[];
   notMethods?: string[];
+  /** Istio forms only: exact, `/x*` prefix, `*x` suffix, `*`; matched on the normalized path. */
   paths?: string[];
   notPaths?: string[];
   hosts?: string[];
@@ -96,11 +108,33 @@ export interface PolicyOperation {
   notPorts?: number[];
 }
 
-/** `key` is `request.headers[<name>]` (lowercased name kept). */
+/** What a `when` condition's key reads. */
+export type ConditionAttr =
+  | { kind: 'header'; name: string }
+  /** `request.auth.claims[a][b]`: the path into the JWT payload. */
+  | { kind: 'claim'; path: string[] }
+  | {
+      kind:
+        | 'requestPrincipal'
+        | 'audiences'
+        | 'presenter'
+        | 'sourcePrincipal'
+        | 'sourceNamespace'
+        | 'destinationPort';
+    }
+  | { kind: 'sourceIp' | 'remoteIp' | 'destinationIp' };
+
+/**
+ * One `when` entry. `key` is as written; string attributes compare `values` with Istio's
+ * `*` forms, IP attributes compare the parsed `cidrs`, ports compare exactly.
+ */
 export interface PolicyCondition {
-  header: string;
+  key: string;
+  attr: ConditionAttr;
   values?: string[];
   notValues?: string[];
+  cidrs?: Cidr[];
+  notCidrs?: Cidr[];
 }
 
 export interface PolicyRule {
@@ -109,12 +143,44 @@ export interface PolicyRule {
   when: PolicyCondition[];
 }
 
+/** AUDIT never allows or denies: a matching request is marked in the access log. */
+export type L7Action = 'ALLOW' | 'DENY' | 'AUDIT';
+
 export interface L7Policy {
   name: string;
   namespace: string;
-  action: 'ALLOW' | 'DENY';
+  action: L7Action;
   rules: PolicyRule[];
   /** targetRefs of kind Service (`namespace/name`): the policy applies to these only. */
+  targetServices?: string[];
+}
+
+/** Where a JWT is read from: a header (with its scheme prefix), or a query parameter. */
+export type JwtLocation = { header: string; prefix: string } | { param: string };
+
+/** One `jwtRules` entry of an Istio RequestAuthentication. */
+export interface JwtRule {
+  issuer: string;
+  /** Empty: no audience check (Istio's default). */
+  audiences: string[];
+  /** Inline JWKS (public keys only). */
+  jwks?: { keys: Record<string, unknown>[] };
+  /** Fetched, cached and refreshed; only loopback or a mesh service name. */
+  jwksUri?: string;
+  /** Fetch timeout for jwksUri (Istio's `timeout`, default 5 s). */
+  timeoutMs: number;
+  /** In the order tried; default `Authorization: Bearer` then `?access_token=`. */
+  from: JwtLocation[];
+  forwardOriginalToken: boolean;
+  outputPayloadToHeader?: string;
+  outputClaimToHeaders: Array<{ header: string; claim: string }>;
+}
+
+export interface RequestAuthn {
+  name: string;
+  namespace: string;
+  rules: JwtRule[];
+  /** targetRefs of kind Service (`namespace/name`): applies to these only. */
   targetServices?: string[];
 }
 

@@ -3,10 +3,13 @@ import {
   type Logger,
   logger,
   type MeshMetrics,
+  type ParsedIp,
+  parseIp,
   type Service,
   serviceKey,
   ZmeshError,
 } from '@zmesh/shared';
+import type { JwtAuthenticator, RequestAuth } from '../authz/jwt-authenticator.js';
 import { authorize } from '../authz/l7-authorizer.js';
 import type { ConfigView, Destination, Endpoint } from '../config/config-view.js';
 import { endpointOf } from '../config/config-view.js';
@@ -40,8 +43,21 @@ export interface TunnelContext {
    */
   sourceWorkload?: string;
   forwardedFor?: string;
+  /** The address in `forwardedFor`, parsed once per tunnel, for source.ip and ipBlocks. */
+  sourceIp?: ParsedIp;
+  /** The CONNECT authority's address, for destination.ip. */
+  destinationIp?: ParsedIp;
   traceparent?: string;
   upstream: UpstreamSet;
+}
+
+/** The address of a `Forwarded: for=` value: `ip`, `ip:port`, `[v6]` or `[v6]:port`. */
+export function forwardedIp(forwardedFor: string | undefined): ParsedIp | undefined {
+  if (forwardedFor === undefined) return undefined;
+  if (forwardedFor.startsWith('[')) return parseIp(forwardedFor.slice(1, forwardedFor.indexOf(']')));
+  const colon = forwardedFor.indexOf(':');
+  const single = colon !== -1 && colon === forwardedFor.lastIndexOf(':');
+  return parseIp(single ? forwardedFor.slice(0, colon) : forwardedFor);
 }
 
 export interface HandlerDeps {
@@ -59,6 +75,8 @@ export interface HandlerDeps {
   accessLog?: Logger;
   /** How request paths are normalized before policy and routes read them (default BASE). */
   pathNormalization?: PathNormalization;
+  /** Verifies JWTs for RequestAuthentications; keeps fetched key sets across configs. */
+  authn: JwtAuthenticator;
 }
 
 /** The L7 pipeline: destination, authorization, route, rate limit, fault, deadline, forward. */
@@ -100,7 +118,8 @@ async function pipeline(
   const dest = view.destination(host, port);
   if (!dest) throw new ZmeshError('ZM_ERR_ROUTE_NO_DESTINATION', { address: `${host}:${port}` });
   record.destination = dest;
-  authorizeRequest(view, tunnel, ex, dest);
+  const auth = await authenticate(deps, view, ex, dest, record);
+  authorizeRequest(view, tunnel, ex, dest, record, auth);
   const target = chooseTarget(deps, view, dest, ex, record);
   const rule = record.rule;
   if (rule?.rateLimit) takeToken(deps, rule, record);
@@ -129,8 +148,66 @@ async function pipeline(
   await forward(deps, tunnel, ex, plan, record);
 }
 
+/**
+ * RequestAuthentication: a token that fails is 401 with Envoy's `www-authenticate`; none
+ * passes unauthenticated (a policy may still require a principal). A verified token is
+ * stripped before the app unless forwardOriginalToken, and its payload or claims copied
+ * to headers as asked. Headers of those names the client sent are never forwarded.
+ */
+async function authenticate(
+  deps: HandlerDeps,
+  view: ConfigView,
+  ex: Exchange,
+  dest: Destination,
+  record: RequestRecord,
+): Promise<RequestAuth | undefined> {
+  const service = dest.service;
+  const rules = view.jwtRules(service ? `${service.namespace}/${service.name}` : undefined);
+  if (rules.length === 0) return undefined;
+  const q = ex.target.indexOf('?');
+  const outcome = await deps.authn.authenticate(rules, {
+    header: ex.header,
+    query: q === -1 ? '' : ex.target.slice(q + 1),
+  });
+  const outputs = view.jwtOutputHeaders(rules);
+  if (outcome.kind === 'invalid') {
+    deps.metrics.jwt.inc({ result: 'invalid' });
+    record.replyHeaders = {
+      ...record.replyHeaders,
+      'www-authenticate': `Bearer realm="http://${ex.authority.replace(/[^\x21-\x7e]/g, '')}${ex.path.slice(0, 256)}", error="invalid_token"`,
+    };
+    throw new ZmeshError('ZM_ERR_JWT_INVALID', { reason: outcome.reason });
+  }
+  deps.metrics.jwt.inc({ result: outcome.kind === 'valid' ? 'valid' : 'missing' });
+  const edits = outcome.kind === 'valid' ? outcome.edits : undefined;
+  ex.headerEdits = {
+    remove: [...outputs, ...(edits?.remove ?? [])],
+    set: edits?.set ?? {},
+  };
+  if (edits && edits.removeParams.length > 0) ex.target = withoutParams(ex.target, edits.removeParams);
+  if (outcome.kind !== 'valid') return undefined;
+  record.requestPrincipal = outcome.auth.principal;
+  return outcome.auth;
+}
+
+/** The target without the named query parameters (the token was read from one). */
+function withoutParams(target: string, names: readonly string[]): string {
+  const q = target.indexOf('?');
+  const params = new URLSearchParams(target.slice(q + 1));
+  for (const n of names) params.delete(n);
+  const rest = params.toString();
+  return rest === '' ? target.slice(0, q) : `${target.slice(0, q)}?${rest}`;
+}
+
 /** L7 policy on the tunnel's peer identity (the source workload) and this request. */
-function authorizeRequest(view: ConfigView, tunnel: TunnelContext, ex: Exchange, dest: Destination): void {
+function authorizeRequest(
+  view: ConfigView,
+  tunnel: TunnelContext,
+  ex: Exchange,
+  dest: Destination,
+  record: RequestRecord,
+  auth: RequestAuth | undefined,
+): void {
   const service = dest.service;
   const decision = authorize(
     view.policies,
@@ -138,10 +215,19 @@ function authorizeRequest(view: ConfigView, tunnel: TunnelContext, ex: Exchange,
       principal: tunnel.peerIdentity,
       port: tunnel.authority.port,
       ...(service ? { service: `${service.namespace}/${service.name}` } : {}),
-      http: { method: ex.method, path: ex.path, host: ex.authority, header: ex.header },
+      ...(tunnel.sourceIp ? { sourceIp: tunnel.sourceIp } : {}),
+      ...(tunnel.destinationIp ? { destinationIp: tunnel.destinationIp } : {}),
+      http: {
+        method: ex.method,
+        path: ex.path,
+        host: ex.authority,
+        header: ex.header,
+        ...(auth ? { auth } : {}),
+      },
     },
     'http',
   );
+  if (decision.audit) record.audit = decision.audit;
   if (!decision.allowed) throw new ZmeshError('ZM_ERR_WAYPOINT_DENIED', { policy: decision.policy });
 }
 
