@@ -115,7 +115,8 @@ export class JwtAuthenticator {
       if (rule.outputPayloadToHeader) edits.set[rule.outputPayloadToHeader] = token.split('.')[1] ?? '';
       for (const { header, claim } of rule.outputClaimToHeaders) {
         const v = verified.auth.claims[claim];
-        if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') edits.set[header] = String(v);
+        if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean')
+          edits.set[header] = String(v);
       }
     }
     return { kind: 'valid', auth: first!, edits };
@@ -228,7 +229,10 @@ function extractTokens(
       if ('header' in location) {
         const v = req.header(location.header);
         // The scheme is case-insensitive (RFC 9110 §11.1), as Envoy compares it.
-        if (v !== undefined && v.slice(0, location.prefix.length).toLowerCase() === location.prefix.toLowerCase())
+        if (
+          v !== undefined &&
+          v.slice(0, location.prefix.length).toLowerCase() === location.prefix.toLowerCase()
+        )
           token = v.slice(location.prefix.length).trim();
       } else if (req.query !== '') {
         params ??= new URLSearchParams(req.query);

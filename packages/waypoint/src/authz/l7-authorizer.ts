@@ -93,7 +93,8 @@ function matchRule(rule: PolicyRule, ctx: AuthzContext): Tri {
 function matchSource(s: PolicySource, ctx: AuthzContext): Tri {
   const principal = stripSpiffe(ctx.principal);
   const ns = namespaceOf(principal);
-  const requestPrincipal = (): string | undefined => (ctx.http ? (ctx.http.auth?.principal ?? '') : undefined);
+  const requestPrincipal = (): string | undefined =>
+    ctx.http ? (ctx.http.auth?.principal ?? '') : undefined;
   return allOf([
     field(s.principals, (v) => stringMatch(stripSpiffe(v), principal)),
     notField(s.notPrincipals, (v) => stringMatch(stripSpiffe(v), principal)),

@@ -77,7 +77,13 @@ export function readPolicy(
   const rules = r
     .array(o.rules, `${path}.rules`)
     .flatMap((x, i) => readRule(r, x, `${path}.rules[${i}]`) ?? []);
-  const { targetsGateway, targetServices } = readTargets(r, o.targetRefs, `${path}.targetRefs`, namespace, self);
+  const { targetsGateway, targetServices } = readTargets(
+    r,
+    o.targetRefs,
+    `${path}.targetRefs`,
+    namespace,
+    self,
+  );
   if (!targetsGateway && targetServices.length === 0) return undefined;
   return { name, namespace, action, rules, ...(targetsGateway ? {} : { targetServices }) };
 }
@@ -136,7 +142,10 @@ function readOperation(r: FieldReader, o: Record<string, unknown>, path: string)
         if (p.includes('{'))
           r.fail(`${path}.${k}[${i}]`, `${JSON.stringify(p)}: path templates ({*}, {**}) are not supported`);
         else if (p !== '*' && !p.startsWith('/') && !p.startsWith('*'))
-          r.fail(`${path}.${k}[${i}]`, `${JSON.stringify(p)}: a path starts with / (or * for a suffix match)`);
+          r.fail(
+            `${path}.${k}[${i}]`,
+            `${JSON.stringify(p)}: a path starts with / (or * for a suffix match)`,
+          );
       });
     out[k] = v;
   }
@@ -150,7 +159,8 @@ function readOperation(r: FieldReader, o: Record<string, unknown>, path: string)
 /** Istio writes ports as strings; YAML may give numbers. Decimal 1..65535 only. */
 function ports(r: FieldReader, v: unknown, path: string): number[] {
   return r.array(v, path).flatMap((p, i) => {
-    const n = typeof p === 'number' ? p : typeof p === 'string' && /^\d{1,5}$/.test(p) ? Number(p) : Number.NaN;
+    const n =
+      typeof p === 'number' ? p : typeof p === 'string' && /^\d{1,5}$/.test(p) ? Number(p) : Number.NaN;
     return r.port(n, `${path}[${i}]`) ?? [];
   });
 }
@@ -183,7 +193,8 @@ function readCondition(r: FieldReader, value: unknown, path: string): PolicyCond
   if (o.values === undefined && o.notValues === undefined) r.fail(path, 'needs values or notValues');
   if (!key) return undefined;
   const attr = conditionAttr(key);
-  if (!attr) return r.fail(`${path}.key`, `${JSON.stringify(key)} is not supported; use one of ${SUPPORTED_KEYS}`);
+  if (!attr)
+    return r.fail(`${path}.key`, `${JSON.stringify(key)} is not supported; use one of ${SUPPORTED_KEYS}`);
   const cond: PolicyCondition = { key, attr };
   for (const [field, ipField] of [
     ['values', 'cidrs'],
@@ -210,7 +221,10 @@ function conditionAttr(key: string): ConditionAttr | undefined {
 }
 
 /** Istio's default token locations: `Authorization: Bearer <token>`, then `?access_token=`. */
-const DEFAULT_LOCATIONS: JwtLocation[] = [{ header: 'authorization', prefix: 'Bearer ' }, { param: 'access_token' }];
+const DEFAULT_LOCATIONS: JwtLocation[] = [
+  { header: 'authorization', prefix: 'Bearer ' },
+  { param: 'access_token' },
+];
 /** Istio's default jwksUri fetch timeout. */
 const DEFAULT_JWKS_TIMEOUT_MS = 5000;
 const HEADER_NAME = new RegExp(`^${TOKEN}$`);
@@ -233,7 +247,13 @@ export function readRequestAuthn(
   const rules = r
     .array(o.jwtRules, `${path}.jwtRules`)
     .flatMap((x, i) => readJwtRule(r, x, `${path}.jwtRules[${i}]`) ?? []);
-  const { targetsGateway, targetServices } = readTargets(r, o.targetRefs, `${path}.targetRefs`, namespace, self);
+  const { targetsGateway, targetServices } = readTargets(
+    r,
+    o.targetRefs,
+    `${path}.targetRefs`,
+    namespace,
+    self,
+  );
   if (!targetsGateway && targetServices.length === 0) return undefined;
   return { name, namespace, rules, ...(targetsGateway ? {} : { targetServices }) };
 }
@@ -271,19 +291,26 @@ function readJwtRule(r: FieldReader, value: unknown, path: string): JwtRule | un
     if (!q) return;
     r.onlyKeys(q, hp, ['name', 'prefix']);
     const name = r.string(q.name, `${hp}.name`, { pattern: HEADER_NAME });
-    const prefix = q.prefix === undefined ? '' : typeof q.prefix === 'string' ? q.prefix : r.fail(`${hp}.prefix`, 'must be a string');
+    const prefix =
+      q.prefix === undefined
+        ? ''
+        : typeof q.prefix === 'string'
+          ? q.prefix
+          : r.fail(`${hp}.prefix`, 'must be a string');
     if (name && prefix !== undefined) from.push({ header: name.toLowerCase(), prefix });
   });
   for (const param of r.strings(o.fromParams, `${path}.fromParams`) ?? []) from.push({ param });
-  const outputClaimToHeaders = r.array(o.outputClaimToHeaders, `${path}.outputClaimToHeaders`).flatMap((c, i) => {
-    const cp = `${path}.outputClaimToHeaders[${i}]`;
-    const q = r.object(c, cp);
-    if (!q) return [];
-    r.onlyKeys(q, cp, ['header', 'claim']);
-    const header = r.string(q.header, `${cp}.header`, { pattern: HEADER_NAME });
-    const claim = r.string(q.claim, `${cp}.claim`);
-    return header && claim ? [{ header: header.toLowerCase(), claim }] : [];
-  });
+  const outputClaimToHeaders = r
+    .array(o.outputClaimToHeaders, `${path}.outputClaimToHeaders`)
+    .flatMap((c, i) => {
+      const cp = `${path}.outputClaimToHeaders[${i}]`;
+      const q = r.object(c, cp);
+      if (!q) return [];
+      r.onlyKeys(q, cp, ['header', 'claim']);
+      const header = r.string(q.header, `${cp}.header`, { pattern: HEADER_NAME });
+      const claim = r.string(q.claim, `${cp}.claim`);
+      return header && claim ? [{ header: header.toLowerCase(), claim }] : [];
+    });
   const outputPayloadToHeader = r.string(o.outputPayloadToHeader, `${path}.outputPayloadToHeader`, {
     optional: true,
     pattern: HEADER_NAME,
@@ -327,7 +354,8 @@ function readJwks(r: FieldReader, value: unknown, path: string): JwtRule['jwks']
     }
     return [jwk];
   });
-  if (!Array.isArray(set.keys) || set.keys.length === 0) r.fail(`${path}.keys`, 'must be a non-empty list of keys');
+  if (!Array.isArray(set.keys) || set.keys.length === 0)
+    r.fail(`${path}.keys`, 'must be a non-empty list of keys');
   return { keys };
 }
 
