@@ -69,6 +69,13 @@ export interface DestinationRuleObject {
   raw: Record<string, unknown>;
 }
 
+/** Istio RequestAuthentication (JWT), kept raw: the waypoint validates and enforces it. */
+export interface RequestAuthenticationObject {
+  kind: 'RequestAuthentication';
+  metadata: Meta;
+  raw: Record<string, unknown>;
+}
+
 export type StoreObject =
   | NamespaceObject
   | PodObject
@@ -77,7 +84,8 @@ export type StoreObject =
   | GatewayObject
   | AuthorizationPolicyObject
   | HttpRouteObject
-  | DestinationRuleObject;
+  | DestinationRuleObject
+  | RequestAuthenticationObject;
 
 export type Kind = StoreObject['kind'];
 
@@ -90,6 +98,7 @@ export const KINDS: readonly Kind[] = [
   'Gateway',
   'HTTPRoute',
   'DestinationRule',
+  'RequestAuthentication',
 ];
 
 /** Identity of an object in the store: `Kind/namespace/name` (namespace empty for Namespace). */

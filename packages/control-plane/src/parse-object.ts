@@ -47,6 +47,8 @@ export function parseObject(doc: unknown, reasons: string[]): StoreObject | unde
       return { kind: 'HTTPRoute', metadata, raw: doc };
     case 'DestinationRule':
       return { kind: 'DestinationRule', metadata, raw: doc };
+    case 'RequestAuthentication':
+      return { kind: 'RequestAuthentication', metadata, raw: doc };
   }
 }
 
