@@ -5,6 +5,7 @@ import {
   type Logger,
   logger,
   MeshMetrics,
+  type ParsedIp,
   parseIp,
   type Result,
   type Service,
@@ -23,7 +24,7 @@ import { UpstreamSet } from './forward/upstream-set.js';
 import { duplexPair } from './http/duplex-pair.js';
 import { HttpFrontend } from './http/http-frontend.js';
 import { detectProtocol } from './http/protocol-detector.js';
-import { forwardedIp, type HandlerDeps, type TunnelContext } from './http/request-handler.js';
+import type { HandlerDeps, TunnelContext } from './http/request-handler.js';
 import { baggageWorkload } from './http/request-record.js';
 import type { PathNormalization } from './http/request-target.js';
 import { BackendCluster } from './resilience/backend-cluster.js';
@@ -229,7 +230,7 @@ export class Waypoint {
     const dest = view.destination(host, port);
     if (!dest) throw new ZmeshError('ZM_ERR_HBONE_UNKNOWN_DESTINATION', { authority: `${host}:${port}` });
     const svc = dest.service;
-    const sourceIp = forwardedIp(req.request.forwardedFor);
+    const sourceIp = sourceIpOf(req);
     const destinationIp = parseIp(host);
     const ctx = {
       principal: req.peerIdentity,
@@ -282,7 +283,7 @@ export class Waypoint {
     const protocol = declaredTcp ? 'tcp' : await detectProtocol(inner, this.#opts.detectTimeoutMs);
     this.waypointMetrics.tunnels.inc({ protocol });
     const sourceWorkload = baggageWorkload(req.peerIdentity, req.request.baggage);
-    const sourceIp = forwardedIp(req.request.forwardedFor);
+    const sourceIp = sourceIpOf(req);
     const destinationIp = parseIp(req.request.authority.host);
     const ctx: TunnelContext = {
       peerIdentity: req.peerIdentity,
@@ -307,4 +308,13 @@ export class Waypoint {
     }
     this.#frontend.serve(protocol, inner, ctx);
   }
+}
+
+/**
+ * source.ip: the tunnel's own source address, as the kernel gave it (ztunnel connects from
+ * the source pod's address), never a `forwarded` header a peer could write.
+ */
+function sourceIpOf(req: TunnelRequest): ParsedIp | undefined {
+  const address = req.stream.session?.socket?.remoteAddress;
+  return address === undefined ? undefined : parseIp(address);
 }

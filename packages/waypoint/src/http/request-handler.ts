@@ -4,7 +4,6 @@ import {
   logger,
   type MeshMetrics,
   type ParsedIp,
-  parseIp,
   type Service,
   serviceKey,
   ZmeshError,
@@ -43,21 +42,12 @@ export interface TunnelContext {
    */
   sourceWorkload?: string;
   forwardedFor?: string;
-  /** The address in `forwardedFor`, parsed once per tunnel, for source.ip and ipBlocks. */
+  /** The tunnel's source address (the source pod's), parsed once per tunnel, for source.ip and ipBlocks. */
   sourceIp?: ParsedIp;
   /** The CONNECT authority's address, for destination.ip. */
   destinationIp?: ParsedIp;
   traceparent?: string;
   upstream: UpstreamSet;
-}
-
-/** The address of a `Forwarded: for=` value: `ip`, `ip:port`, `[v6]` or `[v6]:port`. */
-export function forwardedIp(forwardedFor: string | undefined): ParsedIp | undefined {
-  if (forwardedFor === undefined) return undefined;
-  if (forwardedFor.startsWith('[')) return parseIp(forwardedFor.slice(1, forwardedFor.indexOf(']')));
-  const colon = forwardedFor.indexOf(':');
-  const single = colon !== -1 && colon === forwardedFor.lastIndexOf(':');
-  return parseIp(single ? forwardedFor.slice(0, colon) : forwardedFor);
 }
 
 export interface HandlerDeps {
