@@ -1,40 +1,9 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
-import { canonicalIp, cidrContains, parseCidr, parseIp } from '@zmesh/shared';
+import { canonicalIp, jwksHostKind } from '@zmesh/shared';
 
 /** The most a JWKS document may be; a bigger answer is a failed fetch, not a truncated key set. */
 export const JWKS_MAX_BYTES = 64 * 1024;
-
-const LOOPBACK = [parseCidr('127.0.0.0/8'), parseCidr('::1/128')].filter((c) => typeof c !== 'string');
-/** A Kubernetes service name: `<name>.<namespace>.svc[.<cluster domain>]`. */
-const SERVICE_HOST = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?\.[a-z0-9]([-a-z0-9]*[a-z0-9])?\.svc(\.[a-z0-9.-]+)?$/;
-
-/**
- * Why a jwksUri may not be fetched, or undefined when it may: the waypoint fetches keys
- * only from inside the mesh (a service name) or its own host (loopback), never from the
- * internet, so a policy author cannot make it call out or probe arbitrary addresses.
- */
-export function jwksUriRefusal(uri: string): string | undefined {
-  let url: URL;
-  try {
-    url = new URL(uri);
-  } catch {
-    return 'is not a URL';
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'must be http:// or https://';
-  if (url.username !== '' || url.password !== '') return 'must not carry credentials';
-  return hostKind(url.hostname) === undefined
-    ? `host ${url.hostname} is outside the mesh: use a loopback address or a service name <name>.<namespace>.svc[.<domain>] (zmesh does not fetch keys from outside)`
-    : undefined;
-}
-
-function hostKind(hostname: string): 'loopback' | 'service' | undefined {
-  const bare = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
-  if (bare === 'localhost') return 'loopback';
-  const ip = parseIp(bare);
-  if (ip) return LOOPBACK.some((c) => cidrContains(c, ip)) ? 'loopback' : undefined;
-  return SERVICE_HOST.test(bare.toLowerCase()) ? 'service' : undefined;
-}
 
 /**
  * A `fetch` for jose's remote key set, limited to what jwksUriRefusal allows: a service name
@@ -48,7 +17,7 @@ export function meshFetch(
   return (uri, init) =>
     new Promise<Response>((done, fail) => {
       const url = new URL(uri);
-      const kind = hostKind(url.hostname);
+      const kind = jwksHostKind(url.hostname);
       const bare = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
       const address =
         kind === 'loopback'

@@ -1,9 +1,9 @@
 import { createHmac } from 'node:crypto';
+import { jwksUriRefusal } from '@zmesh/shared';
 import test from 'ava';
 import { exportJWK, generateKeyPair, type JWK, SignJWT } from 'jose';
 import { parseWaypointConfig } from '../config/config-parser.js';
 import type { JwtRule } from '../config/waypoint-config.js';
-import { jwksUriRefusal } from './jwks-fetch.js';
 import { JwtAuthenticator } from './jwt-authenticator.js';
 
 const ISS = 'https://idp.example';

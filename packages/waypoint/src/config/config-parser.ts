@@ -7,12 +7,14 @@ import {
   ok,
   parseYamlText,
   type Result,
+  readPolicy,
+  readRequestAuthn,
   readService,
   readWorkload,
   readYamlFile,
   serviceKey,
 } from '@zmesh/shared';
-import { readBackendPolicy, readPolicy, readRequestAuthn } from './policy-parser.js';
+import { readBackendPolicy } from './policy-parser.js';
 import { readRoute } from './route-parser.js';
 import type { WaypointConfig } from './waypoint-config.js';
 

@@ -1,4 +1,17 @@
-import type { Cidr, Service, Workload } from '@zmesh/shared';
+import type { L7Policy, RequestAuthn, Service, Workload } from '@zmesh/shared';
+
+export type {
+  ConditionAttr,
+  JwtLocation,
+  JwtRule,
+  L7Action,
+  L7Policy,
+  PolicyCondition,
+  PolicyOperation,
+  PolicyRule,
+  PolicySource,
+  RequestAuthn,
+} from '@zmesh/shared';
 
 /**
  * What a waypoint consumes: the services it serves and their endpoints (the shared
@@ -78,110 +91,6 @@ export interface HttpRoute {
   parentRefs: Array<{ name: string; namespace: string; port?: number }>;
   hostnames: string[];
   rules: RouteRule[];
-}
-
-export interface PolicySource {
-  principals?: string[];
-  notPrincipals?: string[];
-  namespaces?: string[];
-  notNamespaces?: string[];
-  /** `iss/sub` of the request's verified JWT, with Istio's `*` forms. */
-  requestPrincipals?: string[];
-  notRequestPrincipals?: string[];
-  /** The source workload's address (from the tunnel's `Forwarded`). */
-  ipBlocks?: Cidr[];
-  notIpBlocks?: Cidr[];
-  /** The original client's address; equal to the source's (no trusted proxy hops are configured). */
-  remoteIpBlocks?: Cidr[];
-  notRemoteIpBlocks?: Cidr[];
-}
-
-export interface PolicyOperation {
-  methods?: string[];
-  notMethods?: string[];
-  /** Istio forms only: exact, `/x*` prefix, `*x` suffix, `*`; matched on the normalized path. */
-  paths?: string[];
-  notPaths?: string[];
-  hosts?: string[];
-  notHosts?: string[];
-  ports?: number[];
-  notPorts?: number[];
-}
-
-/** What a `when` condition's key reads. */
-export type ConditionAttr =
-  | { kind: 'header'; name: string }
-  /** `request.auth.claims[a][b]`: the path into the JWT payload. */
-  | { kind: 'claim'; path: string[] }
-  | {
-      kind:
-        | 'requestPrincipal'
-        | 'audiences'
-        | 'presenter'
-        | 'sourcePrincipal'
-        | 'sourceNamespace'
-        | 'destinationPort';
-    }
-  | { kind: 'sourceIp' | 'remoteIp' | 'destinationIp' };
-
-/**
- * One `when` entry. `key` is as written; string attributes compare `values` with Istio's
- * `*` forms, IP attributes compare the parsed `cidrs`, ports compare exactly.
- */
-export interface PolicyCondition {
-  key: string;
-  attr: ConditionAttr;
-  values?: string[];
-  notValues?: string[];
-  cidrs?: Cidr[];
-  notCidrs?: Cidr[];
-}
-
-export interface PolicyRule {
-  from: PolicySource[];
-  to: PolicyOperation[];
-  when: PolicyCondition[];
-}
-
-/** AUDIT never allows or denies: a matching request is marked in the access log. */
-export type L7Action = 'ALLOW' | 'DENY' | 'AUDIT';
-
-export interface L7Policy {
-  name: string;
-  namespace: string;
-  action: L7Action;
-  rules: PolicyRule[];
-  /** targetRefs of kind Service (`namespace/name`): the policy applies to these only. */
-  targetServices?: string[];
-}
-
-/** Where a JWT is read from: a header (with its scheme prefix), or a query parameter. */
-export type JwtLocation = { header: string; prefix: string } | { param: string };
-
-/** One `jwtRules` entry of an Istio RequestAuthentication. */
-export interface JwtRule {
-  issuer: string;
-  /** Empty: no audience check (Istio's default). */
-  audiences: string[];
-  /** Inline JWKS (public keys only). */
-  jwks?: { keys: Record<string, unknown>[] };
-  /** Fetched, cached and refreshed; only loopback or a mesh service name. */
-  jwksUri?: string;
-  /** Fetch timeout for jwksUri (Istio's `timeout`, default 5 s). */
-  timeoutMs: number;
-  /** In the order tried; default `Authorization: Bearer` then `?access_token=`. */
-  from: JwtLocation[];
-  forwardOriginalToken: boolean;
-  outputPayloadToHeader?: string;
-  outputClaimToHeaders: Array<{ header: string; claim: string }>;
-}
-
-export interface RequestAuthn {
-  name: string;
-  namespace: string;
-  rules: JwtRule[];
-  /** targetRefs of kind Service (`namespace/name`): applies to these only. */
-  targetServices?: string[];
 }
 
 export interface CircuitBreakerPolicy {
