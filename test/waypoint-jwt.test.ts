@@ -160,9 +160,10 @@ test.serial('invalid tokens get 401 ZM_ERR_JWT_INVALID with Envoy’s reason', a
   const after = (await mesh.waypoint.metrics.registry.getSingleMetric('zmesh_waypoint_jwt_total')?.get())
     ?.values;
   t.is((after?.find((v) => v.labels.result === 'invalid')?.value ?? 0) - invalidBefore, cases.length);
+  await new Promise((r) => setTimeout(r, 50));
   t.true(
-    logLines.some((l) => l.status === 401 && l.flags === 'UAEX'),
-    'the access log shows the 401',
+    logLines.some((l) => l.status === 401 && l.flags === 'UAEX' && l.jwt_error === 'Jwt is expired'),
+    'the access log shows the 401 and why',
   );
 });
 

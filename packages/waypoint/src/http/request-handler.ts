@@ -108,7 +108,11 @@ async function pipeline(
   const dest = view.destination(host, port);
   if (!dest) throw new ZmeshError('ZM_ERR_ROUTE_NO_DESTINATION', { address: `${host}:${port}` });
   record.destination = dest;
-  const auth = await authenticate(deps, view, ex, dest, record);
+  // No RequestAuthentication: nothing to await on the common path.
+  const auth =
+    view.config.requestAuthentications.length === 0
+      ? undefined
+      : await authenticate(deps, view, ex, dest, record);
   authorizeRequest(view, tunnel, ex, dest, record, auth);
   const target = chooseTarget(deps, view, dest, ex, record);
   const rule = record.rule;
@@ -166,6 +170,7 @@ async function authenticate(
       ...record.replyHeaders,
       'www-authenticate': `Bearer realm="http://${ex.authority.replace(/[^\x21-\x7e]/g, '')}${ex.path.slice(0, 256)}", error="invalid_token"`,
     };
+    record.jwtError = outcome.reason;
     throw new ZmeshError('ZM_ERR_JWT_INVALID', { reason: outcome.reason });
   }
   deps.metrics.jwt.inc({ result: outcome.kind === 'valid' ? 'valid' : 'missing' });

@@ -29,6 +29,8 @@ export interface RequestRecord {
   audit?: string;
   /** `iss/sub` of the verified JWT. */
   requestPrincipal?: string;
+  /** Why the request's JWT was refused (401). */
+  jwtError?: string;
 }
 
 export function recordRequest(metrics: WaypointMetrics, clock: Clock, log: Logger, r: RecordLike): void {
@@ -74,6 +76,7 @@ export function recordRequest(metrics: WaypointMetrics, clock: Clock, log: Logge
         ms,
         ...(r.requestPrincipal ? { req_principal: r.requestPrincipal } : {}),
         ...(r.audit ? { audit: r.audit } : {}),
+        ...(r.jwtError ? { jwt_error: r.jwtError } : {}),
       },
       'request',
     );
