@@ -16,7 +16,7 @@ import { JWKS_MAX_BYTES, meshFetch } from './jwks-fetch.js';
  * public-key confusion before any key is chosen (jose checks `algorithms` first, and it
  * picks a key only of the type the algorithm needs).
  */
-export const JWT_ALGORITHMS = [
+const JWT_ALGORITHMS = [
   'RS256',
   'RS384',
   'RS512',
@@ -68,8 +68,8 @@ export interface JwksOptions {
   maxBytes?: number;
 }
 
-export const DEFAULT_JWKS_CACHE_MS = 20 * 60_000;
-export const DEFAULT_JWKS_COOLDOWN_MS = 30_000;
+const DEFAULT_JWKS_CACHE_MS = 20 * 60_000;
+const DEFAULT_JWKS_COOLDOWN_MS = 30_000;
 
 /**
  * Istio's RequestAuthentication (Envoy's jwt_authn as Istio programs it, `requires_any` with
