@@ -112,15 +112,9 @@ metadata: { name: jwt, namespace: ns1 }
 spec:
   targetRefs: [{ kind: Gateway, group: gateway.networking.k8s.io, name: wp }]
   jwtRules: [{ issuer: https://issuer.example, jwksUri: http://127.0.0.1:9000/jwks }]
----
-kind: RequestAuthentication
-metadata: { name: sidecar-only, namespace: ns1 }
-spec:
-  selector: { matchLabels: { app: a } }
-  jwtRules: [{ issuer: other }]
 `;
 
-test('a RequestAuthentication that targets the waypoint reaches it as written; one with a selector does not', (t) => {
+test('a RequestAuthentication that targets the waypoint reaches it as written', (t) => {
   const [wp] = waypoints(NAMESPACE_YAML, SERVICE_YAML, GATEWAY, WAYPOINT_POD, REQUEST_AUTHN);
   t.deepEqual(wp?.config.requestAuthentications, [
     {
@@ -130,4 +124,18 @@ test('a RequestAuthentication that targets the waypoint reaches it as written; o
       jwtRules: [{ issuer: 'https://issuer.example', jwksUri: 'http://127.0.0.1:9000/jwks' }],
     },
   ]);
+});
+
+test('apply refuses a RequestAuthentication the waypoint could not serve, naming each field', (t) => {
+  const store = new ConfigStore();
+  const applied = store.applyYaml(`kind: RequestAuthentication
+metadata: { name: sidecar-only, namespace: ns1 }
+spec:
+  selector: { matchLabels: { app: a } }
+  jwtRules: [{ issuer: other, jwksUri: "https://idp.example.com/keys" }]
+`);
+  t.false(applied.ok);
+  const text = applied.ok ? '' : applied.error.join('\n');
+  t.regex(text, /spec.targetRefs: zmesh verifies JWTs at waypoints only/);
+  t.regex(text, /spec.jwtRules\[0\].jwksUri: host idp.example.com is outside the mesh/);
 });
