@@ -52,14 +52,15 @@ export function meshFetch(
             }
             chunks.push(c);
           });
-          res.on('error', fail);
+          res.on('error', (e) => fail(init.signal?.aborted ? init.signal.reason : e));
           res.on('end', () => {
             if (res.statusCode !== 200) fail(new Error(`JWKS from ${uri} answered ${res.statusCode}`));
             else done(new Response(Buffer.concat(chunks), { status: 200 }));
           });
         },
       );
-      req.on('error', fail);
+      // jose tells a timeout by the signal's reason (a TimeoutError), not Node's AbortError.
+      req.on('error', (e) => fail(init.signal?.aborted ? init.signal.reason : e));
       req.end();
     });
 }

@@ -1,4 +1,6 @@
 import { createHmac } from 'node:crypto';
+import { createServer, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { jwksUriRefusal } from '@zmesh/shared';
 import test from 'ava';
 import { exportJWK, generateKeyPair, type JWK, SignJWT } from 'jose';
@@ -142,4 +144,34 @@ test('jwksUri: loopback and mesh service names only', (t) => {
   t.regex(jwksUriRefusal('http://example.com/jwks') ?? '', /outside the mesh/);
   t.regex(jwksUriRefusal('file:///etc/passwd') ?? '', /http/);
   t.regex(jwksUriRefusal('http://u:p@127.0.0.1/') ?? '', /credentials/);
+});
+
+test('a jwksUri fetch is bounded: too big, too slow, or not 200 fails the token, never hangs', async (t) => {
+  const hold: ServerResponse[] = [];
+  const server = createServer((req, res) => {
+    if (req.url === '/big') res.end(JSON.stringify({ keys: [pub], pad: 'x'.repeat(100_000) }));
+    else if (req.url === '/slow') hold.push(res);
+    else if (req.url === '/redirect') res.writeHead(302, { location: 'http://example.com/' }).end();
+    else res.end(JSON.stringify({ keys: [pub] }));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  const remote = (path: string) =>
+    rule({ jwks: undefined, jwksUri: `http://127.0.0.1:${port}${path}`, timeoutMs: 300 });
+  const fresh = new JwtAuthenticator(() => undefined);
+  try {
+    const token = await sign();
+    t.is(await reasonOf(token, remote('/ok')), 'valid');
+    const big = await fresh.authenticate([remote('/big')], bearer(token));
+    t.regex(big.kind === 'invalid' ? big.reason : big.kind, /over 65536 bytes/);
+    const started = Date.now();
+    const slow = await fresh.authenticate([remote('/slow')], bearer(token));
+    t.is(slow.kind === 'invalid' ? slow.reason : slow.kind, 'Jwks remote fetch timed out');
+    t.true(Date.now() - started < 2000);
+    const moved = await fresh.authenticate([remote('/redirect')], bearer(token));
+    t.regex(moved.kind === 'invalid' ? moved.reason : moved.kind, /answered 302/);
+  } finally {
+    for (const res of hold) res.destroy();
+    server.close();
+  }
 });
