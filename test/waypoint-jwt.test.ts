@@ -137,6 +137,16 @@ test.serial(
   },
 );
 
+test.serial(
+  'a token in ?access_token= is verified and removed; the other parameters reach the app as sent',
+  async (t) => {
+    const r = await get(`/open?a=%20b+c&access_token=${await token()}&z=1`);
+    t.is(r.status, 200, r.body);
+    t.is(JSON.parse(r.body).url, '/open?a=%20b+c&z=1');
+    t.is((await get(`/secure?access_token=${await token({ exp: now() - 3600 })}`)).status, 401);
+  },
+);
+
 test.serial('invalid tokens get 401 ZM_ERR_JWT_INVALID with Envoy’s reason', async (t) => {
   const payload = { iss: ISS, sub: 'alice', aud: 'shop', exp: now() + 600 };
   const cases: Array<[string, string, string]> = [

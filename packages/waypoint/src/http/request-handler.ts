@@ -168,7 +168,7 @@ async function authenticate(
     deps.metrics.jwt.inc({ result: 'invalid' });
     record.replyHeaders = {
       ...record.replyHeaders,
-      'www-authenticate': `Bearer realm="http://${ex.authority.replace(/[^\x21-\x7e]/g, '')}${ex.path.slice(0, 256)}", error="invalid_token"`,
+      'www-authenticate': `Bearer realm="http://${quotable(ex.authority)}${quotable(ex.path.slice(0, 256))}", error="invalid_token"`,
     };
     record.jwtError = outcome.reason;
     throw new ZmeshError('ZM_ERR_JWT_INVALID', { reason: outcome.reason });
@@ -185,13 +185,29 @@ async function authenticate(
   return outcome.auth;
 }
 
-/** The target without the named query parameters (the token was read from one). */
+/**
+ * The target without the named query parameters (the token was read from one). The other
+ * parameters stay byte for byte as the client sent them.
+ */
 function withoutParams(target: string, names: readonly string[]): string {
   const q = target.indexOf('?');
-  const params = new URLSearchParams(target.slice(q + 1));
-  for (const n of names) params.delete(n);
-  const rest = params.toString();
-  return rest === '' ? target.slice(0, q) : `${target.slice(0, q)}?${rest}`;
+  const kept = target
+    .slice(q + 1)
+    .split('&')
+    .filter((pair) => {
+      const name = pair.split('=', 1)[0]!;
+      let decoded = name;
+      try {
+        decoded = decodeURIComponent(name.replace(/\+/g, ' '));
+      } catch {}
+      return !names.includes(decoded);
+    });
+  return kept.length === 0 ? target.slice(0, q) : `${target.slice(0, q)}?${kept.join('&')}`;
+}
+
+/** Text safe inside a quoted-string of a header (RFC 9110 §5.6.4): printable, no `"` or `\`. */
+function quotable(text: string): string {
+  return text.replace(/[^\x21-\x7e]|["\\]/g, '');
 }
 
 /** L7 policy on the tunnel's peer identity (the source workload) and this request. */
