@@ -2,12 +2,20 @@
 # Debian machine. See README.md.
 SHELL := /bin/bash
 STAMP := node_modules/.zmesh-bootstrap
+# Every target runs on the pinned Node LTS that scripts/bootstrap.sh installs in .tools/node
+# (pnpm, tsc, ava, the tests' pods and the bench included), not on the machine's node.
+NODE := .tools/node/bin/node
+export PATH := $(CURDIR)/.tools/node/bin:$(PATH)
 
-.PHONY: all bootstrap build bpf lint test demo bench image clean
+.PHONY: all bootstrap build bpf native lint test demo bench image clean
 
 all: build
 
-$(STAMP): package.json pnpm-lock.yaml scripts/bootstrap.sh
+$(NODE): scripts/bootstrap.sh
+	@scripts/bootstrap.sh node
+	@touch $(NODE)
+
+$(STAMP): package.json pnpm-lock.yaml scripts/bootstrap.sh $(NODE)
 	@scripts/bootstrap.sh
 	@touch $(STAMP)
 
@@ -16,7 +24,11 @@ bootstrap: $(STAMP)
 bpf: bootstrap
 	@$(MAKE) -s -C bpf
 
-build: bootstrap bpf
+# The N-API addon for ZDS's SOCK_SEQPACKET socket and SCM_RIGHTS (docs/zds.md), with gcc.
+native: bootstrap
+	@$(MAKE) -s -C packages/shared/native
+
+build: bootstrap bpf native
 	@pnpm exec tsc -b
 	@node scripts/build-info.mjs
 	@node scripts/bundle.mjs
@@ -46,5 +58,5 @@ image: build
 	@scripts/image.sh
 
 clean:
-	@rm -rf packages/*/dist test/dist bpf/build
+	@rm -rf packages/*/dist test/dist bpf/build packages/shared/native/build
 	@find packages test -name '*.tsbuildinfo' -delete

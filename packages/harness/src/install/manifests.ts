@@ -162,8 +162,8 @@ function controlPlaneContainer(o: InstallOptions): IContainer {
       o.values.trustDomain,
       '--port',
       String(XDS_PORT),
-      '--admin-port',
-      '15014',
+      // The admin API (apply, node tokens) stays on its default 0600 Unix socket in the
+      // container's /tmp: reached by `kubectl exec … zmesh apply`, never over the network.
     ],
     env: env(o.values),
     ports: [{ name: 'grpc-xds', containerPort: XDS_PORT, protocol: 'TCP' }],
@@ -199,8 +199,11 @@ function ztunnelContainer(o: InstallOptions): IContainer {
       `${PATHS.roots}/root-cert.pem`,
       '--snapshot',
       `${PATHS.snapshotDir}/xds-snapshot`,
-      '--agent-socket',
-      `${PATHS.agentDir}/agent.sock`,
+      // Istio's ZDS socket, where istio-cni's node agent serves it (docs/zds.md).
+      '--zds-socket',
+      `${PATHS.agentDir}/ztunnel.sock`,
+      '--cgroup-root',
+      '/sys/fs/cgroup',
       '--access-log',
       o.values.accessLog,
     ],
