@@ -43,7 +43,8 @@ export interface ConvertOptions {
 }
 
 const SPEC_KEYS = ['selector', 'targetRef', 'targetRefs', 'action', 'provider', 'rules'];
-const TARGET_KINDS = ['Gateway', 'Service', 'ServiceEntry', 'GatewayClass'];
+/** What a zmesh waypoint serves (Istio also takes ServiceEntry and GatewayClass: refused here, never ignored). */
+const TARGET_KINDS = ['Gateway', 'Service'];
 const DRY_RUN_ANNOTATION = 'istio.io/dry-run';
 
 export function convertAuthorizationPolicy(
