@@ -76,6 +76,23 @@ export interface RequestAuthenticationObject {
   raw: Record<string, unknown>;
 }
 
+/** Istio PeerAuthentication mTLS mode; UNSET inherits (workload → namespace → mesh → STRICT). */
+export type MtlsMode = 'UNSET' | 'STRICT' | 'PERMISSIVE' | 'DISABLE';
+export const MTLS_MODES: readonly MtlsMode[] = ['UNSET', 'STRICT', 'PERMISSIVE', 'DISABLE'];
+
+/** Istio PeerAuthentication (security.istio.io/v1), checked (docs/peer-authentication.md). */
+export interface PeerAuthenticationObject {
+  kind: 'PeerAuthentication';
+  metadata: Meta;
+  spec: {
+    /** matchLabels; absent: the whole namespace (the whole mesh in the root namespace). */
+    selector?: Record<string, string>;
+    mode: MtlsMode;
+    /** Target (container) port → mode; only with a selector. */
+    portLevelMtls: Record<number, MtlsMode>;
+  };
+}
+
 export type StoreObject =
   | NamespaceObject
   | PodObject
@@ -85,7 +102,8 @@ export type StoreObject =
   | AuthorizationPolicyObject
   | HttpRouteObject
   | DestinationRuleObject
-  | RequestAuthenticationObject;
+  | RequestAuthenticationObject
+  | PeerAuthenticationObject;
 
 export type Kind = StoreObject['kind'];
 
@@ -99,6 +117,7 @@ export const KINDS: readonly Kind[] = [
   'HTTPRoute',
   'DestinationRule',
   'RequestAuthentication',
+  'PeerAuthentication',
 ];
 
 /** Identity of an object in the store: `Kind/namespace/name` (namespace empty for Namespace). */

@@ -23,10 +23,12 @@ import { InboundAuthorizer } from './authz/inbound-authorizer.js';
 import type { BpfCapture } from './capture/bpf-capture.js';
 import { type EnrolledPod, EnrolledPods } from './capture/enrolled-pods.js';
 import { connectInNetns, listenInNetns } from './capture/netns-listener.js';
+import { PlaintextRedirects } from './capture/plaintext-redirect.js';
 import { ZdsClient } from './capture/zds-client.js';
 import { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
 import { type CertificateSigner, CertManager, DEFAULT_MAX_CSRS_IN_FLIGHT } from './identity/cert-manager.js';
 import { InboundListener, type ListenTarget } from './inbound/inbound-listener.js';
+import { PlaintextInbound } from './inbound/plaintext-inbound.js';
 import { ForwardListener } from './outbound/forward-listener.js';
 import type { OutboundInputs, PassthroughPolicy } from './outbound/outbound-handler.js';
 import { type TenancyOptions, TenantAdmission } from './outbound/tenant-admission.js';
@@ -85,6 +87,10 @@ export class Ztunnel {
   readonly certs: CertManager;
   readonly pool: HbonePool;
   readonly authorizer: InboundAuthorizer;
+  /** Plaintext from outside the mesh, decided by PeerAuthentication folded into Authorization. */
+  readonly plaintext: PlaintextInbound;
+  /** Capture mode: the in-pod redirect of plaintext into `plaintext` for workloads not STRICT. */
+  private readonly redirects?: PlaintextRedirects;
   readonly tenancy: TenantAdmission;
   readonly accessLog: AccessLog;
   private state = ProxyState.empty();
@@ -127,6 +133,16 @@ export class Ztunnel {
       ...(options.accessLogSink ? { sink: options.accessLogSink } : {}),
     });
     this.authorizer = new InboundAuthorizer(this.metrics.registry, (uid) => this.state.workload(uid));
+    this.plaintext = new PlaintextInbound({
+      state: () => this.state,
+      connectApp: (uid) => {
+        const w = this.state.workload(uid);
+        return w ? this.appConnector(w) : (this.options.connectApp ?? loopbackAppConnector);
+      },
+      authorizer: this.authorizer,
+      accessLog: this.accessLog,
+      registry: this.metrics.registry,
+    });
     this.pool = new HbonePool({ ...options.pool, metrics: this.metrics, connect: (key) => this.dial(key) });
     this.outbound = {
       state: () => this.state,
@@ -153,6 +169,7 @@ export class Ztunnel {
         registry: this.metrics.registry,
         sendBufferBytes: this.tenancy.appSendBufferBytes,
       });
+      this.redirects = new PlaintextRedirects((uid, socket, dst) => this.plaintext.serve(uid, socket, dst));
       this.agent = new ZdsClient(this.captured, {
         path: options.capture.zdsSocket,
         cgroupRoot: options.capture.cgroupRoot,
@@ -270,6 +287,7 @@ export class Ztunnel {
     this.certs.stop();
     this.agent?.close();
     await this.captured?.close();
+    await this.redirects?.close();
     this.pool.close();
     this.tenancy.close();
     await Promise.all([...this.forwards.values()].map((f) => f.close()));
@@ -292,6 +310,13 @@ export class Ztunnel {
       if (cred) await this.ensureInbound(w, cred);
       else this.certs.prefetch(spiffeIdOf(w));
     }
+    await this.redirects?.reconcile(
+      [...local.values()].flatMap((w) => {
+        const pod = this.captured?.get(w.uid);
+        if (!pod || !this.inbound.has(w.uid) || !this.authorizer.acceptsPlaintext(w)) return [];
+        return [{ uid: w.uid, netns: pod.netns, addresses: w.addresses }];
+      }),
+    );
     await this.reconcileForwards();
   }
 

@@ -23,6 +23,12 @@ export {
   readRequestAuthn,
 } from './l7-policy.js';
 export {
+  convertedPeerAuthenticationName,
+  isPeerAuthenticationPolicy,
+  STATIC_STRICT_POLICY_NAME,
+  staticStrictPolicy,
+} from './peer-authentication.js';
+export {
   type Action,
   type Address,
   type Authorization,

@@ -30,7 +30,7 @@ import { tenantOf } from '../tenancy/tenant-of.js';
 const log = logger('inbound');
 
 /** ztunnel's own ports: never a tunnel target, so a CONNECT cannot loop back into the proxy. */
-const RESERVED_PORTS = new Set([15000, 15001, 15006, 15008, 15020, 15021, 15053]);
+export const RESERVED_PORTS = new Set([15000, 15001, 15006, 15008, 15020, 15021, 15053]);
 
 export interface InboundInputs {
   workloadUid: string;
