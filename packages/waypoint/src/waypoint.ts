@@ -5,6 +5,8 @@ import {
   type Logger,
   logger,
   MeshMetrics,
+  type ParsedIp,
+  parseIp,
   type Result,
   registerTaskFailures,
   type Service,
@@ -12,6 +14,7 @@ import {
   type TunnelRequest,
   ZmeshError,
 } from '@zmesh/shared';
+import { type JwksOptions, JwtAuthenticator } from './authz/jwt-authenticator.js';
 import { authorize } from './authz/l7-authorizer.js';
 import { decodeWaypointConfig } from './config/config-parser.js';
 import { ConfigView } from './config/config-view.js';
@@ -51,6 +54,8 @@ export interface WaypointOptions {
   accessLog?: Logger;
   /** Istio's pathNormalization for every request (http/request-target.ts); default BASE. */
   pathNormalization?: PathNormalization;
+  /** How keys fetched from a RequestAuthentication's jwksUri are cached and refreshed. */
+  jwks?: JwksOptions;
 }
 
 /**
@@ -70,6 +75,7 @@ export class Waypoint {
   readonly #upstreams = new Set<UpstreamSet>();
   readonly #clock: Clock;
   readonly #deps: HandlerDeps;
+  readonly #authn: JwtAuthenticator;
   #view: ConfigView;
   #credential: Credential;
   #draining = false;
@@ -82,6 +88,11 @@ export class Waypoint {
     registerTaskFailures(this.metrics.registry);
     this.waypointMetrics = new WaypointMetrics(this.metrics.registry);
     this.#view = new ConfigView(opts.config);
+    // A jwksUri naming a service is fetched from that service's address in the active config.
+    this.#authn = new JwtAuthenticator(
+      (host) => this.#view.config.services.find((s) => s.hostname === host)?.addresses[0]?.address,
+      opts.jwks,
+    );
     this.#tunnels = new TunnelPool({ credential: () => this.#credential, bundle: opts.bundle });
     this.#deps = this.#handlerDeps();
     this.#frontend = new HttpFrontend(this.#deps, this.waypointMetrics);
@@ -102,6 +113,7 @@ export class Waypoint {
   setConfig(config: WaypointConfig): void {
     this.#view = new ConfigView(config);
     this.#buckets.clear();
+    this.#authn.retain(config.requestAuthentications);
     // Backends that left the config take their breaker, budget and outlier state with them.
     const keep = this.#view.backendKeys();
     for (const key of this.#clusters.keys()) if (!keep.has(key)) this.#clusters.delete(key);
@@ -184,6 +196,7 @@ export class Waypoint {
       clock: this.#clock,
       random: this.#opts.random ?? Math.random,
       self: `${config.namespace}/${config.name}`,
+      authn: this.#authn,
       ...(this.#opts.accessLog ? { accessLog: this.#opts.accessLog } : {}),
       ...(this.#opts.pathNormalization ? { pathNormalization: this.#opts.pathNormalization } : {}),
     };
@@ -219,10 +232,14 @@ export class Waypoint {
     const dest = view.destination(host, port);
     if (!dest) throw new ZmeshError('ZM_ERR_HBONE_UNKNOWN_DESTINATION', { authority: `${host}:${port}` });
     const svc = dest.service;
+    const sourceIp = sourceIpOf(req);
+    const destinationIp = parseIp(host);
     const ctx = {
       principal: req.peerIdentity,
       port,
       ...(svc ? { service: `${svc.namespace}/${svc.name}` } : {}),
+      ...(sourceIp ? { sourceIp } : {}),
+      ...(destinationIp ? { destinationIp } : {}),
     };
     // Refuse at CONNECT only what every request would be refused; the rest is judged per request.
     const verdict = authorize(view.policies, ctx, 'tunnel');
@@ -268,11 +285,15 @@ export class Waypoint {
     const protocol = declaredTcp ? 'tcp' : await detectProtocol(inner, this.#opts.detectTimeoutMs);
     this.waypointMetrics.tunnels.inc({ protocol });
     const sourceWorkload = baggageWorkload(req.peerIdentity, req.request.baggage);
+    const sourceIp = sourceIpOf(req);
+    const destinationIp = parseIp(req.request.authority.host);
     const ctx: TunnelContext = {
       peerIdentity: req.peerIdentity,
       authority: req.request.authority,
       ...(sourceWorkload ? { sourceWorkload } : {}),
       ...(req.request.forwardedFor ? { forwardedFor: req.request.forwardedFor } : {}),
+      ...(sourceIp ? { sourceIp } : {}),
+      ...(destinationIp ? { destinationIp } : {}),
       ...(req.request.traceparent ? { traceparent: req.request.traceparent } : {}),
       upstream,
     };
@@ -289,4 +310,13 @@ export class Waypoint {
     }
     this.#frontend.serve(protocol, inner, ctx);
   }
+}
+
+/**
+ * source.ip: the tunnel's own source address, as the kernel gave it (ztunnel connects from
+ * the source pod's address), never a `forwarded` header a peer could write.
+ */
+function sourceIpOf(req: TunnelRequest): ParsedIp | undefined {
+  const address = req.stream.session?.socket?.remoteAddress;
+  return address === undefined ? undefined : parseIp(address);
 }

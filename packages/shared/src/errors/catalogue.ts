@@ -185,6 +185,7 @@ export const CATALOGUE = {
   ZM_ERR_INSTALL_INPUT: { message: 'invalid install input {source}: {reason}', status: 400, flag: 'CFG' },
   ZM_ERR_INSTALL_CRDS_MISSING: { message: 'missing CRDs: {missing}', status: 412, flag: 'CFG' },
   ZM_ERR_WAYPOINT_BAD_REQUEST: { message: 'malformed HTTP request: {reason}', status: 400, flag: 'DC' },
+  ZM_ERR_JWT_INVALID: { message: 'Jwt rejected: {reason}', status: 401, flag: 'UAEX' },
   ZM_ERR_WAYPOINT_DENIED: { message: 'RBAC: access denied by {policy}', status: 403, flag: 'UAEX' },
   ZM_ERR_WAYPOINT_OVERFLOW: { message: '{what} at its limit {limit}', status: 503, flag: 'UO' },
   ZM_ERR_WAYPOINT_RATE_LIMITED: { message: 'route {route} over its rate limit', status: 429, flag: 'RL' },

@@ -268,6 +268,12 @@ export const REMEDIES = {
     cause: 'The HTTP request could not be parsed or breaks the waypoint’s request rules.',
     remedy: 'Fix the client; the reason names the rule.',
   },
+  ZM_ERR_JWT_INVALID: {
+    cause:
+      'A RequestAuthentication applies and the request carried a JWT that failed: malformed, bad signature, unknown key or issuer, expired, not yet valid, wrong audience, or an algorithm other than RS/PS/ES/EdDSA.',
+    remedy:
+      'The reason names the check (as Envoy words it). Fix the token or the jwtRules (issuer, audiences, jwks/jwksUri); a request with no token is not refused by this check.',
+  },
   ZM_ERR_WAYPOINT_DENIED: {
     cause: 'An L7 authorization policy denied the request.',
     remedy: 'Check the named policy against the request’s principal, method, path and headers.',
