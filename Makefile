@@ -7,7 +7,7 @@ STAMP := node_modules/.zmesh-bootstrap
 NODE := .tools/node/bin/node
 export PATH := $(CURDIR)/.tools/node/bin:$(PATH)
 
-.PHONY: all bootstrap build bpf native lint test demo bench image clean
+.PHONY: all bootstrap build bpf native lint test fuzz demo bench image clean
 
 all: build
 
@@ -42,6 +42,11 @@ lint: bootstrap
 
 test: build lint
 	@scripts/test.sh
+
+# Property-based fuzzing of the HBONE parsers (*-fuzz.test.ts) with a long budget; CI runs
+# the same targets with ZMESH_FUZZ_RUNS=300 and seed 38. FUZZ_RUNS=N FUZZ_SEED=S to change.
+fuzz: build
+	@ZMESH_LOG=fatal ZMESH_FUZZ_RUNS=$(or $(FUZZ_RUNS),20000) $(if $(FUZZ_SEED),ZMESH_FUZZ_SEED=$(FUZZ_SEED)) pnpm exec ava --timeout=10m $$(find packages -path '*/dist/*' -prune -o -name '*-fuzz.test.ts' -print)
 
 demo: build
 	@bin/zmesh demo

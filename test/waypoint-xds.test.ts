@@ -99,7 +99,11 @@ test('a waypoint config the waypoint cannot enforce is NACKed with its reasons; 
     await cp.stop();
   });
   const gateway = `kind: Namespace
-metadata: { name: shop }
+metadata: { name: shop, labels: { istio.io/use-waypoint: waypoint } }
+---
+kind: Service
+metadata: { name: web, namespace: shop }
+spec: { clusterIP: 10.96.74.20, ports: [{ name: http, port: 80, targetPort: 8080 }] }
 ---
 kind: Gateway
 metadata: { name: waypoint, namespace: shop }
@@ -115,11 +119,21 @@ status: { podIP: 127.74.3.9 }
   t.true(cp.store.applyYaml(gateway).ok);
   await first;
   const good = source.version;
-  // Istio's CUSTOM action is not something the waypoint enforces: refused, never half-applied.
+  // A control plane without the waypoint's decoder wired into admission (the library
+  // default) serves a route the waypoint cannot take: refused, never half-applied.
+  // (A waypoint policy it cannot enforce, say CUSTOM, is refused at apply already.)
+  t.false(cp.store.applyYaml(L7_POLICY_YAML.replace('DENY', 'CUSTOM')).ok);
   const nack = once(source, 'nack');
-  t.true(cp.store.applyYaml(L7_POLICY_YAML.replace('DENY', 'CUSTOM')).ok);
+  t.true(
+    cp.store.applyYaml(`kind: HTTPRoute
+metadata: { name: split, namespace: shop }
+spec:
+  parentRefs: [{ kind: Service, name: web }]
+  rules: [{ backendRefs: [{ name: web, port: 80, weight: -5 }] }]
+`).ok,
+  );
   const [reasons] = (await nack) as [string[]];
-  t.regex(reasons.join('; '), /^shop\/waypoint: .*action/);
+  t.regex(reasons.join('; '), /^shop\/waypoint: .*weight/);
   t.is(source.version, good);
   const typeOf = (proxy: string) =>
     cp.proxyStatus().find((p) => p.proxy === proxy)?.types[WAYPOINT_CONFIG_TYPE_URL];

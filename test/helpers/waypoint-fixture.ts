@@ -2,7 +2,13 @@ import * as http from 'node:http';
 import * as http2 from 'node:http2';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { CertificateAuthority, TrustBundle, Workload } from '@zmesh/shared';
-import { type Clock, parseWaypointConfig, Waypoint, type WaypointConfig } from '@zmesh/waypoint';
+import {
+  type Clock,
+  parseWaypointConfig,
+  Waypoint,
+  type WaypointConfig,
+  type WaypointOptions,
+} from '@zmesh/waypoint';
 import type { ForwardConfig, Ztunnel } from '@zmesh/ztunnel';
 import { startEcho, startMesh } from './mesh.js';
 
@@ -49,7 +55,13 @@ export interface App {
 
 export async function startWaypointMesh(
   block: number,
-  opts: { extraYaml?: string; clock?: Clock; random?: () => number } = {},
+  opts: {
+    extraYaml?: string;
+    clock?: Clock;
+    random?: () => number;
+    /** Passed to the Waypoint as they are (an access log to read, JWKS cache timings). */
+    waypoint?: Pick<WaypointOptions, 'accessLog' | 'jwks'>;
+  } = {},
 ): Promise<WaypointMesh> {
   const ip = {
     a: `127.${block}.0.2`,
@@ -144,6 +156,7 @@ services:
       host: ip.waypoint,
       ...(opts.clock ? { clock: opts.clock } : {}),
       ...(opts.random ? { random: opts.random } : {}),
+      ...opts.waypoint,
     });
     await w.start();
     return w;

@@ -70,9 +70,15 @@ test('with the waypoint decoder wired, apply refuses what the waypoint would NAC
   t.is(cp.store.view().objects.size, 4, 'nothing of either was stored');
 });
 
-test('without the decoder (the library default) those pass admission and the waypoint NACKs them', (t) => {
+test('without the decoder (the library default) a bad route passes admission and the waypoint NACKs it', (t) => {
   const cp = new ControlPlane({ trustDomain: 'cluster.local' });
   t.teardown(() => cp.stop());
   t.true(cp.store.applyYaml(SHOP).ok);
-  t.true(cp.store.applyYaml(CUSTOM).ok);
+  t.true(cp.store.applyYaml(BAD_ROUTE).ok);
+  // A waypoint policy is checked by convertAuthorizationPolicy, which runs the waypoint's own
+  // policy reader (shared/authz/l7-policy.ts): refused with or without the decoder.
+  const custom = cp.store.applyYaml(CUSTOM);
+  t.deepEqual(custom.ok ? [] : custom.error, [
+    'apply#0 (AuthorizationPolicy shop/ext-authz): spec.action: CUSTOM (external authorization) is not supported by the zmesh waypoint',
+  ]);
 });

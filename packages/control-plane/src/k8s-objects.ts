@@ -69,6 +69,13 @@ export interface DestinationRuleObject {
   raw: Record<string, unknown>;
 }
 
+/** Istio RequestAuthentication (JWT), kept raw: the waypoint validates and enforces it. */
+export interface RequestAuthenticationObject {
+  kind: 'RequestAuthentication';
+  metadata: Meta;
+  raw: Record<string, unknown>;
+}
+
 /** Istio PeerAuthentication mTLS mode; UNSET inherits (workload → namespace → mesh → STRICT). */
 export type MtlsMode = 'UNSET' | 'STRICT' | 'PERMISSIVE' | 'DISABLE';
 export const MTLS_MODES: readonly MtlsMode[] = ['UNSET', 'STRICT', 'PERMISSIVE', 'DISABLE'];
@@ -95,6 +102,7 @@ export type StoreObject =
   | AuthorizationPolicyObject
   | HttpRouteObject
   | DestinationRuleObject
+  | RequestAuthenticationObject
   | PeerAuthenticationObject;
 
 export type Kind = StoreObject['kind'];
@@ -108,6 +116,7 @@ export const KINDS: readonly Kind[] = [
   'Gateway',
   'HTTPRoute',
   'DestinationRule',
+  'RequestAuthentication',
   'PeerAuthentication',
 ];
 

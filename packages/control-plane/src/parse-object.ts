@@ -1,4 +1,4 @@
-import { canonicalIp } from '@zmesh/shared';
+import { canonicalIp, convertRequestAuthentication } from '@zmesh/shared';
 import {
   type GatewayObject,
   KINDS,
@@ -50,6 +50,12 @@ export function parseObject(doc: unknown, reasons: string[]): StoreObject | unde
       return { kind: 'HTTPRoute', metadata, raw: doc };
     case 'DestinationRule':
       return { kind: 'DestinationRule', metadata, raw: doc };
+    case 'RequestAuthentication': {
+      // The waypoint's own reader: what a waypoint would NACK, apply refuses.
+      const checked = convertRequestAuthentication(doc);
+      if (!checked.ok) reasons.push(...checked.error);
+      return { kind: 'RequestAuthentication', metadata, raw: doc };
+    }
     case 'PeerAuthentication':
       return parsePeerAuthentication(metadata, spec, reasons);
   }

@@ -105,3 +105,37 @@ test('a DestinationRule for a service the waypoint does not serve is not sent to
   );
   t.deepEqual(wp?.config.backendPolicies, []);
 });
+
+const REQUEST_AUTHN = `apiVersion: security.istio.io/v1
+kind: RequestAuthentication
+metadata: { name: jwt, namespace: ns1 }
+spec:
+  targetRefs: [{ kind: Gateway, group: gateway.networking.k8s.io, name: wp }]
+  jwtRules: [{ issuer: https://issuer.example, jwksUri: http://127.0.0.1:9000/jwks }]
+`;
+
+test('a RequestAuthentication that targets the waypoint reaches it as written', (t) => {
+  const [wp] = waypoints(NAMESPACE_YAML, SERVICE_YAML, GATEWAY, WAYPOINT_POD, REQUEST_AUTHN);
+  t.deepEqual(wp?.config.requestAuthentications, [
+    {
+      name: 'jwt',
+      namespace: 'ns1',
+      targetRefs: [{ kind: 'Gateway', group: 'gateway.networking.k8s.io', name: 'wp' }],
+      jwtRules: [{ issuer: 'https://issuer.example', jwksUri: 'http://127.0.0.1:9000/jwks' }],
+    },
+  ]);
+});
+
+test('apply refuses a RequestAuthentication the waypoint could not serve, naming each field', (t) => {
+  const store = new ConfigStore();
+  const applied = store.applyYaml(`kind: RequestAuthentication
+metadata: { name: sidecar-only, namespace: ns1 }
+spec:
+  selector: { matchLabels: { app: a } }
+  jwtRules: [{ issuer: other, jwksUri: "https://idp.example.com/keys" }]
+`);
+  t.false(applied.ok);
+  const text = applied.ok ? '' : applied.error.join('\n');
+  t.regex(text, /spec.targetRefs: zmesh verifies JWTs at waypoints only/);
+  t.regex(text, /spec.jwtRules\[0\].jwksUri: host idp.example.com is outside the mesh/);
+});

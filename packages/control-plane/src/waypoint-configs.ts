@@ -25,7 +25,8 @@ type Ref = { kind?: unknown; name?: unknown; namespace?: unknown };
 /**
  * Per waypoint Gateway: the services that use it (istio.io/use-waypoint, as the compiler
  * resolved it), the services its routes send to, their endpoints, the HTTPRoutes attached
- * to those services, and the AuthorizationPolicies that target the Gateway or the services.
+ * to those services, and the AuthorizationPolicies and RequestAuthentications that target
+ * the Gateway or the services.
  * Routes and policies pass through as written: the waypoint validates them and NACKs what
  * it cannot enforce, which proxy-status then shows.
  */
@@ -33,6 +34,7 @@ export function compileWaypointConfigs(inputs: Inputs): WaypointResource[] {
   const routes = objectsOf(inputs.view, 'HTTPRoute');
   const policies = objectsOf(inputs.view, 'AuthorizationPolicy');
   const rules = objectsOf(inputs.view, 'DestinationRule');
+  const authns = objectsOf(inputs.view, 'RequestAuthentication');
   return inputs.gateways.map((g) => {
     const { name, namespace } = g.metadata;
     const hostname = inputs.hostnameOf(name, namespace);
@@ -57,6 +59,9 @@ export function compileWaypointConfigs(inputs: Inputs): WaypointResource[] {
       authorizationPolicies: policies
         .filter((p) => p.metadata.namespace === namespace && targets(p.raw, name, ownKeys, namespace))
         .map((p) => policyEntry(p.raw, p.metadata)),
+      requestAuthentications: authns
+        .filter((a) => a.metadata.namespace === namespace && targets(a.raw, name, ownKeys, namespace))
+        .map((a) => authnEntry(a.raw, a.metadata)),
       backendPolicies: services.flatMap((s) => backendPolicies(rules, s)),
     };
     return { name: `${namespace}/${name}`, config, nodes: [...new Set(pods.map((p) => p.spec.nodeName))] };
@@ -110,6 +115,17 @@ function policyEntry(raw: Raw, meta: { name: string; namespace: string }): Raw {
     targetRefs: targetRefs(spec),
     action: spec.action,
     rules: spec.rules,
+  });
+}
+
+/** A RequestAuthentication as written: the waypoint checks every jwtRule and NACKs what it cannot serve. */
+function authnEntry(raw: Raw, meta: { name: string; namespace: string }): Raw {
+  const spec = (raw.spec ?? {}) as Raw;
+  return defined({
+    name: meta.name,
+    namespace: meta.namespace,
+    targetRefs: targetRefs(spec),
+    jwtRules: spec.jwtRules,
   });
 }
 

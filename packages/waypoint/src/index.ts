@@ -1,3 +1,4 @@
+export type { JwksOptions, RequestAuth } from './authz/jwt-authenticator.js';
 export { type AuthzContext, type AuthzDecision, type AuthzMode, authorize } from './authz/l7-authorizer.js';
 export { type RunWaypointOptions, runWaypoint } from './cli/waypoint-command.js';
 export { decodeWaypointConfig, loadWaypointConfig, parseWaypointConfig } from './config/config-parser.js';

@@ -6,12 +6,16 @@ import {
   type Logger,
   logger,
   MeshMetrics,
+  type ParsedIp,
+  parseIp,
   type Result,
+  registerTaskFailures,
   type Service,
   type TrustBundle,
   type TunnelRequest,
   ZmeshError,
 } from '@zmesh/shared';
+import { type JwksOptions, JwtAuthenticator } from './authz/jwt-authenticator.js';
 import { authorize } from './authz/l7-authorizer.js';
 import { decodeWaypointConfig } from './config/config-parser.js';
 import { ConfigView } from './config/config-view.js';
@@ -51,6 +55,8 @@ export interface WaypointOptions {
   accessLog?: Logger;
   /** Istio's pathNormalization for every request (http/request-target.ts); default BASE. */
   pathNormalization?: PathNormalization;
+  /** How keys fetched from a RequestAuthentication's jwksUri are cached and refreshed. */
+  jwks?: JwksOptions;
 }
 
 /**
@@ -70,6 +76,7 @@ export class Waypoint {
   readonly #upstreams = new Set<UpstreamSet>();
   readonly #clock: Clock;
   readonly #deps: HandlerDeps;
+  readonly #authn: JwtAuthenticator;
   #view: ConfigView;
   #credential: Credential;
   #draining = false;
@@ -79,8 +86,14 @@ export class Waypoint {
     this.#credential = opts.credential;
     this.#clock = opts.clock ?? systemClock;
     this.metrics = opts.metrics ?? new MeshMetrics();
+    registerTaskFailures(this.metrics.registry);
     this.waypointMetrics = new WaypointMetrics(this.metrics.registry);
     this.#view = new ConfigView(opts.config);
+    // A jwksUri naming a service is fetched from that service's address in the active config.
+    this.#authn = new JwtAuthenticator(
+      (host) => this.#view.config.services.find((s) => s.hostname === host)?.addresses[0]?.address,
+      opts.jwks,
+    );
     this.#tunnels = new TunnelPool({ credential: () => this.#credential, bundle: opts.bundle });
     this.#deps = this.#handlerDeps();
     this.#frontend = new HttpFrontend(this.#deps, this.waypointMetrics);
@@ -101,6 +114,7 @@ export class Waypoint {
   setConfig(config: WaypointConfig): void {
     this.#view = new ConfigView(config);
     this.#buckets.clear();
+    this.#authn.retain(config.requestAuthentications);
     // Backends that left the config take their breaker, budget and outlier state with them.
     const keep = this.#view.backendKeys();
     for (const key of this.#clusters.keys()) if (!keep.has(key)) this.#clusters.delete(key);
@@ -183,6 +197,7 @@ export class Waypoint {
       clock: this.#clock,
       random: this.#opts.random ?? Math.random,
       self: `${config.namespace}/${config.name}`,
+      authn: this.#authn,
       ...(this.#opts.accessLog ? { accessLog: this.#opts.accessLog } : {}),
       ...(this.#opts.pathNormalization ? { pathNormalization: this.#opts.pathNormalization } : {}),
     };
@@ -218,10 +233,14 @@ export class Waypoint {
     const dest = view.destination(host, port);
     if (!dest) throw new ZmeshError('ZM_ERR_HBONE_UNKNOWN_DESTINATION', { authority: `${host}:${port}` });
     const svc = dest.service;
+    const sourceIp = sourceIpOf(req);
+    const destinationIp = parseIp(host);
     const ctx = {
       principal: req.peerIdentity,
       port,
       ...(svc ? { service: `${svc.namespace}/${svc.name}` } : {}),
+      ...(sourceIp ? { sourceIp } : {}),
+      ...(destinationIp ? { destinationIp } : {}),
     };
     // Refuse at CONNECT only what every request would be refused; the rest is judged per request.
     const verdict = authorize(view.policies, ctx, 'tunnel');
@@ -270,11 +289,15 @@ export class Waypoint {
     const protocol = declaredTcp ? 'tcp' : await detectProtocol(inner, this.#opts.detectTimeoutMs);
     this.waypointMetrics.tunnels.inc({ protocol });
     const sourceWorkload = baggageWorkload(req.peerIdentity, req.request.baggage);
+    const sourceIp = sourceIpOf(req);
+    const destinationIp = parseIp(req.request.authority.host);
     const ctx: TunnelContext = {
       peerIdentity: req.peerIdentity,
       authority: req.request.authority,
       ...(sourceWorkload ? { sourceWorkload } : {}),
       ...(forwardedFor ? { forwardedFor } : {}),
+      ...(sourceIp ? { sourceIp } : {}),
+      ...(destinationIp ? { destinationIp } : {}),
       ...(req.request.traceparent ? { traceparent: req.request.traceparent } : {}),
       upstream,
     };
@@ -298,4 +321,13 @@ function forwardedForOf(req: TunnelRequest): string | undefined {
   const ip = canonicalIp(req.stream.session?.socket?.remoteAddress ?? '');
   if (ip === undefined) return undefined;
   return ip.includes(':') ? `[${ip}]` : ip;
+}
+
+/**
+ * source.ip: the tunnel's own source address, as the kernel gave it (ztunnel connects from
+ * the source pod's address), never a `forwarded` header a peer could write.
+ */
+function sourceIpOf(req: TunnelRequest): ParsedIp | undefined {
+  const address = req.stream.session?.socket?.remoteAddress;
+  return address === undefined ? undefined : parseIp(address);
 }

@@ -6,11 +6,15 @@ import {
   type Credential,
   connectHbone,
   countError,
+  FdReserve,
   isZmeshError,
   logger,
   MeshMetrics,
+  nofileLimit,
   ok,
+  PreauthLimiter,
   type Result,
+  registerTaskFailures,
   spiffeIdOf,
   type TrustBundle,
   type Workload,
@@ -73,6 +77,19 @@ export interface ZtunnelOptions {
   accessLog?: AccessLogPolicy;
   /** Where access-log lines go (tests); default the batched access logger. */
   accessLogSink?: AccessLogInputs['sink'];
+  /** Bounds on connections to the HBONE ports before they authenticate (docs/hardening.md). */
+  inboundLimits?: InboundLimits;
+}
+
+export interface InboundLimits {
+  /** Unauthenticated connections one source address may hold (default 64). */
+  maxPreauthPerSource?: number;
+  /** Unauthenticated connections in total, all pods of the node together (default 1024). */
+  maxPreauth?: number;
+  /** TLS + HTTP/2 preface + first SETTINGS deadline (default 10 s). */
+  handshakeTimeoutMs?: number;
+  /** fds kept free: new inbound connections are refused below it (default 256; 0 turns it off). */
+  fdReserve?: number;
 }
 
 export const DEFAULT_PORTS = { admin: 15000, metrics: 15020, ready: 15021 };
@@ -97,6 +114,10 @@ export class Ztunnel {
   private state = ProxyState.empty();
   private forwardConfigs: readonly ForwardConfig[] = [];
   private readonly inbound = new Map<string, InboundListener>();
+  /** One bound for every pod's 15008: the fds it protects are the process's. */
+  private readonly preauth: PreauthLimiter;
+  /** Refuses new inbound connections while the process is short of fds. */
+  private readonly fdReserve: FdReserve | undefined;
   private readonly forwards = new Map<string, ForwardListener>();
   private readonly admin: AdminServers;
   private readonly outbound: OutboundInputs;
@@ -113,6 +134,7 @@ export class Ztunnel {
       defaultMetrics: options.defaultMetrics ?? true,
       ...(options.registry ? { registry: options.registry } : {}),
     });
+    registerTaskFailures(this.metrics.registry);
     const certQueue = new FairScheduler({
       name: 'cert_requests',
       mode: options.tenancy?.fairness === false ? 'fifo' : 'fair',
@@ -128,6 +150,19 @@ export class Ztunnel {
       toCredential,
     });
     this.certs.on('rotated', (identity: string, cred: Credential) => this.onRotated(identity, cred));
+    this.preauth = new PreauthLimiter({
+      ...(options.inboundLimits?.maxPreauthPerSource
+        ? { perSource: options.inboundLimits.maxPreauthPerSource }
+        : {}),
+      ...(options.inboundLimits?.maxPreauth ? { total: options.inboundLimits.maxPreauth } : {}),
+    });
+    const reserve = options.inboundLimits?.fdReserve;
+    this.fdReserve = reserve === 0 ? undefined : new FdReserve(reserve === undefined ? {} : { reserve });
+    const nofile = nofileLimit();
+    log.info(
+      { soft: nofile?.soft, hard: nofile?.hard, reserve: this.fdReserve?.reserve ?? 0 },
+      'open-file limit (RLIMIT_NOFILE; Node raises soft to hard at start)',
+    );
     this.tenancy = new TenantAdmission(options.tenancy ?? {}, this.metrics.registry);
     this.accessLog = new AccessLog({
       registry: this.metrics.registry,
@@ -336,6 +371,11 @@ export class Ztunnel {
       accessLog: this.accessLog,
       ...(this.tenancy.inboundCopy ? { copy: this.tenancy.inboundCopy } : {}),
       streamWindows: this.tenancy.streamWindows,
+      preauth: this.preauth,
+      ...(this.fdReserve ? { gate: this.fdReserve } : {}),
+      ...(this.options.inboundLimits?.handshakeTimeoutMs
+        ? { handshakeTimeoutMs: this.options.inboundLimits.handshakeTimeoutMs }
+        : {}),
     });
     this.inbound.set(w.uid, listener);
     boundFor.set(listener, inboundKey(w));

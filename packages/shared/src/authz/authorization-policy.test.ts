@@ -1,6 +1,10 @@
 import test from 'ava';
 import { parse } from 'yaml';
-import { type ConvertedPolicy, convertAuthorizationPolicy } from './authorization-policy.js';
+import {
+  type ConvertedPolicy,
+  convertAuthorizationPolicy,
+  convertRequestAuthentication,
+} from './authorization-policy.js';
 import { type Authorization, type Rule, validateAuthorization } from './policy-model.js';
 
 function policy(spec: string, meta = 'name: p\n  namespace: shop'): unknown {
@@ -138,8 +142,7 @@ test('DENY with L7 attributes keeps the L4 part and denies more (fail closed)', 
 
 test('targetRefs make a waypoint policy, which ztunnel does not get', (t) => {
   const r = convertAuthorizationPolicy(
-    policy(`  action: CUSTOM
-  provider: {name: ext}
+    policy(`  action: AUDIT
   targetRefs: [{kind: Gateway, group: gateway.networking.k8s.io, name: waypoint}]
   rules: [{to: [{operation: {paths: ["/x"]}}]}]`),
   );
@@ -155,6 +158,54 @@ test('targetRefs make a waypoint policy, which ztunnel does not get', (t) => {
   });
   const svc = convertAuthorizationPolicy(policy('  targetRef: {kind: Service, name: api}'));
   t.like(svc, { ok: true, value: { target: 'waypoint' } });
+});
+
+test('a waypoint policy is checked by the waypoint’s reader: what the waypoint cannot serve, apply refuses', (t) => {
+  const reasons = (spec: string) => {
+    const r = convertAuthorizationPolicy(policy(`  targetRefs: [{kind: Gateway, name: waypoint}]\n${spec}`));
+    return r.ok ? [] : r.error;
+  };
+  t.deepEqual(reasons('  action: CUSTOM\n  provider: {name: ext}'), [
+    'spec.action: CUSTOM (external authorization) is not supported by the zmesh waypoint',
+  ]);
+  t.deepEqual(
+    reasons(`  rules:
+  - from: [{source: {requestPrincipals: ["https://idp/*"], remoteIpBlocks: ["10.0.0.0/8"]}}]
+    to: [{operation: {paths: ["/api*", "*.css"], hosts: ["a.example"], ports: ["8080"]}}]
+    when: [{key: "request.auth.claims[groups]", values: [admins]}, {key: remote.ip, values: ["10.1.0.0/16"]}]`),
+    [],
+  );
+  t.deepEqual(
+    reasons(`  rules:
+  - to: [{operation: {paths: ["/a/{*}"]}}]
+    when: [{key: connection.sni, values: [x]}, {key: source.ip, values: ["10.0.0.0/99"]}]`),
+    [
+      'spec.rules[0].to[0].operation.paths[0]: "/a/{*}": path templates ({*}, {**}) are not supported',
+      'spec.rules[0].when[0].key: "connection.sni" is not supported; use one of request.headers[<name>], request.auth.claims[<claim>]..., request.auth.principal, request.auth.audiences, request.auth.presenter, source.principal, source.namespace, source.ip, remote.ip, destination.ip, destination.port',
+      'spec.rules[0].when[1].values[0]: prefix length 99 exceeds 32 for 10.0.0.0',
+    ],
+  );
+});
+
+test('RequestAuthentication admission: targetRefs required, jwtRules through the waypoint’s reader', (t) => {
+  const ra = (spec: string) =>
+    convertRequestAuthentication(
+      parse(
+        `apiVersion: security.istio.io/v1\nkind: RequestAuthentication\nmetadata: {name: jwt, namespace: shop}\nspec:\n${spec}`,
+      ),
+    );
+  t.like(
+    ra(`  targetRefs: [{kind: Gateway, name: waypoint}]
+  jwtRules: [{issuer: https://idp, jwksUri: "http://keys.auth.svc.cluster.local/jwks", audiences: [shop]}]`),
+    { ok: true, value: { name: 'jwt', namespace: 'shop' } },
+  );
+  const refused = ra(`  selector: {matchLabels: {app: a}}
+  jwtRules: [{issuer: https://idp, jwksUri: "https://idp.example.com/jwks", fromCookies: [s]}]`);
+  t.false(refused.ok);
+  const text = refused.ok ? '' : refused.error.join('\n');
+  t.regex(text, /spec.targetRefs: zmesh verifies JWTs at waypoints only/);
+  t.regex(text, /spec.jwtRules\[0\].jwksUri: host idp.example.com is outside the mesh/);
+  t.regex(text, /spec.jwtRules\[0\].fromCookies: unknown field/);
 });
 
 test('dry-run annotation and spiffe:// principals', (t) => {

@@ -1,5 +1,7 @@
+import { FieldReader } from '../config/field-reader.js';
 import { err, ok, type Result } from '../result.js';
 import { convertRule, type RuleContext, unknownKeys } from './authorization-policy-rules.js';
+import { readJwtRule, readRule } from './l7-policy.js';
 import { type Action, type Authorization, isRecord, type Rule, type Scope, show } from './policy-model.js';
 
 /**
@@ -41,7 +43,8 @@ export interface ConvertOptions {
 }
 
 const SPEC_KEYS = ['selector', 'targetRef', 'targetRefs', 'action', 'provider', 'rules'];
-const TARGET_KINDS = ['Gateway', 'Service', 'ServiceEntry', 'GatewayClass'];
+/** What a zmesh waypoint serves (Istio also takes ServiceEntry and GatewayClass: refused here, never ignored). */
+const TARGET_KINDS = ['Gateway', 'Service'];
 const DRY_RUN_ANNOTATION = 'istio.io/dry-run';
 
 export function convertAuthorizationPolicy(
@@ -69,7 +72,11 @@ export function convertAuthorizationPolicy(
     reasons,
     warnings,
   };
-  const rules = convertRules(spec.rules, ctx);
+  // A waypoint's policy is checked by the waypoint's own reader: what it refuses, apply refuses.
+  const rules = targetRefs.length > 0 ? waypointRules(spec.rules, reasons) : convertRules(spec.rules, ctx);
+  if (targetRefs.length > 0 && action === 'CUSTOM') {
+    reasons.push('spec.action: CUSTOM (external authorization) is not supported by the zmesh waypoint');
+  }
   if (targetRefs.length === 0 && (action === 'AUDIT' || action === 'CUSTOM')) {
     reasons.push(
       `spec.action: ztunnel does not support the ${action} action; target a waypoint with targetRefs`,
@@ -91,6 +98,54 @@ export function convertAuthorizationPolicy(
     dryRun: meta.dryRun,
   };
   return ok({ target: 'ztunnel', authorization, warnings, ...(selector === undefined ? {} : { selector }) });
+}
+
+/** The rules as the waypoint reads them; reasons as `spec.rules[i]…: reason`. */
+function waypointRules(v: unknown, reasons: string[]): Rule[] {
+  const r = new FieldReader('spec');
+  r.array(v, 'rules').forEach((rule, i) => {
+    readRule(r, rule, `rules[${i}]`);
+  });
+  for (const reason of r.reasons) reasons.push(reason.replace(/^spec: /, 'spec.'));
+  return [];
+}
+
+export interface ConvertedRequestAuthentication {
+  readonly name: string;
+  readonly namespace: string;
+  readonly targetRefs: readonly TargetRef[];
+}
+
+/**
+ * Admission of an Istio RequestAuthentication (security.istio.io/v1): zmesh verifies JWTs
+ * at waypoints only, so it must name one with targetRefs; every jwtRule goes through the
+ * waypoint's own reader (issuer, audiences, jwks or an in-mesh jwksUri, token locations).
+ */
+export function convertRequestAuthentication(input: unknown): Result<ConvertedRequestAuthentication> {
+  const reasons: string[] = [];
+  if (!isRecord(input)) return err(['RequestAuthentication: must be an object']);
+  if (input.kind !== undefined && input.kind !== 'RequestAuthentication') {
+    reasons.push(`kind: must be RequestAuthentication, got ${show(input.kind)}`);
+  }
+  const meta = readMetadata(input.metadata, reasons);
+  const spec = input.spec ?? {};
+  if (!isRecord(spec)) return err([...reasons, 'spec: must be an object']);
+  unknownKeys(spec, ['selector', 'targetRef', 'targetRefs', 'jwtRules'], 'spec', reasons);
+  const targetRefs = readTargetRefs(spec, reasons);
+  if (targetRefs.length === 0) {
+    reasons.push(
+      'spec.targetRefs: zmesh verifies JWTs at waypoints only; name a waypoint Gateway or a Service with targetRefs (a selector alone selects nothing)',
+    );
+  }
+  if (spec.selector !== undefined && targetRefs.length > 0)
+    reasons.push('spec: set selector or targetRefs, not both');
+  const r = new FieldReader('spec');
+  r.array(spec.jwtRules, 'jwtRules').forEach((rule, i) => {
+    readJwtRule(r, rule, `jwtRules[${i}]`);
+  });
+  for (const reason of r.reasons) reasons.push(reason.replace(/^spec: /, 'spec.'));
+  if (reasons.length > 0) return err(reasons);
+  return ok({ name: meta.name, namespace: meta.namespace, targetRefs });
 }
 
 function readMetadata(v: unknown, reasons: string[]): { name: string; namespace: string; dryRun: boolean } {

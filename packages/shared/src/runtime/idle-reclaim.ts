@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { logger } from '../log/index.js';
+import { guardedInterval } from './guarded-task.js';
 import { utilizationProbe } from './loop-utilization.js';
 import { mallocTrim } from './malloc-trim.js';
 
@@ -104,7 +105,11 @@ export class IdleReclaim {
       registers,
     });
     if (inputs.sampleMs !== 0) {
-      this.#timer = setInterval(() => this.sample(), inputs.sampleMs ?? RECLAIM_SAMPLE_MS);
+      this.#timer = guardedInterval(
+        'idle_reclaim',
+        () => this.sample(),
+        inputs.sampleMs ?? RECLAIM_SAMPLE_MS,
+      );
       this.#timer.unref();
     }
   }

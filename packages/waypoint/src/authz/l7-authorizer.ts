@@ -1,3 +1,4 @@
+import { type Cidr, cidrContains, type ParsedIp } from '@zmesh/shared';
 import type {
   L7Policy,
   PolicyCondition,
@@ -5,6 +6,7 @@ import type {
   PolicyRule,
   PolicySource,
 } from '../config/waypoint-config.js';
+import type { RequestAuth } from './jwt-authenticator.js';
 
 /** What a request is judged on. `http` is absent for opaque TCP and at CONNECT time. */
 export interface AuthzContext {
@@ -14,12 +16,18 @@ export interface AuthzContext {
   port: number;
   /** `namespace/name` of the destination service, for policies that target a Service. */
   service?: string;
+  /** The source workload's address (the tunnel's `Forwarded: for`); absent if not given. */
+  sourceIp?: ParsedIp;
+  /** The address the tunnel was for (CONNECT :authority host). */
+  destinationIp?: ParsedIp;
   http?: {
     method: string;
-    /** Path without the query string. */
+    /** The waypoint's normalized path, without the query string. */
     path: string;
     host: string;
     header: (name: string) => string | undefined;
+    /** The verified JWT; absent when the request carried none. */
+    auth?: RequestAuth;
   };
 }
 
@@ -31,16 +39,30 @@ export interface AuthzContext {
  */
 export type AuthzMode = 'http' | 'tcp' | 'tunnel';
 
-export type AuthzDecision = { allowed: true } | { allowed: false; policy: string };
+/** `audit` names the first AUDIT policy that matched (Istio: mark the request for the access log). */
+export type AuthzDecision = ({ allowed: true } | { allowed: false; policy: string }) & { audit?: string };
 
 /** true, false, or undefined when the answer needs HTTP attributes that are absent. */
 type Tri = boolean | undefined;
 
-/** Istio semantics: any matching DENY denies; else with ALLOW policies one must match; else allow. */
+/**
+ * Istio semantics: any matching DENY denies; else with ALLOW policies one must match; else
+ * allow. AUDIT policies never decide: the first that matches is named in `audit`.
+ */
 export function authorize(policies: readonly L7Policy[], ctx: AuthzContext, mode: AuthzMode): AuthzDecision {
   const applicable = policies.filter(
     (p) => !p.targetServices || (ctx.service !== undefined && p.targetServices.includes(ctx.service)),
   );
+  const decision = decide(applicable, ctx, mode);
+  if (mode === 'tunnel') return decision;
+  // Only a certain match is audited: an HTTP-only rule on opaque TCP does not mark it.
+  const audit = applicable.find(
+    (p) => p.action === 'AUDIT' && p.rules.some((rule) => matchRule(rule, ctx) === true),
+  );
+  return audit ? { ...decision, audit: `${audit.namespace}/${audit.name}` } : decision;
+}
+
+function decide(applicable: readonly L7Policy[], ctx: AuthzContext, mode: AuthzMode): AuthzDecision {
   for (const p of applicable) {
     if (p.action !== 'DENY') continue;
     const unknownMatches = mode === 'tcp';
@@ -70,13 +92,38 @@ function matchRule(rule: PolicyRule, ctx: AuthzContext): Tri {
 
 function matchSource(s: PolicySource, ctx: AuthzContext): Tri {
   const principal = stripSpiffe(ctx.principal);
-  const ns = /\/ns\/([^/]+)\//.exec(principal)?.[1] ?? '';
+  const ns = namespaceOf(principal);
+  const requestPrincipal = (): string | undefined =>
+    ctx.http ? (ctx.http.auth?.principal ?? '') : undefined;
   return allOf([
     field(s.principals, (v) => stringMatch(stripSpiffe(v), principal)),
     notField(s.notPrincipals, (v) => stringMatch(stripSpiffe(v), principal)),
     field(s.namespaces, (v) => stringMatch(v, ns)),
     notField(s.notNamespaces, (v) => stringMatch(v, ns)),
+    httpStrings(s.requestPrincipals, false, requestPrincipal),
+    httpStrings(s.notRequestPrincipals, true, requestPrincipal),
+    blocks(s.ipBlocks, false, ctx.sourceIp),
+    blocks(s.notIpBlocks, true, ctx.sourceIp),
+    // remote.ip: no trusted proxy hops are configured, so the original client is the source.
+    blocks(s.remoteIpBlocks, false, ctx.sourceIp),
+    blocks(s.notRemoteIpBlocks, true, ctx.sourceIp),
   ]);
+}
+
+/** A string field read from the request: unknown (undefined) without HTTP. */
+function httpStrings(values: string[] | undefined, negate: boolean, value: () => string | undefined): Tri {
+  if (values === undefined) return true;
+  const v = value();
+  if (v === undefined) return undefined;
+  const hit = values.some((p) => stringMatch(p, v));
+  return negate ? !hit : hit;
+}
+
+/** An address not given matches no block (so a `not` field holds). */
+function blocks(list: Cidr[] | undefined, negate: boolean, ip: ParsedIp | undefined): Tri {
+  if (list === undefined) return true;
+  const hit = ip !== undefined && list.some((c) => cidrContains(c, ip));
+  return negate ? !hit : hit;
 }
 
 function matchOperation(o: PolicyOperation, ctx: AuthzContext): Tri {
@@ -103,12 +150,64 @@ function matchOperation(o: PolicyOperation, ctx: AuthzContext): Tri {
 }
 
 function matchCondition(c: PolicyCondition, ctx: AuthzContext): Tri {
-  if (!ctx.http) return undefined;
-  const value = ctx.http.header(c.header);
-  const hit = (vs: string[]) => value !== undefined && vs.some((v) => stringMatch(v, value));
+  const a = c.attr;
+  switch (a.kind) {
+    case 'sourceIp':
+    case 'remoteIp':
+    case 'destinationIp': {
+      const ip = a.kind === 'destinationIp' ? ctx.destinationIp : ctx.sourceIp;
+      return allOf([blocks(c.cidrs, false, ip), blocks(c.notCidrs, true, ip)]);
+    }
+    case 'destinationPort':
+      return valuesMatch(c, [String(ctx.port)], (p, v) => p === v);
+    case 'sourcePrincipal':
+      return valuesMatch(c, [stripSpiffe(ctx.principal)]);
+    case 'sourceNamespace':
+      return valuesMatch(c, [namespaceOf(stripSpiffe(ctx.principal))]);
+  }
+  const h = ctx.http;
+  if (!h) return undefined;
+  switch (a.kind) {
+    case 'header': {
+      const v = h.header(a.name);
+      return valuesMatch(c, v === undefined ? [] : [v]);
+    }
+    case 'requestPrincipal':
+      return valuesMatch(c, h.auth ? [h.auth.principal] : []);
+    case 'audiences':
+      return valuesMatch(c, h.auth?.audiences ?? []);
+    case 'presenter':
+      return valuesMatch(c, h.auth?.presenter ? [h.auth.presenter] : []);
+    case 'claim':
+      return valuesMatch(c, claimValues(h.auth?.claims, a.path));
+  }
+}
+
+/** `values`: some actual value matches some pattern; `notValues`: none does. No value matches no pattern. */
+function valuesMatch(
+  c: PolicyCondition,
+  actual: readonly string[],
+  test: (pattern: string, value: string) => boolean = stringMatch,
+): boolean {
+  const hit = (patterns: string[]) => actual.some((v) => patterns.some((p) => test(p, v)));
   if (c.values && !hit(c.values)) return false;
   if (c.notValues && hit(c.notValues)) return false;
   return true;
+}
+
+/**
+ * A claim's values for matching (Istio: a string, or each string of a list); nested claims
+ * by path. Numbers and booleans compare as their text; objects never match.
+ */
+export function claimValues(claims: Record<string, unknown> | undefined, path: readonly string[]): string[] {
+  let v: unknown = claims;
+  for (const k of path) {
+    if (v === null || typeof v !== 'object' || Array.isArray(v)) return [];
+    v = (v as Record<string, unknown>)[k];
+  }
+  const scalar = (x: unknown) =>
+    typeof x === 'string' || typeof x === 'number' || typeof x === 'boolean' ? [String(x)] : [];
+  return Array.isArray(v) ? v.flatMap(scalar) : scalar(v);
 }
 
 function field(values: string[] | undefined, test: (v: string) => boolean): Tri {
@@ -125,6 +224,10 @@ export function stringMatch(pattern: string, value: string): boolean {
   if (pattern.endsWith('*')) return value.startsWith(pattern.slice(0, -1));
   if (pattern.startsWith('*')) return value.endsWith(pattern.slice(1));
   return pattern === value;
+}
+
+function namespaceOf(principal: string): string {
+  return /\/ns\/([^/]+)\//.exec(principal)?.[1] ?? '';
 }
 
 function stripSpiffe(p: string): string {

@@ -57,7 +57,9 @@ backendPolicies:
   t.deepEqual(rule.fault, { delay: { percent: 50, fixedDelayMs: 10 } });
   t.is(cfg.policies.length, 1, 'a policy without targetRefs is ztunnel’s, not ours');
   t.deepEqual(cfg.policies[0]!.rules[0]!.to, [{ ports: [80] }]);
-  t.deepEqual(cfg.policies[0]!.rules[0]!.when, [{ header: 'x-user', values: ['x'] }]);
+  t.deepEqual(cfg.policies[0]!.rules[0]!.when, [
+    { key: 'request.headers[X-User]', attr: { kind: 'header', name: 'x-user' }, values: ['x'] },
+  ]);
   t.is(cfg.backendPolicies[0]!.circuitBreaker.maxRequests, 5);
   t.is(cfg.backendPolicies[0]!.circuitBreaker.maxConnections, 1024, "Envoy's default");
   t.is(cfg.backendPolicies[0]!.outlier.baseEjectionMs, 10_000);
@@ -78,8 +80,8 @@ httpRoutes:
 authorizationPolicies:
   - name: p
     targetRefs: [{ kind: Gateway, name: waypoint }]
-    action: AUDIT
-    rules: [{ when: [{ key: "source.ip" , values: [x] }] }]
+    action: CUSTOM
+    rules: [{ when: [{ key: "source.ip" , values: [x] }, { key: "connection.sni", values: [a] }] }]
 `,
     'cfg.yaml',
   );
@@ -94,8 +96,9 @@ authorizationPolicies:
     'rules[0].retry.attempts',
     'unknown condition sometimes',
     'rules[0].typo: unknown field',
-    'authorizationPolicies[0].action: must be one of ALLOW, DENY',
-    'only request.headers[<name>] is supported',
+    'authorizationPolicies[0].action: CUSTOM (external authorization) is not supported',
+    'when[0].values[0]: address "x" is not an IP address',
+    'when[1].key: "connection.sni" is not supported; use one of request.headers[<name>]',
     'backendRefs[0]: no service team-b/missing',
   ]) {
     t.true(text.includes(needle), `missing reason: ${needle}\n${text}`);
@@ -128,4 +131,53 @@ test('decoding never throws on arbitrary input', (t) => {
     { numRuns: 300 },
   );
   t.pass();
+});
+
+test('AuthorizationPolicy L7 fields: request principals, IP blocks, claims and IP conditions; bad forms refused', (t) => {
+  const policy = (rules: string, action = 'ALLOW') =>
+    parseWaypointConfig(
+      `
+waypoint: { name: waypoint, namespace: ns }
+authorizationPolicies:
+  - name: p
+    targetRefs: [{ kind: Gateway, name: waypoint }]
+    action: ${action}
+    rules: [${rules}]
+`,
+      'f',
+    );
+  const r = policy(
+    `{ from: [{ source: { requestPrincipals: ["https://idp/*"], ipBlocks: ["10.0.0.0/8", "fd00::1"], remoteIpBlocks: ["::ffff:10.1.0.0/112"] } }],
+       to: [{ operation: { paths: ["/api*", "*.css", "/exact"], ports: ["8080"] } }],
+       when: [{ key: "request.auth.claims[org][team]", values: [pay] }, { key: "destination.port", notValues: ["81"] }, { key: "remote.ip", values: ["192.168.0.0/16"] }] }`,
+    'AUDIT',
+  );
+  if (!r.ok) return t.fail(r.error.join('\n'));
+  const p = r.value.policies[0]!;
+  t.is(p.action, 'AUDIT');
+  const src = p.rules[0]!.from[0]!;
+  t.deepEqual(src.requestPrincipals, ['https://idp/*']);
+  t.deepEqual(
+    [...(src.ipBlocks ?? []), ...(src.remoteIpBlocks ?? [])].map((c) => `${c.v4 ? 4 : 6}/${c.bits}`),
+    ['4/8', '6/128', '4/16'],
+    'one IP parser: a v4-mapped block is the v4 block',
+  );
+  t.deepEqual(p.rules[0]!.to[0]!.ports, [8080]);
+  t.like(p.rules[0]!.when[0], { attr: { kind: 'claim', path: ['org', 'team'] }, values: ['pay'] });
+  t.like(p.rules[0]!.when[1], { attr: { kind: 'destinationPort' }, notValues: ['81'] });
+  t.is(p.rules[0]!.when[2]!.cidrs?.length, 1);
+  const refused = (rules: string) => {
+    const x = policy(rules);
+    return x.ok ? '' : x.error.join('\n');
+  };
+  t.regex(refused('{ to: [{ operation: { paths: ["/a/{*}/b"] } }] }'), /path templates/);
+  t.regex(refused('{ to: [{ operation: { paths: ["/a*b"] } }] }'), /a \* other than at the start or the end/);
+  t.regex(refused('{ to: [{ operation: { paths: ["admin"] } }] }'), /a path starts with \//);
+  t.regex(refused('{ from: [{ source: { ipBlocks: ["10.0.0.0/33"] } }] }'), /prefix length 33 exceeds 32/);
+  t.regex(refused('{ from: [{ source: { serviceAccounts: ["a"] } }] }'), /serviceAccounts: unknown field/);
+  t.regex(
+    refused('{ when: [{ key: "destination.port", values: ["http"] }] }'),
+    /values\[0\]: must be an integer/,
+  );
+  t.regex(refused('{ when: [{ key: "request.auth.claims[]", values: [x] }] }'), /is not supported/);
 });

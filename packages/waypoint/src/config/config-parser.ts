@@ -7,12 +7,14 @@ import {
   ok,
   parseYamlText,
   type Result,
+  readPolicy,
+  readRequestAuthn,
   readService,
   readWorkload,
   readYamlFile,
   serviceKey,
 } from '@zmesh/shared';
-import { readBackendPolicy, readPolicy } from './policy-parser.js';
+import { readBackendPolicy } from './policy-parser.js';
 import { readRoute } from './route-parser.js';
 import type { WaypointConfig } from './waypoint-config.js';
 
@@ -22,6 +24,7 @@ const ROOT_KEYS = [
   'services',
   'httpRoutes',
   'authorizationPolicies',
+  'requestAuthentications',
   'backendPolicies',
 ];
 
@@ -62,6 +65,9 @@ export function decodeWaypointConfig(doc: unknown, source: string): Result<Waypo
     policies: r
       .array(root.authorizationPolicies, 'authorizationPolicies')
       .flatMap((x, i) => readPolicy(r, x, `authorizationPolicies[${i}]`, { name, namespace }) ?? []),
+    requestAuthentications: r
+      .array(root.requestAuthentications, 'requestAuthentications')
+      .flatMap((x, i) => readRequestAuthn(r, x, `requestAuthentications[${i}]`, { name, namespace }) ?? []),
     backendPolicies: r
       .array(root.backendPolicies, 'backendPolicies')
       .flatMap((x, i) => readBackendPolicy(r, x, `backendPolicies[${i}]`) ?? []),

@@ -3,6 +3,7 @@ import { RouteTable } from '../route/route-table.js';
 import {
   type BackendPolicy,
   defaultBackendPolicy,
+  type JwtRule,
   type L7Policy,
   type WaypointConfig,
 } from './waypoint-config.js';
@@ -39,6 +40,8 @@ export class ConfigView {
   readonly #endpointLists = new Map<string, readonly Endpoint[]>();
   readonly #routes = new Map<string, RouteTable>();
   readonly #backendPolicies = new Map<string, BackendPolicy>();
+  readonly #jwtRules = new Map<string, readonly JwtRule[]>();
+  readonly #jwtOutputs = new WeakMap<readonly JwtRule[], readonly string[]>();
 
   constructor(config: WaypointConfig) {
     this.config = config;
@@ -117,7 +120,39 @@ export class ConfigView {
     return policy;
   }
 
-  /** Healthy endpoints of `service` for `servicePort`, with each one's target port. */
+  /**
+   * The jwtRules of every RequestAuthentication that applies to a request for `service`
+   * (`namespace/name`): those targeting this waypoint, and those targeting that service.
+   */
+  jwtRules(service: string | undefined): readonly JwtRule[] {
+    const key = service ?? '';
+    let rules = this.#jwtRules.get(key);
+    if (!rules) {
+      rules = this.config.requestAuthentications
+        .filter((a) => !a.targetServices || (service !== undefined && a.targetServices.includes(service)))
+        .flatMap((a) => a.rules);
+      this.#jwtRules.set(key, rules);
+    }
+    return rules;
+  }
+
+  /** Headers the rules write (outputPayloadToHeader, outputClaimToHeaders): a client's copies are dropped. */
+  jwtOutputHeaders(rules: readonly JwtRule[]): readonly string[] {
+    let out = this.#jwtOutputs.get(rules);
+    if (!out) {
+      out = [
+        ...new Set(
+          rules.flatMap((r) => [
+            ...(r.outputPayloadToHeader ? [r.outputPayloadToHeader] : []),
+            ...r.outputClaimToHeaders.map((c) => c.header),
+          ]),
+        ),
+      ];
+      this.#jwtOutputs.set(rules, out);
+    }
+    return out;
+  }
+
   /**
    * The healthy endpoints of a service port. The view never changes, so each list is
    * built once (not per request) and shared: callers must not modify it.

@@ -1,4 +1,17 @@
-import type { Service, Workload } from '@zmesh/shared';
+import type { L7Policy, RequestAuthn, Service, Workload } from '@zmesh/shared';
+
+export type {
+  ConditionAttr,
+  JwtLocation,
+  JwtRule,
+  L7Action,
+  L7Policy,
+  PolicyCondition,
+  PolicyOperation,
+  PolicyRule,
+  PolicySource,
+  RequestAuthn,
+} from '@zmesh/shared';
 
 /**
  * What a waypoint consumes: the services it serves and their endpoints (the shared
@@ -16,6 +29,8 @@ export interface WaypointConfig {
   workloads: Workload[];
   routes: HttpRoute[];
   policies: L7Policy[];
+  /** Istio RequestAuthentications targeting this waypoint or its services (JWT). */
+  requestAuthentications: RequestAuthn[];
   backendPolicies: BackendPolicy[];
 }
 
@@ -76,46 +91,6 @@ export interface HttpRoute {
   parentRefs: Array<{ name: string; namespace: string; port?: number }>;
   hostnames: string[];
   rules: RouteRule[];
-}
-
-export interface PolicySource {
-  principals?: string[];
-  notPrincipals?: string[];
-  namespaces?: string[];
-  notNamespaces?: string[];
-}
-
-export interface PolicyOperation {
-  methods?: string[];
-  notMethods?: string[];
-  paths?: string[];
-  notPaths?: string[];
-  hosts?: string[];
-  notHosts?: string[];
-  ports?: number[];
-  notPorts?: number[];
-}
-
-/** `key` is `request.headers[<name>]` (lowercased name kept). */
-export interface PolicyCondition {
-  header: string;
-  values?: string[];
-  notValues?: string[];
-}
-
-export interface PolicyRule {
-  from: PolicySource[];
-  to: PolicyOperation[];
-  when: PolicyCondition[];
-}
-
-export interface L7Policy {
-  name: string;
-  namespace: string;
-  action: 'ALLOW' | 'DENY';
-  rules: PolicyRule[];
-  /** targetRefs of kind Service (`namespace/name`): the policy applies to these only. */
-  targetServices?: string[];
 }
 
 export interface CircuitBreakerPolicy {

@@ -32,7 +32,13 @@ export async function forwardOpaque(
   const svc = dest?.service ?? service;
   const decision = authorize(
     view.policies,
-    { principal: ctx.peerIdentity, port, ...(svc ? { service: `${svc.namespace}/${svc.name}` } : {}) },
+    {
+      principal: ctx.peerIdentity,
+      port,
+      ...(svc ? { service: `${svc.namespace}/${svc.name}` } : {}),
+      ...(ctx.sourceIp ? { sourceIp: ctx.sourceIp } : {}),
+      ...(ctx.destinationIp ? { destinationIp: ctx.destinationIp } : {}),
+    },
     'tcp',
   );
   if (!dest || !decision.allowed) {
@@ -41,6 +47,7 @@ export async function forwardOpaque(
         src: ctx.peerIdentity,
         dst: `${host}:${port}`,
         policy: decision.allowed ? undefined : decision.policy,
+        ...(decision.audit ? { audit: decision.audit } : {}),
       },
       'tcp refused',
     );

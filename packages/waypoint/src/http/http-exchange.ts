@@ -23,6 +23,8 @@ export interface Exchange {
   upgrade?: UpgradeRequest;
   /** Why the request cannot be served as received: answered 400, never forwarded. */
   refused?: { reason: string; detail: string };
+  /** Headers to drop and set on the way upstream (RequestAuthentication: the token, its payload). */
+  headerEdits?: { remove: readonly string[]; set: Readonly<Record<string, string>> };
 }
 
 /**
@@ -149,6 +151,10 @@ export function forwardableHeaders(ex: Exchange): Record<string, string | string
   // HTTP/1.1 only: upstream HTTP/2 frames bodies itself (and forbids the header).
   if (ex.protocol === 'h1' && ex.req.headers['transfer-encoding'] !== undefined)
     out['transfer-encoding'] = 'chunked';
+  if (ex.headerEdits) {
+    for (const name of ex.headerEdits.remove) delete out[name];
+    Object.assign(out, ex.headerEdits.set);
+  }
   return out;
 }
 

@@ -3,10 +3,12 @@ import {
   type Logger,
   logger,
   type MeshMetrics,
+  type ParsedIp,
   type Service,
   serviceKey,
   ZmeshError,
 } from '@zmesh/shared';
+import type { JwtAuthenticator, RequestAuth } from '../authz/jwt-authenticator.js';
 import { authorize } from '../authz/l7-authorizer.js';
 import type { ConfigView, Destination, Endpoint } from '../config/config-view.js';
 import { endpointOf } from '../config/config-view.js';
@@ -40,6 +42,10 @@ export interface TunnelContext {
    */
   sourceWorkload?: string;
   forwardedFor?: string;
+  /** The tunnel's source address (the source pod's), parsed once per tunnel, for source.ip and ipBlocks. */
+  sourceIp?: ParsedIp;
+  /** The CONNECT authority's address, for destination.ip. */
+  destinationIp?: ParsedIp;
   traceparent?: string;
   upstream: UpstreamSet;
 }
@@ -59,6 +65,8 @@ export interface HandlerDeps {
   accessLog?: Logger;
   /** How request paths are normalized before policy and routes read them (default BASE). */
   pathNormalization?: PathNormalization;
+  /** Verifies JWTs for RequestAuthentications; keeps fetched key sets across configs. */
+  authn: JwtAuthenticator;
 }
 
 /** The L7 pipeline: destination, authorization, route, rate limit, fault, deadline, forward. */
@@ -100,7 +108,12 @@ async function pipeline(
   const dest = view.destination(host, port);
   if (!dest) throw new ZmeshError('ZM_ERR_ROUTE_NO_DESTINATION', { address: `${host}:${port}` });
   record.destination = dest;
-  authorizeRequest(view, tunnel, ex, dest);
+  // No RequestAuthentication: nothing to await on the common path.
+  const auth =
+    view.config.requestAuthentications.length === 0
+      ? undefined
+      : await authenticate(deps, view, ex, dest, record);
+  authorizeRequest(view, tunnel, ex, dest, record, auth);
   const target = chooseTarget(deps, view, dest, ex, record);
   const rule = record.rule;
   if (rule?.rateLimit) takeToken(deps, rule, record);
@@ -129,8 +142,83 @@ async function pipeline(
   await forward(deps, tunnel, ex, plan, record);
 }
 
+/**
+ * RequestAuthentication: a token that fails is 401 with Envoy's `www-authenticate`; none
+ * passes unauthenticated (a policy may still require a principal). A verified token is
+ * stripped before the app unless forwardOriginalToken, and its payload or claims copied
+ * to headers as asked. Headers of those names the client sent are never forwarded.
+ */
+async function authenticate(
+  deps: HandlerDeps,
+  view: ConfigView,
+  ex: Exchange,
+  dest: Destination,
+  record: RequestRecord,
+): Promise<RequestAuth | undefined> {
+  const service = dest.service;
+  const rules = view.jwtRules(service ? `${service.namespace}/${service.name}` : undefined);
+  if (rules.length === 0) return undefined;
+  const q = ex.target.indexOf('?');
+  const outcome = await deps.authn.authenticate(rules, {
+    header: ex.header,
+    query: q === -1 ? '' : ex.target.slice(q + 1),
+  });
+  const outputs = view.jwtOutputHeaders(rules);
+  if (outcome.kind === 'invalid') {
+    deps.metrics.jwt.inc({ result: 'invalid' });
+    record.replyHeaders = {
+      ...record.replyHeaders,
+      'www-authenticate': `Bearer realm="http://${quotable(ex.authority)}${quotable(ex.path.slice(0, 256))}", error="invalid_token"`,
+    };
+    record.jwtError = outcome.reason;
+    throw new ZmeshError('ZM_ERR_JWT_INVALID', { reason: outcome.reason });
+  }
+  deps.metrics.jwt.inc({ result: outcome.kind === 'valid' ? 'valid' : 'missing' });
+  const edits = outcome.kind === 'valid' ? outcome.edits : undefined;
+  ex.headerEdits = {
+    remove: [...outputs, ...(edits?.remove ?? [])],
+    set: edits?.set ?? {},
+  };
+  if (edits && edits.removeParams.length > 0) ex.target = withoutParams(ex.target, edits.removeParams);
+  if (outcome.kind !== 'valid') return undefined;
+  record.requestPrincipal = outcome.auth.principal;
+  return outcome.auth;
+}
+
+/**
+ * The target without the named query parameters (the token was read from one). The other
+ * parameters stay byte for byte as the client sent them.
+ */
+function withoutParams(target: string, names: readonly string[]): string {
+  const q = target.indexOf('?');
+  const kept = target
+    .slice(q + 1)
+    .split('&')
+    .filter((pair) => {
+      const name = pair.split('=', 1)[0]!;
+      let decoded = name;
+      try {
+        decoded = decodeURIComponent(name.replace(/\+/g, ' '));
+      } catch {}
+      return !names.includes(decoded);
+    });
+  return kept.length === 0 ? target.slice(0, q) : `${target.slice(0, q)}?${kept.join('&')}`;
+}
+
+/** Text safe inside a quoted-string of a header (RFC 9110 §5.6.4): printable, no `"` or `\`. */
+function quotable(text: string): string {
+  return text.replace(/[^\x21-\x7e]|["\\]/g, '');
+}
+
 /** L7 policy on the tunnel's peer identity (the source workload) and this request. */
-function authorizeRequest(view: ConfigView, tunnel: TunnelContext, ex: Exchange, dest: Destination): void {
+function authorizeRequest(
+  view: ConfigView,
+  tunnel: TunnelContext,
+  ex: Exchange,
+  dest: Destination,
+  record: RequestRecord,
+  auth: RequestAuth | undefined,
+): void {
   const service = dest.service;
   const decision = authorize(
     view.policies,
@@ -138,10 +226,19 @@ function authorizeRequest(view: ConfigView, tunnel: TunnelContext, ex: Exchange,
       principal: tunnel.peerIdentity,
       port: tunnel.authority.port,
       ...(service ? { service: `${service.namespace}/${service.name}` } : {}),
-      http: { method: ex.method, path: ex.path, host: ex.authority, header: ex.header },
+      ...(tunnel.sourceIp ? { sourceIp: tunnel.sourceIp } : {}),
+      ...(tunnel.destinationIp ? { destinationIp: tunnel.destinationIp } : {}),
+      http: {
+        method: ex.method,
+        path: ex.path,
+        host: ex.authority,
+        header: ex.header,
+        ...(auth ? { auth } : {}),
+      },
     },
     'http',
   );
+  if (decision.audit) record.audit = decision.audit;
   if (!decision.allowed) throw new ZmeshError('ZM_ERR_WAYPOINT_DENIED', { policy: decision.policy });
 }
 

@@ -25,6 +25,12 @@ export interface RequestRecord {
   responseBytes?: number;
   /** From the response trailers (gRPC puts its status there) or headers. */
   grpcStatus?: string;
+  /** The AUDIT policy that matched: the access log line names it. */
+  audit?: string;
+  /** `iss/sub` of the verified JWT. */
+  requestPrincipal?: string;
+  /** Why the request's JWT was refused (401). */
+  jwtError?: string;
 }
 
 export function recordRequest(metrics: WaypointMetrics, clock: Clock, log: Logger, r: RecordLike): void {
@@ -68,6 +74,9 @@ export function recordRequest(metrics: WaypointMetrics, clock: Clock, log: Logge
         upstream: r.endpoint,
         attempts: r.attempts,
         ms,
+        ...(r.requestPrincipal ? { req_principal: r.requestPrincipal } : {}),
+        ...(r.audit ? { audit: r.audit } : {}),
+        ...(r.jwtError ? { jwt_error: r.jwtError } : {}),
       },
       'request',
     );

@@ -36,6 +36,7 @@ export class WaypointMetrics {
   readonly badRequests: Counter<'protocol' | 'reason'>;
   readonly tunnels: Counter<'protocol'>;
   readonly configApplied: Counter<'result'>;
+  readonly jwt: Counter<'result'>;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -65,6 +66,12 @@ export class WaypointMetrics {
       help: 'Response body bytes',
       labelNames,
       buckets: BYTE_BUCKETS,
+      registers,
+    });
+    this.jwt = new Counter({
+      name: 'zmesh_waypoint_jwt_total',
+      help: 'Requests under a RequestAuthentication, by token outcome: valid, invalid (401), missing',
+      labelNames: ['result'],
       registers,
     });
     this.attempts = new Counter({

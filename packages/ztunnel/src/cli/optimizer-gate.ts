@@ -1,5 +1,5 @@
 import { setFlagsFromString } from 'node:v8';
-import { logger } from '@zmesh/shared';
+import { guardedInterval, logger } from '@zmesh/shared';
 
 const log = logger('memory');
 
@@ -56,7 +56,7 @@ export class OptimizerGate {
     this.#maxMs = inputs.maxMs ?? START_UP_MAX_MS;
     this.#on = !(inputs.deferred ?? DEFER_OPTIMIZER_FLAGS.every((f) => process.execArgv.includes(f)));
     if (this.#on) return;
-    this.#timer = setInterval(() => this.check(), inputs.pollMs ?? START_UP_POLL_MS);
+    this.#timer = guardedInterval('optimizer_gate', () => this.check(), inputs.pollMs ?? START_UP_POLL_MS);
     this.#timer.unref();
     this.check();
   }
