@@ -99,11 +99,12 @@ meshTest(
     const r = await until('outsider', server.ipv4, true);
     t.is(r.ok, 1, JSON.stringify(r));
     const answer = Object.keys(r.answers)[0] ?? '';
-    t.false(
-      answer.includes(mesh.pod('outsider').ipv4),
-      `delivered by ztunnel inside the pod, not directly (${answer})`,
+    t.is(
+      answer.replace(/^::ffff:/, ''),
+      mesh.pod('outsider').ipv4,
+      "the app saw the outsider's own address (ztunnel preserves the source)",
     );
-    t.true((await plaintextTotal('accepted')) > accepted, 'counted');
+    t.true((await plaintextTotal('accepted')) > accepted, 'counted: delivered by ztunnel, not directly');
     t.is((await reaches('client', server.ipv4)).ok, 1, 'HBONE still served');
 
     await mesh.controlPlane!.apply(pa('STRICT'), 'strict');

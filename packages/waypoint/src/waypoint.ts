@@ -1,6 +1,7 @@
 import type { Duplex } from 'node:stream';
 import {
   type Credential,
+  canonicalIp,
   HboneServer,
   type Logger,
   logger,
@@ -268,11 +269,14 @@ export class Waypoint {
     inner.on('error', () => {});
     // Let the HBONE server answer 200 and splice first: a refusal below must reach a live splice.
     await new Promise((resolve) => setImmediate(resolve));
+    // `forwarded: for=` is the tunnel's own source address (the client pod, kernel-given), never
+    // a header the source sent: the destination ztunnel connects to the app from it.
+    const forwardedFor = forwardedForOf(req);
     const upstream = new UpstreamSet({
       tunnels: this.#tunnels,
       hbonePort: this.#opts.endpointHbonePort ?? WAYPOINT_HBONE_PORT,
       tunnelHeaders: {
-        ...(req.request.forwardedFor ? { forwardedFor: req.request.forwardedFor } : {}),
+        ...(forwardedFor ? { forwardedFor } : {}),
         ...(req.request.baggage ? { baggage: req.request.baggage } : {}),
         ...(req.request.traceparent ? { traceparent: req.request.traceparent } : {}),
       },
@@ -291,7 +295,7 @@ export class Waypoint {
       peerIdentity: req.peerIdentity,
       authority: req.request.authority,
       ...(sourceWorkload ? { sourceWorkload } : {}),
-      ...(req.request.forwardedFor ? { forwardedFor: req.request.forwardedFor } : {}),
+      ...(forwardedFor ? { forwardedFor } : {}),
       ...(sourceIp ? { sourceIp } : {}),
       ...(destinationIp ? { destinationIp } : {}),
       ...(req.request.traceparent ? { traceparent: req.request.traceparent } : {}),
@@ -310,6 +314,13 @@ export class Waypoint {
     }
     this.#frontend.serve(protocol, inner, ctx);
   }
+}
+
+/** RFC 7239 §6: the tunnel's source address as a `for=` node (IPv6 in brackets). */
+function forwardedForOf(req: TunnelRequest): string | undefined {
+  const ip = canonicalIp(req.stream.session?.socket?.remoteAddress ?? '');
+  if (ip === undefined) return undefined;
+  return ip.includes(':') ? `[${ip}]` : ip;
 }
 
 /**

@@ -28,6 +28,7 @@ import type { BpfCapture } from './capture/bpf-capture.js';
 import { type EnrolledPod, EnrolledPods } from './capture/enrolled-pods.js';
 import { connectInNetns, listenInNetns } from './capture/netns-listener.js';
 import { PlaintextRedirects } from './capture/plaintext-redirect.js';
+import { TransparentConnector } from './capture/transparent-connect.js';
 import { ZdsClient } from './capture/zds-client.js';
 import { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
 import { type CertificateSigner, CertManager, DEFAULT_MAX_CSRS_IN_FLIGHT } from './identity/cert-manager.js';
@@ -122,6 +123,7 @@ export class Ztunnel {
   private readonly outbound: OutboundInputs;
   private readonly captured?: EnrolledPods;
   private readonly agent?: ZdsClient;
+  private readonly transparent?: TransparentConnector;
   private reconciling: Promise<void> = Promise.resolve();
   /** Why the configuration is not complete yet (control-plane mode), if it is not. */
   private configIncomplete: () => string | undefined = () => undefined;
@@ -210,6 +212,7 @@ export class Ztunnel {
         cgroupRoot: options.capture.cgroupRoot,
         registry: this.metrics.registry,
       });
+      this.transparent = new TransparentConnector(this.metrics.registry);
     }
     this.admin = new AdminServers({
       host: options.address,
@@ -464,12 +467,13 @@ export class Ztunnel {
     }));
   }
 
-  /** The last hop to the app: over loopback inside the pod when captured. */
+  /** The last hop to the app: inside the pod when captured, from the original client's address. */
   private appConnector(w: Workload): AppConnector {
     const pod = this.captured?.get(w.uid);
-    if (!pod) return this.options.connectApp ?? loopbackAppConnector;
+    const transparent = this.transparent;
+    if (!pod || !transparent) return this.options.connectApp ?? loopbackAppConnector;
     const opts = { sendBufferBytes: this.tenancy.appSendBufferBytes };
-    return (_w, host, port) => whenConnected(connectInNetns(pod.netns, host, port, opts));
+    return (_w, host, port, source) => whenConnected(transparent.connect(pod, host, port, source, opts));
   }
 }
 

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { CertificateAuthority, type Credential } from '@zmesh/shared';
 import type { ResultPromise } from 'execa';
@@ -10,6 +11,9 @@ import { L7Target } from './l7-target.js';
 import { type Movement, movements, parseScrape, type Scrape } from './metric-deltas.js';
 import { TargetWitness } from './target-witness.js';
 import { ZtunnelLogs } from './ztunnel-logs.js';
+
+/** koffi, for the targets' getsockopt(SO_MARK) (the checkout is world-readable). */
+const KOFFI = createRequire(import.meta.url).resolve('koffi');
 
 /** The application port every target listens on (TCP and UDP). */
 export const APP_PORT = 8080;
@@ -297,7 +301,7 @@ export class BypassLab {
 
   private async startTarget(pod: PodInfo): Promise<void> {
     // buffer: false — the stream is read here, line by line, for the life of the run.
-    const proc = this.mesh.cluster.runInPod(pod, ['node', '-e', TARGET_SERVER, String(APP_PORT)], {
+    const proc = this.mesh.cluster.runInPod(pod, ['node', '-e', TARGET_SERVER, String(APP_PORT), KOFFI], {
       reject: false,
       stdout: 'pipe',
       buffer: false,

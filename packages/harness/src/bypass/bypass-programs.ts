@@ -8,17 +8,27 @@
  * The target application: TCP on [::]:port (dual stack) answers each connection with the
  * peer address it saw, then closes; UDP on the same port answers each datagram the same
  * way. It also prints every peer it sees (JSON lines), so the harness has the target's own
- * record beside the attacker's. A delivery through ztunnel comes from inside the pod (its
- * own address or loopback); one around the mesh shows the attacker's address.
+ * record beside the attacker's. ztunnel delivers from the client's own address (source
+ * preserved), so the address alone does not tell: each TCP peer also carries the SO_MARK of
+ * the accepted socket, which the kernel copies from the SYN (tcp_fwmark_accept). ztunnel's
+ * connections carry 0x15008; a packet from outside the pod arrives with no mark (a veth
+ * crossing clears it) and a pod cannot set one (no CAP_NET_ADMIN). argv[2] is koffi's path
+ * (getsockopt); without it `mark` is null and every TCP peer outside the pod counts as a bypass.
  */
 export const TARGET_SERVER = `
 const port = Number(process.argv[1]);
 const net = require('net'), dgram = require('dgram');
-const seen = (kind, peer) => console.log(JSON.stringify({ [kind]: peer }));
+let markOf = () => null;
+try {
+  const koffi = require(process.argv[2]);
+  const getsockopt = koffi.load('libc.so.6').func('int getsockopt(int fd, int level, int name, _Out_ void *val, _Inout_ uint32_t *len)');
+  markOf = (s) => { const b = Buffer.alloc(4); return getsockopt(s._handle.fd, 1, 36, b, [4]) === 0 ? b.readUInt32LE(0) : null; };
+} catch {}
+const seen = (kind, peer, mark) => console.log(JSON.stringify({ [kind]: peer, ...(kind === 'tcp' ? { mark } : {}) }));
 const udp = dgram.createSocket({ type: 'udp6', ipv6Only: false });
 udp.on('message', (m, r) => { seen('udp', r.address); udp.send('udp:' + r.address, r.port, r.address); });
 udp.bind(port, '::', () => {
-  net.createServer((s) => { seen('tcp', String(s.remoteAddress)); s.on('error', () => {}); s.end(String(s.remoteAddress)); })
+  net.createServer((s) => { seen('tcp', String(s.remoteAddress), markOf(s)); s.on('error', () => {}); s.end(String(s.remoteAddress)); })
     .listen(port, '::', () => console.log(JSON.stringify({ listening: port })));
 });
 `;
@@ -158,9 +168,11 @@ def run(c):
         except OSError as e: return res(k, False, e.errno)
         finally: s.close()
     if k == 'freebind_connect':
-        s = socket.socket(); s.settimeout(c['timeout'])
+        v6 = ':' in c['ip']
+        s = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET); s.settimeout(c['timeout'])
         try:
-            s.setsockopt(socket.SOL_IP, 15, 1); s.bind((c['ip'], 0))
+            s.setsockopt(socket.IPPROTO_IPV6, 78, 1) if v6 else s.setsockopt(socket.SOL_IP, 15, 1)
+            s.bind((c['ip'], 0))
             s.connect((c['host'], c['port'])); data = s.recv(200)
             return res(k, len(data) > 0, 0, 'answer: ' + data.decode(errors='replace'))
         except socket.timeout: return res(k, False, errno.ETIMEDOUT, 'timeout')

@@ -7,6 +7,7 @@ import { lifecycleAttempts } from './attempts-lifecycle.js';
 import { meshPathAttempts } from './attempts-loops.js';
 import { portAttempts } from './attempts-ports.js';
 import { processAttempts } from './attempts-process.js';
+import { sourceAttempts } from './attempts-source.js';
 
 /** Every attempt, in the order they run: lifecycle attempts (enrollment, restarts) last, they disturb the rest. */
 export function catalogue(): Attempt[] {
@@ -17,6 +18,7 @@ export function catalogue(): Attempt[] {
     ...identityAttempts(),
     ...meshPathAttempts(),
     ...processAttempts(),
+    ...sourceAttempts(),
     ...kernelAttempts(),
     ...l7Attempts(),
     ...lifecycleAttempts(),

@@ -24,3 +24,29 @@ test('a TCP peer from outside the target pod came around the mesh; its own addre
     'targets saw nothing (no connection, no datagram reached an application)',
   ]);
 });
+
+test("a peer with the client's address came through ztunnel only when its socket carries ztunnel's mark", (t) => {
+  const w = new TargetWitness(new Map([['server', server]]));
+  w.add(
+    'server',
+    [
+      '{"tcp":"::ffff:10.244.1.2","mark":86024}',
+      '{"tcp":"::ffff:10.244.1.2","mark":0}',
+      '{"tcp":"fd00:244:1::2","mark":null}',
+      '{"tcp":"fd00:244:1::2","mark":"0x15008"}',
+      '{"tcp":"::ffff:10.244.2.2","mark":0}',
+      '',
+    ].join('\n'),
+  );
+  t.deepEqual(
+    w.sinceMark().map((e) => [e.peer, e.mark, w.cameAround(e)]),
+    [
+      ['::ffff:10.244.1.2', 0x15008, false],
+      ['::ffff:10.244.1.2', 0, true],
+      ['fd00:244:1::2', null, true],
+      ['fd00:244:1::2', null, true],
+      ['::ffff:10.244.2.2', 0, false],
+    ],
+    'an unreadable or malformed mark never excuses a peer from outside the pod',
+  );
+});

@@ -8,7 +8,12 @@ export interface TargetEvent {
   seq: number;
   kind: 'tcp' | 'udp';
   peer: string;
+  /** SO_MARK of the accepted TCP socket (null when the target could not read it). */
+  mark?: number | null;
 }
+
+/** The mark ztunnel's connections to an app carry (capture/reply-steering.ts, REPLY_MARK). */
+export const ZTUNNEL_MARK = 0x15008;
 
 /**
  * What the targets themselves saw (each prints one JSON line per peer): the second
@@ -28,14 +33,21 @@ export class TargetWitness {
     const lines = text.split('\n');
     this.partial.set(target, lines.pop() ?? '');
     for (const line of lines) {
-      let record: { tcp?: string; udp?: string };
+      let record: { tcp?: string; udp?: string; mark?: number | null };
       try {
-        record = JSON.parse(line) as { tcp?: string; udp?: string };
+        record = JSON.parse(line) as { tcp?: string; udp?: string; mark?: number | null };
       } catch {
         continue;
       }
       const kind = record.tcp !== undefined ? 'tcp' : record.udp !== undefined ? 'udp' : undefined;
-      if (kind) this.events.push({ target, seq: ++this.seq, kind, peer: String(record[kind]) });
+      if (kind)
+        this.events.push({
+          target,
+          seq: ++this.seq,
+          kind,
+          peer: String(record[kind]),
+          ...(kind === 'tcp' ? { mark: typeof record.mark === 'number' ? record.mark : null } : {}),
+        });
     }
     if (this.events.length > MAX_TARGET_EVENTS) this.events = this.events.slice(-MAX_TARGET_EVENTS);
   }
@@ -48,12 +60,15 @@ export class TargetWitness {
     return this.events.filter((e) => e.seq > this.markSeq);
   }
 
-  /** Through ztunnel, the app's peer is inside its own pod: loopback or one of the pod's addresses. */
+  /**
+   * Through ztunnel, the app's socket carries ztunnel's mark (source preserved), or the peer
+   * is inside its own pod (loopback, or the pod's address when ztunnel fell back).
+   */
   cameAround(e: TargetEvent): boolean {
+    if (e.kind !== 'tcp' || e.mark === ZTUNNEL_MARK) return false;
     const pod = this.pods.get(e.target);
     const peer = e.peer.replace(/^::ffff:/, '');
-    const inside = peer === '::1' || peer.startsWith('127.') || peer === pod?.ipv4 || peer === pod?.ipv6;
-    return e.kind === 'tcp' && !inside;
+    return !(peer === '::1' || peer.startsWith('127.') || peer === pod?.ipv4 || peer === pod?.ipv6);
   }
 }
 
@@ -67,7 +82,9 @@ export function describeTargetEvents(witness: TargetWitness, events: readonly Ta
         ? ''
         : witness.cameAround(e)
           ? ' (from outside its pod)'
-          : ' (from inside its pod: via ztunnel)';
+          : e.mark === ZTUNNEL_MARK
+            ? ' (through ztunnel, client address preserved)'
+            : ' (from inside its pod: via ztunnel)';
     const key = `target ${e.target} saw ${e.kind} from ${e.peer}${how}`;
     counts.set(key, (counts.get(key) ?? 0) + 1);
   }

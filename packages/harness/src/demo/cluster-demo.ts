@@ -76,7 +76,8 @@ export async function runClusterDemo(): Promise<number> {
       step(`curl from shop/frontend ${label}: ${url}`);
       const r = await mesh.cluster.exec(frontend, ['curl', '-sS', '--max-time', '5', url]);
       console.log(`  ${(r.stdout || r.stderr).trim()}`);
-      ok &&= r.exitCode === 0;
+      const peer = /\(peer ([^)]+)\)/.exec(r.stdout)?.[1];
+      ok &&= r.exitCode === 0 && peerLine('shop/web', peer, frontend);
     }
     step('redis-cli from data/worker: SET and GET through the cache service VIP');
     const set = await mesh.cluster.exec(worker, [
@@ -102,13 +103,25 @@ export async function runClusterDemo(): Promise<number> {
       `  SET → ${set.stdout.trim() || set.stderr.trim()}; GET by pod IP → ${get.stdout.trim() || get.stderr.trim()}`,
     );
     ok &&= get.stdout.trim() === 'hello-mesh';
+    // CLIENT INFO is the server's own view of this connection (addr=ip:port).
+    const info = await mesh.cluster.exec(worker, [
+      'redis-cli',
+      '-h',
+      '10.244.250.20',
+      '-p',
+      '6379',
+      'CLIENT',
+      'INFO',
+    ]);
+    const addr = /\baddr=(\S+):\d+/.exec(info.stdout)?.[1];
+    ok &&= peerLine('data/cache (redis CLIENT INFO)', addr, worker);
     for (const node of ['node-a', 'node-b']) {
       step(`what ztunnel on ${node} attributed (istio_tcp_connections_opened_total)`);
       for (const line of principalLines(await mesh.metrics(node))) console.log(`  ${line}`);
     }
     step(
       ok
-        ? 'demo passed: every connection crossed the mesh with mutual TLS, attributed by the kernel'
+        ? "demo passed: every connection crossed the mesh with mutual TLS, attributed by the kernel, and each server saw its client's own address"
         : 'demo FAILED',
     );
     return ok ? 0 : 1;
@@ -118,6 +131,16 @@ export async function runClusterDemo(): Promise<number> {
     for (const s of servers) s.kill('SIGKILL');
     await mesh.down();
   }
+}
+
+/** Prints the server's view of its peer and whether it is the client pod's own address (source preserved). */
+function peerLine(server: string, peer: string | undefined, client: PodInfo): boolean {
+  const bare = peer?.replace(/^::ffff:/, '');
+  const isClient = bare === client.ipv4 || bare === client.ipv6;
+  console.log(
+    `  ${server} saw peer ${peer ?? '?'}: ${isClient ? `the client pod ${client.namespace}/${client.name}'s own address ✓` : `NOT ${client.namespace}/${client.name}'s address ✗`}`,
+  );
+  return isClient;
 }
 
 /** Returns the process boxed: awaiting a subprocess itself would wait for its exit. */

@@ -7,6 +7,7 @@ import type { BpfCapture } from './bpf-capture.js';
 import { type OriginalDestination, OUTBOUND_PORT, POD_ID_PATTERN } from './bpf-layout.js';
 import { listenInNetns, NetnsHandle } from './netns-listener.js';
 import { netnsIdentity } from './pod-cgroup.js';
+import { ReplySteering, type SteeringChange } from './reply-steering.js';
 import type { AddWorkloadRequest, WorkloadHandler } from './zds-client.js';
 
 const log = logger('capture');
@@ -20,6 +21,8 @@ export interface EnrolledPod extends CapturedPod {
   cgroupPath: string;
   /** 15001 on 127.0.0.1 and [::1] inside the pod: whatever arrives here is this pod's. */
   outbound: Server[];
+  /** Policy routing that keeps the app's replies to a preserved client address inside the pod. */
+  steering: ReplySteering;
 }
 
 /**
@@ -42,6 +45,8 @@ export interface EnrolledPodsInputs {
   registry: Registry;
   /** SO_SNDBUF of captured connections' sockets; kernel autotuning when absent. */
   sendBufferBytes?: number;
+  /** Changes a pod's reply-steering rule and route (tests replace it). */
+  steeringChange?: SteeringChange;
 }
 
 /**
@@ -93,11 +98,17 @@ export class EnrolledPods implements WorkloadHandler {
     await this.inputs.bpf.attach({ id: pinIdOf(req.uid), cgroupPath: req.cgroup, netnsPath: req.netns });
     let pod: EnrolledPod | undefined;
     try {
+      const netns = new NetnsHandle(req.netns);
       pod = {
         uid: req.uid,
         workloadUids: workloadUidsOf(req),
         netnsId,
-        netns: new NetnsHandle(req.netns),
+        netns,
+        steering: new ReplySteering({
+          netns,
+          pod: req.uid,
+          ...(this.inputs.steeringChange ? { change: this.inputs.steeringChange } : {}),
+        }),
         cgroupPath: req.cgroup,
         outbound: [],
         origin: {
@@ -108,6 +119,8 @@ export class EnrolledPods implements WorkloadHandler {
         },
       };
       for (const host of ['127.0.0.1', '::1']) pod.outbound.push(await this.listenOutbound(pod, host));
+      // Not fatal: without it the app sees the pod's own address as the peer (counted).
+      pod.steering.install();
     } catch (e) {
       for (const s of pod?.outbound ?? []) s.close();
       pod?.netns.close();
@@ -133,6 +146,7 @@ export class EnrolledPods implements WorkloadHandler {
     // their own. (close()'s callback waits for them: a pod removed with a connection open
     // held the node agent's request until it timed out, and capture stayed attached.)
     for (const s of pod.outbound) s.close();
+    pod.steering.remove(); // while the namespace is still held open
     pod.netns.close();
     await this.inputs.bpf.detach(pinIdOf(uid));
     log.info({ pod: uid }, 'pod removed');
@@ -155,6 +169,9 @@ export class EnrolledPods implements WorkloadHandler {
       for (const s of pod.outbound) s.close();
       pod.netns.close();
     }
+    // Reply steering stays, like capture: it routes only packets carrying ztunnel's mark,
+    // which no pod can set, and a successor ztunnel already serving these pods (an
+    // upgrade's overlap) relies on it. It goes when the pod is removed.
     this.pods.clear();
     this.byWorkload.clear();
   }

@@ -115,6 +115,16 @@ export function listenInNetns(netns: Netns, host: string, port: number, opts: Li
   }
 }
 
+export interface ConnectOptions {
+  sendBufferBytes?: number;
+  /**
+   * Connect from `host` (not a local address) with IP_TRANSPARENT and SO_MARK `mark`; a
+   * refusal (EPERM without CAP_NET_ADMIN, a family that does not match) throws before any
+   * connect, so the caller can fall back.
+   */
+  transparentSource?: { host: string; mark: number };
+}
+
 /**
  * A TCP connection from inside the namespace `netns` to `host:port`, e.g. ztunnel
  * to the application over the pod's loopback. The socket is created in the namespace
@@ -122,16 +132,20 @@ export function listenInNetns(netns: Netns, host: string, port: number, opts: Li
  * an unconnected non-blocking fd and `connect()` reuses its handle). Errors, including
  * ECONNREFUSED, arrive as the socket's 'error' event.
  */
-export function connectInNetns(
-  netns: Netns,
-  host: string,
-  port: number,
-  opts: { sendBufferBytes?: number } = {},
-): Socket {
-  const fd = socketInNetns(netns, sys.familyOf(host));
+export function connectInNetns(netns: Netns, host: string, port: number, opts: ConnectOptions = {}): Socket {
+  const family = sys.familyOf(host);
+  const fd = socketInNetns(netns, family);
   let socket: Socket;
   try {
     if (opts.sendBufferBytes !== undefined) sys.setSendBuffer(fd, opts.sendBufferBytes);
+    if (opts.transparentSource !== undefined) {
+      // The connection leaves from an address that is not the pod's (the original client):
+      // IP_TRANSPARENT allows the bind, the mark steers the app's replies back to us.
+      sys.setTransparent(fd, family);
+      sys.setMark(fd, opts.transparentSource.mark);
+      sys.setBindAddressNoPort(fd);
+      sys.bind(fd, opts.transparentSource.host, 0);
+    }
     // allowHalfOpen: a proxied peer's FIN must end only one direction (half-close).
     socket = new Socket({ fd, readable: true, writable: true, allowHalfOpen: true }).setNoDelay(true);
   } catch (e) {

@@ -29,11 +29,19 @@ export const SOCK_STREAM = 1;
 export const SOCK_NONBLOCK = 0o4000;
 export const SOCK_CLOEXEC = 0o2000000;
 export const CLONE_NEWNET = 0x40000000;
+const AF_NETLINK = 16;
+const SOCK_RAW = 3;
+const MSG_DONTWAIT = 0x40;
+const NLMSG_ERROR = 2;
 const SOL_SOCKET = 1;
 const SO_REUSEADDR = 2;
 const SO_SNDBUF = 7;
 const SO_NETNS_COOKIE = 71;
 const SO_PEERCRED = 17;
+const SO_MARK = 36;
+const IP_TRANSPARENT = 19;
+const IP_BIND_ADDRESS_NO_PORT = 24;
+const IPV6_TRANSPARENT = 75;
 const SOL_IP = 0;
 const SOL_IPV6 = 41;
 const IP_FREEBIND = 15;
@@ -58,6 +66,8 @@ const c = {
   bind: libc.func('int bind(int fd, const void *addr, uint32_t len)'),
   listen: libc.func('int listen(int fd, int backlog)'),
   close: libc.func('int close(int fd)'),
+  send: libc.func('long send(int fd, const void *buf, size_t len, int flags)'),
+  recv: libc.func('long recv(int fd, _Out_ void *buf, size_t len, int flags)'),
   setsockopt: libc.func('int setsockopt(int fd, int level, int name, const void *val, uint32_t len)'),
   getsockopt: libc.func(
     'int getsockopt(int fd, int level, int name, _Out_ void *val, _Inout_ uint32_t *len)',
@@ -89,6 +99,25 @@ export function setns(fd: number, nstype: number): void {
 
 export function socket(family: 4 | 6, flags = 0): number {
   return check('socket', c.socket(family === 4 ? AF_INET : AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | flags, 0));
+}
+
+/** An rtnetlink socket (NETLINK_ROUTE) of the calling thread's network namespace. */
+export function netlinkRouteSocket(): number {
+  return check('socket', c.socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 0), 'AF_NETLINK');
+}
+
+/**
+ * One rtnetlink request and its acknowledgement: 0 or the negative errno the kernel
+ * answered. rtnetlink handles a request inside send(), so the answer is already queued
+ * and the receive never waits (MSG_DONTWAIT: an empty queue is an error, not a hang).
+ */
+export function netlinkRequest(fd: number, msg: Buffer): number {
+  check('send', c.send(fd, msg, msg.length, 0), 'netlink');
+  const buf = Buffer.alloc(4096);
+  const n = check('recv', c.recv(fd, buf, buf.length, MSG_DONTWAIT), 'netlink');
+  if (n < 20 || buf.readUInt16LE(4) !== NLMSG_ERROR)
+    throw new SysError('recv', 71, 'netlink: no acknowledgement');
+  return buf.readInt32LE(16);
 }
 
 export function close(fd: number): void {
@@ -124,6 +153,37 @@ export function sendBuffer(fd: number): number {
 export function setFreebind(fd: number, family: 4 | 6): void {
   if (family === 4) setsockoptInt(fd, SOL_IP, IP_FREEBIND, 1);
   else setsockoptInt(fd, SOL_IPV6, IPV6_FREEBIND, 1);
+}
+
+/**
+ * IP_TRANSPARENT / IPV6_TRANSPARENT: the socket may bind an address that is not local, so
+ * a connection can leave from the original client's address (needs CAP_NET_ADMIN).
+ */
+export function setTransparent(fd: number, family: 4 | 6): void {
+  if (family === 4) setsockoptInt(fd, SOL_IP, IP_TRANSPARENT, 1);
+  else setsockoptInt(fd, SOL_IPV6, IPV6_TRANSPARENT, 1);
+}
+
+/**
+ * IP_BIND_ADDRESS_NO_PORT (IPv4 and IPv6 sockets): a bind with port 0 leaves the port to
+ * connect(), which picks one whose 4-tuple is free, as an unbound connect does. A port chosen
+ * at bind time ignores the peer, and at hundreds of connections a second from one client
+ * address it landed on tuples the app still held in TIME_WAIT (connects then stalled).
+ */
+export function setBindAddressNoPort(fd: number): void {
+  setsockoptInt(fd, SOL_IP, IP_BIND_ADDRESS_NO_PORT, 1);
+}
+
+/** SO_MARK: the fwmark every packet of the socket carries (policy routing matches on it). */
+export function setMark(fd: number, mark: number): void {
+  setsockoptInt(fd, SOL_SOCKET, SO_MARK, mark);
+}
+
+/** The socket's SO_MARK (reading needs no privilege). */
+export function mark(fd: number): number {
+  const val = Buffer.alloc(4);
+  check('getsockopt', c.getsockopt(fd, SOL_SOCKET, SO_MARK, val, [4]), 'SO_MARK');
+  return val.readUInt32LE(0);
 }
 
 export function setV6Only(fd: number): void {

@@ -141,9 +141,17 @@ export class InboundListener {
     };
     const denial = this.inputs.authorizer.check(workload, attributes);
     if (denial) throw denial;
+    const forwardedFor = this.originalSource(workload, req);
     let upstream: Socket;
     try {
-      upstream = await this.inputs.connectApp(workload, target, port);
+      // The app sees the original client: the waypoint's `forwarded` when it is the
+      // destination's own waypoint, else the tunnel's source address.
+      upstream = await this.inputs.connectApp(
+        workload,
+        target,
+        port,
+        (forwardedFor === undefined ? undefined : forwardedAddress(forwardedFor)) ?? attributes.sourceIp,
+      );
     } catch (e) {
       throw new ZmeshError(
         'ZM_ERR_HBONE_UPSTREAM_CONNECT',
@@ -151,7 +159,7 @@ export class InboundListener {
         { cause: e },
       );
     }
-    this.account(workload, req, upstream);
+    this.account(workload, req, upstream, forwardedFor);
     const release = this.inputs.authorizer.track(workload, attributes, () => {
       req.stream.close(H2ErrorCode.CANCEL);
       upstream.destroy();
@@ -200,9 +208,13 @@ export class InboundListener {
   }
 
   /** The HBONE server copies the bytes; the app socket's own counters give the totals. */
-  private account(workload: Workload, req: TunnelRequest, upstream: Socket): void {
+  private account(
+    workload: Workload,
+    req: TunnelRequest,
+    upstream: Socket,
+    forwardedFor: string | undefined,
+  ): void {
     const source = this.inputs.state().workloadByIdentity(req.peerIdentity);
-    const forwardedFor = this.originalSource(workload, req);
     const labels = tcpLabels({
       reporter: 'destination',
       sourcePrincipal: req.peerIdentity,
@@ -241,4 +253,14 @@ export class InboundListener {
       });
     });
   }
+}
+
+/**
+ * The address in a `forwarded` `for=` node (RFC 7239 §6): `a.b.c.d`, `a.b.c.d:port`,
+ * `[v6]` or `[v6]:port`; undefined for an obfuscated or unknown node.
+ */
+export function forwardedAddress(node: string): string | undefined {
+  const v6 = /^\[([^\]]+)\](?::\d+)?$/.exec(node);
+  if (v6) return canonicalIp(v6[1]!);
+  return canonicalIp(node) ?? canonicalIp(node.replace(/:\d+$/, ''));
 }

@@ -119,7 +119,8 @@ export class PlaintextInbound {
     }
     let upstream: Socket;
     try {
-      upstream = await this.#inputs.connectApp(workloadUid)(workload, target, dst.port);
+      // The app sees the plaintext client's own address too (the redirected socket's peer).
+      upstream = await this.#inputs.connectApp(workloadUid)(workload, target, dst.port, attributes.sourceIp);
     } catch (e) {
       throw new ZmeshError(
         'ZM_ERR_HBONE_UPSTREAM_CONNECT',

@@ -1,6 +1,7 @@
 import {
   canonicalIp,
   type GatewayRef,
+  ipFamily,
   type Service,
   serviceKey,
   spiffeIdOf,
@@ -116,7 +117,7 @@ export class ProxyState {
     if (!workload) return { kind: 'passthrough', target: { host, port } };
     if (workload.waypoint)
       return this.viaWaypoint(`workload ${workload.uid}`, workload.waypoint, host, port, workload);
-    return this.direct(workload, port);
+    return this.direct(workload, port, host);
   }
 
   private resolveService(service: Service, vip: string, port: number): Route | ZmeshError {
@@ -134,11 +135,16 @@ export class ProxyState {
       endpoint.services[key]?.find((p) => p.servicePort === port)?.targetPort ?? svcPort.targetPort;
     if (endpoint.waypoint)
       return this.viaWaypoint(`workload ${endpoint.uid}`, endpoint.waypoint, vip, port, endpoint);
-    return this.direct(endpoint, target);
+    return this.direct(endpoint, target, vip);
   }
 
-  private direct(workload: Workload, port: number): Route {
-    const host = workload.addresses[0]!;
+  /**
+   * The endpoint address in the family the client asked for (the pod address itself, or
+   * one of the VIP's family): an IPv6 connect goes over IPv6 end to end, so the app sees
+   * the client's IPv6 address, not its IPv4 one.
+   */
+  private direct(workload: Workload, port: number, asked: string): Route {
+    const host = sameFamilyAddress(workload, asked);
     if (workload.tunnelProtocol !== 'HBONE')
       return { kind: 'passthrough', target: { host, port }, destination: workload };
     return {
@@ -182,4 +188,11 @@ export class ProxyState {
     const key = `${ref.hostname.namespace}/${ref.hostname.hostname}`;
     return (this.endpoints.get(key) ?? []).find((w) => w.status === 'HEALTHY' && w.addresses.length > 0);
   }
+}
+
+function sameFamilyAddress(workload: Workload, asked: string): string {
+  const c = canonicalIp(asked);
+  if (c !== undefined && workload.addresses.includes(c)) return c;
+  const family = c === undefined ? undefined : ipFamily(c);
+  return workload.addresses.find((a) => ipFamily(a) === family) ?? workload.addresses[0]!;
 }

@@ -1,0 +1,166 @@
+import { execFileSync } from 'node:child_process';
+import { LocalMesh, PEER_SERVER, parseRateResult, RATE_CLIENT, VIP_PREFIX } from '@zmesh/harness';
+import { BpfCapture } from '@zmesh/ztunnel';
+import test from 'ava';
+import type { ResultPromise } from 'execa';
+
+/*
+ * Source-address preservation on the netns cluster (issue 35): the server's getpeername is
+ * the client pod's address, over IPv4 and IPv6, directly and through a namespace waypoint;
+ * the app's replies to that address never leave its pod; strict inbound still drops a
+ * plaintext connection from outside the mesh. Real ztunnels, control plane and waypoint.
+ */
+const reason = process.getuid?.() !== 0 ? 'not root' : await BpfCapture.unavailableReason();
+const meshTest = reason ? test.serial.skip : test.serial;
+const why = reason ? ` [skipped: needs root and BPF: ${reason}]` : '';
+
+const VIP = `${VIP_PREFIX}41`;
+/** An HTTP server answering with the peer address it saw (getpeername of its socket). */
+const WEB = `require('http').createServer((req, res) => { req.resume(); res.end(String(req.socket.remoteAddress)); })
+  .listen(8080, '::', () => console.log('listening'));`;
+
+let mesh: LocalMesh;
+const servers: ResultPromise[] = [];
+
+if (!reason) {
+  test.before(async () => {
+    mesh = await LocalMesh.up(
+      {
+        nodes: ['node-a', 'node-b'],
+        pods: [
+          { name: 'client', namespace: 'front', serviceAccount: 'client', node: 'node-a' },
+          { name: 'outsider', namespace: 'outside', serviceAccount: 'outsider', node: 'node-a' },
+          { name: 'server', namespace: 'back', serviceAccount: 'server', node: 'node-b' },
+          { name: 'web', namespace: 'shop', serviceAccount: 'web', node: 'node-b' },
+          { name: 'waypoint', namespace: 'shop', serviceAccount: 'waypoint', node: 'node-b' },
+        ],
+        services: [
+          {
+            name: 'web',
+            namespace: 'shop',
+            vip: VIP,
+            ports: [{ port: 80, targetPort: 8080 }],
+            pods: ['web'],
+          },
+        ],
+        waypoints: [{ name: 'waypoint', namespace: 'shop', pod: 'waypoint' }],
+      },
+      { controlPlane: true, ztunnelLog: 'error', enroll: (p) => p.name !== 'outsider' },
+    );
+    for (const [pod, program] of [
+      ['server', PEER_SERVER],
+      ['web', WEB],
+    ] as const) {
+      const proc = mesh.cluster.runInPod(mesh.pod(pod), ['node', '-e', program, '8080'], {
+        reject: false,
+        stdin: 'ignore',
+      });
+      servers.push(proc);
+      await new Promise<void>((resolve) => proc.stdout?.once('data', () => resolve()));
+    }
+    // Count every TCP segment the server app sends anywhere but lo: its replies must stay in the pod.
+    for (const tool of ['iptables', 'ip6tables'])
+      nsexec(mesh.pod('server').netnsPath, [
+        tool,
+        '-I',
+        'OUTPUT',
+        '!',
+        '-o',
+        'lo',
+        '-p',
+        'tcp',
+        '--sport',
+        '8080',
+      ]);
+  });
+
+  test.after.always(async () => {
+    for (const s of servers) s.kill('SIGKILL');
+    await mesh?.down();
+  });
+}
+
+function nsexec(netnsPath: string, argv: string[]): string {
+  return execFileSync('nsenter', [`--net=${netnsPath}`, ...argv], { encoding: 'utf8' });
+}
+
+/** Packets the OUTPUT counter rule saw, IPv4 plus IPv6. */
+function packetsLeaving(netnsPath: string): number {
+  return ['iptables', 'ip6tables']
+    .map((tool) => nsexec(netnsPath, [tool, '-L', 'OUTPUT', '-v', '-x', '-n']))
+    .flatMap((out) => out.split('\n').filter((l) => l.includes('spt:8080')))
+    .reduce((n, l) => n + Number(l.trim().split(/\s+/)[0]), 0);
+}
+
+async function connectFrom(pod: string, host: string, port = 8080, timeoutMs = 3000) {
+  const r = await mesh.cluster.exec(
+    mesh.pod(pod),
+    ['node', '-e', RATE_CLIENT, host, String(port), '1', '10', String(timeoutMs)],
+    { timeoutMs: timeoutMs + 10_000 },
+  );
+  return parseRateResult(r.stdout);
+}
+
+const metric = (text: string, name: string, labels: string) =>
+  text
+    .split('\n')
+    .filter((l) => l.startsWith(`${name}{`) && l.includes(labels))
+    .reduce((n, l) => n + Number(l.split(' ').pop()), 0);
+
+meshTest(`the server's getpeername is the client pod's address, IPv4 and IPv6${why}`, async (t) => {
+  const client = mesh.pod('client');
+  const server = mesh.pod('server');
+  const before = await mesh.metrics('node-b');
+  const cases = [
+    [server.ipv4, `::ffff:${client.ipv4}`],
+    [server.ipv6, client.ipv6],
+    [`::ffff:${server.ipv4}`, `::ffff:${client.ipv4}`],
+  ] as const;
+  for (const [host, expected] of cases) {
+    const r = await connectFrom('client', host);
+    t.deepEqual(Object.keys(r.answers), [expected], `to ${host}: ${JSON.stringify(r)}`);
+  }
+  const after = await mesh.metrics('node-b');
+  const preserved = (text: string) =>
+    metric(text, 'zmesh_inbound_source_address_total', 'result="preserved"');
+  t.is(preserved(after) - preserved(before), cases.length, 'counted as preserved');
+  t.is(metric(after, 'zmesh_inbound_source_address_total', 'result="fallback"'), 0, 'no fallback');
+  t.is(packetsLeaving(server.netnsPath), 0, "no reply to the client's address left the server pod");
+  const rules = nsexec(server.netnsPath, ['ip', 'rule', 'show']);
+  t.regex(rules, /fwmark 0x15008 lookup 15008/, 'reply steering installed in the pod');
+});
+
+meshTest(
+  `through a namespace waypoint the app sees the original client, not the waypoint${why}`,
+  async (t) => {
+    const client = mesh.pod('client');
+    const waypoint = mesh.pod('waypoint');
+    const web = mesh.pod('web');
+    for (const url of [`http://${VIP}/`, `http://${web.ipv4}:8080/`]) {
+      const r = await mesh.cluster.exec(client, [
+        'node',
+        '-e',
+        `fetch(${JSON.stringify(url)}, { signal: AbortSignal.timeout(5000) }).then(async (r) => console.log(r.status, await r.text()), (e) => console.log('ERR', e.cause?.code ?? e.name))`,
+      ]);
+      const answer = r.stdout.trim();
+      t.is(answer, `200 ::ffff:${client.ipv4}`, `${url}: the web app saw ${answer}`);
+      t.false(answer.includes(waypoint.ipv4), 'not the waypoint');
+    }
+  },
+);
+
+meshTest(`strict inbound still drops a plaintext connection from outside the mesh${why}`, async (t) => {
+  const before = metric(await mesh.metrics('node-b'), 'zmesh_capture_inbound_drops', '');
+  const r = await connectFrom('outsider', mesh.pod('server').ipv4, 8080, 1500);
+  t.is(r.ok, 0, JSON.stringify(r));
+  const after = metric(await mesh.metrics('node-b'), 'zmesh_capture_inbound_drops', '');
+  t.true(after > before, `drops ${before} → ${after}`);
+});
+
+meshTest(`unenrolling a pod removes its reply steering${why}`, async (t) => {
+  const server = mesh.pod('server');
+  await mesh.unenroll(server);
+  const rules = nsexec(server.netnsPath, ['ip', 'rule', 'show']);
+  t.notRegex(rules, /0x15008/);
+  t.is(nsexec(server.netnsPath, ['ip', 'route', 'show', 'table', '15008']).trim(), '');
+});
