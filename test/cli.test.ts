@@ -136,6 +136,9 @@ test('zmesh waypoint whose metrics port is taken exits 1 naming it, after closin
 
 test('zmesh control-plane whose admin port is taken exits 1 naming it, after closing xDS', async (t) => {
   await takePort(t, '127.86.0.3', 15014);
-  const r = await execa(ZMESH, ['control-plane', '--host', '127.86.0.3'], { reject: false, timeout: 20_000 });
+  const r = await execa(ZMESH, ['control-plane', '--host', '127.86.0.3', '--no-state-dir'], {
+    reject: false,
+    timeout: 20_000,
+  });
   assertBindFailure(t, r, 'control-plane admin', '127.86.0.3:15014');
 });

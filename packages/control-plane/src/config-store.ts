@@ -6,6 +6,7 @@ import { err, logger, ok, type Result } from '@zmesh/shared';
 import { parseAllDocuments } from 'yaml';
 import { objectKey, type StoreObject } from './k8s-objects.js';
 import { parseObject } from './parse-object.js';
+import type { StateStore } from './store/state-store.js';
 
 const log = logger('config-store');
 
@@ -31,6 +32,12 @@ export interface ConfigStoreOptions {
   /** Directory of YAML files (Kubernetes/Istio shapes), watched when `watch()` is called. */
   dir?: string;
   debounceMs?: number;
+  /**
+   * Where applied objects and the generation are kept (store/). Loaded at construction
+   * (ZM_ERR_STATE_STORE when it cannot be read); every accepted change is committed there
+   * first, in one transaction, and a change the store refuses is refused.
+   */
+  state?: StateStore;
 }
 
 /**
@@ -51,6 +58,11 @@ export class ConfigStore extends EventEmitter {
   constructor(opts: ConfigStoreOptions = {}) {
     super();
     this.#opts = opts;
+    if (opts.state) {
+      const stored = opts.state.load();
+      this.#applied = new Map(stored.objects);
+      this.#view = Object.freeze({ generation: stored.generation, objects: new Map(stored.objects) });
+    }
   }
 
   view(): StoreView {
@@ -117,11 +129,28 @@ export class ConfigStore extends EventEmitter {
     const objects = new Map([...files, ...applied]);
     const conflicts = crossChecks(objects);
     if (conflicts.length > 0) return this.#reject(conflicts);
+    const generation = this.#view.generation + 1;
+    const stored = this.#store(applied, generation);
+    if (!stored.ok) return this.#reject(stored.error);
     this.#files = files;
     this.#applied = applied;
-    this.#view = Object.freeze({ generation: this.#view.generation + 1, objects });
+    this.#view = Object.freeze({ generation, objects });
     this.emit('change', this.#view);
     return ok(this.#view);
+  }
+
+  /** Commits what changed in `applied` (and the generation) to the state store, as one transaction. */
+  #store(applied: ReadonlyMap<string, StoreObject>, generation: number): Result<void> {
+    const state = this.#opts.state;
+    if (state === undefined) return ok(undefined);
+    const put = [...applied].filter(([k, o]) => this.#applied.get(k) !== o).map(([, o]) => o);
+    const remove = [...this.#applied.keys()].filter((k) => !applied.has(k));
+    try {
+      state.commit({ put, remove, generation });
+      return ok(undefined);
+    } catch (e) {
+      return err([`state store: ${(e as Error).message}`]);
+    }
   }
 
   #reject(reasons: string[]): Result<StoreView> {

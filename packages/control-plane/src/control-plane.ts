@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import {
   ADDRESS_TYPE_URL,
   type Authorization,
@@ -12,6 +13,7 @@ import { ConfigStore, type StoreView } from './config-store.js';
 import { type RolloutReport, setNamespaceWaypoint, waitForAcks } from './namespace-waypoint.js';
 import { NodeTokens } from './node-tokens.js';
 import type { ProxyReport } from './proxy-status.js';
+import { MemoryStateStore, metaOrCreate, type StateStore } from './store/state-store.js';
 import { XdsServer } from './xds-server.js';
 
 export interface ControlPlaneOptions {
@@ -21,8 +23,13 @@ export interface ControlPlaneOptions {
   trustDomain: string;
   clusterDomain?: string;
   signCsr?: SignCsr;
-  /** HMAC key for node tokens; keep it to keep issued tokens valid across restarts. */
+  /** HMAC key for node tokens; default: the state store's (created there on first start). */
   tokenKey?: Buffer;
+  /**
+   * Applied objects, the generation, xDS version counters and the node-token key
+   * (store/). Default: in memory, nothing survives the process.
+   */
+  state?: StateStore;
   /** Default: Istio's conversion (`convertAuthorizationPolicy`); waypoint-targeted policies are dropped. */
   convertPolicy?: (raw: Record<string, unknown>) => Authorization | undefined;
   maxCertTtlSeconds?: number;
@@ -35,11 +42,17 @@ export class ControlPlane {
   readonly store: ConfigStore;
   readonly server: XdsServer;
   readonly tokens: NodeTokens;
+  readonly state: StateStore;
   readonly #compiler: Compiler;
 
+  /** Throws ZM_ERR_STATE_STORE when the state store cannot be read. */
   constructor(opts: ControlPlaneOptions) {
-    this.store = new ConfigStore(opts.configDir === undefined ? {} : { dir: opts.configDir });
-    this.tokens = new NodeTokens(opts.tokenKey);
+    this.state = opts.state ?? new MemoryStateStore();
+    this.store = new ConfigStore({
+      state: this.state,
+      ...(opts.configDir === undefined ? {} : { dir: opts.configDir }),
+    });
+    this.tokens = new NodeTokens(opts.tokenKey ?? nodeTokenKey(this.state));
     this.server = new XdsServer({
       tokens: this.tokens,
       ...(opts.signCsr ? { signCsr: opts.signCsr } : {}),
@@ -50,7 +63,11 @@ export class ControlPlane {
       ...(opts.clusterDomain ? { clusterDomain: opts.clusterDomain } : {}),
       convertPolicy: opts.convertPolicy ?? convertForZtunnel,
     });
-    this.store.on('change', (view: StoreView) => this.server.setConfig(this.#compiler.compile(view)));
+    this.server.cache.seedVersions(storedVersions(this.state));
+    this.store.on('change', (view: StoreView) => {
+      this.server.setConfig(this.#compiler.compile(view));
+      keepVersions(this.state, this.server.cache.versions());
+    });
     if (opts.watch) this.store.watch();
   }
 
@@ -98,6 +115,39 @@ export class ControlPlane {
   async stop(): Promise<void> {
     this.store.close();
     await this.server.close();
+    this.state.close();
+  }
+}
+
+const TOKEN_KEY = 'node-token-key';
+const XDS_VERSIONS = 'xds-versions';
+
+function nodeTokenKey(state: StateStore): Buffer {
+  return Buffer.from(
+    metaOrCreate(state, TOKEN_KEY, () => randomBytes(32).toString('base64')),
+    'base64',
+  );
+}
+
+function storedVersions(state: StateStore): Record<string, number> {
+  const kept = state.getMeta(XDS_VERSIONS);
+  if (kept === undefined) return {};
+  try {
+    return JSON.parse(kept) as Record<string, number>;
+  } catch {
+    log.warn('stored xDS versions unreadable; versions restart at 1');
+    return {};
+  }
+}
+
+/** Version counters are kept so they keep increasing across restarts; losing the last one is harmless. */
+function keepVersions(state: StateStore, versions: Record<string, number>): void {
+  const text = JSON.stringify(versions);
+  if (state.getMeta(XDS_VERSIONS) === text) return;
+  try {
+    state.putMeta({ [XDS_VERSIONS]: text });
+  } catch (e) {
+    log.warn({ err: (e as Error).message }, 'could not keep xDS versions');
   }
 }
 

@@ -1,8 +1,10 @@
 import { chmod, rm } from 'node:fs/promises';
 import { startFailure } from '@zmesh/shared';
 import { startAdminServer } from '../admin-server.js';
-import { loadOrCreateCa, writeRootsFile } from '../ca-files.js';
+import { loadOrCreateCa, loadOrCreateCaInStore, writeRootsFile } from '../ca-files.js';
 import { ControlPlane } from '../control-plane.js';
+import { defaultStateDir, SqliteStateStore } from '../store/sqlite-store.js';
+import { MemoryStateStore, type StateStore } from '../store/state-store.js';
 
 export interface ControlPlaneCommandOptions {
   config?: string;
@@ -10,6 +12,8 @@ export interface ControlPlaneCommandOptions {
   adminPort: string;
   trustDomain: string;
   caDir?: string;
+  /** A directory, or false for `--no-state-dir` (commander's negation); absent: the default. */
+  stateDir?: string | boolean;
   rootsFile?: string;
   maxCertTtl?: string;
   host: string;
@@ -23,17 +27,41 @@ export interface ControlPlaneCommandOptions {
  * CA root comes from --ca-dir (created there if absent; in memory without it); the roots
  * proxies must trust are written to --roots-file, which they watch. Resolves with 0 once
  * serving (SIGINT/SIGTERM then stop it), or with 1 and one line naming the reason when it
- * cannot start (a port in use, a refused address or config).
+ * cannot start (a port in use, a refused address or config, a state store it cannot read:
+ * never an empty start over a store it could not read).
+ *
+ * State (applied objects, generation, node-token key, and the CA root unless --ca-dir names
+ * one) lives in --state-dir (default: `defaultStateDir()`), or in memory with --no-state-dir.
  */
 export async function runControlPlane(options: ControlPlaneCommandOptions): Promise<number> {
-  const ca = await loadOrCreateCa(options.trustDomain, options.caDir);
+  let state: StateStore;
+  let cp: ControlPlane;
+  let ca: Awaited<ReturnType<typeof loadOrCreateCa>>;
+  try {
+    state =
+      options.stateDir === false
+        ? new MemoryStateStore()
+        : SqliteStateStore.open(typeof options.stateDir === 'string' ? options.stateDir : defaultStateDir());
+  } catch (e) {
+    return startFailure('control-plane', e);
+  }
+  try {
+    ca =
+      options.caDir === undefined
+        ? await loadOrCreateCaInStore(options.trustDomain, state)
+        : await loadOrCreateCa(options.trustDomain, options.caDir);
+    cp = new ControlPlane({
+      trustDomain: options.trustDomain,
+      state,
+      signCsr: (csr, opts) => ca.signCsr(csr, opts),
+      ...(options.maxCertTtl ? { maxCertTtlSeconds: Number(options.maxCertTtl) } : {}),
+      ...(options.config ? { configDir: options.config, watch: true } : {}),
+    });
+  } catch (e) {
+    state.close();
+    return startFailure('control-plane', e);
+  }
   if (options.rootsFile) await writeRootsFile(options.rootsFile, [ca.rootPem]);
-  const cp = new ControlPlane({
-    trustDomain: options.trustDomain,
-    signCsr: (csr, opts) => ca.signCsr(csr, opts),
-    ...(options.maxCertTtl ? { maxCertTtlSeconds: Number(options.maxCertTtl) } : {}),
-    ...(options.config ? { configDir: options.config, watch: true } : {}),
-  });
   if (options.socket) await rm(options.socket, { force: true });
   let port: number;
   let admin: Awaited<ReturnType<typeof startAdminServer>>;
@@ -49,6 +77,7 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
   const where = options.socket ? `unix:${options.socket}` : `${options.host}:${port} (plaintext, loopback)`;
   console.error(
     `control plane: xDS and CA on ${where}, admin on ${options.host}:${admin.port}` +
+      `, state in ${state.location}` +
       (options.rootsFile ? `, roots in ${options.rootsFile}` : ''),
   );
   const stop = async () => {

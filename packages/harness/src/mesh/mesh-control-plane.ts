@@ -1,5 +1,6 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { sqliteAvailable } from '@zmesh/control-plane';
 import { execa, type ResultPromise } from 'execa';
 import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
 import { ControlPlaneLink } from './control-plane-link.js';
@@ -8,6 +9,11 @@ export interface MeshControlPlaneOptions {
   /** Upper bound on workload certificate lifetime (the drill compresses time with it). */
   maxCertTtlSeconds?: number;
   log?: string;
+  /**
+   * Where it keeps applied objects and its keys; a restart from it loses nothing. Default:
+   * `<mesh dir>/control-plane/state` where this Node has node:sqlite, else in memory.
+   */
+  stateDir?: string | false;
 }
 
 /** How long the control plane may take to say where its admin endpoint is. */
@@ -58,6 +64,7 @@ export class MeshControlPlane {
       rootsFile,
       '--admin-port',
       '0',
+      ...stateArgs(opts.stateDir ?? (sqliteAvailable() ? join(cpDir, 'state') : false)),
       ...(opts.maxCertTtlSeconds ? ['--max-cert-ttl', String(opts.maxCertTtlSeconds)] : []),
     ];
     const child = execa(ZMESH_BIN, argv, {
@@ -154,4 +161,8 @@ function adminUrlOf(child: ResultPromise): Promise<string> {
       reject(new Error(`control plane exited (${r.exitCode}): ${seen.trim()}`));
     });
   });
+}
+
+function stateArgs(stateDir: string | false): string[] {
+  return stateDir === false ? ['--no-state-dir'] : ['--state-dir', stateDir];
 }

@@ -105,6 +105,11 @@ export const CATALOGUE = {
     flag: 'UAEX',
   },
   ZM_ERR_CONFIG_INVALID: { message: 'invalid config {source}: {reason}', status: 500, flag: 'CFG' },
+  ZM_ERR_STATE_STORE: {
+    message: 'state store {dir} cannot be used: {reason}',
+    status: 500,
+    flag: 'CFG',
+  },
   ZM_ERR_CONFIG_PENDING: { message: '{resource} waits for {missing}', status: 503, flag: 'CFG' },
   ZM_ERR_XDS_BIND_REFUSED: {
     message: 'refusing to serve {service} on {host}: it is plaintext and binds loopback only',

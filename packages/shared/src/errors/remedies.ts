@@ -124,6 +124,12 @@ export const REMEDIES = {
     cause: 'A config file or applied document is malformed; every reason is listed.',
     remedy: 'Fix the named fields and apply again; the active config did not change.',
   },
+  ZM_ERR_STATE_STORE: {
+    cause:
+      'The control plane could not open, read or write its state store (--state-dir): unreadable, corrupt, newer than this zmesh, held by another control plane, or this Node lacks node:sqlite.',
+    remedy:
+      'Fix the named cause (permissions, disk, the other control plane); restore the directory from a backup rather than deleting it, which forgets every applied object and the node-token key.',
+  },
   ZM_ERR_CONFIG_PENDING: {
     cause:
       'A resource refers to one not received yet (a waypoint, a service); traffic needing it is refused.',
