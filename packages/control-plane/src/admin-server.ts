@@ -14,6 +14,7 @@ export const MAX_ACK_TIMEOUT_MS = 120_000;
 
 /**
  * The control plane's operator endpoint, loopback only: `GET /proxy-status` (JSON),
+ * `GET /objects` (the generation and every object's `Kind/namespace/name`),
  * `POST /apply` (multi-document YAML; 400 with every reason when refused) and
  * `POST /node-token?node=<name>` (bootstrap tokens for the harness). Whoever reaches it
  * can change config and mint node tokens, which is why it never binds beyond loopback.
@@ -49,6 +50,10 @@ async function handle(cp: ControlPlane, req: IncomingMessage, res: ServerRespons
   const url = new URL(req.url ?? '/', 'http://admin');
   if (req.method === 'GET' && url.pathname === '/proxy-status') return reply(res, 200, cp.proxyStatus());
   if (req.method === 'GET' && url.pathname === '/healthz') return reply(res, 200, { ok: true });
+  if (req.method === 'GET' && url.pathname === '/objects') {
+    const view = cp.store.view();
+    return reply(res, 200, { generation: view.generation, objects: [...view.objects.keys()].sort() });
+  }
   if (req.method === 'POST' && url.pathname === '/apply') {
     const body = await readBody(req);
     if (body === undefined)
