@@ -7,6 +7,7 @@ import {
   logger,
   type Result,
   RootsFileWatcher,
+  TokenFile,
   TrustBundle,
 } from '@zmesh/shared';
 import { decodeWaypointConfig } from '../config/config-parser.js';
@@ -127,10 +128,10 @@ export async function startFromControlPlane(
 /** The node token, the trust bundle kept by the roots file, and the CA client that uses both. */
 async function identitySetup(
   opts: XdsModeOptions,
-): Promise<{ token: string; bundle: TrustBundle; roots: RootsFileWatcher; ca: CaClient } | string> {
-  let token: string;
+): Promise<{ token: TokenFile; bundle: TrustBundle; roots: RootsFileWatcher; ca: CaClient } | string> {
+  let token: TokenFile;
   try {
-    token = (await readFile(opts.tokenFile, 'utf8')).trim();
+    token = await TokenFile.read(opts.tokenFile);
   } catch (e) {
     return `--token-file: ${(e as Error).message}`;
   }
@@ -141,7 +142,13 @@ async function identitySetup(
     roots.stop();
     return `--roots-file: ${loaded.error.join('; ')}`;
   }
-  return { token, bundle, roots, ca: new CaClient({ address: opts.xds, token: () => token, bundle }) };
+  const ca = new CaClient({
+    address: opts.xds,
+    token: () => token.token,
+    refreshToken: () => token.reread(),
+    bundle,
+  });
+  return { token, bundle, roots, ca };
 }
 
 /**
@@ -155,7 +162,7 @@ class ConfigFeed {
   #waypoint: Waypoint | undefined;
   #latest: WaypointConfig | undefined;
 
-  constructor(opts: XdsModeOptions, token: string) {
+  constructor(opts: XdsModeOptions, token: TokenFile) {
     let resolve: (c: WaypointConfig) => void = () => {};
     this.first = new Promise((r) => {
       resolve = r;
@@ -163,7 +170,8 @@ class ConfigFeed {
     this.source = new WaypointXdsSource({
       address: opts.xds,
       resourceName: opts.gateway,
-      token,
+      token: () => token.token,
+      refreshToken: () => token.reread(),
       node: { id: `waypoint~${opts.address}~${opts.gateway.replace('/', '.')}~svc.cluster.local` },
       apply: (doc, from): Result<WaypointConfig> => {
         if (this.#waypoint) return this.#waypoint.applyConfig(doc, from);

@@ -20,12 +20,15 @@ const DEFAULT_BACKOFF = { initialMs: 500, maxMs: 30_000 };
 export interface WaypointXdsSourceOptions {
   /** What applies a decoded config: `Waypoint.applyConfig` (invalid input changes nothing). */
   apply: (doc: unknown, source: string) => Result<WaypointConfig>;
-  /** `host:port` or `unix:/path` of the control plane's ADS. */
+  /** `host:port` or `unix:/path` of the control plane's ADS; several, comma-separated, fail over in turn. */
   address: string;
   /** `<namespace>/<gateway name>`: the one resource subscribed to. */
   resourceName: string;
   node: { id: string; metadata?: Record<string, string> };
-  token: string;
+  /** The node token, read at each connect (a function when it can change: the token file). */
+  token: string | (() => string);
+  /** Re-reads the token when the control plane refuses it (see XdsClientOptions). */
+  refreshToken?: () => Promise<unknown>;
   backoff?: { initialMs: number; maxMs: number };
   credentials?: grpc.ChannelCredentials;
 }
@@ -53,6 +56,7 @@ export class WaypointXdsSource extends EventEmitter {
       address: opts.address,
       node: { id: opts.node.id, ...(opts.node.metadata ? { metadata: opts.node.metadata } : {}) },
       token: opts.token,
+      ...(opts.refreshToken ? { refreshToken: opts.refreshToken } : {}),
       typeUrls: [],
       subscriptions: [
         {
