@@ -114,14 +114,20 @@ test('the CA refuses identities of workloads on another node, and other nodes to
   t.is(signed.length, 0, 'nothing was signed');
 });
 
-test('an xDS stream without a valid node token is refused UNAUTHENTICATED', async (t) => {
+test('an xDS stream without a valid node token is refused UNAUTHENTICATED, and proxy-status lists it refused', async (t) => {
   const { cp, port } = await setup(t);
   const client = newClient(port, 'zmn1.bm9kZS0x.forged', { backoff: { initialMs: 5000, maxMs: 5000 } });
   const ended = eventWhere<{ code: number }>(client, 'disconnected');
   await client.start();
   t.is((await ended).code, grpc.status.UNAUTHENTICATED);
   await client.stop();
-  t.deepEqual(cp.proxyStatus(), []);
+  // Not `[]`: the proxy that is being turned away is listed, by the id it claimed.
+  const [row, ...more] = cp.proxyStatus();
+  t.is(more.length, 0);
+  t.is(row?.proxy, 'ztunnel~10.0.0.1~ztunnel-1.istio-system~istio-system.svc.cluster.local');
+  t.false(row?.connected);
+  t.is(row?.refused?.reason, 'missing or invalid node token');
+  t.deepEqual(row?.types, {});
 });
 
 test('a proxy claiming another node than its token names is refused', async (t) => {
@@ -134,6 +140,10 @@ test('a proxy claiming another node than its token names is refused', async (t) 
   await client.start();
   t.is((await ended).code, grpc.status.PERMISSION_DENIED);
   await client.stop();
+  t.deepEqual(
+    cp.proxyStatus().map((r) => [r.proxy, r.node, r.refused?.reason]),
+    [['ztunnel~x', 'node-1', 'token is for node node-1, not node-2']],
+  );
 });
 
 test('the CA client fails over past a dead address and re-reads a refused token once', async (t) => {

@@ -33,7 +33,10 @@ export function ztunnelCommand(): Command {
       '--agent-socket <path>',
       'capture mode: the node-agent Unix socket pods are enrolled through (needs root and BPF)',
     )
-    .option('--xds <host:port>', 'control plane (xDS and CA); --config then only supplies forwards')
+    .option(
+      '--xds <host:port[,host:port…]>',
+      'control plane (xDS and CA), several for failover; --config then only supplies forwards',
+    )
     .option('--token-file <file>', 'node bootstrap token for xDS and the CA (with --xds)')
     .option('--roots-file <file>', 'trusted roots, watched (with --xds)')
     .option('--snapshot <file>', 'last-known-good xDS snapshot (with --xds)')
