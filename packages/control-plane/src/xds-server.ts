@@ -222,7 +222,10 @@ export class XdsServer {
 
   #onStream(call: AdsStream): void {
     const node = this.#tokens.nodeFromAuthorization(call.metadata.get('authorization')[0]);
-    if (node === undefined) return this.#refuseToken(call);
+    if (node === undefined) {
+      this.#refuseToken(call);
+      return;
+    }
     call.sendMetadata(new grpc.Metadata());
     let session: AdsSession | undefined;
     let refused = false;

@@ -1,5 +1,4 @@
 import { X509Certificate } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import {
   CaClient,
   type Credential,
