@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { sqliteAvailable } from '@zmesh/control-plane';
@@ -30,10 +30,15 @@ interface Running {
 }
 
 /** Starts `zmesh control-plane --state-dir` and waits for the line naming its admin port. */
-async function start(stateDir: string, rootsFile: string): Promise<Running> {
+async function start(
+  stateDir: string | false,
+  rootsFile: string,
+  listen = ['--port', '0'],
+): Promise<Running> {
+  const state = stateDir === false ? ['--no-state-dir'] : ['--state-dir', stateDir];
   const child = execa(
     ZMESH,
-    ['control-plane', '--state-dir', stateDir, '--port', '0', '--admin-port', '0', '--roots-file', rootsFile],
+    ['control-plane', ...state, ...listen, '--admin-port', '0', '--roots-file', rootsFile],
     { reject: false, stdin: 'ignore', stdout: 'ignore', env: { ZMESH_LOG: 'error' } },
   );
   const admin = await new Promise<string>((ok, fail) => {
@@ -41,7 +46,7 @@ async function start(stateDir: string, rootsFile: string): Promise<Running> {
     const timer = setTimeout(() => fail(new Error(`control plane did not start: ${seen}`)), 15_000);
     child.stderr?.on('data', (d: Buffer) => {
       seen += d.toString();
-      const m = /admin on (127\.0\.0\.1:\d+)/.exec(seen);
+      const m = /admin on (127\.[\d.]+:\d+)/.exec(seen);
       if (m) {
         clearTimeout(timer);
         ok(`http://${m[1]}`);
@@ -61,7 +66,7 @@ const unavailable = sqliteAvailable()
   : `the durable store needs node:sqlite (Node 22.5+), this is ${process.version}`;
 if (unavailable) test.skip(`control-plane restart test skipped: ${unavailable}`, () => {});
 
-(unavailable ? test.skip : test)(
+(unavailable ? test.serial.skip : test.serial)(
   'kill -9 at random instants during applies: nothing acknowledged is lost, nothing is half-applied',
   async (t) => {
     t.timeout(60_000);
@@ -130,5 +135,102 @@ if (unavailable) test.skip(`control-plane restart test skipped: ${unavailable}`,
     running.child.kill('SIGTERM');
     await running.child;
     running = undefined;
+  },
+);
+
+/** 127.77.0.0/16 and xDS port 25_770 are this file's. */
+const CP_HOST = '127.77.0.1';
+const XDS = `${CP_HOST}:25770`;
+const ZTUNNEL_METRICS = 'http://127.77.0.2:15020/metrics';
+const POD = `kind: Namespace
+metadata: { name: team-r }
+---
+kind: Pod
+metadata: { name: server, namespace: team-r }
+spec: { serviceAccountName: server, nodeName: node-r }
+status: { podIP: 127.77.2.1 }
+`;
+
+async function poll(what: string, cond: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await cond().catch(() => false))) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+interface StatusRow {
+  proxy: string;
+  connected: boolean;
+  refused: { reason: string } | null;
+}
+
+async function statusRows(admin: string): Promise<StatusRow[]> {
+  return (await (await fetch(`${admin}/proxy-status`)).json()) as StatusRow[];
+}
+
+async function mint(admin: string, file: string): Promise<void> {
+  const { token } = (await (await fetch(`${admin}/node-token?node=node-r`, { method: 'POST' })).json()) as {
+    token: string;
+  };
+  await writeFile(file, token);
+}
+
+(unavailable ? test.serial.skip : test.serial)(
+  'a ztunnel rides through restarts: its token stays valid from the state dir; without one, a re-minted token file is read',
+  async (t) => {
+    t.timeout(90_000);
+    const dir = await mkdtemp(join(tmpdir(), 'zmesh-cp-token-'));
+    const stateDir = join(dir, 'state');
+    const rootsFile = join(dir, 'roots.pem');
+    const tokenFile = join(dir, 'token');
+    const listen = ['--host', CP_HOST, '--port', '25770'];
+    const children: ResultPromise[] = [];
+    t.teardown(async () => {
+      for (const c of children) c.kill('SIGKILL');
+      await Promise.allSettled(children);
+      await rm(dir, { recursive: true, force: true });
+    });
+    let cp = await start(stateDir, rootsFile, listen);
+    children.push(cp.child);
+    const applied = await fetch(`${cp.admin}/apply`, { method: 'POST', body: POD });
+    t.true(applied.ok, await applied.text());
+    await mint(cp.admin, tokenFile);
+    const ztunnel = execa(
+      ZMESH,
+      [
+        'ztunnel',
+        ...['--xds', XDS, '--node', 'node-r', '--address', '127.77.0.2'],
+        ...['--token-file', tokenFile, '--roots-file', rootsFile, '--xds-backoff', '100:500'],
+      ],
+      { reject: false, stdin: 'ignore', stdout: 'ignore', env: { ZMESH_LOG: 'error' } },
+    );
+    children.push(ztunnel);
+    const connected = async (admin: string) =>
+      (await statusRows(admin)).some((r) => r.connected && r.refused === null);
+    await poll('the ztunnel to connect', () => connected(cp.admin));
+
+    // kill -9 and restart from the state dir: same key, so the same token is accepted.
+    cp.child.kill('SIGKILL');
+    await cp.child;
+    cp = await start(stateDir, rootsFile, listen);
+    children.push(cp.child);
+    await poll('the ztunnel to reconnect after a restart from the state dir', () => connected(cp.admin));
+    const objects = (await (await fetch(`${cp.admin}/objects`)).json()) as { objects: string[] };
+    t.deepEqual(objects.objects, ['Namespace//team-r', 'Pod/team-r/server']);
+
+    // Without a state dir a restart has a new key: the ztunnel is refused, and proxy-status says so.
+    cp.child.kill('SIGKILL');
+    await cp.child;
+    cp = await start(false, rootsFile, listen);
+    children.push(cp.child);
+    await poll('proxy-status to list the refused ztunnel', async () =>
+      (await statusRows(cp.admin)).some((r) => r.refused?.reason === 'missing or invalid node token'),
+    );
+    // Re-minting into the same token file is enough: the ztunnel re-reads it when refused.
+    await mint(cp.admin, tokenFile);
+    await poll('the ztunnel to reconnect with the re-minted token', () => connected(cp.admin));
+    const ends = await (await fetch(ZTUNNEL_METRICS)).text();
+    t.regex(ends, /zmesh_xds_stream_ends_total\{code="UNAUTHENTICATED"\} [1-9]/);
   },
 );
