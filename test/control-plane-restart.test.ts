@@ -163,6 +163,7 @@ interface StatusRow {
   proxy: string;
   connected: boolean;
   refused: { reason: string } | null;
+  types: Record<string, { state: string; acked: number | null; current: number }>;
 }
 
 async function statusRows(admin: string): Promise<StatusRow[]> {
@@ -216,6 +217,15 @@ async function mint(admin: string, file: string): Promise<void> {
     cp = await start(stateDir, rootsFile, listen);
     children.push(cp.child);
     await poll('the ztunnel to reconnect after a restart from the state dir', () => connected(cp.admin));
+    // Served, not only stored: the restored pod is compiled and the ztunnel ACKs it.
+    await poll('the restored config to be served and ACKed', async () =>
+      (await statusRows(cp.admin)).some((r) =>
+        Object.entries(r.types).some(
+          ([type, s]) =>
+            type.endsWith('.Address') && s.state === 'SYNCED' && s.acked !== null && s.current > 0,
+        ),
+      ),
+    );
     const objects = (await (await fetch(`${cp.admin}/objects`)).json()) as { objects: string[] };
     t.deepEqual(objects.objects, ['Namespace//team-r', 'Pod/team-r/server']);
 

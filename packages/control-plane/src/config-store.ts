@@ -54,6 +54,8 @@ export class ConfigStore extends EventEmitter {
   #watcher: FSWatcher | undefined;
   #debounce: NodeJS.Timeout | undefined;
   #reloading: Promise<void> = Promise.resolve();
+  /** Restored from a store with history: the first reload commits it, so it is compiled and served. */
+  #restored = false;
 
   constructor(opts: ConfigStoreOptions = {}) {
     super();
@@ -62,6 +64,7 @@ export class ConfigStore extends EventEmitter {
       const stored = opts.state.load();
       this.#applied = new Map(stored.objects);
       this.#view = Object.freeze({ generation: stored.generation, objects: new Map(stored.objects) });
+      this.#restored = stored.generation > 0;
     }
   }
 
@@ -83,7 +86,11 @@ export class ConfigStore extends EventEmitter {
   }
 
   async #reloadNow(): Promise<Result<StoreView>> {
-    if (this.#opts.dir === undefined) return ok(this.#view);
+    if (this.#opts.dir === undefined) {
+      if (!this.#restored) return ok(this.#view);
+      this.#restored = false;
+      return this.#commit(this.#files, this.#applied);
+    }
     const read = await readDirectory(this.#opts.dir);
     if (!read.ok) return this.#reject(read.error);
     const files = collect(read.value);

@@ -1,7 +1,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { isZmeshError } from '@zmesh/shared';
+import { ADDRESS_TYPE_URL, isZmeshError } from '@zmesh/shared';
 import test from 'ava';
 import { ConfigStore } from '../config-store.js';
 import { ControlPlane } from '../control-plane.js';
@@ -123,3 +123,27 @@ test('a commit the store refuses refuses the apply; the running view stays', (t)
   if (!r.ok) t.regex(r.error.join(), /state store: disk full/);
   t.is(store.view(), before);
 });
+
+sqliteTest(
+  'a control plane restarted from its store serves the restored objects, versions carrying on',
+  async (t) => {
+    const dir = await stateDir(t);
+    const first = new ControlPlane({ trustDomain: 'cluster.local', state: SqliteStateStore.open(dir) });
+    await first.start();
+    t.true(first.store.applyYaml([NAMESPACE_YAML, podYaml('a', '10.1.0.1')].join('---\n')).ok);
+    const before = first.server.cache.view(ADDRESS_TYPE_URL);
+    t.is(before.resources.size, 1);
+    await first.stop();
+
+    const second = new ControlPlane({ trustDomain: 'cluster.local', state: SqliteStateStore.open(dir) });
+    t.teardown(() => second.stop());
+    await second.start();
+    const after = second.server.cache.view(ADDRESS_TYPE_URL);
+    t.deepEqual(
+      [...after.resources.keys()],
+      [...before.resources.keys()],
+      'compiled and served, not only stored',
+    );
+    t.true(after.version > before.version, `version ${before.version} -> ${after.version}`);
+  },
+);

@@ -40,9 +40,17 @@ export class MeshControlPlane {
   private constructor(
     private child: ResultPromise | undefined,
     readonly link: ControlPlaneLink,
-    readonly adminUrl: string,
+    private admin: string,
     readonly rootsFile: string,
+    /** Where it keeps its state, or false when in memory (then a restart forgets). */
+    readonly stateDir: string | false,
+    private readonly spawnIt: () => ResultPromise,
   ) {}
+
+  /** The admin endpoint's base URL (it changes when the process is restarted). */
+  get adminUrl(): string {
+    return this.admin;
+  }
 
   /** Where ztunnels connect: `unix:<link path>`. */
   get xdsAddress(): string {
@@ -54,6 +62,7 @@ export class MeshControlPlane {
     await mkdir(cpDir, { recursive: true, mode: 0o700 });
     const socket = join(cpDir, 'xds.sock');
     const rootsFile = join(dir, 'roots.pem');
+    const stateDir = opts.stateDir ?? (sqliteAvailable() ? join(cpDir, 'state') : false);
     const argv = [
       'control-plane',
       '--socket',
@@ -64,27 +73,44 @@ export class MeshControlPlane {
       rootsFile,
       '--admin-port',
       '0',
-      ...stateArgs(opts.stateDir ?? (sqliteAvailable() ? join(cpDir, 'state') : false)),
+      ...stateArgs(stateDir),
       ...(opts.maxCertTtlSeconds ? ['--max-cert-ttl', String(opts.maxCertTtlSeconds)] : []),
     ];
-    const child = execa(ZMESH_BIN, argv, {
-      reject: false,
-      stdin: 'ignore',
-      stdout: 'ignore',
-      stderr: 'pipe',
-      env: { ZMESH_LOG: opts.log ?? process.env.ZMESH_LOG ?? 'warn' },
-    });
-    let adminUrl: string;
-    try {
-      adminUrl = await adminUrlOf(child);
-    } catch (e) {
-      await stopChild(child);
-      throw e;
-    }
-    child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[control-plane] ${d}`));
+    const spawnIt = () =>
+      execa(ZMESH_BIN, argv, {
+        reject: false,
+        stdin: 'ignore',
+        stdout: 'ignore',
+        stderr: 'pipe',
+        env: { ZMESH_LOG: opts.log ?? process.env.ZMESH_LOG ?? 'warn' },
+      });
+    const child = spawnIt();
+    const adminUrl = await adminUrlOrStop(child);
     const link = new ControlPlaneLink(join(dir, 'cp.sock'), socket);
     await link.heal();
-    return new MeshControlPlane(child, link, adminUrl, rootsFile);
+    return new MeshControlPlane(child, link, adminUrl, rootsFile, stateDir, spawnIt);
+  }
+
+  /**
+   * A crash and a supervisor's restart: SIGKILL, then the same command line again (same
+   * state dir, CA, socket). The link stays: proxies reconnect through it to the new process.
+   */
+  async killAndRestart(): Promise<void> {
+    const old = this.child;
+    this.child = undefined;
+    old?.kill('SIGKILL');
+    await old;
+    const child = this.spawnIt();
+    this.admin = await adminUrlOrStop(child);
+    this.child = child;
+  }
+
+  /** The store's generation and every object key (`GET /objects`). */
+  async objects(): Promise<{ generation: number; objects: string[] }> {
+    return (await (await fetch(`${this.adminUrl}/objects`)).json()) as {
+      generation: number;
+      objects: string[];
+    };
   }
 
   get pid(): number | undefined {
@@ -137,6 +163,18 @@ export async function writeNodeToken(adminUrl: string, node: string, path: strin
   if (!res.ok) throw new Error(`node token for ${node}: HTTP ${res.status}`);
   const { token } = (await res.json()) as { token: string };
   await writeFile(path, `${token}\n`, { mode: 0o600 });
+}
+
+/** The started child's admin URL; a child that does not say is stopped and the error thrown. */
+async function adminUrlOrStop(child: ResultPromise): Promise<string> {
+  try {
+    const url = await adminUrlOf(child);
+    child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[control-plane] ${d}`));
+    return url;
+  } catch (e) {
+    await stopChild(child);
+    throw e;
+  }
 }
 
 /** Reads the control plane's start line for its admin address; fails if it exits first. */
