@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 STAMP := node_modules/.zmesh-bootstrap
 
-.PHONY: all bootstrap build bpf lint test demo bench clean
+.PHONY: all bootstrap build bpf lint test demo bench image clean
 
 all: build
 
@@ -18,6 +18,7 @@ bpf: bootstrap
 
 build: bootstrap bpf
 	@pnpm exec tsc -b
+	@node scripts/build-info.mjs
 	@node scripts/bundle.mjs
 
 # biome (format, lint); dependency-cruiser (.dependency-cruiser.cjs: ztunnel's stage order,
@@ -38,6 +39,11 @@ demo: build
 bench: build
 	@mkdir -p out && bin/zmesh bench --json out/bench.json --png out/bench.png $(if $(BASELINE),--baseline $(BASELINE))
 	@node scripts/perf-section.mjs out/bench.json docs/performance.md
+
+# The OCI image (Containerfile), built with podman from the local build, no registry involved;
+# podman and runc are installed when root and missing. ZMESH_IMAGE=name:tag overrides the tag.
+image: build
+	@scripts/image.sh
 
 clean:
 	@rm -rf packages/*/dist test/dist bpf/build

@@ -6,14 +6,35 @@
 // traces name real functions; the bundle carries no source map, since `--enable-source-maps`
 // would load it whole into every proxy.
 // `ZMESH_NO_BUNDLE=1 bin/zmesh ztunnel …` runs from dist/ with source maps instead.
+//
+// `node scripts/bundle.mjs --image DIR` (scripts/image.sh) lays out the image's tree under DIR
+// instead: the proxies' bundles where bin/zmesh looks for them, and the control plane's and
+// the operator CLI's entries bundled in place of their dist/cli/main.js, so the image holds
+// no node_modules but koffi (a native addon, copied by image.sh).
 import { rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { build } from 'esbuild';
 
-for (const proxy of ['ztunnel', 'waypoint']) {
-  const outdir = `packages/${proxy}/dist/bundle`;
+const imageAt = process.argv.indexOf('--image');
+const imageRoot = imageAt === -1 ? undefined : process.argv[imageAt + 1];
+if (imageAt !== -1 && !imageRoot) throw new Error('bundle.mjs: --image needs a directory');
+
+const entries = [
+  { pkg: 'ztunnel', out: 'dist/bundle' },
+  { pkg: 'waypoint', out: 'dist/bundle' },
+  ...(imageRoot
+    ? [
+        { pkg: 'control-plane', out: 'dist/cli' },
+        { pkg: 'harness', out: 'dist/cli' },
+      ]
+    : []),
+];
+
+for (const { pkg, out } of entries) {
+  const outdir = join(imageRoot ?? '.', 'packages', pkg, out);
   rmSync(outdir, { recursive: true, force: true });
   await build({
-    entryPoints: [`packages/${proxy}/dist/cli/main.js`],
+    entryPoints: [`packages/${pkg}/dist/cli/main.js`],
     outdir,
     bundle: true,
     // The daemon's dynamic import becomes its own chunk, loaded once the flags are parsed.
@@ -23,8 +44,9 @@ for (const proxy of ['ztunnel', 'waypoint']) {
     target: 'node20',
     minifyWhitespace: true,
     minifySyntax: true,
-    // koffi loads a native addon from its own package.
-    external: ['koffi'],
+    // koffi loads a native addon from its own package; the harness's chart renderer is a
+    // native addon too, and only the bench needs it (not in the image).
+    external: ['koffi', '@resvg/resvg-js'],
     // CommonJS dependencies (grpc-js, protobufjs, pino) call require() for Node's modules.
     banner: {
       js: "import { createRequire as zmeshRequire } from 'node:module'; const require = zmeshRequire(import.meta.url);",

@@ -54,6 +54,39 @@ ns.command('l7')
 program.addCommand(waypointCommand());
 
 program
+  .command('version')
+  .description('print the version, git commit and build time')
+  .option('--json', 'as JSON')
+  .action(async (options) => {
+    const { BUILD_INFO, versionLine } = await import('@zmesh/shared');
+    console.log(options.json ? JSON.stringify(BUILD_INFO) : versionLine(BUILD_INFO));
+  });
+
+program
+  .command('install')
+  .description('print the Kubernetes manifests (kubectl apply -f -); nothing is sent to a cluster')
+  .option('-n, --namespace <name>', "the mesh's own namespace", 'zmesh-system')
+  .option('--image <ref>', 'the zmesh image (`make image` builds localhost/zmesh:<version>)')
+  .option(
+    '--values <file>',
+    'YAML: controlPlaneReplicas, trustDomain, tokenAudience, imagePullPolicy, logLevel, accessLog',
+  )
+  .option(
+    '--ca-dir <dir>',
+    "also print the root CA as the zmesh-ca Secret and zmesh-roots ConfigMap (created in <dir> if absent); the output then holds the CA's private key",
+  )
+  .option('-o, --output <format>', 'yaml or json', 'yaml')
+  .option('--dry-run', 'print only (the default: zmesh install never talks to a cluster)')
+  .option(
+    '--check-crds <file>',
+    'instead: say which required CRDs a `kubectl get crd -o yaml` dump lacks (exit 1 naming them)',
+  )
+  .action(async (options) => {
+    const { runInstall } = await import('../install/install-command.js');
+    process.exitCode = await runInstall(options);
+  });
+
+program
   .command('cluster')
   .description('the local cluster of network namespaces (root): up, down or status')
   .argument('<action>', 'up | down | status')

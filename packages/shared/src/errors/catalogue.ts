@@ -146,6 +146,8 @@ export const CATALOGUE = {
   ZM_ERR_AGENT_UNKNOWN_WORKLOAD: { message: 'workload {uid} is not enrolled', status: 404, flag: 'NR' },
   ZM_ERR_CLUSTER_SPEC: { message: 'invalid cluster spec: {reason}', status: 400, flag: 'CFG' },
   ZM_ERR_CLUSTER_SETUP: { message: 'cluster {step} failed: {reason}', status: 500, flag: 'INT' },
+  ZM_ERR_INSTALL_INPUT: { message: 'invalid install input {source}: {reason}', status: 400, flag: 'CFG' },
+  ZM_ERR_INSTALL_CRDS_MISSING: { message: 'missing CRDs: {missing}', status: 412, flag: 'CFG' },
   ZM_ERR_WAYPOINT_BAD_REQUEST: { message: 'malformed HTTP request: {reason}', status: 400, flag: 'DC' },
   ZM_ERR_WAYPOINT_DENIED: { message: 'RBAC: access denied by {policy}', status: 403, flag: 'UAEX' },
   ZM_ERR_WAYPOINT_OVERFLOW: { message: '{what} at its limit {limit}', status: 503, flag: 'UO' },

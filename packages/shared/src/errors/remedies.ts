@@ -203,6 +203,15 @@ export const REMEDIES = {
     cause: 'A step of building the netns cluster failed (namespace, veth, address, cgroup).',
     remedy: 'Run as root; leftovers of a crashed run are removed at the next start, so try again.',
   },
+  ZM_ERR_INSTALL_INPUT: {
+    cause: 'A flag, values file or cluster dump given to `zmesh install` is invalid; nothing was printed.',
+    remedy: 'Fix the named flag or field (`zmesh install --help` lists them) and run it again.',
+  },
+  ZM_ERR_INSTALL_CRDS_MISSING: {
+    cause:
+      'The cluster dump given to `zmesh install --check-crds` lacks CRDs zmesh reads (Gateway API, Istio security).',
+    remedy: 'Install the named CRDs from their projects (docs/kubernetes.md), then apply the manifests.',
+  },
   ZM_ERR_WAYPOINT_BAD_REQUEST: {
     cause: 'The HTTP request could not be parsed or breaks the waypoint’s request rules.',
     remedy: 'Fix the client; the reason names the rule.',

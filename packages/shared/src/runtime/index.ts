@@ -1,3 +1,4 @@
+export * from './build-info.js';
 export { checkoutPath } from './checkout.js';
 export {
   BUSY_UTILIZATION,
