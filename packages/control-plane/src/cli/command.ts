@@ -20,7 +20,7 @@ export function controlPlaneCommand(): Command {
     )
     .option(
       '--state-dir <dir>',
-      `keep applied objects, the node-token key and the CA root here (SQLite); default ${defaultStateDir()}`,
+      `keep applied objects, the node-token key and the CA root here (SQLite, Node 22.5+); default ${defaultStateDir()} (in memory, with a warning, on an older Node)`,
     )
     .option('--no-state-dir', 'keep state in memory only: a restart forgets every applied object')
     .option('--roots-file <file>', 'write the trusted roots here for proxies to watch')

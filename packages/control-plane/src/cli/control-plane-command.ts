@@ -3,7 +3,7 @@ import { startFailure } from '@zmesh/shared';
 import { startAdminServer } from '../admin-server.js';
 import { loadOrCreateCa, loadOrCreateCaInStore, writeRootsFile } from '../ca-files.js';
 import { ControlPlane } from '../control-plane.js';
-import { defaultStateDir, SqliteStateStore } from '../store/sqlite-store.js';
+import { defaultStateDir, SqliteStateStore, sqliteAvailable } from '../store/sqlite-store.js';
 import { MemoryStateStore, type StateStore } from '../store/state-store.js';
 
 export interface ControlPlaneCommandOptions {
@@ -38,10 +38,19 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
   let cp: ControlPlane;
   let ca: Awaited<ReturnType<typeof loadOrCreateCa>>;
   try {
-    state =
-      options.stateDir === false
-        ? new MemoryStateStore()
-        : SqliteStateStore.open(typeof options.stateDir === 'string' ? options.stateDir : defaultStateDir());
+    if (options.stateDir === undefined && !sqliteAvailable()) {
+      // Only the default gives way: a --state-dir that was asked for and cannot be used fails.
+      console.error(
+        `control plane: state in memory only (a restart forgets applied objects): node:sqlite needs Node 22.5+, this is ${process.version}`,
+      );
+      state = new MemoryStateStore();
+    } else
+      state =
+        options.stateDir === false
+          ? new MemoryStateStore()
+          : SqliteStateStore.open(
+              typeof options.stateDir === 'string' ? options.stateDir : defaultStateDir(),
+            );
   } catch (e) {
     return startFailure('control-plane', e);
   }

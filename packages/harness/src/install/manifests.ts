@@ -164,6 +164,9 @@ function controlPlaneContainer(o: InstallOptions): IContainer {
       String(XDS_PORT),
       '--admin-port',
       '15014',
+      // Replicas share no store until the etcd backend exists; a per-pod SQLite file would
+      // make them diverge, and the root filesystem is read-only.
+      '--no-state-dir',
     ],
     env: env(o.values),
     ports: [{ name: 'grpc-xds', containerPort: XDS_PORT, protocol: 'TCP' }],
