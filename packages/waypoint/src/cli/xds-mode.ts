@@ -4,11 +4,13 @@ import {
   type Credential,
   generateCsr,
   logger,
+  MeshMetrics,
   type Result,
   RootsFileWatcher,
   TokenFile,
   TrustBundle,
 } from '@zmesh/shared';
+import type { Registry } from 'prom-client';
 import { decodeWaypointConfig } from '../config/config-parser.js';
 import type { WaypointConfig } from '../config/waypoint-config.js';
 import { normalizationOf } from '../http/request-target.js';
@@ -52,7 +54,9 @@ export async function startFromControlPlane(
 ): Promise<RunningWaypoint | string | undefined> {
   const id = await identitySetup(opts);
   if (typeof id === 'string') return id;
-  const feed = new ConfigFeed(opts, id.token);
+  // Made before the waypoint so the xDS client's metrics (zmesh_xds_*) are in its registry.
+  const metrics = new MeshMetrics();
+  const feed = new ConfigFeed(opts, id.token, metrics.registry);
   let waypoint: Waypoint | undefined;
   let renewal: NodeJS.Timeout | undefined;
   const stop = async () => {
@@ -88,6 +92,7 @@ export async function startFromControlPlane(
     ...warmUpCount(opts.warmUpRequests),
   });
   waypoint = new Waypoint({
+    metrics,
     credential,
     bundle: id.bundle,
     config,
@@ -161,7 +166,7 @@ class ConfigFeed {
   #waypoint: Waypoint | undefined;
   #latest: WaypointConfig | undefined;
 
-  constructor(opts: XdsModeOptions, token: TokenFile) {
+  constructor(opts: XdsModeOptions, token: TokenFile, registry: Registry) {
     let resolve: (c: WaypointConfig) => void = () => {};
     this.first = new Promise((r) => {
       resolve = r;
@@ -171,6 +176,7 @@ class ConfigFeed {
       resourceName: opts.gateway,
       token: () => token.token,
       refreshToken: () => token.reread(),
+      registry,
       node: { id: `waypoint~${opts.address}~${opts.gateway.replace('/', '.')}~svc.cluster.local` },
       apply: (doc, from): Result<WaypointConfig> => {
         if (this.#waypoint) return this.#waypoint.applyConfig(doc, from);

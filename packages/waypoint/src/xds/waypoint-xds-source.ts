@@ -9,6 +9,7 @@ import {
   WAYPOINT_CONFIG_TYPE_URL,
   XdsClient,
 } from '@zmesh/shared';
+import type { Registry } from 'prom-client';
 import type { WaypointConfig } from '../config/waypoint-config.js';
 
 const log = logger('waypoint-xds');
@@ -31,6 +32,8 @@ export interface WaypointXdsSourceOptions {
   refreshToken?: () => Promise<unknown>;
   backoff?: { initialMs: number; maxMs: number };
   credentials?: grpc.ChannelCredentials;
+  /** Where the xDS client's metrics (zmesh_xds_connected, …_stream_ends_total) go. */
+  registry?: Registry;
 }
 
 /**
@@ -69,6 +72,7 @@ export class WaypointXdsSource extends EventEmitter {
       credentials: opts.credentials ?? grpc.credentials.createInsecure(),
       maxResponseBytes: MAX_RESPONSE_BYTES,
       backoff: opts.backoff ?? DEFAULT_BACKOFF,
+      ...(opts.registry ? { registry: opts.registry } : {}),
     });
     this.#client.on('nack', (e: NackEvent) => this.emit('nack', e.reasons));
     this.#client.on('disconnected', (e: { code: number; details: string }) => this.emit('disconnected', e));
