@@ -69,7 +69,7 @@ if (unavailable) test.skip(`control-plane restart test skipped: ${unavailable}`,
 (unavailable ? test.serial.skip : test.serial)(
   'kill -9 at random instants during applies: nothing acknowledged is lost, nothing is half-applied',
   async (t) => {
-    t.timeout(60_000);
+    t.timeout(180_000);
     const dir = await mkdtemp(join(tmpdir(), 'zmesh-cp-restart-'));
     const stateDir = join(dir, 'state');
     const rootsFile = join(dir, 'roots.pem');
