@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 STAMP := node_modules/.zmesh-bootstrap
 
-.PHONY: all bootstrap build bpf lint test demo bench image clean
+.PHONY: all bootstrap build bpf native lint test demo bench image clean
 
 all: build
 
@@ -16,7 +16,11 @@ bootstrap: $(STAMP)
 bpf: bootstrap
 	@$(MAKE) -s -C bpf
 
-build: bootstrap bpf
+# The N-API addon for ZDS's SOCK_SEQPACKET socket and SCM_RIGHTS (docs/zds.md), with gcc.
+native: bootstrap
+	@$(MAKE) -s -C packages/shared/native
+
+build: bootstrap bpf native
 	@pnpm exec tsc -b
 	@node scripts/build-info.mjs
 	@node scripts/bundle.mjs
@@ -46,5 +50,5 @@ image: build
 	@scripts/image.sh
 
 clean:
-	@rm -rf packages/*/dist test/dist bpf/build
+	@rm -rf packages/*/dist test/dist bpf/build packages/shared/native/build
 	@find packages test -name '*.tsbuildinfo' -delete

@@ -5,10 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# util-linux: nsenter, unshare, setpriv (harness pods). python3: optional capture side-door test.
+# gcc, libc6-dev: the seqpacket N-API addon (packages/shared/native). util-linux: nsenter, unshare, setpriv (harness pods). python3: optional capture side-door test.
 # fonts-dejavu-core: text in the benchmark charts. openssl: the tests' independent check of
 # the certificates zmesh encodes.
-APT_PACKAGES=(clang llvm libbpf-dev bpftool iproute2 iptables util-linux python3 curl fonts-dejavu-core openssl
+APT_PACKAGES=(gcc libc6-dev clang llvm libbpf-dev bpftool iproute2 iptables util-linux python3 curl fonts-dejavu-core openssl
   iperf3 socat stunnel4 haproxy redis-server redis-tools wrk nghttp2-client prometheus)
 PNPM_VERSION=12.4.2
 

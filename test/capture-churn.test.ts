@@ -5,7 +5,7 @@ import test from 'ava';
 import { execa } from 'execa';
 
 /**
- * Enrolment churn: 50 pods enrolled and removed 5 times through the node-agent socket.
+ * Enrolment churn: 50 pods enrolled and removed 5 times over ZDS.
  * Nothing may grow: ztunnel's file descriptors, BPF programs, maps, pins.
  */
 const unavailable = await BpfCapture.unavailableReason();

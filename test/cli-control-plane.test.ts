@@ -1,6 +1,7 @@
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { adminRequest } from '@zmesh/shared';
 import test from 'ava';
 import { execa, type ResultPromise } from 'execa';
 
@@ -8,8 +9,6 @@ const ZMESH = resolve(import.meta.dirname, '../../bin/zmesh');
 /** 127.72.0.0/16 is this file's. */
 const CP_HOST = '127.72.0.1';
 const XDS_PORT = 25_710;
-const ADMIN_PORT = 25_714;
-const ADMIN = `http://${CP_HOST}:${ADMIN_PORT}`;
 
 const CONFIG = `apiVersion: v1
 kind: Namespace
@@ -44,6 +43,7 @@ test('zmesh control-plane signs and writes roots; zmesh ztunnel --xds gets confi
     await rm(dir, { recursive: true, force: true });
   });
   const roots = join(dir, 'roots.pem');
+  const admin = join(dir, 'admin.sock');
   started.push(
     execa(
       ZMESH,
@@ -55,8 +55,8 @@ test('zmesh control-plane signs and writes roots; zmesh ztunnel --xds gets confi
         CP_HOST,
         '--port',
         String(XDS_PORT),
-        '--admin-port',
-        String(ADMIN_PORT),
+        '--admin-socket',
+        admin,
         '--ca-dir',
         join(dir, 'ca'),
         '--roots-file',
@@ -66,9 +66,11 @@ test('zmesh control-plane signs and writes roots; zmesh ztunnel --xds gets confi
       { reject: false },
     ),
   );
-  await poll(async () => (await fetch(`${ADMIN}/healthz`).catch(() => undefined))?.ok === true);
+  await poll(async () => (await adminRequest({ admin }, '/healthz').catch(() => undefined))?.ok === true);
   t.regex(await readFile(roots, 'utf8'), /BEGIN CERTIFICATE/);
-  const { token } = (await json(`${ADMIN}/node-token?node=node-a`, { method: 'POST' })) as { token: string };
+  const { token } = (await adminRequest({ admin }, '/node-token?node=node-a', { method: 'POST' })).json<{
+    token: string;
+  }>();
   await writeFile(join(dir, 'token'), token);
   started.push(
     execa(
@@ -95,13 +97,20 @@ test('zmesh control-plane signs and writes roots; zmesh ztunnel --xds gets confi
   const dump = () =>
     json('http://127.72.0.2:15000/config_dump').catch(() => undefined) as Promise<Dump | undefined>;
   await poll(async () => ((await dump())?.certificates[0]?.notAfter ?? '') !== '');
-  const on = await execa(ZMESH, ['ns', 'l7', 'on', 'team-b', '--waypoint', 'wp', '--admin', ADMIN], {
-    reject: false,
-  });
-  t.is(on.exitCode, 0, on.stderr);
-  t.regex(on.stdout, /acked by 1 proxies/);
+  const on = await execa(
+    ZMESH,
+    ['ns', 'l7', 'on', 'team-b', '--waypoint', 'wp', '--admin', admin, '--timeout', '1'],
+    { reject: false },
+  );
+  // The ztunnel ACKs, but no waypoint runs for team-b/wp: `on` waits for it, then says so.
+  t.is(on.exitCode, 1, on.stderr);
+  t.regex(on.stdout, /acked by 1 proxies; TIMED OUT after 1s waiting for 1:/);
+  t.regex(
+    on.stderr,
+    /not acked: waypoint team-b\/wp \(NOT_CONNECTED: no waypoint for this Gateway is connected/,
+  );
   t.truthy((await dump())?.workloads[0]?.waypoint);
-  const off = await execa(ZMESH, ['ns', 'l7', 'off', 'team-b', '--admin', ADMIN], { reject: false });
+  const off = await execa(ZMESH, ['ns', 'l7', 'off', 'team-b', '--admin', admin], { reject: false });
   t.is(off.exitCode, 0, off.stderr);
   t.is((await dump())?.workloads[0]?.waypoint, undefined);
 });

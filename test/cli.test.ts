@@ -136,9 +136,18 @@ test('zmesh waypoint whose metrics port is taken exits 1 naming it, after closin
 
 test('zmesh control-plane whose admin port is taken exits 1 naming it, after closing xDS', async (t) => {
   await takePort(t, '127.86.0.3', 15014);
-  const r = await execa(ZMESH, ['control-plane', '--host', '127.86.0.3', '--no-state-dir'], {
-    reject: false,
-    timeout: 20_000,
-  });
+  const dir = await mkdtemp(join(tmpdir(), 'zmesh-cli-admin-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  await writeFile(join(dir, 'token'), 'a-long-enough-admin-token-0123456789\n', { mode: 0o600 });
+  const r = await execa(
+    ZMESH,
+    ['control-plane', '--host', '127.86.0.3', '--no-state-dir'].concat([
+      '--admin-port',
+      '15014',
+      '--admin-token-file',
+      join(dir, 'token'),
+    ]),
+    { reject: false, timeout: 20_000 },
+  );
   assertBindFailure(t, r, 'control-plane admin', '127.86.0.3:15014');
 });

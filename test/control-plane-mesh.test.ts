@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:net';
-import { ADDRESS_TYPE_URL, encodeMessage, generateCsr, isZmeshError } from '@zmesh/shared';
+import { compile, convertForZtunnel, objectKey, parseObject } from '@zmesh/control-plane';
+import { ADDRESS_TYPE_URL, adminRequest, encodeMessage, generateCsr, isZmeshError } from '@zmesh/shared';
 import { CaClient } from '@zmesh/ztunnel';
 import test from 'ava';
 import {
@@ -130,10 +131,17 @@ test.serial(
   'a workload naming a waypoint not yet received is pending and fails closed until it arrives',
   async (t) => {
     const uid = 'Kubernetes//Pod/team-b/server4';
-    t.true(
-      mesh.cp.store.apply([
-        podDoc('team-b', 'server4', ip('2.4'), 'node-b', { 'istio.io/use-waypoint': 'wp' }),
-      ]).ok,
+    const server4 = podDoc('team-b', 'server4', ip('2.4'), 'node-b', { 'istio.io/use-waypoint': 'wp' });
+    const refused = mesh.cp.store.apply([server4]);
+    t.regex(refused.ok ? '' : (refused.error[0] ?? ''), /names waypoint team-b\/wp, but no Gateway/);
+    // Admission keeps the store from naming a waypoint it lacks, but a proxy can still meet
+    // one (workloads pushed ahead of their waypoint): serve it from below admission.
+    const objects = new Map(mesh.cp.store.view().objects);
+    const parsed = parseObject(server4, []);
+    if (parsed === undefined) return t.fail();
+    objects.set(objectKey(parsed), parsed);
+    mesh.cp.server.setConfig(
+      compile({ generation: 0, objects }, { trustDomain: 'cluster.local', convertPolicy: convertForZtunnel }),
     );
     await waitFor(() => both().every((n) => n.source.pending().some((p) => p.name === uid)), 5000);
     const pending = mesh.nodes.a.source.pending().find((p) => p.name === uid)!;
@@ -150,6 +158,7 @@ test.serial(
           spec: { gatewayClassName: 'istio-waypoint', addresses: [{ value: ip('3.1') }] },
         },
         podDoc('team-b', 'wp', ip('3.1'), 'node-w', { 'gateway.networking.k8s.io/gateway-name': 'wp' }),
+        server4,
       ]).ok,
     );
     await waitFor(() => both().every((n) => n.source.pending().length === 0), 5000);
@@ -165,8 +174,11 @@ test.serial(
   async (t) => {
     const post = async (state: 'on' | 'off') => {
       const q = new URLSearchParams({ namespace: 'team-b', state, waypoint: 'wp', timeoutMs: '5000' });
-      const res = await fetch(`${mesh.adminUrl}/namespace-l7?${q}`, { method: 'POST' });
-      return { status: res.status, body: (await res.json()) as { acked: string[]; notAcked: unknown[] } };
+      const res = await adminRequest(mesh.admin, `/namespace-l7?${q}`, { method: 'POST' });
+      return {
+        status: res.status,
+        body: res.json<{ acked: string[]; notAcked: Array<{ proxy: string; state: string }> }>(),
+      };
     };
     const wp = 'wp.team-b.svc.cluster.local';
     const onWaypoint = (n: XdsNode) => {
@@ -176,8 +188,17 @@ test.serial(
       return [server?.waypoint?.hostname?.hostname, svc?.waypoint?.hostname?.hostname];
     };
     const on = await post('on');
-    t.is(on.status, 200, JSON.stringify(on.body));
+    // Both ztunnels ACK; no waypoint proxy runs for team-b/wp, so `on` says so and fails.
+    t.is(on.status, 504, JSON.stringify(on.body));
     t.is(on.body.acked.length, 2);
+    t.deepEqual(on.body.notAcked, [
+      {
+        proxy: 'waypoint team-b/wp',
+        node: '',
+        state: 'NOT_CONNECTED',
+        reason: 'no waypoint for this Gateway is connected; the namespace traffic fails closed until one is',
+      },
+    ]);
     for (const n of both()) t.deepEqual(onWaypoint(n), [wp, wp]);
     const waypointPod = dump(mesh.nodes.a).workloads.find((w) => w.uid === 'Kubernetes//Pod/team-b/wp');
     t.is(waypointPod?.waypoint, undefined, 'the waypoint itself never goes through a waypoint');
@@ -191,14 +212,16 @@ test.serial(
 
 test.serial('ns l7 names the proxies that did not ACK in time', async (t) => {
   const q = new URLSearchParams({ namespace: 'team-b', state: 'on', waypoint: 'wp', timeoutMs: '0' });
-  const res = await fetch(`${mesh.adminUrl}/namespace-l7?${q}`, { method: 'POST' });
-  const body = (await res.json()) as { notAcked: Array<{ proxy: string }> };
+  const res = await adminRequest(mesh.admin, `/namespace-l7?${q}`, { method: 'POST' });
+  const body = res.json<{ notAcked: Array<{ proxy: string }> }>();
   // With no time to wait, at least one proxy cannot have ACKed the push yet.
   t.is(res.status, 504);
-  t.true(body.notAcked.length > 0 && body.notAcked.every((p) => p.proxy.startsWith('ztunnel~')));
-  const unknown = await fetch(`${mesh.adminUrl}/namespace-l7?namespace=nope&state=on`, { method: 'POST' });
+  const ztunnels = body.notAcked.filter((p) => p.proxy !== 'waypoint team-b/wp');
+  t.true(ztunnels.length > 0 && ztunnels.every((p) => p.proxy.startsWith('ztunnel~')));
+  const unknown = await adminRequest(mesh.admin, '/namespace-l7?namespace=nope&state=on', { method: 'POST' });
   t.is(unknown.status, 400);
-  await fetch(`${mesh.adminUrl}/namespace-l7?namespace=team-b&state=off`, { method: 'POST' });
+  t.regex(unknown.json<{ reasons: string[] }>().reasons[0] ?? '', /namespace nope has no waypoint/);
+  await adminRequest(mesh.admin, '/namespace-l7?namespace=team-b&state=off', { method: 'POST' });
 });
 
 test.serial(

@@ -1,7 +1,8 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { sqliteAvailable } from '@zmesh/control-plane';
+import { type AdminTarget, adminRequest } from '@zmesh/shared';
 import test from 'ava';
 import { execa, type ResultPromise } from 'execa';
 
@@ -26,30 +27,30 @@ function keysOf(i: number): string[] {
 
 interface Running {
   child: ResultPromise;
-  admin: string;
+  admin: AdminTarget;
 }
 
-/** Starts `zmesh control-plane --state-dir` and waits for the line naming its admin port. */
+/** Starts `zmesh control-plane --state-dir` and waits for the line naming its admin socket. */
 async function start(
   stateDir: string | false,
   rootsFile: string,
   listen = ['--port', '0'],
 ): Promise<Running> {
   const state = stateDir === false ? ['--no-state-dir'] : ['--state-dir', stateDir];
+  const adminSocket = join(dirname(rootsFile), 'admin.sock');
   const child = execa(
     ZMESH,
-    ['control-plane', ...state, ...listen, '--admin-port', '0', '--roots-file', rootsFile],
+    ['control-plane', ...state, ...listen, '--admin-socket', adminSocket, '--roots-file', rootsFile],
     { reject: false, stdin: 'ignore', stdout: 'ignore', env: { ZMESH_LOG: 'error' } },
   );
-  const admin = await new Promise<string>((ok, fail) => {
+  const admin = await new Promise<AdminTarget>((ok, fail) => {
     let seen = '';
     const timer = setTimeout(() => fail(new Error(`control plane did not start: ${seen}`)), 15_000);
     child.stderr?.on('data', (d: Buffer) => {
       seen += d.toString();
-      const m = /admin on (127\.[\d.]+:\d+)/.exec(seen);
-      if (m) {
+      if (seen.includes(`admin on unix:${adminSocket}`)) {
         clearTimeout(timer);
-        ok(`http://${m[1]}`);
+        ok({ admin: adminSocket });
       }
     });
     void child.then((r) => fail(new Error(`control plane exited ${r.exitCode}: ${seen}`)));
@@ -57,8 +58,8 @@ async function start(
   return { child, admin };
 }
 
-async function objects(admin: string): Promise<{ generation: number; objects: string[] }> {
-  return (await (await fetch(`${admin}/objects`)).json()) as { generation: number; objects: string[] };
+async function objects(admin: AdminTarget): Promise<{ generation: number; objects: string[] }> {
+  return (await adminRequest(admin, '/objects')).json<{ generation: number; objects: string[] }>();
 }
 
 const unavailable = sqliteAvailable()
@@ -84,7 +85,7 @@ if (unavailable) test.skip(`control-plane restart test skipped: ${unavailable}`,
     let attempted = 0;
     let lastGeneration = 0;
     let roots: string | undefined;
-    const check = async (admin: string, when: string) => {
+    const check = async (admin: AdminTarget, when: string) => {
       const state = await objects(admin);
       const present = new Set(state.objects);
       for (let i = 0; i < attempted; i++) {
@@ -115,12 +116,12 @@ if (unavailable) test.skip(`control-plane restart test skipped: ${unavailable}`,
       // Applies back to back until the kill; the one in flight then may or may not be kept.
       while (Date.now() < killAt) {
         const i = attempted++;
-        const res = await fetch(`${admin}/apply?source=restart-${i}`, {
+        const res = await adminRequest(admin, `/apply?source=restart-${i}`, {
           method: 'POST',
           body: applyYaml(i),
         }).catch(() => undefined);
         if (res?.ok) acked.add(i);
-        else if (res !== undefined) t.fail(`apply ${i} refused: ${res.status} ${await res.text()}`);
+        else if (res !== undefined) t.fail(`apply ${i} refused: ${res.status} ${res.text}`);
         else break;
       }
       await killer;
@@ -166,15 +167,13 @@ interface StatusRow {
   types: Record<string, { state: string; acked: number | null; current: number }>;
 }
 
-async function statusRows(admin: string): Promise<StatusRow[]> {
-  return (await (await fetch(`${admin}/proxy-status`)).json()) as StatusRow[];
+async function statusRows(admin: AdminTarget): Promise<StatusRow[]> {
+  return (await adminRequest(admin, '/proxy-status')).json<StatusRow[]>();
 }
 
-async function mint(admin: string, file: string): Promise<void> {
-  const { token } = (await (await fetch(`${admin}/node-token?node=node-r`, { method: 'POST' })).json()) as {
-    token: string;
-  };
-  await writeFile(file, token);
+async function mint(admin: AdminTarget, file: string): Promise<void> {
+  const res = await adminRequest(admin, '/node-token?node=node-r', { method: 'POST' });
+  await writeFile(file, res.json<{ token: string }>().token);
 }
 
 (unavailable ? test.serial.skip : test.serial)(
@@ -194,8 +193,8 @@ async function mint(admin: string, file: string): Promise<void> {
     });
     let cp = await start(stateDir, rootsFile, listen);
     children.push(cp.child);
-    const applied = await fetch(`${cp.admin}/apply`, { method: 'POST', body: POD });
-    t.true(applied.ok, await applied.text());
+    const applied = await adminRequest(cp.admin, '/apply', { method: 'POST', body: POD });
+    t.true(applied.ok, applied.text);
     await mint(cp.admin, tokenFile);
     const ztunnel = execa(
       ZMESH,
@@ -207,7 +206,7 @@ async function mint(admin: string, file: string): Promise<void> {
       { reject: false, stdin: 'ignore', stdout: 'ignore', env: { ZMESH_LOG: 'error' } },
     );
     children.push(ztunnel);
-    const connected = async (admin: string) =>
+    const connected = async (admin: AdminTarget) =>
       (await statusRows(admin)).some((r) => r.connected && r.refused === null);
     await poll('the ztunnel to connect', () => connected(cp.admin));
 
@@ -226,8 +225,8 @@ async function mint(admin: string, file: string): Promise<void> {
         ),
       ),
     );
-    const objects = (await (await fetch(`${cp.admin}/objects`)).json()) as { objects: string[] };
-    t.deepEqual(objects.objects, ['Namespace//team-r', 'Pod/team-r/server']);
+    const kept = await objects(cp.admin);
+    t.deepEqual(kept.objects, ['Namespace//team-r', 'Pod/team-r/server']);
 
     // Without a state dir a restart has a new key: the ztunnel is refused, and proxy-status says so.
     cp.child.kill('SIGKILL');

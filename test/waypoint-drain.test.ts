@@ -65,7 +65,6 @@ test('a waypoint sent SIGTERM under load answers every request in flight, then e
   const lab = await startL7Lab({
     block: '127.52',
     xdsPort: 25_830,
-    adminPort: 25_834,
     l7Config: false,
     app: slowApp,
   });

@@ -4,12 +4,12 @@ import { request } from 'node:http';
 import { join } from 'node:path';
 import { ControlPlane } from '@zmesh/control-plane';
 import { L7_POLICY_YAML, L7_ROUTE_YAML, type L7Lab, startL7Lab } from '@zmesh/harness';
-import { WAYPOINT_CONFIG_TYPE_URL } from '@zmesh/shared';
+import { adminRequest, WAYPOINT_CONFIG_TYPE_URL } from '@zmesh/shared';
 import { decodeWaypointConfig, WaypointXdsSource } from '@zmesh/waypoint';
 import test from 'ava';
 
 /** 127.74.0.0/16 and ports 25910/25914 are this file's. */
-const LAB = { block: '127.74', xdsPort: 25_910, adminPort: 25_914, l7Config: false };
+const LAB = { block: '127.74', xdsPort: 25_910, l7Config: false };
 const SPLIT_REQUESTS = 100;
 const WAYPOINT_ID = 'waypoint~127.74.3.9~shop.waypoint~svc.cluster.local';
 
@@ -43,6 +43,12 @@ test('the waypoint takes its policy and routes from the control plane over xDS, 
   const lab = await startL7Lab(LAB);
   t.teardown(() => lab.stop());
   t.regex(await lab.l7(true), /L7 on .*acked by 3 proxies/);
+  const [status] = (await adminRequest(lab.admin, '/waypoint-status')).json<
+    Array<{ waypoint: string; users: number; ready: boolean; ackedBy: string[] }>
+  >();
+  t.like(status, { waypoint: 'shop/waypoint', ready: true });
+  t.true((status?.users ?? 0) > 0 && status?.ackedBy.length === 1, JSON.stringify(status));
+  t.regex((await adminRequest(lab.admin, '/metrics')).text, /^zmesh_cp_waypoints_not_ready 0$/m);
   t.is((await call(lab, 'POST', '/admin')).split(' ')[0], '200', 'no policy yet');
 
   // A DENY policy targeting the waypoint Gateway, as a file in the watched config directory.
@@ -52,14 +58,13 @@ test('the waypoint takes its policy and routes from the control plane over xDS, 
   t.true((await call(lab, 'GET', '/public')).startsWith('200'));
 
   // The 90/10 HTTPRoute through the admin API (ConfigStore apply).
-  const applied = await fetch(`${lab.admin}/apply`, { method: 'POST', body: L7_ROUTE_YAML });
-  t.is(applied.status, 200, await applied.clone().text());
+  const applied = await adminRequest(lab.admin, '/apply', { method: 'POST', body: L7_ROUTE_YAML });
+  t.is(applied.status, 200, applied.text);
   t.true(
     await until(async () => {
-      const status = (await (await fetch(`${lab.admin}/proxy-status`)).json()) as Array<{
-        proxy: string;
-        types: Record<string, { state: string }>;
-      }>;
+      const status = (await adminRequest(lab.admin, '/proxy-status')).json<
+        Array<{ proxy: string; types: Record<string, { state: string }> }>
+      >();
       const wp = status.find((p) => p.proxy.startsWith('waypoint~'));
       return wp?.types['type.googleapis.com/zmesh.waypoint.WaypointConfig']?.state === 'SYNCED';
     }),

@@ -3,7 +3,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ControlPlane, startAdminServer } from '@zmesh/control-plane';
-import { CertificateAuthority, TrustBundle, type Workload } from '@zmesh/shared';
+import { type AdminTarget, CertificateAuthority, TrustBundle, type Workload } from '@zmesh/shared';
 import {
   CaClient,
   type ConfigUpdate,
@@ -49,7 +49,8 @@ export interface XdsMesh extends Mesh {
   /** Holds node-a.snapshot and node-b.snapshot. */
   dir: string;
   xdsPort: number;
-  adminUrl: string;
+  /** The control plane's admin API (its Unix socket), for `adminRequest`. */
+  admin: AdminTarget;
   tokenFor(node: string): string;
   /** Starts a ztunnel for `node` (another proxy address) against this control plane. */
   startNode(node: string, address: string, extra?: NodeExtra): Promise<XdsNode>;
@@ -165,7 +166,7 @@ async function startWithControlPlane(
   const applied = cp.store.apply([...baseDocs(block), ...(cpOpts.extraDocs ?? [])]);
   if (!applied.ok) throw new Error(applied.error.join('; '));
   const xdsPort = await cp.start(0, addr('0.1'));
-  const admin = await startAdminServer(cp, 0, addr('0.1'));
+  const admin = await startAdminServer(cp, { socket: join(dir, 'admin.sock') });
   const started: XdsNode[] = [];
 
   const startNode = async (node: string, address: string, extra: NodeExtra = {}): Promise<XdsNode> => {
@@ -240,7 +241,7 @@ async function startWithControlPlane(
     cp,
     dir,
     xdsPort,
-    adminUrl: `http://${addr('0.1')}:${admin.port}`,
+    admin: { admin: admin.address },
     tokenFor: (node) => cp.issueNodeToken(node),
     startNode,
     stopControlPlane,

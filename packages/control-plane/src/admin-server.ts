@@ -1,7 +1,11 @@
+import { timingSafeEqual } from 'node:crypto';
+import { chmod, lstat, mkdir, rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { listenServer, logger, ZmeshError } from '@zmesh/shared';
+import { type AddressInfo, connect } from 'node:net';
+import { dirname } from 'node:path';
+import { bindError, listenServer, logger, ZmeshError } from '@zmesh/shared';
 import type { ControlPlane } from './control-plane.js';
+import { KINDS, type Kind, objectKey } from './k8s-objects.js';
 import { DEFAULT_ACK_TIMEOUT_MS, DEFAULT_WAYPOINT_NAME } from './namespace-waypoint.js';
 import { isLoopback } from './xds-server.js';
 
@@ -11,65 +15,193 @@ const log = logger('cp-admin');
 export const MAX_APPLY_BYTES = 16 * 1024 * 1024;
 /** An operator waiting longer than this for ACKs wants proxy-status, not a hanging request. */
 export const MAX_ACK_TIMEOUT_MS = 120_000;
+/** Health and readiness answer without a token: an orchestrator probes them. */
+const OPEN_PATHS = new Set(['/healthz', '/healthz/ready']);
 
 /**
- * The control plane's operator endpoint, loopback only: `GET /proxy-status` (JSON),
- * `GET /objects` (the generation and every object's `Kind/namespace/name`),
- * `POST /apply` (multi-document YAML; 400 with every reason when refused) and
- * `POST /node-token?node=<name>` (bootstrap tokens for the harness). Whoever reaches it
- * can change config and mint node tokens, which is why it never binds beyond loopback.
+ * Where the admin API listens: a Unix socket (mode 0600: its owner only — the default), or
+ * loopback TCP, which anyone on the host reaches and so requires a bearer token.
  */
-export async function startAdminServer(
-  cp: ControlPlane,
-  port = 0,
-  host = '127.0.0.1',
-): Promise<{ port: number; close: () => Promise<void> }> {
-  if (!isLoopback(host))
-    throw new ZmeshError('ZM_ERR_XDS_BIND_REFUSED', { service: 'control-plane admin', host });
+export type AdminListen = { socket: string } | { host?: string; port?: number; token: string };
+
+export interface AdminServer {
+  /** The socket path, or `http://host:port`. */
+  address: string;
+  /** TCP port (0 on a socket). */
+  port: number;
+  close: () => Promise<void>;
+}
+
+/**
+ * The control plane's operator API: `GET /proxy-status`, `GET /waypoint-status`,
+ * `GET /objects` (the generation and every object's `Kind/namespace/name`),
+ * `POST /apply` and `POST /delete` (multi-document YAML, or `?kind=&namespace=&name=`;
+ * 400 with ZM_ERR_CONFIG_INVALID and every reason when refused), `POST /namespace-l7`,
+ * `POST /node-token?node=<name>`, `GET /metrics` (Prometheus), `GET /healthz` and
+ * `GET /healthz/ready`. Whoever reaches it can change config and mint node tokens: it
+ * listens on a 0600 Unix socket, or on loopback TCP behind a bearer token (401
+ * ZM_ERR_ADMIN_UNAUTHORIZED without it).
+ */
+export async function startAdminServer(cp: ControlPlane, listen: AdminListen): Promise<AdminServer> {
+  const token = 'token' in listen ? Buffer.from(listen.token) : undefined;
+  if (!('socket' in listen)) {
+    const host = listen.host ?? '127.0.0.1';
+    if (!isLoopback(host))
+      throw new ZmeshError('ZM_ERR_XDS_BIND_REFUSED', { service: 'control-plane admin', host });
+    if (!listen.token)
+      throw new ZmeshError('ZM_ERR_ADMIN_TOKEN_FILE', {
+        file: '(none)',
+        reason: 'a TCP admin port needs --admin-token-file',
+      });
+  }
   const server = createServer((req, res) => {
+    if (token && !OPEN_PATHS.has(pathOf(req)) && !authorized(req, token)) {
+      cp.metrics.adminUnauthorized.inc();
+      log.warn({ method: req.method, path: pathOf(req) }, 'admin request without a valid bearer token');
+      return reply(res, 401, {
+        code: 'ZM_ERR_ADMIN_UNAUTHORIZED',
+        error: new ZmeshError('ZM_ERR_ADMIN_UNAUTHORIZED', { reason: 'missing or wrong bearer token' })
+          .message,
+      });
+    }
     handle(cp, req, res).catch((e: Error) => {
       log.error({ err: e.message }, 'admin request failed');
       reply(res, 500, { error: 'internal error' });
     });
   });
-  await listenServer(
-    server,
-    { host, port },
-    {
-      name: 'control-plane admin',
-      onError: (e) => log.warn({ err: e.message }, 'admin accept failed'),
-    },
-  );
+  const onError = (e: Error) => log.warn({ err: e.message }, 'admin accept failed');
+  if ('socket' in listen) {
+    await prepareSocketPath(listen.socket);
+    // The umask makes the socket 0600 from its creation, not only after the chmod.
+    const umask = process.umask(0o177);
+    try {
+      await listenServer(server, { path: listen.socket }, { name: 'control-plane admin', onError });
+    } finally {
+      process.umask(umask);
+    }
+    await chmod(listen.socket, 0o600);
+    return {
+      address: listen.socket,
+      port: 0,
+      close: () =>
+        new Promise((resolve) =>
+          server.close(() => rm(listen.socket, { force: true }).then(() => resolve())),
+        ),
+    };
+  }
+  const host = listen.host ?? '127.0.0.1';
+  await listenServer(server, { host, port: listen.port ?? 0 }, { name: 'control-plane admin', onError });
+  const port = (server.address() as AddressInfo).port;
   return {
-    port: (server.address() as AddressInfo).port,
+    address: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    port,
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
+}
+
+/**
+ * Makes the socket's directory (0700) and clears a stale socket file, refusing (as a bind
+ * failure) a directory that another user owns or others may write to (in a shared /tmp, who
+ * controls the directory controls the socket), and a socket that still answers: another
+ * control plane serves there, and taking its path would cut its operators off.
+ */
+async function prepareSocketPath(socket: string): Promise<void> {
+  const dir = dirname(socket);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const target = { path: socket };
+  const info = await lstat(dir);
+  const uid = process.getuid?.();
+  if ((uid !== undefined && info.uid !== uid) || (info.mode & 0o022) !== 0 || !info.isDirectory()) {
+    const e = Object.assign(new Error(`${dir} must be a directory of this user, not writable by others`), {
+      code: 'EPERM',
+    });
+    throw bindError('control-plane admin', target, e);
+  }
+  const answers = await new Promise<boolean>((resolve) => {
+    const probe = connect(socket);
+    probe.once('connect', () => {
+      probe.destroy();
+      resolve(true);
+    });
+    probe.once('error', () => resolve(false));
+  });
+  if (answers) {
+    const e = Object.assign(new Error('another process answers on this socket'), { code: 'EADDRINUSE' });
+    throw bindError('control-plane admin', target, e);
+  }
+  await rm(socket, { force: true });
+}
+
+function pathOf(req: IncomingMessage): string {
+  return new URL(req.url ?? '/', 'http://admin').pathname;
+}
+
+function authorized(req: IncomingMessage, token: Buffer): boolean {
+  const m = /^Bearer (\S+)$/.exec(req.headers.authorization ?? '');
+  if (!m) return false;
+  const given = Buffer.from(m[1] as string);
+  return given.length === token.length && timingSafeEqual(given, token);
 }
 
 async function handle(cp: ControlPlane, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://admin');
   if (req.method === 'GET' && url.pathname === '/proxy-status') return reply(res, 200, cp.proxyStatus());
+  if (req.method === 'GET' && url.pathname === '/waypoint-status')
+    return reply(res, 200, cp.waypointStatus());
   if (req.method === 'GET' && url.pathname === '/healthz') return reply(res, 200, { ok: true });
   if (req.method === 'GET' && url.pathname === '/objects') {
     const view = cp.store.view();
     return reply(res, 200, { generation: view.generation, objects: [...view.objects.keys()].sort() });
   }
-  if (req.method === 'POST' && url.pathname === '/apply') {
-    const body = await readBody(req);
-    if (body === undefined)
-      return reply(res, 413, { reasons: [`body larger than ${MAX_APPLY_BYTES} bytes`] });
-    const result = cp.store.applyYaml(body, url.searchParams.get('source') ?? 'apply');
+  if (req.method === 'GET' && url.pathname === '/healthz/ready') {
+    const r = cp.readiness();
+    return reply(res, r.ready ? 200 : 503, r);
+  }
+  if (req.method === 'GET' && url.pathname === '/metrics') {
+    cp.collectMetrics();
+    res.writeHead(200, { 'content-type': cp.metrics.registry.contentType });
+    res.end(await cp.metrics.registry.metrics());
+    return;
+  }
+  if (req.method === 'POST' && (url.pathname === '/apply' || url.pathname === '/delete')) {
+    const source = url.searchParams.get('source') ?? url.pathname.slice(1);
+    // Awaited: a durable store's apply may be asynchronous.
+    let result: Awaited<ReturnType<typeof cp.store.apply>>;
+    if (url.pathname === '/delete' && url.searchParams.has('kind')) {
+      const key = deleteKey(url);
+      if (typeof key !== 'string') return reply(res, 400, { code: 'ZM_ERR_CONFIG_INVALID', reasons: key });
+      result = await cp.store.remove([key]);
+    } else {
+      const body = await readBody(req);
+      if (body === undefined)
+        return reply(res, 413, { reasons: [`body larger than ${MAX_APPLY_BYTES} bytes`] });
+      result = await (url.pathname === '/apply'
+        ? cp.store.applyYaml(body, source)
+        : cp.store.removeYaml(body, source));
+    }
     return result.ok
       ? reply(res, 200, { generation: result.value.generation })
-      : reply(res, 400, { reasons: result.error });
+      : reply(res, 400, { code: 'ZM_ERR_CONFIG_INVALID', reasons: result.error });
   }
   if (req.method === 'POST' && url.pathname === '/namespace-l7') return namespaceL7(cp, url, res);
   if (req.method === 'POST' && url.pathname === '/node-token') {
     const node = url.searchParams.get('node');
     if (!node) return reply(res, 400, { reasons: ['node query parameter is required'] });
+    log.info({ node }, 'node token issued');
     return reply(res, 200, { node, token: cp.issueNodeToken(node) });
   }
   reply(res, 404, { error: `no route ${req.method} ${url.pathname}` });
+}
+
+/** `?kind=Pod&namespace=ns&name=a` → the store key; kinds are matched case-insensitively. */
+function deleteKey(url: URL): string | string[] {
+  const asked = url.searchParams.get('kind') ?? '';
+  const kind = KINDS.find((k) => k.toLowerCase() === asked.toLowerCase()) as Kind | undefined;
+  const name = url.searchParams.get('name') ?? '';
+  if (kind === undefined) return [`kind: ${JSON.stringify(asked)} is not one of ${KINDS.join(', ')}`];
+  if (name === '') return ['name: required'];
+  const namespace = kind === 'Namespace' ? '' : url.searchParams.get('namespace') || 'default';
+  return objectKey({ kind, metadata: { namespace, name } });
 }
 
 /**
@@ -86,7 +218,7 @@ async function namespaceL7(cp: ControlPlane, url: URL, res: ServerResponse): Pro
     return reply(res, 400, { reasons: [`timeoutMs must be in 0..${MAX_ACK_TIMEOUT_MS}`] });
   const waypoint = state === 'on' ? (url.searchParams.get('waypoint') ?? DEFAULT_WAYPOINT_NAME) : undefined;
   const result = await cp.setNamespaceL7(namespace, waypoint, timeoutMs);
-  if (!result.ok) return reply(res, 400, { reasons: result.error });
+  if (!result.ok) return reply(res, 400, { code: 'ZM_ERR_CONFIG_INVALID', reasons: result.error });
   reply(res, result.value.notAcked.length === 0 ? 200 : 504, result.value);
 }
 

@@ -104,6 +104,7 @@ export class AdsSession {
     for (const name of removed) state.view.delete(name);
     state.inFlight = inFlight;
     state.status.sentVersion = version;
+    this.#registry.count(typeUrl, 'pushes');
     this.#call.write({
       typeUrl,
       nonce,
@@ -188,12 +189,14 @@ export class AdsSession {
     if (message === undefined || message === '') {
       applyAck(state.status, inFlight, new Set());
       state.status.ackedVersion = inFlight.cacheVersion;
+      this.#registry.count(typeUrl, 'acks');
       return;
     }
     const rejected = rejectedNames(inFlight, message);
     applyAck(state.status, inFlight, rejected);
     for (const name of rejected) state.status.rejected.set(name, message);
     state.status.nacked = { version: inFlight.cacheVersion, reason: message, at: Date.now() };
+    this.#registry.count(typeUrl, 'nacks');
     log.warn({ proxy: this.record.proxyId, typeUrl, reason: message }, 'proxy rejected config');
   }
 }

@@ -92,6 +92,7 @@ test('a node gets a certificate for a workload scheduled on it (URI SAN or Imper
   });
   t.deepEqual(byMetadata.value?.certChain, ['LEAF', 'ROOT']);
   t.like(signed[1], { identity: ID_A, ttlSeconds: 24 * 3600 });
+  t.regex(await cp.metrics.registry.metrics(), /^zmesh_cp_csrs_total\{outcome="signed"\} 2$/m);
 });
 
 test('the CA refuses identities of workloads on another node, and other nodes tokens', async (t) => {

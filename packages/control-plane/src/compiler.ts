@@ -6,13 +6,16 @@ import {
   type NamespaceObject,
   type PodObject,
   type ServiceObject,
+  USE_WAYPOINT_LABEL,
   WAYPOINT_CLASS,
 } from './k8s-objects.js';
+
+export { USE_WAYPOINT_LABEL };
+
 import { compileWaypointConfigs, type WaypointResource } from './waypoint-configs.js';
 
 /** Istio's labels (istio.io/latest/docs/ambient). */
 export const DATAPLANE_MODE_LABEL = 'istio.io/dataplane-mode';
-export const USE_WAYPOINT_LABEL = 'istio.io/use-waypoint';
 /** Set by Istio on a waypoint's own pods; they never go through a waypoint themselves. */
 export const GATEWAY_NAME_LABEL = 'gateway.networking.k8s.io/gateway-name';
 export const HBONE_PORT = 15008;

@@ -66,18 +66,18 @@ spec: { ports: [{ port: 0, targetPort: http }] }
 
 test('YAML syntax errors and duplicate pod IPs are refused as a whole', (t) => {
   const store = new ConfigStore();
-  t.true(store.applyYaml(podYaml('a', '10.1.0.1')).ok);
+  t.true(store.applyYaml([NAMESPACE_YAML, podYaml('a', '10.1.0.1')].join('---\n')).ok);
   const syntax = store.applyYaml('kind: Pod\nmetadata: [unclosed\n', 'x.yaml');
   t.false(syntax.ok);
   if (!syntax.ok) t.regex(syntax.error[0]!, /^x\.yaml#0: /);
   const dup = store.applyYaml(podYaml('b', '10.1.0.1'));
   t.false(dup.ok);
   if (!dup.ok) t.regex(dup.error[0]!, /10\.1\.0\.1 is also the IP of Pod\/ns1\/a/);
-  t.is(store.view().objects.size, 1);
+  t.is(store.view().objects.size, 2);
 });
 
 test('the watched directory reloads after a debounce', async (t) => {
-  const dir = await configDir({ 'a.yaml': podYaml('a', '10.1.0.1') });
+  const dir = await configDir({ 'ns.yaml': NAMESPACE_YAML, 'a.yaml': podYaml('a', '10.1.0.1') });
   const store = new ConfigStore({ dir, debounceMs: 20 });
   t.teardown(async () => {
     store.close();

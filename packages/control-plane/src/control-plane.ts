@@ -7,9 +7,12 @@ import {
   WAYPOINT_CONFIG_TYPE_URL,
   ZmeshError,
 } from '@zmesh/shared';
+import { admitWaypointConfigs, type WaypointValidator } from './admission.js';
 import type { SignCsr } from './ca-service.js';
-import { Compiler } from './compiler.js';
+import { type CompiledConfig, Compiler } from './compiler.js';
 import { ConfigStore, type StoreView } from './config-store.js';
+import { ControlPlaneMetrics } from './cp-metrics.js';
+import { WAYPOINT_CLASS } from './k8s-objects.js';
 import { type RolloutReport, setNamespaceWaypoint, waitForAcks } from './namespace-waypoint.js';
 import { NodeTokens } from './node-tokens.js';
 import type { ProxyReport } from './proxy-status.js';
@@ -33,7 +36,27 @@ export interface ControlPlaneOptions {
   /** Default: Istio's conversion (`convertAuthorizationPolicy`); waypoint-targeted policies are dropped. */
   convertPolicy?: (raw: Record<string, unknown>) => Authorization | undefined;
   maxCertTtlSeconds?: number;
+  /**
+   * The waypoint's own check of its config (`decodeWaypointConfig`, wired by the daemon):
+   * given, admission compiles each change and refuses what a waypoint would NACK.
+   */
+  validateWaypointConfig?: WaypointValidator;
+  /** Process metrics (CPU, memory, event loop) on /metrics too: the daemon sets it, tests need not. */
+  defaultMetrics?: boolean;
 }
+
+/** A waypoint Gateway, who uses it, and whether a connected waypoint proxy holds its config. */
+export interface WaypointStatus {
+  waypoint: string;
+  /** Workloads and services that send their traffic through it. */
+  users: number;
+  /** Connected waypoint proxies that ACKed its config (any version). */
+  ackedBy: string[];
+  ready: boolean;
+}
+
+/** How often waypoint readiness is re-evaluated for the gauge and the log line. */
+const WAYPOINT_CHECK_MS = 1000;
 
 const log = logger('control-plane');
 
@@ -43,19 +66,53 @@ export class ControlPlane {
   readonly server: XdsServer;
   readonly tokens: NodeTokens;
   readonly state: StateStore;
+  readonly metrics: ControlPlaneMetrics;
   readonly #compiler: Compiler;
+  #compiled: CompiledConfig | undefined;
+  /** Set once the first load committed: before it, the control plane cannot serve. */
+  #loaded = false;
+  #listening = false;
+  readonly #readinessChecks: Array<() => string | undefined> = [];
+  #notReadyWaypoints = new Set<string>();
+  #waypointTimer: NodeJS.Timeout | undefined;
 
   /** Throws ZM_ERR_STATE_STORE when the state store cannot be read. */
   constructor(opts: ControlPlaneOptions) {
     this.state = opts.state ?? new MemoryStateStore();
+    const validate = opts.validateWaypointConfig;
     this.store = new ConfigStore({
       state: this.state,
       ...(opts.configDir === undefined ? {} : { dir: opts.configDir }),
+      ...(validate
+        ? {
+            admit: (objects, originOf) =>
+              admitWaypointConfigs(
+                this.#compiler.compile({ generation: -1, objects }).waypoints ?? [],
+                validate,
+                originOf,
+              ),
+          }
+        : {}),
     });
     this.tokens = new NodeTokens(opts.tokenKey ?? nodeTokenKey(this.state));
+    this.metrics = new ControlPlaneMetrics({ defaultMetrics: opts.defaultMetrics ?? false });
+    const sign = opts.signCsr;
     this.server = new XdsServer({
       tokens: this.tokens,
-      ...(opts.signCsr ? { signCsr: opts.signCsr } : {}),
+      ...(sign
+        ? {
+            signCsr: async (csr, o) => {
+              try {
+                const chain = await sign(csr, o);
+                this.metrics.csrs.inc({ outcome: 'signed' });
+                return chain;
+              } catch (e) {
+                this.metrics.csrs.inc({ outcome: 'failed' });
+                throw e;
+              }
+            },
+          }
+        : {}),
       ...(opts.maxCertTtlSeconds === undefined ? {} : { maxCertTtlSeconds: opts.maxCertTtlSeconds }),
     });
     this.#compiler = new Compiler({
@@ -65,10 +122,92 @@ export class ControlPlane {
     });
     this.server.cache.seedVersions(storedVersions(this.state));
     this.store.on('change', (view: StoreView) => {
-      this.server.setConfig(this.#compiler.compile(view));
+      this.#compiled = this.#compiler.compile(view);
+      this.server.setConfig(this.#compiled);
       keepVersions(this.state, this.server.cache.versions());
+      this.metrics.configChanges.inc();
+      this.metrics.configGeneration.set(view.generation);
     });
+    this.store.on('rejected', (_reasons: string[], source: string) =>
+      this.metrics.configRejections.inc({ source: source ?? 'apply' }),
+    );
     if (opts.watch) this.store.watch();
+  }
+
+  /** Refreshes the gauges that are read from state rather than counted. */
+  collectMetrics(): void {
+    this.waypointStatus();
+    this.metrics.connectedProxies.set(this.server.proxies.connectedCount());
+    for (const [typeUrl, c] of this.server.proxies.counts) {
+      const type = typeUrl.slice(typeUrl.lastIndexOf('.') + 1);
+      for (const [counter, n] of [
+        [this.metrics.xdsPushes, c.pushes],
+        [this.metrics.xdsAcks, c.acks],
+        [this.metrics.xdsNacks, c.nacks],
+      ] as const) {
+        counter.remove({ type });
+        if (n > 0) counter.inc({ type }, n);
+      }
+    }
+    this.metrics.ready.set(this.readiness().ready ? 1 : 0);
+  }
+
+  /**
+   * Whether the control plane can serve: the initial config loaded and committed (a store
+   * that fails to load leaves it false). Proxies keep their last-known-good config
+   * regardless; this is for the operator and the orchestrator, not a kill switch.
+   */
+  readiness(): { ready: boolean; reasons: string[] } {
+    const reasons: string[] = [];
+    if (!this.#loaded) reasons.push('config not loaded yet');
+    else if (!this.#listening) reasons.push('xDS not listening yet');
+    const store = this.store.health();
+    if (store !== undefined) reasons.push(store);
+    for (const check of this.#readinessChecks) {
+      const why = check();
+      if (why !== undefined) reasons.push(why);
+    }
+    return { ready: reasons.length === 0, reasons };
+  }
+
+  /** Adds a reason the control plane may not be able to serve (a store backend, the CA): undefined when fine. */
+  addReadinessCheck(check: () => string | undefined): void {
+    this.#readinessChecks.push(check);
+  }
+
+  /**
+   * Every waypoint Gateway with its users and whether a connected waypoint holds its config.
+   * One that has users but no such waypoint fails their traffic closed (ztunnel refuses to
+   * bypass a waypoint): the gauge `zmesh_cp_waypoints_not_ready` counts them and each one
+   * that becomes not ready is logged once, with the fix.
+   */
+  waypointStatus(): WaypointStatus[] {
+    const compiled = this.#compiled;
+    if (compiled === undefined) return [];
+    const users = new Map<string, number>();
+    for (const ref of [...compiled.workloads, ...compiled.services].map((o) => o.waypoint?.hostname)) {
+      if (ref === undefined) continue;
+      const key = `${ref.namespace}/${ref.hostname.split('.')[0]}`;
+      users.set(key, (users.get(key) ?? 0) + 1);
+    }
+    const ackers = this.server.proxies.ackersOf(this.server.cache, WAYPOINT_CONFIG_TYPE_URL);
+    const out = (compiled.waypoints ?? []).map((w) => {
+      const ackedBy = ackers.get(w.name)?.any ?? [];
+      return { waypoint: w.name, users: users.get(w.name) ?? 0, ackedBy, ready: ackedBy.length > 0 };
+    });
+    const notReady = new Set(out.filter((w) => !w.ready && w.users > 0).map((w) => w.waypoint));
+    for (const w of out) {
+      if (notReady.has(w.waypoint) && !this.#notReadyWaypoints.has(w.waypoint))
+        log.warn(
+          { waypoint: w.waypoint, users: w.users },
+          'waypoint not ready: no connected waypoint has ACKed its config; traffic of its users is refused (fail closed) until one does',
+        );
+      else if (!notReady.has(w.waypoint) && this.#notReadyWaypoints.has(w.waypoint))
+        log.info({ waypoint: w.waypoint, ackedBy: w.ackedBy }, 'waypoint ready');
+    }
+    this.#notReadyWaypoints = notReady;
+    this.metrics.waypointsNotReady.set(notReady.size);
+    return out;
   }
 
   /**
@@ -84,7 +223,11 @@ export class ControlPlane {
         reason: loaded.error.join('; '),
       });
     }
-    return this.server.listen(port, host);
+    this.#loaded = true;
+    this.#waypointTimer = setInterval(() => this.waypointStatus(), WAYPOINT_CHECK_MS).unref();
+    const bound = await this.server.listen(port, host);
+    this.#listening = true;
+    return bound;
   }
 
   issueNodeToken(node: string): string {
@@ -94,17 +237,49 @@ export class ControlPlane {
   /**
    * `zmesh ns l7 on|off`: sets or removes the namespace's waypoint, pushes, and waits until
    * every connected proxy has ACKed the version that carries it (or `timeoutMs` passes).
+   * `on` is refused when the namespace has no waypoint Gateway of that name, and also waits
+   * for a connected waypoint to ACK the Gateway's config: until one does, the namespace's
+   * traffic fails closed, so a timeout names the waypoint among those that did not ACK.
    */
   async setNamespaceL7(
     namespace: string,
     waypoint: string | undefined,
     timeoutMs: number,
   ): Promise<{ ok: true; value: RolloutReport } | { ok: false; error: string[] }> {
+    if (waypoint !== undefined) {
+      const gw = this.store.view().objects.get(`Gateway/${namespace}/${waypoint}`);
+      if (gw?.kind !== 'Gateway' || gw.spec.gatewayClassName !== WAYPOINT_CLASS)
+        return {
+          ok: false,
+          error: [
+            `namespace ${namespace} has no waypoint: no Gateway ${namespace}/${waypoint} with gatewayClassName ` +
+              `${WAYPOINT_CLASS} is in the config; apply one and start its waypoint, then retry`,
+          ],
+        };
+    }
+    const started = Date.now();
     const applied = setNamespaceWaypoint(this.store, namespace, waypoint);
     if (!applied.ok) return applied;
     const version = this.server.cache.view(ADDRESS_TYPE_URL).version;
     const waypointVersion = this.server.cache.view(WAYPOINT_CONFIG_TYPE_URL).version;
     const split = await waitForAcks(() => this.proxyStatus(), version, timeoutMs, waypointVersion);
+    if (waypoint !== undefined) {
+      const name = `${namespace}/${waypoint}`;
+      const holders = () => this.server.proxies.ackers(this.server.cache, WAYPOINT_CONFIG_TYPE_URL, name);
+      while (holders().current.length === 0 && Date.now() - started < timeoutMs)
+        await new Promise((r) => setTimeout(r, 20));
+      const { any, current } = holders();
+      if (current.length === 0)
+        split.notAcked.push({
+          proxy: `waypoint ${name}`,
+          node: '',
+          state: any.length > 0 ? 'PENDING' : 'NOT_CONNECTED',
+          reason:
+            any.length > 0
+              ? `connected waypoints (${any.join(', ')}) have not ACKed the new config`
+              : 'no waypoint for this Gateway is connected; the namespace traffic fails closed until one is',
+        });
+    }
     return { ok: true, value: { namespace, waypoint: waypoint ?? null, version, ...split } };
   }
 
@@ -113,6 +288,7 @@ export class ControlPlane {
   }
 
   async stop(): Promise<void> {
+    clearInterval(this.#waypointTimer);
     this.store.close();
     await this.server.close();
     this.state.close();
@@ -151,7 +327,8 @@ function keepVersions(state: StateStore, versions: Record<string, number>): void
   }
 }
 
-function convertForZtunnel(raw: Record<string, unknown>): Authorization | undefined {
+/** The compiler's conversion of an AuthorizationPolicy for ztunnels (waypoint-targeted ones: none). */
+export function convertForZtunnel(raw: Record<string, unknown>): Authorization | undefined {
   const converted = convertAuthorizationPolicy(raw);
   if (!converted.ok) {
     log.warn({ reasons: converted.error }, 'AuthorizationPolicy not served');

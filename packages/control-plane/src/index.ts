@@ -1,4 +1,11 @@
-export { MAX_ACK_TIMEOUT_MS, MAX_APPLY_BYTES, startAdminServer } from './admin-server.js';
+export {
+  type AdminListen,
+  type AdminServer,
+  MAX_ACK_TIMEOUT_MS,
+  MAX_APPLY_BYTES,
+  startAdminServer,
+} from './admin-server.js';
+export { admit, admitWaypointConfigs, type WaypointValidator } from './admission.js';
 export { AdsSession } from './ads-session.js';
 export {
   loadOrCreateCa,
@@ -26,7 +33,13 @@ export {
   USE_WAYPOINT_LABEL,
 } from './compiler.js';
 export { ConfigStore, type ConfigStoreOptions, objectsOf, type StoreView } from './config-store.js';
-export { ControlPlane, type ControlPlaneOptions } from './control-plane.js';
+export {
+  ControlPlane,
+  type ControlPlaneOptions,
+  convertForZtunnel,
+  type WaypointStatus,
+} from './control-plane.js';
+export { ControlPlaneMetrics } from './cp-metrics.js';
 export * from './k8s-objects.js';
 export {
   DEFAULT_ACK_TIMEOUT_MS,
@@ -36,6 +49,7 @@ export {
   waitForAcks,
 } from './namespace-waypoint.js';
 export { NodeTokens } from './node-tokens.js';
+export { parseObject } from './parse-object.js';
 export { type ProxyReport, ProxyStatusRegistry, type TypeReport } from './proxy-status.js';
 export { type CachedResource, ResourceCache } from './resource-cache.js';
 export { SqliteStateStore, STATE_DB_FILE, sqliteAvailable } from './store/sqlite-store.js';

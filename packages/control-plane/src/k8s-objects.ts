@@ -98,3 +98,5 @@ export function objectKey(o: { kind: string; metadata: { namespace: string; name
 }
 
 export const WAYPOINT_CLASS = 'istio-waypoint';
+/** Istio's label naming the waypoint (a Gateway of the same namespace) an object uses. */
+export const USE_WAYPOINT_LABEL = 'istio.io/use-waypoint';

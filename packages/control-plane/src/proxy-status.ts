@@ -80,6 +80,18 @@ export class ProxyStatusRegistry {
     if (this.#refused.size > MAX_REFUSED_RECORDS) this.#refused.delete(this.#refused.keys().next().value!);
   }
 
+  /** Per type URL, responses sent and the ACKs and NACKs they got (for /metrics). */
+  readonly counts = new Map<string, { pushes: number; acks: number; nacks: number }>();
+
+  count(typeUrl: string, what: 'pushes' | 'acks' | 'nacks'): void {
+    let c = this.counts.get(typeUrl);
+    if (c === undefined) {
+      c = { pushes: 0, acks: 0, nacks: 0 };
+      this.counts.set(typeUrl, c);
+    }
+    c[what]++;
+  }
+
   record(proxyId: string, node: string): ProxyRecord {
     let r = this.#records.get(proxyId);
     if (r === undefined) {
@@ -126,6 +138,40 @@ export class ProxyStatusRegistry {
       }),
     );
     return [...sessions, ...refusedOnly].sort((a, b) => a.proxy.localeCompare(b.proxy));
+  }
+
+  /**
+   * Connected proxies that have ACKed resource `name` of `typeUrl`: `any` at some version
+   * (they hold a working copy), `current` at the version the cache holds now.
+   */
+  ackers(cache: ResourceCache, typeUrl: string, name: string): { any: string[]; current: string[] } {
+    return this.ackersOf(cache, typeUrl).get(name) ?? { any: [], current: [] };
+  }
+
+  /** `ackers` for every name of the type, in one pass over the proxies. */
+  ackersOf(cache: ResourceCache, typeUrl: string): Map<string, { any: string[]; current: string[] }> {
+    const resources = cache.view(typeUrl).resources;
+    const out = new Map<string, { any: string[]; current: string[] }>();
+    for (const r of this.#records.values()) {
+      const acked = r.connected ? r.types.get(typeUrl)?.acked : undefined;
+      if (acked === undefined) continue;
+      for (const [name, version] of acked) {
+        let entry = out.get(name);
+        if (entry === undefined) {
+          entry = { any: [], current: [] };
+          out.set(name, entry);
+        }
+        entry.any.push(r.proxyId);
+        if (resources.get(name)?.version === version) entry.current.push(r.proxyId);
+      }
+    }
+    return out;
+  }
+
+  connectedCount(): number {
+    let n = 0;
+    for (const r of this.#records.values()) if (r.connected) n++;
+    return n;
   }
 
   toJSON(cache: ResourceCache): string {

@@ -12,3 +12,4 @@ export * from './runtime/index.js';
 export * from './tls/index.js';
 export * from './tracing/index.js';
 export * from './xds/index.js';
+export * from './zds/index.js';

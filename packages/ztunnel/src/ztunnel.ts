@@ -18,12 +18,12 @@ import {
 } from '@zmesh/shared';
 import type { Registry } from 'prom-client';
 import { AdminServers } from './admin/admin-servers.js';
-import { CapturedPods } from './attribute/captured-pods.js';
+import { CapturedPods, workloadOf } from './attribute/captured-pods.js';
 import { InboundAuthorizer } from './authz/inbound-authorizer.js';
 import type { BpfCapture } from './capture/bpf-capture.js';
 import { type EnrolledPod, EnrolledPods } from './capture/enrolled-pods.js';
 import { connectInNetns, listenInNetns } from './capture/netns-listener.js';
-import { NodeAgentServer } from './capture/node-agent.js';
+import { ZdsClient } from './capture/zds-client.js';
 import { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
 import { type CertificateSigner, CertManager, DEFAULT_MAX_CSRS_IN_FLIGHT } from './identity/cert-manager.js';
 import { InboundListener, type ListenTarget } from './inbound/inbound-listener.js';
@@ -56,11 +56,12 @@ export interface ZtunnelOptions {
   /** Set false in tests that run several proxies in one process. */
   defaultMetrics?: boolean;
   /**
-   * Capture mode (docs/design.md §6): pods are enrolled over the node-agent socket, their traffic
+   * Capture mode (docs/design.md §6): pods are enrolled by the node agent over Istio's ZDS
+   * (docs/zds.md; `zdsSocket` is the agent's socket, `cgroupRoot` where kubelet's pod cgroups are), their traffic
    * redirected by BPF, and ztunnel's listeners live inside each pod's network namespace.
    * Without it, explicit-proxy mode (docs/design.md §11).
    */
-  capture?: { bpf: BpfCapture; agentSocket: string };
+  capture?: { bpf: BpfCapture; zdsSocket: string; cgroupRoot: string };
   /** A registry shared with components made before the proxy (the BPF loader's metrics). */
   registry?: Registry;
   /** Tenant isolation (docs/design.md §7); on by default. */
@@ -93,7 +94,7 @@ export class Ztunnel {
   private readonly admin: AdminServers;
   private readonly outbound: OutboundInputs;
   private readonly captured?: EnrolledPods;
-  private readonly agent?: NodeAgentServer;
+  private readonly agent?: ZdsClient;
   private reconciling: Promise<void> = Promise.resolve();
   /** Why the configuration is not complete yet (control-plane mode), if it is not. */
   private configIncomplete: () => string | undefined = () => undefined;
@@ -152,7 +153,11 @@ export class Ztunnel {
         registry: this.metrics.registry,
         sendBufferBytes: this.tenancy.appSendBufferBytes,
       });
-      this.agent = new NodeAgentServer(this.captured, { path: options.capture.agentSocket });
+      this.agent = new ZdsClient(this.captured, {
+        path: options.capture.zdsSocket,
+        cgroupRoot: options.capture.cgroupRoot,
+        registry: this.metrics.registry,
+      });
     }
     this.admin = new AdminServers({
       host: options.address,
@@ -166,7 +171,7 @@ export class Ztunnel {
 
   async start(): Promise<void> {
     await this.admin.start();
-    await this.agent?.listen();
+    this.agent?.start();
     log.info({ node: this.options.node, address: this.options.address }, 'ztunnel started');
   }
 
@@ -221,8 +226,11 @@ export class Ztunnel {
   readiness(): { ready: boolean; reasons: string[] } {
     const incomplete = this.configIncomplete();
     const reasons = incomplete ? [incomplete] : [];
-    const pendingConfig = (this.captured?.uids() ?? []).filter((uid) => !this.state.workload(uid));
-    reasons.push(...pendingConfig.map((uid) => `${uid}: enrolled, no configuration yet`));
+    const pendingConfig = (this.captured?.list() ?? []).filter((pod) => !workloadOf(this.state, pod));
+    // Named as Istio names the workload (`Kubernetes//Pod/<ns>/<name>`) when the agent sent its names.
+    reasons.push(
+      ...pendingConfig.map((pod) => `${pod.workloadUids.at(-1) ?? pod.uid}: enrolled, no configuration yet`),
+    );
     reasons.push(
       ...this.localWorkloads().flatMap((w) => {
         const failures = this.certs.failuresOf(spiffeIdOf(w));
@@ -260,7 +268,7 @@ export class Ztunnel {
     if (this.stopped) return;
     this.stopped = true;
     this.certs.stop();
-    await this.agent?.close();
+    this.agent?.close();
     await this.captured?.close();
     this.pool.close();
     this.tenancy.close();

@@ -1,3 +1,4 @@
+import { defaultAdminSocket } from '@zmesh/shared';
 import { Command } from 'commander';
 import { defaultStateDir } from '../store/sqlite-store.js';
 
@@ -7,12 +8,17 @@ import { defaultStateDir } from '../store/sqlite-store.js';
  */
 export function controlPlaneCommand(): Command {
   return new Command('control-plane')
-    .description('run the control plane: YAML config store, delta ADS (and CA) on loopback, admin endpoint')
+    .description('run the control plane: YAML config store, delta ADS (and CA) on loopback, admin API')
     .showHelpAfterError()
     .option('-c, --config <dir>', 'directory of YAML config (watched)')
     .option('--host <ip>', 'loopback address to serve xDS, CA and admin on', '127.0.0.1')
     .option('--port <port>', 'xDS/CA gRPC port (loopback, plaintext)', '15010')
-    .option('--admin-port <port>', 'admin port for apply / proxy-status (loopback)', '15014')
+    .option(
+      '--admin-socket <path>',
+      `admin API (apply, delete, ns l7, node tokens, metrics) on this Unix socket, mode 0600 (default ${defaultAdminSocket()})`,
+    )
+    .option('--admin-port <port>', 'admin API on loopback TCP instead; requires --admin-token-file')
+    .option('--admin-token-file <file>', 'bearer token the TCP admin port requires (16+ characters)')
     .option('--trust-domain <domain>', 'SPIFFE trust domain', 'cluster.local')
     .option(
       '--ca-dir <dir>',

@@ -1,6 +1,6 @@
 import { chmod, rm } from 'node:fs/promises';
-import { startFailure } from '@zmesh/shared';
-import { startAdminServer } from '../admin-server.js';
+import { defaultAdminSocket, readAdminToken, startFailure } from '@zmesh/shared';
+import { type AdminListen, type AdminServer, startAdminServer } from '../admin-server.js';
 import { loadOrCreateCa, loadOrCreateCaInStore, writeRootsFile } from '../ca-files.js';
 import { ControlPlane } from '../control-plane.js';
 import { defaultStateDir, SqliteStateStore, sqliteAvailable } from '../store/sqlite-store.js';
@@ -9,7 +9,10 @@ import { MemoryStateStore, type StateStore } from '../store/state-store.js';
 export interface ControlPlaneCommandOptions {
   config?: string;
   port: string;
-  adminPort: string;
+  /** Admin API on loopback TCP (needs adminTokenFile) instead of the Unix socket. */
+  adminPort?: string;
+  adminTokenFile?: string;
+  adminSocket?: string;
   trustDomain: string;
   caDir?: string;
   /** A directory, or false for `--no-state-dir` (commander's negation); absent: the default. */
@@ -59,12 +62,19 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
       options.caDir === undefined
         ? await loadOrCreateCaInStore(options.trustDomain, state)
         : await loadOrCreateCa(options.trustDomain, options.caDir);
+    // The waypoint's own decoder: admission refuses what a waypoint would NACK.
+    const { decodeWaypointConfig } = await import('@zmesh/waypoint');
     cp = new ControlPlane({
       trustDomain: options.trustDomain,
       state,
       signCsr: (csr, opts) => ca.signCsr(csr, opts),
       ...(options.maxCertTtl ? { maxCertTtlSeconds: Number(options.maxCertTtl) } : {}),
       ...(options.config ? { configDir: options.config, watch: true } : {}),
+      defaultMetrics: true,
+      validateWaypointConfig: (config) => {
+        const decoded = decodeWaypointConfig(config, 'waypoint');
+        return decoded.ok ? [] : decoded.error.map((r) => r.replace(/^waypoint: /, ''));
+      },
     });
   } catch (e) {
     state.close();
@@ -73,11 +83,19 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
   if (options.rootsFile) await writeRootsFile(options.rootsFile, [ca.rootPem]);
   if (options.socket) await rm(options.socket, { force: true });
   let port: number;
-  let admin: Awaited<ReturnType<typeof startAdminServer>>;
+  let admin: AdminServer;
   try {
+    const listen: AdminListen =
+      options.adminPort === undefined
+        ? { socket: options.adminSocket ?? defaultAdminSocket() }
+        : {
+            host: options.host,
+            port: Number(options.adminPort),
+            token: options.adminTokenFile ? await readAdminToken(options.adminTokenFile) : '',
+          };
     port = await cp.start(Number(options.port), options.socket ? `unix:${options.socket}` : options.host);
     if (options.socket) await chmod(options.socket, 0o600);
-    admin = await startAdminServer(cp, Number(options.adminPort), options.host);
+    admin = await startAdminServer(cp, listen);
   } catch (e) {
     // The xDS server may be up when the admin port is taken: close it before saying why.
     await cp.stop();
@@ -85,7 +103,7 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
   }
   const where = options.socket ? `unix:${options.socket}` : `${options.host}:${port} (plaintext, loopback)`;
   console.error(
-    `control plane: xDS and CA on ${where}, admin on ${options.host}:${admin.port}` +
+    `control plane: xDS and CA on ${where}, admin on ${admin.port === 0 ? `unix:${admin.address}` : `${options.host}:${admin.port}`}` +
       `, state in ${state.location}` +
       (options.rootsFile ? `, roots in ${options.rootsFile}` : ''),
   );

@@ -22,7 +22,6 @@ const WP = {
   waypoint: '127.42.3.1',
   vip: (i: number) => `127.42.96.${10 + i}`,
   xdsPort: 25_910,
-  adminPort: 25_914,
 };
 const FORWARD_PORT = 16_300;
 
@@ -74,7 +73,6 @@ export function waypointPath(
             dir: base,
             cp: WP.cp,
             xdsPort: WP.xdsPort,
-            adminPort: WP.adminPort,
             nodes: { 'node-a': WP.nodeA, 'node-b': WP.nodeB },
             forwards: join(base, 'forwards.yaml'),
             waypoint: { gateway: 'bench/waypoint', address: WP.waypoint },

@@ -90,7 +90,7 @@ export function portAttempts(): Attempt[] {
     {
       id: 'node-agent-socket/from-pod',
       description:
-        'the node-agent Unix socket (enroll/remove workloads) from a pod, on its own node and the other',
+        "the node agent's ZDS socket (enroll/remove workloads) from a pod, on its own node and the other",
       expected: 'denied',
       run: agentSocketFromPod,
     },
@@ -150,7 +150,7 @@ async function metricsFromPod(lab: BypassLab): Promise<Outcome> {
 }
 
 async function agentSocketFromPod(lab: BypassLab): Promise<Outcome> {
-  const paths = ['node-a', 'node-b'].map((n) => lab.mesh.agentSocket(n));
+  const paths = ['node-a', 'node-b'].map((n) => lab.mesh.zdsSocket(n));
   const results = await lab.probe(
     lab.pod('attacker'),
     // Connecting is the whole question; nothing is sent (a Snapshot would remove pods).

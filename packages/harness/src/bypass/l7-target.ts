@@ -1,3 +1,4 @@
+import { adminRequest } from '@zmesh/shared';
 import { stringify } from 'yaml';
 import { type L7Lab, startL7Lab } from '../demo/l7-lab.js';
 import { type Received, rawExchange, startRecordingApp, statusesOf } from './raw-http.js';
@@ -14,7 +15,6 @@ export const L7_HOST = 'web.shop.svc.cluster.local';
 const BLOCK = '127.51';
 /** Off the demo's 25810/25814, so the two labs can run side by side. */
 const XDS_PORT = 25_820;
-const ADMIN_PORT = 25_824;
 /** A policy switch reaches the waypoint over xDS; this bounds the wait for it. */
 const SWITCH_TIMEOUT_MS = 15_000;
 
@@ -51,7 +51,6 @@ export class L7Target {
     const lab = await startL7Lab({
       block: BLOCK,
       xdsPort: XDS_PORT,
-      adminPort: ADMIN_PORT,
       l7Config: false,
       app: (host) => startRecordingApp(host, 8080, received),
     });
@@ -70,11 +69,11 @@ export class L7Target {
    */
   async use(shape: PolicyShape): Promise<void> {
     if (this.#shape === shape) return;
-    const res = await fetch(`${this.lab.admin}/apply?source=l7-bypass.yaml`, {
+    const res = await adminRequest(this.lab.admin, '/apply?source=l7-bypass.yaml', {
       method: 'POST',
       body: policyYaml(shape),
     });
-    if (!res.ok) throw new Error(`policy ${shape} not applied: ${res.status} ${await res.text()}`);
+    if (!res.ok) throw new Error(`policy ${shape} not applied: ${res.status} ${res.text}`);
     const want = shape === 'deny' ? 200 : 403;
     const deadline = Date.now() + SWITCH_TIMEOUT_MS;
     for (;;) {

@@ -1,10 +1,11 @@
 import { controlPlaneCommand } from '@zmesh/control-plane/cli';
+import { defaultAdminSocket } from '@zmesh/shared';
 import { waypointCommand } from '@zmesh/waypoint/cli';
 import { ztunnelCommand } from '@zmesh/ztunnel/cli';
 import { Command } from 'commander';
 
 /**
- * `zmesh`: the operator's CLI (cluster, demos, harnesses, bench, apply, proxy-status, ns).
+ * `zmesh`: the operator's CLI (cluster, demos, harnesses, bench, apply, delete, proxy-status, ns).
  * The daemons (`ztunnel`, `waypoint`, `control-plane`) belong to their packages, which
  * define their flags and own their entries; bin/zmesh starts those entries directly, and
  * they are listed here so that `zmesh --help` names every command. Each subcommand lives
@@ -17,39 +18,69 @@ const program = new Command('zmesh')
 program.addCommand(ztunnelCommand());
 program.addCommand(controlPlaneCommand());
 
-program
-  .command('apply')
-  .description('apply YAML (Pods, Services, Namespaces, policies, waypoints) to a running control plane')
-  .requiredOption('-f, --file <file>', 'multi-document YAML file')
-  .option('--admin <url>', 'control-plane admin URL', 'http://127.0.0.1:15014')
-  .action(async (options) => {
-    const { runApply } = await import('./operator-commands.js');
-    process.exitCode = await runApply(options.file, options.admin);
-  });
+const ADMIN_HELP = 'control-plane admin: its Unix socket path, or http://host:port with --admin-token-file';
 
-program
-  .command('proxy-status')
-  .description('per proxy and type: version sent, acked, nacked (with reason), pending, last contact')
-  .option('--admin <url>', 'control-plane admin URL', 'http://127.0.0.1:15014')
-  .action(async (options) => {
-    const { runProxyStatus } = await import('./operator-commands.js');
-    process.exitCode = await runProxyStatus(options.admin);
-  });
+/** The admin endpoint options every operator command takes. */
+function adminOptions(c: Command): Command {
+  return c
+    .option('--admin <socket|url>', ADMIN_HELP, defaultAdminSocket())
+    .option('--admin-token-file <file>', 'bearer token for a TCP admin URL');
+}
+
+adminOptions(
+  program
+    .command('apply')
+    .description(
+      'apply YAML (Pods, Services, Namespaces, policies, waypoints) to a running control plane; refused whole, with every reason, when anything in it would not be served',
+    )
+    .requiredOption('-f, --file <file>', 'multi-document YAML file'),
+).action(async (options) => {
+  const { runApply } = await import('./operator-commands.js');
+  process.exitCode = await runApply(options.file, options);
+});
+
+adminOptions(
+  program
+    .command('delete')
+    .description('delete applied objects: those named in a YAML file (-f), or one by KIND NAME (-n NS)')
+    .argument(
+      '[kind]',
+      'Pod, Service, Namespace, ServiceAccount, AuthorizationPolicy, Gateway, HTTPRoute, DestinationRule',
+    )
+    .argument('[name]')
+    .option('-f, --file <file>', 'multi-document YAML file naming the objects')
+    .option('-n, --namespace <ns>', 'namespace of KIND NAME', 'default'),
+).action(async (kind: string | undefined, name: string | undefined, options) => {
+  const { runDelete } = await import('./operator-commands.js');
+  process.exitCode = await runDelete(kind, name, options);
+});
+
+adminOptions(
+  program
+    .command('proxy-status')
+    .description(
+      'per proxy and type: version sent, acked, nacked (with reason), pending, last contact; waypoints that are not ready',
+    ),
+).action(async (options) => {
+  const { runProxyStatus } = await import('./operator-commands.js');
+  process.exitCode = await runProxyStatus(options);
+});
 
 const ns = program.command('ns').description('namespace-wide operations');
-ns.command('l7')
-  .description(
-    'turn the namespace waypoint on or off; waits until every connected proxy (ztunnels, waypoints) has ACKed',
-  )
-  .argument('<state>', 'on or off')
-  .argument('<namespace>')
-  .option('--waypoint <name>', 'waypoint (Gateway) name', 'waypoint')
-  .option('--timeout <seconds>', 'how long to wait for ACKs', '10')
-  .option('--admin <url>', 'control-plane admin URL', 'http://127.0.0.1:15014')
-  .action(async (state: string, namespace: string, options) => {
-    const { runNamespaceL7 } = await import('./operator-commands.js');
-    process.exitCode = await runNamespaceL7(state, namespace, options);
-  });
+adminOptions(
+  ns
+    .command('l7')
+    .description(
+      'turn the namespace waypoint on or off; refused without a waypoint Gateway; waits until the waypoint and every connected proxy have ACKed',
+    )
+    .argument('<state>', 'on or off')
+    .argument('<namespace>')
+    .option('--waypoint <name>', 'waypoint (Gateway) name', 'waypoint')
+    .option('--timeout <seconds>', 'how long to wait for ACKs', '10'),
+).action(async (state: string, namespace: string, options) => {
+  const { runNamespaceL7 } = await import('./operator-commands.js');
+  process.exitCode = await runNamespaceL7(state, namespace, options);
+});
 
 program.addCommand(waypointCommand());
 

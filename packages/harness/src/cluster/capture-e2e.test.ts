@@ -1,17 +1,9 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MeshMetrics } from '@zmesh/shared';
-import {
-  BpfCapture,
-  listenInNetns,
-  NodeAgentClient,
-  NodeAgentServer,
-  type OriginalDestination,
-  PIN_ROOT,
-} from '@zmesh/ztunnel';
+import { BpfCapture, listenInNetns, type OriginalDestination, PIN_ROOT } from '@zmesh/ztunnel';
 import test, { type ExecutionContext } from 'ava';
 import { Cluster } from './cluster.js';
 import { gridSpec } from './cluster-spec.js';
@@ -242,18 +234,6 @@ capTest(
   'from the AddWorkload acknowledgement on, nothing the pod sends leaves it until ztunnel listens',
   async (t) => {
     const [, a2, , b2] = cluster.pods as PodInfo[];
-    const dir = mkdtempSync(join(tmpdir(), 'zm-agent-'));
-    const path = join(dir, 'agent.sock');
-    const agent = new NodeAgentServer(
-      {
-        addWorkload: (req) => capture.attach({ id: req.uid, cgroupPath: req.cgroup, netnsPath: req.netns }),
-        delWorkload: (uid) => capture.detach(uid),
-        snapshot: async (uids) => void (await capture.cleanupStale(uids)),
-      },
-      { path },
-    );
-    await agent.listen();
-    const client = new NodeAgentClient(path);
     const server = cluster.runInPod(b2!, ['node', '-e', ECHO_SERVER, '8081'], { reject: false });
     try {
       await new Promise((resolve) => server.stdout?.once('data', resolve));
@@ -262,7 +242,7 @@ capTest(
         ['pong'],
         'reachable before enrollment',
       );
-      await client.addWorkload(cluster.workloadRequest(a2!));
+      await capture.attach({ id: a2!.uid, cgroupPath: a2!.cgroupPath, netnsPath: a2!.netnsPath });
       const refused = await probe(a2!, [b2!.ipv4, b2!.ipv6, `::ffff:${b2!.ipv4}`], 8081);
       t.deepEqual(
         refused.map((p) => [p.ok, p.err]),
@@ -272,18 +252,15 @@ capTest(
           [false, 'ECONNREFUSED'],
         ],
       );
-      await client.delWorkload(a2!.uid);
+      await capture.detach(a2!.uid);
       t.deepEqual(
         (await probe(a2!, [b2!.ipv4], 8081)).map((p) => p.data),
         ['pong'],
-        'reachable again after DelWorkload',
+        'reachable again after detach',
       );
       t.false(existsSync(join(PIN_ROOT, a2!.uid)));
     } finally {
       server.kill();
-      client.close();
-      await agent.close();
-      rmSync(dir, { recursive: true, force: true });
     }
   },
 );

@@ -37,7 +37,7 @@ test('topology: addresses, names and uids are derived from spec and run id', (t)
     ipv6: 'fd00:244:2::3',
     netns: 'zm-abc123-n2p2',
     linuxUid: 202002,
-    cgroupPath: '/sys/fs/cgroup/unified/zm-abc123/pods/default-pod-b2',
+    cgroupPath: '/sys/fs/cgroup/unified/zm-abc123/kubepods/besteffort/podzm-abc123-default-pod-b2',
     uid: 'zm-abc123-default-pod-b2',
   });
   t.is(new Set(topo.pods.map((p) => p.linuxUid)).size, 4);

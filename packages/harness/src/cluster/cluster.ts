@@ -1,5 +1,5 @@
 import { existsSync, readdirSync, rmSync } from 'node:fs';
-import { logger, ZmeshError } from '@zmesh/shared';
+import { logger, type ZdsPod, ZmeshError } from '@zmesh/shared';
 import type { Options, ResultPromise } from 'execa';
 import { onExit } from '../local/exit-cleanup.js';
 import { cgroup2Mount, createCgroup, removeCgroupTree } from './cgroups.js';
@@ -161,8 +161,18 @@ export class Cluster {
   }
 
   /** What the node agent sends ztunnel to enroll a pod (docs/design.md §6). */
-  workloadRequest(pod: PodInfo): { uid: string; netns: string; cgroup: string } {
-    return { uid: pod.uid, netns: pod.netnsPath, cgroup: pod.cgroupPath };
+  /** The run's cgroup root: kubelet's `kubepods/…/pod<uid>` layout sits under it. */
+  get cgroupRoot(): string {
+    return this.topology.cgroupRoot;
+  }
+
+  /** A pod as the node agent hands it to ztunnel over ZDS (docs/zds.md). */
+  zdsPod(pod: PodInfo): ZdsPod {
+    return {
+      uid: pod.uid,
+      netnsPath: pod.netnsPath,
+      info: { name: pod.name, namespace: pod.namespace, serviceAccount: pod.serviceAccount },
+    };
   }
 
   /** Starts a process in a pod as an unprivileged container would run it. */

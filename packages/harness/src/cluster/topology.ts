@@ -99,7 +99,9 @@ export function buildTopology(spec: ClusterSpec, runId: string, cgroupMount: str
       ipv6: `fd00:244:${node.index}::${(j + 1).toString(16)}`,
       netns,
       netnsPath: netnsPath(netns),
-      cgroupPath: `${cgroupRoot}/pods/${p.namespace}-${p.name}`,
+      // kubelet's cgroupfs layout (a pod<uid> cgroup per pod), which ztunnel's ZDS client
+      // finds from the uid as it would on a real node.
+      cgroupPath: `${cgroupRoot}/kubepods/besteffort/pod${run}-${p.namespace}-${p.name}`,
       nodeIfname: `p${j}`,
     };
   });

@@ -1,6 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
+import type { AdminTarget } from '@zmesh/shared';
 import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
 import { tempDir } from '../local/exit-cleanup.js';
@@ -11,7 +12,6 @@ export interface L7LabOptions {
   /** First two octets of the lab's loopback /16 (default the demo's `127.50`). */
   block?: string;
   xdsPort?: number;
-  adminPort?: number;
   /** Put the demo's HTTPRoute (90/10) and DENY policy in mesh.yaml (default true). */
   l7Config?: boolean;
   /** Starts web-v1 and web-v2 on `host`:8080 (default: a 1 KiB answer naming the version). */
@@ -24,8 +24,8 @@ export interface L7Lab {
   l7(on: boolean): Promise<string>;
   /** Where the frontend's traffic enters the mesh (its forward listener). */
   entry: { host: string; port: number };
-  /** The control plane's admin base URL (`POST /apply`, `GET /proxy-status`). */
-  admin: string;
+  /** The control plane's admin API, its Unix socket (`POST /apply`, `GET /proxy-status`). */
+  admin: AdminTarget;
   /** The control plane's watched config directory. */
   configDir: string;
   waypointAddress: string;
@@ -61,7 +61,6 @@ function addresses(block: string): Addresses {
 export async function startL7Lab(opts: L7LabOptions = {}): Promise<L7Lab> {
   const a = addresses(opts.block ?? '127.50');
   const xds = `${a.cp}:${opts.xdsPort ?? 25_810}`;
-  const admin = `http://${a.cp}:${opts.adminPort ?? 25_814}`;
   const temp = tempDir('zmesh-l7-');
   const dir = temp.path;
   const children: ResultPromise[] = [];
@@ -84,12 +83,11 @@ export async function startL7Lab(opts: L7LabOptions = {}): Promise<L7Lab> {
         ]),
       ),
     );
-    const { waypoint } = await startLoopbackMesh(
+    const { waypoint, admin } = await startLoopbackMesh(
       {
         dir,
         cp: a.cp,
         xdsPort: Number(xds.split(':')[1]),
-        adminPort: Number(new URL(admin).port),
         nodes: a.nodes,
         forwards: join(dir, 'forwards.yaml'),
         waypoint: { gateway: 'shop/waypoint', address: a.waypoint },
@@ -102,7 +100,7 @@ export async function startL7Lab(opts: L7LabOptions = {}): Promise<L7Lab> {
         zmeshOnce(
           ['ns', 'l7', on ? 'on' : 'off', 'shop', ...(on ? ['--waypoint', 'waypoint'] : [])].concat([
             '--admin',
-            admin,
+            admin.admin,
           ]),
         ),
       entry: { host: a.frontend, port: 18080 },

@@ -162,8 +162,8 @@ function controlPlaneContainer(o: InstallOptions): IContainer {
       o.values.trustDomain,
       '--port',
       String(XDS_PORT),
-      '--admin-port',
-      '15014',
+      // The admin API (apply, node tokens) stays on its default 0600 Unix socket in the
+      // container's /tmp: reached by `kubectl exec … zmesh apply`, never over the network.
       // Replicas share no store until the etcd backend exists; a per-pod SQLite file would
       // make them diverge, and the root filesystem is read-only.
       '--no-state-dir',
@@ -202,8 +202,11 @@ function ztunnelContainer(o: InstallOptions): IContainer {
       `${PATHS.roots}/root-cert.pem`,
       '--snapshot',
       `${PATHS.snapshotDir}/xds-snapshot`,
-      '--agent-socket',
-      `${PATHS.agentDir}/agent.sock`,
+      // Istio's ZDS socket, where istio-cni's node agent serves it (docs/zds.md).
+      '--zds-socket',
+      `${PATHS.agentDir}/ztunnel.sock`,
+      '--cgroup-root',
+      '/sys/fs/cgroup',
       '--access-log',
       o.values.accessLog,
     ],

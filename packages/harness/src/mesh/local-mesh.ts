@@ -1,8 +1,7 @@
-import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CertificateAuthority, logger } from '@zmesh/shared';
-import { BpfCapture, NodeAgentClient } from '@zmesh/ztunnel';
+import { CertificateAuthority, logger, ZdsServer } from '@zmesh/shared';
+import { BpfCapture } from '@zmesh/ztunnel';
 import type { ResultPromise } from 'execa';
 import { stringify } from 'yaml';
 import { Cluster } from '../cluster/cluster.js';
@@ -81,12 +80,15 @@ export const VIP_PREFIX = '10.244.250.';
 
 /**
  * The local multi-node mesh of docs/design.md §10: a cluster of network namespaces, one ztunnel
- * per node (in the node's namespace and cgroup, capture mode), pods enrolled through each
- * ztunnel's node-agent socket before any of their processes start. Everything is torn
+ * per node (in the node's namespace and cgroup, capture mode), pods enrolled before any of
+ * their processes start by the harness acting as each node's agent: a ZDS server
+ * (docs/zds.md) the node's ztunnel connects to, handing over each pod's netns fd. Everything is torn
  * down on every exit path by `down()` and by the cluster's own exit hooks.
  */
 export class LocalMesh {
   private readonly ztunnels = new Map<string, ResultPromise>();
+  /** Each node's agent side of ZDS (the harness is the node agent). */
+  private readonly agents = new Map<string, ZdsServer>();
   /** Waypoint processes by their Gateway's `namespace/name`. */
   private readonly waypoints = new Map<string, ResultPromise>();
   private readonly enrolled = new Set<string>();
@@ -139,8 +141,9 @@ export class LocalMesh {
     return `${this.cluster.runId}-${node}`;
   }
 
-  agentSocket(node: string): string {
-    return join(this.dir, node, 'agent.sock');
+  /** The node agent's ZDS socket that the node's ztunnel connects to. */
+  zdsSocket(node: string): string {
+    return join(this.dir, node, 'zds.sock');
   }
 
   pod(name: string, namespace?: string): PodInfo {
@@ -161,25 +164,29 @@ export class LocalMesh {
     return meshYaml(pods, this.spec.services ?? [], this.spec.waypoints, this.cluster.pods);
   }
 
-  /** Enrolls a pod with its node's ztunnel; resolves once capture and listeners are in place. */
+  /**
+   * Enrolls a pod over ZDS (AddWorkload with its netns fd); resolves once its node's ztunnel
+   * acknowledged, that is once capture and listeners are in place.
+   */
   async enroll(pod: PodInfo): Promise<void> {
-    const client = new NodeAgentClient(this.agentSocket(pod.node));
-    try {
-      await client.addWorkload({ ...this.cluster.workloadRequest(pod), uid: this.workloadUid(pod) });
-      this.enrolled.add(pod.uid);
-    } finally {
-      client.close();
-    }
+    await this.agent(pod.node).addPod(this.cluster.zdsPod(pod));
+    this.enrolled.add(pod.uid);
   }
 
   async unenroll(pod: PodInfo): Promise<void> {
-    const client = new NodeAgentClient(this.agentSocket(pod.node));
-    try {
-      await client.delWorkload(this.workloadUid(pod));
-      this.enrolled.delete(pod.uid);
-    } finally {
-      client.close();
-    }
+    await this.agent(pod.node).removePod(pod.uid);
+    this.enrolled.delete(pod.uid);
+  }
+
+  /** A node's agent side of ZDS (tests stop it, or stand a hostile agent in its place). */
+  zdsAgent(node: string): ZdsServer {
+    return this.agent(node);
+  }
+
+  private agent(node: string): ZdsServer {
+    const agent = this.agents.get(node);
+    if (!agent) throw new Error(`no node agent on ${node}`);
+    return agent;
   }
 
   /** The pid of a node's ztunnel process (the harness's own child). */
@@ -233,18 +240,18 @@ export class LocalMesh {
     if (child) await stopChild(child);
   }
 
-  /** Starts a node's ztunnel again and re-enrolls its pods, as a node agent would after a restart. */
+  /** Starts a node's ztunnel again; the node agent re-enrolls its pods with the ZDS snapshot. */
   async restartZtunnel(node: string): Promise<void> {
     await this.stopZtunnel(node);
     await this.startZtunnel(this.node(node));
-    for (const pod of this.cluster.pods)
-      if (pod.node === node && this.enrolled.has(pod.uid)) await this.enroll(pod);
   }
 
   async down(): Promise<void> {
     await Promise.all([...this.waypoints.values()].map((w) => stopChild(w)));
     this.waypoints.clear();
     await Promise.all([...this.ztunnels.keys()].map((n) => this.stopZtunnel(n)));
+    for (const agent of this.agents.values()) agent.close();
+    this.agents.clear();
     for (const node of this.cluster.nodes) {
       await new BpfCapture({ node: this.captureScope(node.name) }).cleanupStale([]).catch((e: unknown) => {
         log.warn({ node: node.name, err: (e as Error).message }, 'BPF cleanup failed');
@@ -342,6 +349,12 @@ export class LocalMesh {
 
   private async startZtunnel(node: NodeInfo): Promise<void> {
     await mkdir(join(this.dir, node.name), { recursive: true, mode: 0o700 });
+    let agent = this.agents.get(node.name);
+    if (!agent) {
+      agent = new ZdsServer({ path: this.zdsSocket(node.name) });
+      agent.listen();
+      this.agents.set(node.name, agent);
+    }
     // Through bin/zmesh, as an operator runs it: the node proxy's heap flags live there.
     const argv = [
       ZMESH_BIN,
@@ -353,8 +366,10 @@ export class LocalMesh {
       node.name,
       '--address',
       '127.0.0.1',
-      '--agent-socket',
-      this.agentSocket(node.name),
+      '--zds-socket',
+      this.zdsSocket(node.name),
+      '--cgroup-root',
+      this.cluster.cgroupRoot,
       '--capture-scope',
       this.captureScope(node.name),
       ...(this.options.ztunnelArgs ?? []),
@@ -377,12 +392,13 @@ export class LocalMesh {
       sink ? sink(node.name, d.toString()) : process.stderr.write(`[ztunnel ${node.name}] ${d}`),
     );
     this.ztunnels.set(node.name, child);
-    const deadline = Date.now() + 15_000;
-    while (!existsSync(this.agentSocket(node.name))) {
-      if (child.exitCode !== null) throw new Error(`ztunnel on ${node.name} exited with ${child.exitCode}`);
-      if (Date.now() > deadline) throw new Error(`ztunnel on ${node.name}: no agent socket after 15 s`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    // Connected over ZDS, with the snapshot (the node's enrolled pods, after a restart) acknowledged.
+    const exited = child.then(
+      (r) => Promise.reject(new Error(`ztunnel on ${node.name} exited with ${r.exitCode}`)),
+      (e: unknown) => Promise.reject(e),
+    );
+    exited.catch(() => {});
+    await Promise.race([agent.waitForClient(15_000), exited]);
   }
 
   private async writeConfig(): Promise<void> {

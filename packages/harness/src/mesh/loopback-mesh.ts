@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { type AdminTarget, adminRequest } from '@zmesh/shared';
 import type { ResultPromise } from 'execa';
 import { waitReady } from '../local/ztunnel-process.js';
 import { writeNodeToken } from './mesh-control-plane.js';
@@ -8,10 +9,9 @@ export type LoopbackMeshRole = 'control-plane' | 'ztunnel' | 'waypoint';
 export interface LoopbackMeshOptions {
   /** Scratch directory; `<dir>/cfg` must already hold the control plane's YAML. */
   dir: string;
-  /** Control plane address, its xDS/CA port and its admin port. */
+  /** Control plane address and its xDS/CA port; its admin API is `<dir>/admin.sock`. */
   cp: string;
   xdsPort: number;
-  adminPort: number;
   /** Node name → that node's ztunnel address (explicit-proxy mode on loopback). */
   nodes: Readonly<Record<string, string>>;
   /** Forward listeners for the ztunnels (`--config`). */
@@ -24,7 +24,7 @@ export interface LoopbackMeshOptions {
 }
 
 export interface LoopbackMesh {
-  admin: string;
+  admin: AdminTarget;
   waypoint: ResultPromise;
 }
 
@@ -62,14 +62,14 @@ export async function startLoopbackMesh(
   children: ResultPromise[],
 ): Promise<LoopbackMesh> {
   const xds = `${o.cp}:${o.xdsPort}`;
-  const admin = `http://${o.cp}:${o.adminPort}`;
+  const admin: AdminTarget = { admin: join(o.dir, 'admin.sock') };
   const roots = join(o.dir, 'roots.pem');
   const timeoutMs = o.readyTimeoutMs ?? 15_000;
   children.push(
     o.spawn(
       ['control-plane', '-c', join(o.dir, 'cfg'), '--host', o.cp, '--port', String(o.xdsPort)].concat([
-        '--admin-port',
-        String(o.adminPort),
+        '--admin-socket',
+        admin.admin,
         '--ca-dir',
         join(o.dir, 'ca'),
         '--roots-file',
@@ -80,7 +80,10 @@ export async function startLoopbackMesh(
       'control-plane',
     ),
   );
-  await poll(async () => (await fetch(`${admin}/healthz`).catch(() => undefined))?.ok === true, timeoutMs);
+  await poll(
+    async () => (await adminRequest(admin, '/healthz').catch(() => undefined))?.ok === true,
+    timeoutMs,
+  );
   const tokenFile = async (node: string) => {
     const file = join(o.dir, `${node}.token`);
     await writeNodeToken(admin, node, file);

@@ -1,6 +1,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { sqliteAvailable } from '@zmesh/control-plane';
+import { type AdminTarget, adminRequest } from '@zmesh/shared';
 import { execa, type ResultPromise } from 'execa';
 import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
 import { ControlPlaneLink } from './control-plane-link.js';
@@ -34,23 +35,19 @@ export interface ProxyStatusRow {
  * `zmesh control-plane` as the harness runs it for a LocalMesh: in the host namespace, xDS
  * and the CA on a Unix socket (reached by ztunnels in node namespaces through the file
  * system, no route needed) behind a `ControlPlaneLink` the harness can cut, the admin
- * endpoint on host loopback. Roots and the CA key live in the mesh directory.
+ * API on its own Unix socket (mode 0600) in the mesh directory. Roots and the CA key live in the mesh directory.
  */
 export class MeshControlPlane {
   private constructor(
     private child: ResultPromise | undefined,
     readonly link: ControlPlaneLink,
-    private admin: string,
+    /** The admin API's Unix socket path (`zmesh apply --admin <path>`). */
+    readonly adminSocket: string,
     readonly rootsFile: string,
     /** Where it keeps its state, or false when in memory (then a restart forgets). */
     readonly stateDir: string | false,
     private readonly spawnIt: () => ResultPromise,
   ) {}
-
-  /** The admin endpoint's base URL (it changes when the process is restarted). */
-  get adminUrl(): string {
-    return this.admin;
-  }
 
   /** Where ztunnels connect: `unix:<link path>`. */
   get xdsAddress(): string {
@@ -71,9 +68,9 @@ export class MeshControlPlane {
       join(cpDir, 'ca'),
       '--roots-file',
       rootsFile,
-      '--admin-port',
-      '0',
-      ...stateArgs(stateDir),
+      '--admin-socket',
+      join(cpDir, 'admin.sock'),
+      ...(stateDir === false ? ['--no-state-dir'] : ['--state-dir', stateDir]),
       ...(opts.maxCertTtlSeconds ? ['--max-cert-ttl', String(opts.maxCertTtlSeconds)] : []),
     ];
     const spawnIt = () =>
@@ -85,15 +82,15 @@ export class MeshControlPlane {
         env: { ZMESH_LOG: opts.log ?? process.env.ZMESH_LOG ?? 'warn' },
       });
     const child = spawnIt();
-    const adminUrl = await adminUrlOrStop(child);
+    const adminSocket = await adminSocketOrStop(child);
     const link = new ControlPlaneLink(join(dir, 'cp.sock'), socket);
     await link.heal();
-    return new MeshControlPlane(child, link, adminUrl, rootsFile, stateDir, spawnIt);
+    return new MeshControlPlane(child, link, adminSocket, rootsFile, stateDir, spawnIt);
   }
 
   /**
    * A crash and a supervisor's restart: SIGKILL, then the same command line again (same
-   * state dir, CA, socket). The link stays: proxies reconnect through it to the new process.
+   * state dir, CA, sockets). The link stays: proxies reconnect through it to the new process.
    */
   async killAndRestart(): Promise<void> {
     const old = this.child;
@@ -101,16 +98,13 @@ export class MeshControlPlane {
     old?.kill('SIGKILL');
     await old;
     const child = this.spawnIt();
-    this.admin = await adminUrlOrStop(child);
+    await adminSocketOrStop(child);
     this.child = child;
   }
 
   /** The store's generation and every object key (`GET /objects`). */
   async objects(): Promise<{ generation: number; objects: string[] }> {
-    return (await (await fetch(`${this.adminUrl}/objects`)).json()) as {
-      generation: number;
-      objects: string[];
-    };
+    return (await adminRequest(this.admin, '/objects')).json<{ generation: number; objects: string[] }>();
   }
 
   get pid(): number | undefined {
@@ -119,22 +113,26 @@ export class MeshControlPlane {
 
   /** Applies multi-document YAML the way `zmesh apply` does; a refusal throws with every reason. */
   async apply(yaml: string, source = 'harness'): Promise<number> {
-    const res = await fetch(`${this.adminUrl}/apply?source=${encodeURIComponent(source)}`, {
+    const res = await adminRequest(this.admin, `/apply?source=${encodeURIComponent(source)}`, {
       method: 'POST',
       body: yaml,
     });
-    const out = (await res.json()) as { generation?: number; reasons?: string[] };
+    const out = res.json<{ generation?: number; reasons?: string[] }>();
     if (!res.ok) throw new Error(`control plane refused ${source}: ${(out.reasons ?? []).join('; ')}`);
     return out.generation ?? 0;
   }
 
   async proxyStatus(): Promise<ProxyStatusRow[]> {
-    return (await (await fetch(`${this.adminUrl}/proxy-status`)).json()) as ProxyStatusRow[];
+    return (await adminRequest(this.admin, '/proxy-status')).json<ProxyStatusRow[]>();
+  }
+
+  get admin(): AdminTarget {
+    return { admin: this.adminSocket };
   }
 
   /** Mints a node's bootstrap token and writes it (0600) for that node's ztunnel. */
   writeNodeToken(node: string, path: string): Promise<void> {
-    return writeNodeToken(this.adminUrl, node, path);
+    return writeNodeToken(this.admin, node, path);
   }
 
   /** Freezes the control-plane process (SIGSTOP): stopped, state kept, answering nothing. */
@@ -158,27 +156,27 @@ export class MeshControlPlane {
 }
 
 /** Mints a node's bootstrap token through a control plane's admin endpoint and writes it (0600) to `path`. */
-export async function writeNodeToken(adminUrl: string, node: string, path: string): Promise<void> {
-  const res = await fetch(`${adminUrl}/node-token?node=${encodeURIComponent(node)}`, { method: 'POST' });
+export async function writeNodeToken(admin: AdminTarget, node: string, path: string): Promise<void> {
+  const res = await adminRequest(admin, `/node-token?node=${encodeURIComponent(node)}`, { method: 'POST' });
   if (!res.ok) throw new Error(`node token for ${node}: HTTP ${res.status}`);
-  const { token } = (await res.json()) as { token: string };
+  const { token } = res.json<{ token: string }>();
   await writeFile(path, `${token}\n`, { mode: 0o600 });
 }
 
-/** The started child's admin URL; a child that does not say is stopped and the error thrown. */
-async function adminUrlOrStop(child: ResultPromise): Promise<string> {
+/** The started child's admin socket; a child that does not say is stopped and the error thrown. */
+async function adminSocketOrStop(child: ResultPromise): Promise<string> {
   try {
-    const url = await adminUrlOf(child);
+    const socket = await adminSocketOf(child);
     child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[control-plane] ${d}`));
-    return url;
+    return socket;
   } catch (e) {
     await stopChild(child);
     throw e;
   }
 }
 
-/** Reads the control plane's start line for its admin address; fails if it exits first. */
-function adminUrlOf(child: ResultPromise): Promise<string> {
+/** Reads the control plane's start line for its admin socket; fails if it exits first. */
+function adminSocketOf(child: ResultPromise): Promise<string> {
   return new Promise((resolve, reject) => {
     let seen = '';
     const timer = setTimeout(
@@ -187,11 +185,11 @@ function adminUrlOf(child: ResultPromise): Promise<string> {
     );
     const onData = (d: Buffer) => {
       seen += d.toString();
-      const m = /admin on (127\.0\.0\.1:\d+)/.exec(seen);
+      const m = /admin on unix:(\S+?),? /.exec(seen);
       if (!m) return;
       clearTimeout(timer);
       child.stderr?.off('data', onData);
-      resolve(`http://${m[1]}`);
+      resolve(m[1] as string);
     };
     child.stderr?.on('data', onData);
     void child.then((r) => {
@@ -199,8 +197,4 @@ function adminUrlOf(child: ResultPromise): Promise<string> {
       reject(new Error(`control plane exited (${r.exitCode}): ${seen.trim()}`));
     });
   });
-}
-
-function stateArgs(stateDir: string | false): string[] {
-  return stateDir === false ? ['--no-state-dir'] : ['--state-dir', stateDir];
 }

@@ -111,6 +111,21 @@ export const CATALOGUE = {
     flag: 'CFG',
   },
   ZM_ERR_CONFIG_PENDING: { message: '{resource} waits for {missing}', status: 503, flag: 'CFG' },
+  ZM_ERR_ADMIN_UNAUTHORIZED: {
+    message: 'admin request refused: {reason}',
+    status: 401,
+    flag: 'CFG',
+  },
+  ZM_ERR_ADMIN_TOKEN_FILE: {
+    message: 'admin token file {file}: {reason}',
+    status: 500,
+    flag: 'CFG',
+  },
+  ZM_ERR_ADMIN_UNREACHABLE: {
+    message: 'control-plane admin endpoint {admin} unreachable: {reason}',
+    status: 503,
+    flag: 'CFG',
+  },
   ZM_ERR_XDS_BIND_REFUSED: {
     message: 'refusing to serve {service} on {host}: it is plaintext and binds loopback only',
     status: 500,
@@ -144,6 +159,8 @@ export const CATALOGUE = {
   ZM_ERR_CAPTURE_NETNS: { message: 'network namespace {netns}: {reason}', status: 500, flag: 'INT' },
   ZM_ERR_AGENT_BAD_REQUEST: { message: 'node-agent request rejected: {reason}', status: 400, flag: 'DC' },
   ZM_ERR_AGENT_UNKNOWN_WORKLOAD: { message: 'workload {uid} is not enrolled', status: 404, flag: 'NR' },
+  ZM_ERR_ZDS_TRANSPORT: { message: 'ZDS connection dropped: {reason}', status: 400, flag: 'DC' },
+  ZM_ERR_ZDS_WORKLOAD: { message: 'ZDS workload {uid} refused: {reason}', status: 400, flag: 'CFG' },
   ZM_ERR_CLUSTER_SPEC: { message: 'invalid cluster spec: {reason}', status: 400, flag: 'CFG' },
   ZM_ERR_CLUSTER_SETUP: { message: 'cluster {step} failed: {reason}', status: 500, flag: 'INT' },
   ZM_ERR_INSTALL_INPUT: { message: 'invalid install input {source}: {reason}', status: 400, flag: 'CFG' },

@@ -121,8 +121,9 @@ export const REMEDIES = {
     remedy: 'Send through the waypoint; if the waypoint is unresolved, check its Gateway and pod in config.',
   },
   ZM_ERR_CONFIG_INVALID: {
-    cause: 'A config file or applied document is malformed; every reason is listed.',
-    remedy: 'Fix the named fields and apply again; the active config did not change.',
+    cause:
+      'A config file, applied or deleted document is malformed or would not be served (admission: unknown fields, bad enums, a use-waypoint that names no waypoint Gateway, a pod IP used twice); every reason is listed as `file#doc (Kind ns/name): path: reason`.',
+    remedy: 'Fix the named fields and apply again; nothing of the refused change was stored or served.',
   },
   ZM_ERR_STATE_STORE: {
     cause:
@@ -134,6 +135,24 @@ export const REMEDIES = {
     cause:
       'A resource refers to one not received yet (a waypoint, a service); traffic needing it is refused.',
     remedy: 'Apply the missing resource, or check proxy-status for a NACK that holds it back.',
+  },
+  ZM_ERR_ADMIN_UNAUTHORIZED: {
+    cause:
+      'A request reached the control plane’s TCP admin port (--admin-port) without the bearer token of --admin-token-file, or with another one.',
+    remedy:
+      'Pass the same token file to the client (`zmesh apply --admin-token-file FILE`, or `Authorization: Bearer <token>`), or use the admin Unix socket, which needs no token.',
+  },
+  ZM_ERR_ADMIN_TOKEN_FILE: {
+    cause:
+      'The control plane was given --admin-port without --admin-token-file, or the token file (or the one a client was given) is missing, unreadable, or holds fewer than 16 characters.',
+    remedy:
+      'Write a long random token (e.g. `openssl rand -hex 32 > token; chmod 600 token`) and pass it with --admin-token-file to both the control plane and its clients; or drop --admin-port and use the admin socket.',
+  },
+  ZM_ERR_ADMIN_UNREACHABLE: {
+    cause:
+      'The CLI could not reach the control plane’s admin endpoint: no socket file at the path, permission denied (the socket is mode 0600, owner only), or nothing listening on the URL.',
+    remedy:
+      'Check that the control plane runs and prints `admin on …`; pass the same path with --admin (or the URL and --admin-token-file), and run the CLI as the user that started the control plane.',
   },
   ZM_ERR_XDS_BIND_REFUSED: {
     cause: 'A plaintext control-plane service was asked to bind a non-loopback address.',
@@ -188,12 +207,24 @@ export const REMEDIES = {
   },
   ZM_ERR_AGENT_BAD_REQUEST: {
     cause:
-      'A node-agent request was not valid JSON, had wrong fields, was too long, or too many were pending.',
-    remedy: 'Fix the node agent’s request; see the protocol in docs/design.md §4.',
+      'Retired with the JSON node-agent socket (pods are enrolled over ZDS now; see ZM_ERR_ZDS_TRANSPORT): a request that was not valid JSON, had wrong fields, was too long, or too many were pending.',
+    remedy: 'Enroll pods over ZDS (docs/zds.md).',
   },
   ZM_ERR_AGENT_UNKNOWN_WORKLOAD: {
     cause: 'The node agent named a pod uid that is not enrolled.',
     remedy: 'Send Snapshot with the full set of pods to resynchronise.',
+  },
+  ZM_ERR_ZDS_TRANSPORT: {
+    cause:
+      'A ZDS peer sent a message that is not what zds.proto allows there: undecodable, truncated (MSG_TRUNC), an AddWorkload without its netns fd, an fd on another message, no Hello first, or no Ack in time. The connection was dropped; enrolled pods were left as they were.',
+    remedy:
+      'Check that both sides speak Istio’s ZDS V1 (docs/zds.md); ztunnel reconnects and the node agent resends its snapshot.',
+  },
+  ZM_ERR_ZDS_WORKLOAD: {
+    cause:
+      'ztunnel refused a ZDS AddWorkload: the fd is not a network namespace, no pod cgroup names the uid under --cgroup-root, or the pod’s processes live in another network namespace than the fd.',
+    remedy:
+      'Check the pod’s cgroup (kubelet’s pod<uid> layout) and the netns the node agent holds for it; the Ack carries the reason.',
   },
   ZM_ERR_CLUSTER_SPEC: {
     cause: 'The harness’s cluster description is invalid.',

@@ -1,1 +1,1 @@
-export { MeshMetrics, type TcpLabels } from './mesh-metrics.js';
+export { EVENT_LOOP_SAMPLE_MS, MeshMetrics, type TcpLabels } from './mesh-metrics.js';

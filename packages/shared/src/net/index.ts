@@ -1,3 +1,11 @@
+export {
+  type AdminResponse,
+  type AdminTarget,
+  adminRequest,
+  defaultAdminSocket,
+  MIN_ADMIN_TOKEN_CHARS,
+  readAdminToken,
+} from './admin-client.js';
 export { type BindTarget, bindError } from './bind-error.js';
 export {
   bulkCoalescer,

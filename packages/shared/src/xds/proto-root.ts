@@ -13,6 +13,7 @@ const FILES = [
   'istio/security/authorization.proto',
   'istio/ca/ca.proto',
   'envoy/service/discovery/v3/discovery.proto',
+  'istio/zds/zds.proto',
 ];
 
 let root: protobuf.Root | undefined;

@@ -10,8 +10,19 @@ const log = logger('capture');
 /** A captured pod as attribution sees it; the capture stage enrolls it and says which pod accepted. */
 export interface CapturedPod {
   uid: string;
+  /** The uids its workload may have in the configuration, tried in order (the uid when absent). */
+  workloadUids?: readonly string[];
   /** Arms the pod's kernel connect throttle when the pod is over its tenant's connect rate. */
   origin: ConnectOrigin;
+}
+
+/** The configuration's workload for a captured pod, by the first of its uids the state has. */
+export function workloadOf(state: ProxyState, pod: CapturedPod): Workload | undefined {
+  for (const uid of pod.workloadUids ?? [pod.uid]) {
+    const w = state.workload(uid);
+    if (w) return w;
+  }
+  return undefined;
 }
 
 /** Where a captured connection was going (the capture stage reads it from the BPF map). */
@@ -50,7 +61,8 @@ export class CapturedPods {
 
   /** A connection `pod`'s listener accepted, going to `destination` (undefined: not in the map). */
   accept(pod: CapturedPod, socket: Socket, destination: CapturedDestination | undefined): void {
-    const workload = this.inputs.state().workload(pod.uid);
+    const state = this.inputs.state();
+    const workload = workloadOf(state, pod);
     const refusal = !destination
       ? 'no_original_dst'
       : !workload

@@ -1,9 +1,17 @@
 import { err, logger, ok, policyKey, type Result, type Workload, ZmeshError } from '@zmesh/shared';
 import { Counter, type Registry } from 'prom-client';
+import { RefusalLog } from '../tenancy/refusal-log.js';
 import { AuthorizationStore, type Decision } from './authorization-store.js';
 import type { ConnectionAttributes } from './policy-match.js';
 
 const log = logger('authz');
+
+/**
+ * Distinct `policy` label values of zmesh_authz_missing_policy_denials_total; later ones
+ * count under `other`. Policy names come from config, so an unbounded label would let a
+ * bad config grow the metrics without end.
+ */
+export const MAX_MISSING_POLICY_LABELS = 32;
 
 /** Bound on how long a now-denied live connection may stay open after a policy change. */
 export const LIVE_REEVALUATION_DEADLINE_MS = 1000;
@@ -36,6 +44,9 @@ export class InboundAuthorizer {
   private readonly decisions: Counter<'decision' | 'reason'>;
   private readonly closedLive: Counter;
   private readonly dryRuns: Counter<'policy' | 'would_be'>;
+  private readonly missingPolicy: Counter<'policy'>;
+  private readonly missingLabels = new Set<string>();
+  private readonly missingLog = new RefusalLog(undefined, undefined, log);
   private staleness: AuthzStaleness | undefined;
 
   constructor(
@@ -57,6 +68,12 @@ export class InboundAuthorizer {
       name: 'zmesh_authz_dry_run_total',
       help: 'Would-be decisions of dry-run policies (never enforced)',
       labelNames: ['policy', 'would_be'],
+      registers: [registry],
+    });
+    this.missingPolicy = new Counter({
+      name: 'zmesh_authz_missing_policy_denials_total',
+      help: `Connections denied because the destination names a policy this ztunnel does not have (fail closed); the first ${MAX_MISSING_POLICY_LABELS} policies by name, then other`,
+      labelNames: ['policy'],
       registers: [registry],
     });
   }
@@ -157,6 +174,7 @@ export class InboundAuthorizer {
       policyNames: workload.authorizationPolicies,
     });
     this.decisions.inc({ decision: decision.allowed ? 'allow' : 'deny', reason: decision.reason });
+    if (decision.reason === 'policy-pending') this.#missing(decision.policy ?? '', workload, attributes);
     for (const d of decision.dryRun) {
       this.dryRuns.inc({ policy: d.policy, would_be: d.wouldBe });
       log.info(
@@ -165,5 +183,21 @@ export class InboundAuthorizer {
       );
     }
     return decision;
+  }
+
+  /**
+   * A destination names a policy this ztunnel was never served (the control plane refused
+   * or has not sent it): the connection is denied, fail closed, and the policy is named, in
+   * a log line (at most one per policy per interval) and in a bounded metric label.
+   */
+  #missing(policy: string, workload: Workload, attributes: ConnectionAttributes): void {
+    if (this.missingLabels.size < MAX_MISSING_POLICY_LABELS) this.missingLabels.add(policy);
+    this.missingPolicy.inc({ policy: this.missingLabels.has(policy) ? policy : 'other' });
+    this.missingLog.refused(
+      policy,
+      'missing-policy',
+      { policy, dst: workload.uid, src: attributes.sourcePrincipal },
+      'connection denied: the destination names an AuthorizationPolicy this ztunnel has not received (check proxy-status and the control plane log)',
+    );
   }
 }

@@ -6,12 +6,15 @@ import type { CapturedPod } from '../attribute/captured-pods.js';
 import type { BpfCapture } from './bpf-capture.js';
 import { type OriginalDestination, OUTBOUND_PORT, POD_ID_PATTERN } from './bpf-layout.js';
 import { listenInNetns, NetnsHandle } from './netns-listener.js';
-import type { AddWorkloadRequest, NodeAgentHandler } from './node-agent.js';
+import { netnsIdentity } from './pod-cgroup.js';
+import type { AddWorkloadRequest, WorkloadHandler } from './zds-client.js';
 
 const log = logger('capture');
 
 export interface EnrolledPod extends CapturedPod {
-  netnsPath: string;
+  /** The namespace's identity (`net:[inode]`): a re-Add naming the same one changes nothing. */
+  netnsId: string;
+  workloadUids: string[];
   /** The namespace held open while the pod is enrolled (sockets made in it per connection). */
   netns: NetnsHandle;
   cgroupPath: string;
@@ -48,8 +51,10 @@ export interface EnrolledPodsInputs {
  * attribute stage (`onCaptured`), which refuses them until the pod's configuration and
  * certificate exist.
  */
-export class EnrolledPods implements NodeAgentHandler {
+export class EnrolledPods implements WorkloadHandler {
   private readonly pods = new Map<string, EnrolledPod>();
+  /** Pods by the uid their workload has in the configuration, where that is another name. */
+  private readonly byWorkload = new Map<string, EnrolledPod>();
 
   constructor(private readonly inputs: EnrolledPodsInputs) {
     const pods = this.pods;
@@ -63,8 +68,17 @@ export class EnrolledPods implements NodeAgentHandler {
     });
   }
 
+  /** A pod by its ZDS uid or by its workload's uid in the configuration. */
   get(uid: string): EnrolledPod | undefined {
-    return this.pods.get(uid);
+    return this.pods.get(uid) ?? this.byWorkload.get(uid);
+  }
+
+  has(uid: string): boolean {
+    return this.pods.has(uid);
+  }
+
+  list(): EnrolledPod[] {
+    return [...this.pods.values()];
   }
 
   uids(): string[] {
@@ -73,14 +87,16 @@ export class EnrolledPods implements NodeAgentHandler {
 
   async addWorkload(req: AddWorkloadRequest): Promise<void> {
     const existing = this.pods.get(req.uid);
-    if (existing && existing.netnsPath === req.netns && existing.cgroupPath === req.cgroup) return;
+    const netnsId = netnsIdentity(req.netns);
+    if (existing && existing.netnsId === netnsId && existing.cgroupPath === req.cgroup) return;
     if (existing) await this.delWorkload(req.uid);
     await this.inputs.bpf.attach({ id: pinIdOf(req.uid), cgroupPath: req.cgroup, netnsPath: req.netns });
     let pod: EnrolledPod | undefined;
     try {
       pod = {
         uid: req.uid,
-        netnsPath: req.netns,
+        workloadUids: workloadUidsOf(req),
+        netnsId,
         netns: new NetnsHandle(req.netns),
         cgroupPath: req.cgroup,
         outbound: [],
@@ -103,6 +119,7 @@ export class EnrolledPods implements NodeAgentHandler {
       );
     }
     this.pods.set(req.uid, pod);
+    for (const w of pod.workloadUids) if (w !== req.uid) this.byWorkload.set(w, pod);
     log.info({ pod: req.uid }, 'pod enrolled');
     this.inputs.onChange();
   }
@@ -111,6 +128,7 @@ export class EnrolledPods implements NodeAgentHandler {
     const pod = this.pods.get(uid);
     if (!pod) throw new ZmeshError('ZM_ERR_AGENT_UNKNOWN_WORKLOAD', { uid });
     this.pods.delete(uid);
+    for (const w of pod.workloadUids) if (this.byWorkload.get(w) === pod) this.byWorkload.delete(w);
     // Closing stops the pod's accepts at once; its open connections carry on and end on
     // their own. (close()'s callback waits for them: a pod removed with a connection open
     // held the node agent's request until it timed out, and capture stayed attached.)
@@ -138,6 +156,7 @@ export class EnrolledPods implements NodeAgentHandler {
       pod.netns.close();
     }
     this.pods.clear();
+    this.byWorkload.clear();
   }
 
   private listenOutbound(pod: EnrolledPod, host: string): Promise<Server> {
@@ -158,6 +177,18 @@ export class EnrolledPods implements NodeAgentHandler {
       },
     ).then(() => server);
   }
+}
+
+/**
+ * The uids the pod's workload may have in the configuration: the ZDS uid itself (the
+ * harness's config file), then Istio's `Kubernetes//Pod/<ns>/<name>` from the WorkloadInfo
+ * the agent sent (the control plane's).
+ */
+export function workloadUidsOf(req: AddWorkloadRequest): string[] {
+  const info = req.info;
+  return info?.name && info.namespace
+    ? [req.uid, `Kubernetes//Pod/${info.namespace}/${info.name}`]
+    : [req.uid];
 }
 
 /**

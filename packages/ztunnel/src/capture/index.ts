@@ -18,13 +18,11 @@ export {
   netnsCookieOf,
   socketInNetns,
 } from './netns-listener.js';
+export { checkPodNetns, findPodCgroup, kubeletPodCgroups, netnsIdentity } from './pod-cgroup.js';
+export { peerCred, SysError } from './sys.js';
 export {
   type AddWorkloadRequest,
-  MAX_AGENT_CONNECTIONS,
-  type NodeAgentHandler,
-  NodeAgentServer,
-  type NodeAgentServerOptions,
-} from './node-agent.js';
-export { AGENT_REQUEST_TIMEOUT_MS, NodeAgentClient } from './node-agent-client.js';
-export { decodeRequest, type NodeAgentReply, type NodeAgentRequest } from './node-agent-protocol.js';
-export { peerCred, SysError } from './sys.js';
+  type WorkloadHandler,
+  ZdsClient,
+  type ZdsClientOptions,
+} from './zds-client.js';

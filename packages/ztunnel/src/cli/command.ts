@@ -30,8 +30,12 @@ export function ztunnelCommand(): Command {
     .option('--tenant-max-connections <n>', 'per-tenant quota: open connections at once (default 4096)')
     .option('--capture-scope <name>', 'capture mode: BPF pin scope (default: the node name)')
     .option(
-      '--agent-socket <path>',
-      'capture mode: the node-agent Unix socket pods are enrolled through (needs root and BPF)',
+      '--zds-socket <path>',
+      "capture mode: the node agent's ZDS socket pods are enrolled through (Istio's protocol; needs root and BPF)",
+    )
+    .option(
+      '--cgroup-root <dir>',
+      "capture mode: where kubelet's pod cgroups are found (default: the cgroup v2 mount)",
     )
     .option(
       '--xds <host:port[,host:port…]>',

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
@@ -11,6 +12,7 @@ import {
   parseAccessLogMode,
   parseNamespaceModes,
   RootsFileWatcher,
+  seqpacketUnavailableReason,
   startFailure,
   TokenFile,
   TrustBundle,
@@ -39,7 +41,8 @@ export interface ZtunnelCommandOptions {
   adminPort: string;
   metricsPort: string;
   readyPort: string;
-  agentSocket?: string;
+  zdsSocket?: string;
+  cgroupRoot?: string;
   captureScope?: string;
   fairness?: string;
   tenantConnectRate?: string;
@@ -116,8 +119,15 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     tenancy: { fairness: opts.fairness !== 'off', limits: tenantLimits(opts) },
     accessLog: accessLogPolicy(opts) as AccessLogPolicy,
     ...(backoff ? { certBackoff: backoff } : {}),
-    ...(opts.agentSocket
-      ? { capture: await captureMode(opts.captureScope ?? opts.node!, opts.agentSocket, registry) }
+    ...(opts.zdsSocket
+      ? {
+          capture: await captureMode(
+            opts.captureScope ?? opts.node!,
+            opts.zdsSocket,
+            opts.cgroupRoot ?? cgroup2Mount(),
+            registry,
+          ),
+        }
       : {}),
   });
   const undrain = drainOnCertChange(ztunnel.certs, ztunnel.pool);
@@ -137,7 +147,7 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
   }
   const optimizer = new OptimizerGate({ ready: () => ztunnel.readiness().ready });
   const reclaim = new IdleReclaim({ registry });
-  if (!opts.agentSocket)
+  if (!opts.zdsSocket)
     log.warn('explicit-proxy mode: no capture, no strict inbound; attribution comes from forward listeners');
   await new Promise<void>((resolve) => {
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
@@ -296,12 +306,21 @@ async function controlPlaneMode(opts: ZtunnelCommandOptions, config?: LocalConfi
 }
 
 /** Capture mode needs root and BPF; without them the reason is printed and nothing starts. */
-async function captureMode(scope: string, agentSocket: string, registry: Registry) {
+async function captureMode(scope: string, zdsSocket: string, cgroupRoot: string, registry: Registry) {
   const { BpfCapture } = await import('../capture/index.js');
-  const why = await BpfCapture.unavailableReason();
+  const why = (await BpfCapture.unavailableReason()) ?? seqpacketUnavailableReason();
   if (why) {
     console.error(`zmesh ztunnel: capture mode unavailable: ${why}`);
     process.exit(2);
   }
-  return { bpf: new BpfCapture({ node: scope, registry }), agentSocket };
+  return { bpf: new BpfCapture({ node: scope, registry }), zdsSocket, cgroupRoot };
+}
+
+/** Where the cgroup v2 hierarchy is mounted (kubelet's pod cgroups sit under it). */
+function cgroup2Mount(): string {
+  for (const line of readFileSync('/proc/mounts', 'utf8').split('\n')) {
+    const [, dir, type] = line.split(' ');
+    if (type === 'cgroup2' && dir !== undefined) return dir.replace(/\\040/g, ' ');
+  }
+  return '/sys/fs/cgroup';
 }

@@ -1,0 +1,78 @@
+import { decodeWaypointConfig } from '@zmesh/waypoint';
+import test from 'ava';
+import { ControlPlane } from './control-plane.js';
+
+const SHOP = `kind: Namespace
+metadata: { name: shop, labels: { istio.io/dataplane-mode: ambient, istio.io/use-waypoint: waypoint } }
+---
+kind: Gateway
+metadata: { name: waypoint, namespace: shop }
+spec: { gatewayClassName: istio-waypoint, addresses: [{ value: 10.3.0.1 }] }
+---
+kind: Pod
+metadata: { name: waypoint, namespace: shop, labels: { gateway.networking.k8s.io/gateway-name: waypoint } }
+spec: { serviceAccountName: waypoint, nodeName: node-w }
+status: { podIP: 10.3.0.1 }
+---
+kind: Service
+metadata: { name: web, namespace: shop }
+spec: { clusterIP: 10.96.0.20, selector: { app: web }, ports: [{ name: http, port: 80, targetPort: 8080 }] }
+`;
+
+const CUSTOM = `kind: AuthorizationPolicy
+metadata: { name: ext-authz, namespace: shop }
+spec:
+  targetRefs: [{ kind: Gateway, group: gateway.networking.k8s.io, name: waypoint }]
+  action: CUSTOM
+  rules: [{ to: [{ operation: { paths: ["/admin*"] } }] }]
+`;
+
+const BAD_ROUTE = `kind: HTTPRoute
+metadata: { name: split, namespace: shop }
+spec:
+  parentRefs: [{ kind: Service, name: web }]
+  rules:
+    - backendRefs: [{ name: web, port: 80, weight: -5 }]
+`;
+
+function controlPlane(t: { teardown(f: () => Promise<void>): void }): ControlPlane {
+  const cp = new ControlPlane({
+    trustDomain: 'cluster.local',
+    validateWaypointConfig: (config) => {
+      const decoded = decodeWaypointConfig(config, 'waypoint');
+      return decoded.ok ? [] : decoded.error.map((r) => r.replace(/^waypoint: /, ''));
+    },
+  });
+  t.teardown(() => cp.stop());
+  return cp;
+}
+
+test('with the waypoint decoder wired, apply refuses what the waypoint would NACK, on the object at fault', (t) => {
+  const cp = controlPlane(t);
+  t.true(cp.store.applyYaml(SHOP, 'shop.yaml').ok);
+  const custom = cp.store.applyYaml(CUSTOM, 'custom.yaml');
+  t.false(custom.ok);
+  const reasons = custom.ok ? [] : custom.error;
+  t.log(reasons);
+  t.true(reasons.length > 0);
+  t.true(
+    reasons.every((r) => r.startsWith('custom.yaml#0 (AuthorizationPolicy shop/ext-authz): spec.action')),
+    reasons.join('\n'),
+  );
+  const route = cp.store.applyYaml(BAD_ROUTE, 'route.yaml');
+  const routeReasons = route.ok ? [] : route.error;
+  t.log(routeReasons);
+  t.true(routeReasons.length > 0);
+  t.true(
+    routeReasons.every((r) => r.startsWith('route.yaml#0 (HTTPRoute shop/split): spec.rules[0]')),
+    routeReasons.join('\n'),
+  );
+  t.is(cp.store.view().objects.size, 4, 'nothing of either was stored');
+});
+
+test('without the decoder (the library default) those pass admission and the waypoint NACKs them', (t) => {
+  const cp = new ControlPlane({ trustDomain: 'cluster.local' });
+  t.teardown(() => cp.stop());
+  t.true(cp.store.applyYaml(SHOP).ok);
+  t.true(cp.store.applyYaml(CUSTOM).ok);
+});

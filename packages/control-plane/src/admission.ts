@@ -1,0 +1,114 @@
+import { convertAuthorizationPolicy } from '@zmesh/shared';
+import {
+  type AuthorizationPolicyObject,
+  type StoreObject,
+  USE_WAYPOINT_LABEL,
+  WAYPOINT_CLASS,
+} from './k8s-objects.js';
+
+/**
+ * Admission, like a validating webhook: given every object the store would hold after a
+ * change, returns every reason the control plane would not serve them as written, each as
+ * `<where>: <path>: <reason>` (where = `file#doc (Kind ns/name)`). Empty: admit. Pure and
+ * synchronous, so any store (file, sqlite, etcd) calls it before it commits.
+ *
+ * It runs the checks serving runs, not copies of them: an AuthorizationPolicy goes through
+ * `convertAuthorizationPolicy`, the compiler's own conversion, so a policy that apply admits
+ * is a policy the compiler serves; references the compiler resolves (a waypoint named by
+ * `istio.io/use-waypoint`, a pod's IPs) must resolve here.
+ */
+export function admit(
+  objects: ReadonlyMap<string, StoreObject>,
+  originOf: (key: string) => string | undefined = () => undefined,
+): string[] {
+  const reasons: string[] = [];
+  const where = (key: string, o: StoreObject) =>
+    originOf(key) ?? `${o.kind} ${o.metadata.namespace ? `${o.metadata.namespace}/` : ''}${o.metadata.name}`;
+  const waypoints = new Set<string>();
+  const namespaces = new Set<string>();
+  for (const o of objects.values()) {
+    if (o.kind === 'Namespace') namespaces.add(o.metadata.name);
+    if (o.kind === 'Gateway' && o.spec.gatewayClassName === WAYPOINT_CLASS)
+      waypoints.add(`${o.metadata.namespace}/${o.metadata.name}`);
+  }
+  const ipOwner = new Map<string, string>();
+  for (const [key, o] of objects) {
+    const at = where(key, o);
+    if (o.kind === 'AuthorizationPolicy') {
+      for (const r of policyReasons(o)) reasons.push(`${at}: ${r}`);
+    }
+    if (o.kind === 'Pod' && !namespaces.has(o.metadata.namespace)) {
+      // Its namespace decides ambient enrollment and the waypoint: a pod without one would
+      // be served as plaintext, silently out of the mesh.
+      reasons.push(`${at}: metadata.namespace: namespace ${o.metadata.namespace} is not in the config`);
+    }
+    if (o.kind === 'Pod') {
+      // Two pods with one IP would make source attribution ambiguous.
+      for (const ip of o.status.podIPs) {
+        const other = ipOwner.get(ip);
+        if (other !== undefined) reasons.push(`${at}: status.podIPs: ${ip} is also the IP of ${other}`);
+        else ipOwner.set(ip, key);
+      }
+    }
+    if (o.kind === 'Namespace' || o.kind === 'Pod' || o.kind === 'Service') {
+      const name = o.metadata.labels[USE_WAYPOINT_LABEL];
+      const ns = o.kind === 'Namespace' ? o.metadata.name : o.metadata.namespace;
+      if (name !== undefined && name !== '' && name !== 'none' && !waypoints.has(`${ns}/${name}`)) {
+        reasons.push(
+          `${at}: metadata.labels.${USE_WAYPOINT_LABEL}: names waypoint ${ns}/${name}, but no Gateway ` +
+            `${ns}/${name} with gatewayClassName ${WAYPOINT_CLASS} is in the config`,
+        );
+      }
+    }
+  }
+  return reasons;
+}
+
+/** Store objects are immutable and shared between views: each policy is converted once. */
+const converted = new WeakMap<AuthorizationPolicyObject, readonly string[]>();
+
+function policyReasons(p: AuthorizationPolicyObject): readonly string[] {
+  let reasons = converted.get(p);
+  if (reasons === undefined) {
+    const result = convertAuthorizationPolicy(p.raw);
+    reasons = result.ok ? [] : result.error;
+    converted.set(p, reasons);
+  }
+  return reasons;
+}
+
+/** Checks one compiled waypoint config as the waypoint will (its own decoder): reasons `path: reason`. */
+export type WaypointValidator = (config: Record<string, unknown>) => readonly string[];
+
+/**
+ * Admission for what the waypoint validates itself: each waypoint's compiled config goes
+ * through the waypoint's decoder (the control-plane daemon wires `decodeWaypointConfig`),
+ * and each reason is put on the object it came from — `httpRoutes[i]` on that HTTPRoute,
+ * `authorizationPolicies[i]` on that AuthorizationPolicy (their `spec` fields pass through
+ * as written), anything else on the Gateway.
+ */
+export function admitWaypointConfigs(
+  waypoints: ReadonlyArray<{ name: string; config: Record<string, unknown> }>,
+  validate: WaypointValidator,
+  originOf: (key: string) => string | undefined,
+): string[] {
+  const out = new Set<string>();
+  for (const w of waypoints) {
+    const [namespace = '', gateway = ''] = w.name.split('/');
+    for (const reason of validate(w.config)) {
+      const m = /^(httpRoutes|authorizationPolicies)\[(\d+)\]\.(.*)$/s.exec(reason);
+      const list = m ? (w.config[m[1] as string] as Array<{ name?: string; namespace?: string }>) : undefined;
+      const entry = m ? list?.[Number(m[2])] : undefined;
+      if (m && entry?.name !== undefined) {
+        const kind = m[1] === 'httpRoutes' ? 'HTTPRoute' : 'AuthorizationPolicy';
+        const key = `${kind}/${entry.namespace ?? namespace}/${entry.name}`;
+        const rest = (m[3] as string).replace(/^(rules|hostnames|parentRefs|targetRefs|action)/, 'spec.$1');
+        out.add(`${originOf(key) ?? key}: ${rest} (as waypoint ${w.name} reads it)`);
+      } else {
+        const key = `Gateway/${namespace}/${gateway}`;
+        out.add(`${originOf(key) ?? key}: waypoint config: ${reason}`);
+      }
+    }
+  }
+  return [...out];
+}

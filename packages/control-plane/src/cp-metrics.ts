@@ -1,0 +1,79 @@
+import { EVENT_LOOP_SAMPLE_MS } from '@zmesh/shared';
+import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
+
+/**
+ * The control plane's Prometheus metrics (`GET /metrics` on the admin endpoint). One
+ * registry per control plane, as each proxy keeps its own (MeshMetrics), so several control
+ * planes in one test process count apart. Labels are bounded: a source kind, never a name.
+ */
+export class ControlPlaneMetrics {
+  readonly registry = new Registry();
+  /** Applies, deletes and reloads refused by admission or parsing, by where they came from. */
+  readonly configRejections = new Counter({
+    name: 'zmesh_cp_config_rejections_total',
+    help: 'Config changes refused whole (admission, parse); the running config is unchanged',
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
+  readonly configChanges = new Counter({
+    name: 'zmesh_cp_config_changes_total',
+    help: 'Config changes committed (apply, delete, reload, ns l7)',
+    registers: [this.registry],
+  });
+  readonly configGeneration = new Gauge({
+    name: 'zmesh_cp_config_generation',
+    help: 'Generation of the config being served',
+    registers: [this.registry],
+  });
+  /** Set by the control plane on every scrape and status change. */
+  readonly waypointsNotReady = new Gauge({
+    name: 'zmesh_cp_waypoints_not_ready',
+    help: 'Waypoints that workloads or services use but no connected waypoint proxy has ACKed (their L7 traffic fails closed)',
+    registers: [this.registry],
+  });
+  readonly connectedProxies = new Gauge({
+    name: 'zmesh_cp_connected_proxies',
+    help: 'Proxies (ztunnels, waypoints) with an open xDS stream',
+    registers: [this.registry],
+  });
+  readonly adminUnauthorized = new Counter({
+    name: 'zmesh_cp_admin_unauthorized_total',
+    help: 'Admin requests refused for a missing or wrong bearer token',
+    registers: [this.registry],
+  });
+  /** Filled at scrape from the xDS server's counts (ProxyStatusRegistry.counts). */
+  readonly xdsPushes = new Counter({
+    name: 'zmesh_cp_xds_pushes_total',
+    help: 'Delta xDS responses sent, by type',
+    labelNames: ['type'] as const,
+    registers: [this.registry],
+  });
+  readonly xdsAcks = new Counter({
+    name: 'zmesh_cp_xds_acks_total',
+    help: 'Responses proxies ACKed, by type',
+    labelNames: ['type'] as const,
+    registers: [this.registry],
+  });
+  readonly xdsNacks = new Counter({
+    name: 'zmesh_cp_xds_nacks_total',
+    help: 'Responses proxies NACKed (rejected), by type; proxy-status has the reasons',
+    labelNames: ['type'] as const,
+    registers: [this.registry],
+  });
+  readonly csrs = new Counter({
+    name: 'zmesh_cp_csrs_total',
+    help: 'Workload certificate signing requests that reached the signer, by outcome (signed, failed)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly ready = new Gauge({
+    name: 'zmesh_cp_ready',
+    help: '1 when the control plane can serve (config loaded, store answering), else 0',
+    registers: [this.registry],
+  });
+
+  constructor(options: { defaultMetrics?: boolean } = {}) {
+    if (options.defaultMetrics)
+      collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
+  }
+}
