@@ -41,10 +41,10 @@ sqliteTest('a refused apply writes nothing', async (t) => {
   const dir = await stateDir(t);
   const state = SqliteStateStore.open(dir);
   const store = new ConfigStore({ state });
-  t.true(store.applyYaml(podYaml('a', '10.1.0.1')).ok);
-  // Same IP as pod a: refused by the cross checks, before the store.
+  t.true(store.applyYaml([NAMESPACE_YAML, podYaml('a', '10.1.0.1')].join('---\n')).ok);
+  // Same IP as pod a: refused by admission, before the store.
   t.false(store.applyYaml([podYaml('c', '10.1.0.3'), podYaml('d', '10.1.0.1')].join('---\n')).ok);
-  t.deepEqual([...state.load().objects.keys()], ['Pod/ns1/a']);
+  t.deepEqual([...state.load().objects.keys()].sort(), ['Namespace//ns1', 'Pod/ns1/a']);
   state.close();
 });
 
