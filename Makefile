@@ -2,12 +2,20 @@
 # Debian machine. See README.md.
 SHELL := /bin/bash
 STAMP := node_modules/.zmesh-bootstrap
+# Every target runs on the pinned Node LTS that scripts/bootstrap.sh installs in .tools/node
+# (pnpm, tsc, ava, the tests' pods and the bench included), not on the machine's node.
+NODE := .tools/node/bin/node
+export PATH := $(CURDIR)/.tools/node/bin:$(PATH)
 
-.PHONY: all bootstrap build bpf native lint test demo bench image clean
+.PHONY: all bootstrap build bpf native lint test fuzz demo bench image clean
 
 all: build
 
-$(STAMP): package.json pnpm-lock.yaml scripts/bootstrap.sh
+$(NODE): scripts/bootstrap.sh
+	@scripts/bootstrap.sh node
+	@touch $(NODE)
+
+$(STAMP): package.json pnpm-lock.yaml scripts/bootstrap.sh $(NODE)
 	@scripts/bootstrap.sh
 	@touch $(STAMP)
 
@@ -34,6 +42,11 @@ lint: bootstrap
 
 test: build lint
 	@scripts/test.sh
+
+# Property-based fuzzing of the HBONE parsers (*-fuzz.test.ts) with a long budget; CI runs
+# the same targets with ZMESH_FUZZ_RUNS=300 and seed 38. FUZZ_RUNS=N FUZZ_SEED=S to change.
+fuzz: build
+	@ZMESH_LOG=fatal ZMESH_FUZZ_RUNS=$(or $(FUZZ_RUNS),20000) $(if $(FUZZ_SEED),ZMESH_FUZZ_SEED=$(FUZZ_SEED)) pnpm exec ava --timeout=10m $$(find packages -path '*/dist/*' -prune -o -name '*-fuzz.test.ts' -print)
 
 demo: build
 	@bin/zmesh demo

@@ -1,4 +1,5 @@
 import { connect } from 'node:net';
+import { isPeerAuthenticationPolicy } from '@zmesh/shared';
 import test from 'ava';
 import { echoes, startEcho, startMesh, waitFor, type XdsMesh } from './helpers/mesh.js';
 
@@ -46,7 +47,11 @@ test.before(async () => {
   });
   echo = await startEcho(ip('2.1'), 7000);
   open = await startEcho(ip('3.1'), 7000);
-  await waitFor(() => mesh.nodes.b.z.authorizer.store.list().length === 1, 5000);
+  await waitFor(
+    () =>
+      mesh.nodes.b.z.authorizer.store.list().filter((p) => !isPeerAuthenticationPolicy(p.name)).length === 1,
+    5000,
+  );
 });
 
 test.after.always(async () => {

@@ -99,3 +99,17 @@ test('zmesh ztunnel refuses a per-tenant quota flag that is not a positive integ
     t.regex(r.stderr, new RegExp(`${flag}: want a positive integer, got ${value}`));
   }
 });
+
+test('zmesh ztunnel refuses an HBONE admission limit that is not a positive integer', async (t) => {
+  for (const [flag, value] of [
+    ['--max-preauth-per-source', 'many'],
+    ['--max-preauth', '0'],
+    ['--handshake-timeout-ms', '-1'],
+    ['--fd-reserve', '2.5'],
+  ] as const) {
+    const r = await execa(ZMESH, ['ztunnel', '--node', 'n', flag, value], { reject: false });
+    t.is(r.exitCode, 2, flag);
+    t.regex(r.stderr, new RegExp(`${flag}: want a positive integer, got ${value}`));
+    t.is(r.stderr.trim().split('\n').length, 1, 'one line, no stack');
+  }
+});

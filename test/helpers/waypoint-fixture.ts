@@ -182,8 +182,14 @@ export async function startApp(name: string, host: string, port: number): Promis
   const app: App = { name, hits: 0, failWith: 0, close: () => {} };
   const handle = (
     req: http.IncomingMessage | http2.Http2ServerRequest,
-    res: http.ServerResponse | http2.Http2ServerResponse,
+    either: http.ServerResponse | http2.Http2ServerResponse,
   ) => {
+    // The two classes' writeHead overloads differ (@types/node 24); both take (status, headers).
+    const res: {
+      writeHead(status: number, headers: http.OutgoingHttpHeaders): unknown;
+      addTrailers(headers: http.OutgoingHttpHeaders): void;
+      end(body: string): unknown;
+    } = either;
     app.hits++;
     app.last = req.headers;
     const chunks: Buffer[] = [];

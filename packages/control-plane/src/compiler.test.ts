@@ -84,7 +84,9 @@ spec: { selector: { matchLabels: { app: a } }, action: DENY }
       dryRun: false,
     }),
   });
-  t.deepEqual(out.workloads.find((w) => w.name === 'a')?.authorizationPolicies, ['ns1/deny-a']);
-  t.deepEqual(out.workloads.find((w) => w.name === 'b')?.authorizationPolicies, []);
+  // Then the default STRICT peer authentication (peer-authentication.test.ts).
+  const strict = 'istio-system/istio_converted_static_strict';
+  t.deepEqual(out.workloads.find((w) => w.name === 'a')?.authorizationPolicies, ['ns1/deny-a', strict]);
+  t.deepEqual(out.workloads.find((w) => w.name === 'b')?.authorizationPolicies, [strict]);
   t.is(out.authorizations[0]?.name, 'deny-a');
 });

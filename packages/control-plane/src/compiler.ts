@@ -4,11 +4,13 @@ import {
   type AuthorizationPolicyObject,
   type GatewayObject,
   type NamespaceObject,
+  type PeerAuthenticationObject,
   type PodObject,
   type ServiceObject,
   USE_WAYPOINT_LABEL,
   WAYPOINT_CLASS,
 } from './k8s-objects.js';
+import { PeerAuthentications } from './peer-authentication.js';
 
 export { USE_WAYPOINT_LABEL };
 
@@ -28,6 +30,8 @@ export interface CompilerOptions {
   clusterId?: string;
   /** Converts a raw AuthorizationPolicy; undefined drops it (the authz helper supplies this). */
   convertPolicy?: (raw: Record<string, unknown>) => Authorization | undefined;
+  /** Istio's root namespace: its selector-less PeerAuthentication is mesh-wide. Default istio-system. */
+  rootNamespace?: string;
 }
 
 export interface CompiledConfig {
@@ -58,6 +62,7 @@ export class Compiler {
   >();
   readonly #services = new WeakMap<object, { ns: NamespaceObject | undefined; service: Service }>();
   readonly #policies = new WeakMap<AuthorizationPolicyObject, Authorization | undefined>();
+  #peerAuthMemo: { deps: object; value: PeerAuthentications } | undefined;
   #deps: { objects: readonly object[]; token: object } = { objects: [], token: {} };
 
   constructor(opts: CompilerOptions) {
@@ -77,13 +82,23 @@ export class Compiler {
       ),
       ...gateways.map((g) => this.#service(g, namespaces, () => waypointService(g, this.#hostnameOf))),
     ];
-    const deps = this.#depsToken([...kubeServices, ...gateways, ...policies]);
+    const peerAuthObjects = objectsOf(view, 'PeerAuthentication');
+    const deps = this.#depsToken([...kubeServices, ...gateways, ...policies, ...peerAuthObjects]);
+    const peerAuth = this.#peerAuth(peerAuthObjects, deps);
     let ctx: PodContext | undefined;
     const workloads = objectsOf(view, 'Pod').map((pod) => {
       const ns = namespaces.get(pod.metadata.namespace);
       const memo = this.#pods.get(pod);
       if (memo && memo.ns === ns && memo.deps === deps) return memo.workload;
-      ctx ??= podContext(namespaces, kubeServices, gateways, policies, this.#hostnameOf, this.#opts);
+      ctx ??= podContext(
+        namespaces,
+        kubeServices,
+        gateways,
+        policies,
+        peerAuth,
+        this.#hostnameOf,
+        this.#opts,
+      );
       const workload = compilePod(pod, ctx);
       this.#pods.set(pod, { ns, deps, workload });
       return workload;
@@ -93,6 +108,7 @@ export class Compiler {
       const converted = this.#policies.get(p);
       return converted ? [converted] : [];
     });
+    authorizations.push(...peerAuth.authorizations());
     const waypoints = compileWaypointConfigs({
       view,
       gateways,
@@ -117,6 +133,15 @@ export class Compiler {
     return service;
   }
 
+  /** Rebuilt only when a selector-bearing object changed (PeerAuthentications are among them). */
+  #peerAuth(objects: readonly PeerAuthenticationObject[], deps: object): PeerAuthentications {
+    if (this.#peerAuthMemo?.deps !== deps) {
+      const value = new PeerAuthentications(objects, this.#opts.rootNamespace ?? 'istio-system');
+      this.#peerAuthMemo = { deps, value };
+    }
+    return this.#peerAuthMemo.value;
+  }
+
   /** A new token whenever any selector-bearing object is added, removed or replaced. */
   #depsToken(objects: readonly object[]): object {
     const prev = this.#deps.objects;
@@ -133,6 +158,7 @@ interface PodContext {
   selectorIndex: Map<string, ServiceObject[]>;
   gateways: Map<string, GatewayObject>;
   policies: Map<string, AuthorizationPolicyObject[]>;
+  peerAuth: PeerAuthentications;
   hostnameOf: (name: string, ns: string) => string;
   opts: CompilerOptions;
 }
@@ -142,6 +168,7 @@ function podContext(
   services: ServiceObject[],
   gateways: GatewayObject[],
   policies: AuthorizationPolicyObject[],
+  peerAuth: PeerAuthentications,
   hostnameOf: (name: string, ns: string) => string,
   opts: CompilerOptions,
 ): PodContext {
@@ -159,6 +186,7 @@ function podContext(
     selectorIndex,
     gateways: new Map(gateways.map((g) => [`${g.metadata.namespace}/${g.metadata.name}`, g])),
     policies: byNs,
+    peerAuth,
     hostnameOf,
     opts,
   };
@@ -180,9 +208,13 @@ function compilePod(pod: PodObject, ctx: PodContext): Workload {
     serviceAccount: pod.spec.serviceAccountName,
     tunnelProtocol: ambient || isWaypoint ? 'HBONE' : 'NONE',
     services: podServices(pod, ctx),
-    authorizationPolicies: (ctx.policies.get(namespace) ?? [])
-      .filter((p) => policySelects(p, pod))
-      .map((p) => `${namespace}/${p.metadata.name}`),
+    authorizationPolicies: [
+      ...(ctx.policies.get(namespace) ?? [])
+        .filter((p) => policySelects(p, pod))
+        .map((p) => `${namespace}/${p.metadata.name}`),
+      // PeerAuthentication, folded in as Istio does; a waypoint's own pods take HBONE only.
+      ...(ambient && !isWaypoint ? ctx.peerAuth.keysFor(pod) : []),
+    ],
     status: pod.status.phase === undefined || pod.status.phase === 'Running' ? 'HEALTHY' : 'UNHEALTHY',
     canonicalName:
       labels['service.istio.io/canonical-name'] ?? labels['app.kubernetes.io/name'] ?? labels.app ?? name,

@@ -69,6 +69,23 @@ export interface DestinationRuleObject {
   raw: Record<string, unknown>;
 }
 
+/** Istio PeerAuthentication mTLS mode; UNSET inherits (workload → namespace → mesh → STRICT). */
+export type MtlsMode = 'UNSET' | 'STRICT' | 'PERMISSIVE' | 'DISABLE';
+export const MTLS_MODES: readonly MtlsMode[] = ['UNSET', 'STRICT', 'PERMISSIVE', 'DISABLE'];
+
+/** Istio PeerAuthentication (security.istio.io/v1), checked (docs/peer-authentication.md). */
+export interface PeerAuthenticationObject {
+  kind: 'PeerAuthentication';
+  metadata: Meta;
+  spec: {
+    /** matchLabels; absent: the whole namespace (the whole mesh in the root namespace). */
+    selector?: Record<string, string>;
+    mode: MtlsMode;
+    /** Target (container) port → mode; only with a selector. */
+    portLevelMtls: Record<number, MtlsMode>;
+  };
+}
+
 export type StoreObject =
   | NamespaceObject
   | PodObject
@@ -77,7 +94,8 @@ export type StoreObject =
   | GatewayObject
   | AuthorizationPolicyObject
   | HttpRouteObject
-  | DestinationRuleObject;
+  | DestinationRuleObject
+  | PeerAuthenticationObject;
 
 export type Kind = StoreObject['kind'];
 
@@ -90,6 +108,7 @@ export const KINDS: readonly Kind[] = [
   'Gateway',
   'HTTPRoute',
   'DestinationRule',
+  'PeerAuthentication',
 ];
 
 /** Identity of an object in the store: `Kind/namespace/name` (namespace empty for Namespace). */

@@ -4,6 +4,9 @@ import {
   KINDS,
   type Kind,
   type Meta,
+  MTLS_MODES,
+  type MtlsMode,
+  type PeerAuthenticationObject,
   type ServicePortSpec,
   type StoreObject,
 } from './k8s-objects.js';
@@ -47,6 +50,8 @@ export function parseObject(doc: unknown, reasons: string[]): StoreObject | unde
       return { kind: 'HTTPRoute', metadata, raw: doc };
     case 'DestinationRule':
       return { kind: 'DestinationRule', metadata, raw: doc };
+    case 'PeerAuthentication':
+      return parsePeerAuthentication(metadata, spec, reasons);
   }
 }
 
@@ -133,6 +138,59 @@ function parseGateway(metadata: Meta, doc: Obj, spec: Obj, status: Obj, reasons:
   const values = listed.map((a: unknown) => (isObj(a) ? a.value : a));
   const addresses = [...new Set(ips(values, 'spec.addresses', reasons))];
   return { kind: 'Gateway', metadata, spec: { gatewayClassName, addresses }, raw: doc };
+}
+
+const LABEL_KEY = /^([a-z0-9]([-a-z0-9.]*[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+
+/** Istio's validation (ValidatePeerAuthentication) plus the shapes zmesh reads. */
+function parsePeerAuthentication(metadata: Meta, spec: Obj, reasons: string[]): PeerAuthenticationObject {
+  const out: PeerAuthenticationObject = {
+    kind: 'PeerAuthentication',
+    metadata,
+    spec: { mode: mtlsMode(spec.mtls, 'spec.mtls', reasons), portLevelMtls: {} },
+  };
+  if (spec.selector !== undefined) {
+    const sel = isObj(spec.selector) ? spec.selector : undefined;
+    if (!sel) reasons.push('spec.selector: not a mapping');
+    const labels = stringMap(sel?.matchLabels, 'spec.selector.matchLabels', reasons);
+    for (const k of Object.keys(labels)) {
+      if (!LABEL_KEY.test(k) || k.length > 317)
+        reasons.push(`spec.selector.matchLabels: ${JSON.stringify(k)} is not a label key`);
+    }
+    if (sel && Object.keys(labels).length === 0)
+      reasons.push(
+        'spec.selector.matchLabels: must name at least one label (omit selector for the namespace)',
+      );
+    out.spec.selector = labels;
+  }
+  if (spec.portLevelMtls !== undefined) {
+    if (!isObj(spec.portLevelMtls)) reasons.push('spec.portLevelMtls: not a mapping');
+    else if (spec.selector === undefined)
+      reasons.push('spec.portLevelMtls: needs spec.selector (a namespace or mesh policy has no port level)');
+    for (const [k, v] of Object.entries(isObj(spec.portLevelMtls) ? spec.portLevelMtls : {})) {
+      const path = `spec.portLevelMtls.${k}`;
+      const port = /^[0-9]+$/.test(k) ? Number(k) : Number.NaN;
+      if (!Number.isInteger(port) || port < 1 || port > 65535) {
+        reasons.push(`${path}: ${JSON.stringify(k)} is not a port in 1..65535`);
+        continue;
+      }
+      if (!isObj(v)) reasons.push(`${path}: not a mapping`);
+      out.spec.portLevelMtls[port] = mtlsMode(v, path, reasons);
+    }
+  }
+  return out;
+}
+
+function mtlsMode(value: unknown, path: string, reasons: string[]): MtlsMode {
+  if (value === undefined || value === null) return 'UNSET';
+  if (!isObj(value)) {
+    reasons.push(`${path}: not a mapping`);
+    return 'UNSET';
+  }
+  const mode = value.mode ?? 'UNSET';
+  if (typeof mode === 'string' && (MTLS_MODES as readonly string[]).includes(mode)) return mode as MtlsMode;
+  reasons.push(`${path}.mode: ${JSON.stringify(mode)} is not one of ${MTLS_MODES.join(', ')}`);
+  return 'UNSET';
 }
 
 function ips(values: unknown[], path: string, reasons: string[]): string[] {

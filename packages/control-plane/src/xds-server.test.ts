@@ -71,7 +71,8 @@ test('a malformed Address is NACKed with its reason, shown in proxy status; the 
     await removeDir(dir);
   });
   await client.start();
-  const before = await snapshotWhere(client, (s) => s.workloads.has(UID_A));
+  // Both types in: the static STRICT policy (PeerAuthentication) may come in a later batch.
+  const before = await snapshotWhere(client, (s) => s.workloads.has(UID_A) && s.authorizations.size > 0);
   const bad = encodeMessage('istio.workload.Address', {
     workload: {
       uid: 'Kubernetes//Pod/ns1/bad',

@@ -6,6 +6,7 @@ import {
   logger,
   MeshMetrics,
   type Result,
+  registerTaskFailures,
   type Service,
   type TrustBundle,
   type TunnelRequest,
@@ -78,6 +79,7 @@ export class Waypoint {
     this.#credential = opts.credential;
     this.#clock = opts.clock ?? systemClock;
     this.metrics = opts.metrics ?? new MeshMetrics();
+    registerTaskFailures(this.metrics.registry);
     this.waypointMetrics = new WaypointMetrics(this.metrics.registry);
     this.#view = new ConfigView(opts.config);
     this.#tunnels = new TunnelPool({ credential: () => this.#credential, bundle: opts.bundle });

@@ -41,4 +41,4 @@ export {
   type XdsConfigSourceOptions,
 } from './state/xds-config-source.js';
 export * from './tenancy/index.js';
-export { DEFAULT_PORTS, toCredential, Ztunnel, type ZtunnelOptions } from './ztunnel.js';
+export { DEFAULT_PORTS, type InboundLimits, toCredential, Ztunnel, type ZtunnelOptions } from './ztunnel.js';

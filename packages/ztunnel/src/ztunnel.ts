@@ -6,11 +6,15 @@ import {
   type Credential,
   connectHbone,
   countError,
+  FdReserve,
   isZmeshError,
   logger,
   MeshMetrics,
+  nofileLimit,
   ok,
+  PreauthLimiter,
   type Result,
+  registerTaskFailures,
   spiffeIdOf,
   type TrustBundle,
   type Workload,
@@ -23,10 +27,12 @@ import { InboundAuthorizer } from './authz/inbound-authorizer.js';
 import type { BpfCapture } from './capture/bpf-capture.js';
 import { type EnrolledPod, EnrolledPods } from './capture/enrolled-pods.js';
 import { connectInNetns, listenInNetns } from './capture/netns-listener.js';
+import { PlaintextRedirects } from './capture/plaintext-redirect.js';
 import { ZdsClient } from './capture/zds-client.js';
 import { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
 import { type CertificateSigner, CertManager, DEFAULT_MAX_CSRS_IN_FLIGHT } from './identity/cert-manager.js';
 import { InboundListener, type ListenTarget } from './inbound/inbound-listener.js';
+import { PlaintextInbound } from './inbound/plaintext-inbound.js';
 import { ForwardListener } from './outbound/forward-listener.js';
 import type { OutboundInputs, PassthroughPolicy } from './outbound/outbound-handler.js';
 import { type TenancyOptions, TenantAdmission } from './outbound/tenant-admission.js';
@@ -70,6 +76,19 @@ export interface ZtunnelOptions {
   accessLog?: AccessLogPolicy;
   /** Where access-log lines go (tests); default the batched access logger. */
   accessLogSink?: AccessLogInputs['sink'];
+  /** Bounds on connections to the HBONE ports before they authenticate (docs/hardening.md). */
+  inboundLimits?: InboundLimits;
+}
+
+export interface InboundLimits {
+  /** Unauthenticated connections one source address may hold (default 64). */
+  maxPreauthPerSource?: number;
+  /** Unauthenticated connections in total, all pods of the node together (default 1024). */
+  maxPreauth?: number;
+  /** TLS + HTTP/2 preface + first SETTINGS deadline (default 10 s). */
+  handshakeTimeoutMs?: number;
+  /** fds kept free: new inbound connections are refused below it (default 256; 0 turns it off). */
+  fdReserve?: number;
 }
 
 export const DEFAULT_PORTS = { admin: 15000, metrics: 15020, ready: 15021 };
@@ -85,11 +104,19 @@ export class Ztunnel {
   readonly certs: CertManager;
   readonly pool: HbonePool;
   readonly authorizer: InboundAuthorizer;
+  /** Plaintext from outside the mesh, decided by PeerAuthentication folded into Authorization. */
+  readonly plaintext: PlaintextInbound;
+  /** Capture mode: the in-pod redirect of plaintext into `plaintext` for workloads not STRICT. */
+  private readonly redirects?: PlaintextRedirects;
   readonly tenancy: TenantAdmission;
   readonly accessLog: AccessLog;
   private state = ProxyState.empty();
   private forwardConfigs: readonly ForwardConfig[] = [];
   private readonly inbound = new Map<string, InboundListener>();
+  /** One bound for every pod's 15008: the fds it protects are the process's. */
+  private readonly preauth: PreauthLimiter;
+  /** Refuses new inbound connections while the process is short of fds. */
+  private readonly fdReserve: FdReserve | undefined;
   private readonly forwards = new Map<string, ForwardListener>();
   private readonly admin: AdminServers;
   private readonly outbound: OutboundInputs;
@@ -105,6 +132,7 @@ export class Ztunnel {
       defaultMetrics: options.defaultMetrics ?? true,
       ...(options.registry ? { registry: options.registry } : {}),
     });
+    registerTaskFailures(this.metrics.registry);
     const certQueue = new FairScheduler({
       name: 'cert_requests',
       mode: options.tenancy?.fairness === false ? 'fifo' : 'fair',
@@ -120,6 +148,19 @@ export class Ztunnel {
       toCredential,
     });
     this.certs.on('rotated', (identity: string, cred: Credential) => this.onRotated(identity, cred));
+    this.preauth = new PreauthLimiter({
+      ...(options.inboundLimits?.maxPreauthPerSource
+        ? { perSource: options.inboundLimits.maxPreauthPerSource }
+        : {}),
+      ...(options.inboundLimits?.maxPreauth ? { total: options.inboundLimits.maxPreauth } : {}),
+    });
+    const reserve = options.inboundLimits?.fdReserve;
+    this.fdReserve = reserve === 0 ? undefined : new FdReserve(reserve === undefined ? {} : { reserve });
+    const nofile = nofileLimit();
+    log.info(
+      { soft: nofile?.soft, hard: nofile?.hard, reserve: this.fdReserve?.reserve ?? 0 },
+      'open-file limit (RLIMIT_NOFILE; Node raises soft to hard at start)',
+    );
     this.tenancy = new TenantAdmission(options.tenancy ?? {}, this.metrics.registry);
     this.accessLog = new AccessLog({
       registry: this.metrics.registry,
@@ -127,6 +168,16 @@ export class Ztunnel {
       ...(options.accessLogSink ? { sink: options.accessLogSink } : {}),
     });
     this.authorizer = new InboundAuthorizer(this.metrics.registry, (uid) => this.state.workload(uid));
+    this.plaintext = new PlaintextInbound({
+      state: () => this.state,
+      connectApp: (uid) => {
+        const w = this.state.workload(uid);
+        return w ? this.appConnector(w) : (this.options.connectApp ?? loopbackAppConnector);
+      },
+      authorizer: this.authorizer,
+      accessLog: this.accessLog,
+      registry: this.metrics.registry,
+    });
     this.pool = new HbonePool({ ...options.pool, metrics: this.metrics, connect: (key) => this.dial(key) });
     this.outbound = {
       state: () => this.state,
@@ -153,6 +204,7 @@ export class Ztunnel {
         registry: this.metrics.registry,
         sendBufferBytes: this.tenancy.appSendBufferBytes,
       });
+      this.redirects = new PlaintextRedirects((uid, socket, dst) => this.plaintext.serve(uid, socket, dst));
       this.agent = new ZdsClient(this.captured, {
         path: options.capture.zdsSocket,
         cgroupRoot: options.capture.cgroupRoot,
@@ -270,6 +322,7 @@ export class Ztunnel {
     this.certs.stop();
     this.agent?.close();
     await this.captured?.close();
+    await this.redirects?.close();
     this.pool.close();
     this.tenancy.close();
     await Promise.all([...this.forwards.values()].map((f) => f.close()));
@@ -292,6 +345,13 @@ export class Ztunnel {
       if (cred) await this.ensureInbound(w, cred);
       else this.certs.prefetch(spiffeIdOf(w));
     }
+    await this.redirects?.reconcile(
+      [...local.values()].flatMap((w) => {
+        const pod = this.captured?.get(w.uid);
+        if (!pod || !this.inbound.has(w.uid) || !this.authorizer.acceptsPlaintext(w)) return [];
+        return [{ uid: w.uid, netns: pod.netns, addresses: w.addresses }];
+      }),
+    );
     await this.reconcileForwards();
   }
 
@@ -308,6 +368,11 @@ export class Ztunnel {
       accessLog: this.accessLog,
       ...(this.tenancy.inboundCopy ? { copy: this.tenancy.inboundCopy } : {}),
       streamWindows: this.tenancy.streamWindows,
+      preauth: this.preauth,
+      ...(this.fdReserve ? { gate: this.fdReserve } : {}),
+      ...(this.options.inboundLimits?.handshakeTimeoutMs
+        ? { handshakeTimeoutMs: this.options.inboundLimits.handshakeTimeoutMs }
+        : {}),
     });
     this.inbound.set(w.uid, listener);
     boundFor.set(listener, inboundKey(w));

@@ -46,8 +46,8 @@ export interface Budget {
   idleConnections: number;
   /**
    * Pause before reading memory, so allocations after the last handshake are counted and
-   * the proxies' IdleReclaim has run (6 s into the quiet, which its 2 s samples see
-   * starting up to 4 s after the work: 10 s).
+   * the proxies' IdleReclaim has run (8 s into the quiet, which its 2 s samples see
+   * starting up to 4 s after the work: 12 s).
    */
   settleMs: number;
   /**
@@ -74,7 +74,7 @@ export const FULL: Budget = {
   httpSeconds: 5,
   httpWarmupSeconds: 2,
   idleConnections: 1000,
-  settleMs: 12_000,
+  settleMs: 14_000,
   restMs: 45_000,
   rounds: 3,
 };

@@ -59,7 +59,7 @@ async function checkIdle(t: ExecutionContext, child: ResultPromise, address: str
     argv.some((a) => a.endsWith('/dist/bundle/main.js')),
     argv.join(' '),
   );
-  // IdleReclaim samples every 2 s: start-up is work, and ~6 s into the quiet after it the
+  // IdleReclaim samples every 2 s: start-up is work, and ~8 s into the quiet after it the
   // proxy reclaims (QUIET_BEFORE_RECLAIM_MS).
   const reclaims = await reclaimsWithin(address, 3);
   t.true(reclaims >= 1, `zmesh_memory_reclaims_total ${reclaims} within 30 s of ready`);

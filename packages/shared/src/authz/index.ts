@@ -5,6 +5,12 @@ export {
   type TargetRef,
 } from './authorization-policy.js';
 export {
+  convertedPeerAuthenticationName,
+  isPeerAuthenticationPolicy,
+  STATIC_STRICT_POLICY_NAME,
+  staticStrictPolicy,
+} from './peer-authentication.js';
+export {
   type Action,
   type Address,
   type Authorization,

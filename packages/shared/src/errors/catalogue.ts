@@ -93,6 +93,30 @@ export const CATALOGUE = {
     status: 400,
     flag: 'DC',
   },
+  ZM_ERR_HBONE_HANDSHAKE_TIMEOUT: {
+    message:
+      'connection from {source} did not finish TLS and the HTTP/2 preface within {timeoutMs} ms ({stage})',
+    status: 408,
+    flag: 'UT',
+  },
+  ZM_ERR_HBONE_PREAUTH_LIMIT: {
+    message:
+      'connection from {source} refused: {pending} unauthenticated connections ({scope} limit {limit})',
+    status: 503,
+    flag: 'UO',
+  },
+  ZM_ERR_HBONE_FLOOD: {
+    message: 'peer flooded HTTP/2 {kind}: {count} over the limit of {limit}',
+    status: 400,
+    flag: 'DC',
+  },
+  ZM_ERR_FD_RESERVE: {
+    message:
+      'connection from {source} refused: {open} of {limit} file descriptors open, {reserve} kept in reserve',
+    status: 503,
+    flag: 'UO',
+  },
+  ZM_ERR_TASK_FAILED: { message: 'periodic task {task} failed: {reason}', status: 500, flag: 'INT' },
   ZM_ERR_AUTHZ_DENIED: { message: 'denied by policy {policy}', status: 401, flag: 'UAEX' },
   ZM_ERR_AUTHZ_STALE: {
     message: 'policies for {workload} are {ageSeconds} s stale, over {maxSeconds} s: new connections refused',

@@ -105,6 +105,33 @@ export const REMEDIES = {
       'A peer broke HTTP/2: a malformed frame, a flow-control violation, an oversized header block or a flood of control frames.',
     remedy: 'Investigate the peer named in the log; the connection or stream was closed.',
   },
+  ZM_ERR_HBONE_HANDSHAKE_TIMEOUT: {
+    cause:
+      'A connection to an HBONE port did not finish TLS, the HTTP/2 preface and its first SETTINGS within the deadline; the socket was closed.',
+    remedy:
+      'Nothing to do for one; many from one source are an idle-connection attack or a client behind a very slow link.',
+  },
+  ZM_ERR_HBONE_PREAUTH_LIMIT: {
+    cause:
+      'Too many connections to HBONE ports had not yet authenticated, from this source or in total; the new one was closed at once.',
+    remedy:
+      'Investigate the source named in the log; raise --max-preauth-per-source or --max-preauth only for a legitimate burst.',
+  },
+  ZM_ERR_HBONE_FLOOD: {
+    cause:
+      'A peer sent more HTTP/2 frames of one kind than the limits allow (empty frames, CONTINUATION, PRIORITY, SETTINGS, resets); the connection got GOAWAY ENHANCE_YOUR_CALM.',
+    remedy: 'Investigate the peer named in the log; docs/hardening.md lists the limits.',
+  },
+  ZM_ERR_FD_RESERVE: {
+    cause:
+      'The proxy is close to its open-file limit and keeps a reserve for established flows and control traffic; new inbound connections are refused until fds are free.',
+    remedy:
+      'Raise the hard RLIMIT_NOFILE of the proxy, or find who holds so many connections (metrics by source).',
+  },
+  ZM_ERR_TASK_FAILED: {
+    cause: 'A periodic task (a timer, probe or collector) threw; the failure was caught, logged and counted.',
+    remedy: 'A bug: report the task name and the log line; the proxy keeps running.',
+  },
   ZM_ERR_AUTHZ_DENIED: {
     cause: 'An authorization policy denied the connection or request (or no ALLOW policy matched).',
     remedy: 'Check the named policy against the source principal, namespace, addresses and ports.',

@@ -15,6 +15,9 @@ export class HboneMetrics {
   readonly handshakeFailures: Counter<'reason'>;
   readonly inboundSessions: Gauge;
   readonly inboundStreams: Gauge;
+  readonly refusedConnections: Counter<'reason'>;
+  readonly preauthConnections: Gauge;
+  readonly floods: Counter<'kind'>;
 
   private constructor(registry: Registry) {
     const registers = [registry];
@@ -32,6 +35,23 @@ export class HboneMetrics {
     this.inboundStreams = new Gauge({
       name: 'zmesh_hbone_inbound_streams',
       help: 'Open CONNECT streams on HBONE listeners',
+      registers,
+    });
+    this.refusedConnections = new Counter({
+      name: 'zmesh_hbone_refused_connections_total',
+      help: 'Connections to HBONE listeners closed before authentication: handshake_timeout, preauth_source, preauth_total, fd_reserve',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.preauthConnections = new Gauge({
+      name: 'zmesh_hbone_preauth_connections',
+      help: 'Connections to HBONE listeners accepted and not yet authenticated (TLS, preface, first SETTINGS)',
+      registers,
+    });
+    this.floods = new Counter({
+      name: 'zmesh_hbone_floods_total',
+      help: 'HTTP/2 sessions ended with GOAWAY ENHANCE_YOUR_CALM for exceeding a frame limit, by kind',
+      labelNames: ['kind'],
       registers,
     });
   }

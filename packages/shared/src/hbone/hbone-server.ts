@@ -1,12 +1,15 @@
 import * as net from 'node:net';
 import * as tls from 'node:tls';
-import type { ZmeshError } from '../errors/index.js';
+import { ZmeshError } from '../errors/index.js';
 import type { Credential } from '../identity/credential.js';
 import type { TrustBundle } from '../identity/trust-bundle.js';
 import { logger } from '../log/index.js';
 import type { MeshMetrics } from '../metrics/index.js';
 import { listenServer } from '../net/listen-server.js';
+import { guardedTimeout } from '../runtime/guarded-task.js';
 import { serverTlsOptions, verifyPeerIdentity } from '../tls/mtls.js';
+import { type ConnectionGate, PreauthLimiter, type PreauthTicket } from './admission.js';
+import type { H2FloodLimits } from './h2/flood-limits.js';
 import { ErrorCode } from './h2/frame.js';
 import { H2Connection } from './h2/h2-connection.js';
 import type { H2Stream } from './h2/h2-stream.js';
@@ -37,7 +40,20 @@ export interface HboneServerOptions {
   name?: string;
   keepalive?: KeepaliveTiming;
   rapidReset?: { limit: number; windowMs: number };
+  /** HTTP/2 flood bounds (h2/flood-limits.ts); `rapidReset` sets the reset ones. */
+  floodLimits?: Partial<H2FloodLimits>;
+  /**
+   * TLS, the HTTP/2 preface and the client's first SETTINGS must all arrive within this;
+   * default HANDSHAKE_TIMEOUT_MS.
+   */
   handshakeTimeoutMs?: number;
+  /**
+   * Bounds connections not yet authenticated; share one among every listener of a process.
+   * Default: one of its own with the default limits.
+   */
+  preauth?: PreauthLimiter;
+  /** Asked before each new connection (the process's fd reserve); may refuse it. */
+  gate?: ConnectionGate;
   /** How long the TLS server is kept with no connection open; default TLS_CONTEXT_IDLE_MS. */
   tlsIdleMs?: number;
   /** How uploads' stream windows are sized; default `shared`. */
@@ -60,6 +76,9 @@ export class HboneServer {
   readonly #sessions = new Set<InboundSession>();
   /** Every accepted TCP socket, so close() also ends those still in (or stuck before) TLS. */
   readonly #sockets = new Set<net.Socket>();
+  /** Connections accepted and not authenticated yet, by their 4-tuple (see `connectionKey`). */
+  readonly #pending = new Map<string, PendingConnection>();
+  readonly #preauth: PreauthLimiter;
   readonly #metrics: HboneMetrics | undefined;
   readonly #onBundleChange = () => this.#reloadContext();
   #credential: Credential;
@@ -68,6 +87,7 @@ export class HboneServer {
     this.#opts = opts;
     this.#credential = opts.credential;
     this.#metrics = opts.metrics ? HboneMetrics.for(opts.metrics.registry) : undefined;
+    this.#preauth = opts.preauth ?? new PreauthLimiter();
     opts.bundle.on('change', this.#onBundleChange);
   }
 
@@ -139,16 +159,76 @@ export class HboneServer {
     this.#tls?.setSecureContext(serverTlsOptions(this.#credential, this.#opts.bundle));
   }
 
+  /**
+   * Every accepted socket is owned from here to its close: refused at once when the process
+   * is short of fds or the source (or everyone) holds too many unauthenticated connections,
+   * else destroyed if TLS, preface and first SETTINGS do not finish within the deadline.
+   */
   #accept(socket: net.Socket): void {
+    const source = socket.remoteAddress ?? 'unknown';
+    const refused = this.#opts.gate?.check(source);
+    if (refused !== undefined) {
+      this.#refuseConnection(socket, refused, 'fd_reserve');
+      return;
+    }
+    const ticket = this.#preauth.admit(source);
+    if (!ticket.ok) {
+      const scope = (ticket.error.context as { scope?: string }).scope;
+      this.#refuseConnection(socket, ticket.error, `preauth_${scope}`);
+      return;
+    }
     socket.setNoDelay(true); // as the client side: multiplexed small frames, no Nagle
     this.#sockets.add(socket);
     clearTimeout(this.#tlsIdle);
     this.#tlsIdle = undefined;
+    const key = connectionKey(socket);
+    const timeoutMs = this.#opts.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS;
+    const pending: PendingConnection = {
+      ticket: ticket.value,
+      stage: 'tls',
+      timer: guardedTimeout(
+        'hbone_handshake_deadline',
+        () => this.#handshakeExpired(socket, key, source, timeoutMs),
+        timeoutMs,
+      ),
+    };
+    pending.timer.unref();
+    this.#pending.set(key, pending);
+    this.#metrics?.preauthConnections.inc();
+    // The key is taken now: a destroyed socket no longer knows its addresses.
     socket.once('close', () => {
+      this.#authenticated(key);
       this.#sockets.delete(socket);
       if (this.#sockets.size === 0 && this.#tls !== undefined) this.#armTlsIdle();
     });
     this.#tlsServer().emit('connection', socket);
+  }
+
+  #refuseConnection(socket: net.Socket, error: ZmeshError, reason: string): void {
+    this.#metrics?.refusedConnections.inc({ reason });
+    countError(this.#opts.metrics, error);
+    log.info({ name: this.#opts.name, code: error.code, err: error.message }, 'connection refused');
+    socket.on('error', () => {});
+    socket.destroy();
+  }
+
+  #handshakeExpired(socket: net.Socket, key: string, source: string, timeoutMs: number): void {
+    const pending = this.#pending.get(key);
+    const stage = pending?.stage ?? 'tls';
+    const error = new ZmeshError('ZM_ERR_HBONE_HANDSHAKE_TIMEOUT', { source, timeoutMs, stage });
+    this.#metrics?.handshakeFailures.inc({ reason: 'timeout' });
+    pending?.onExpiry?.();
+    this.#refuseConnection(socket, error, 'handshake_timeout');
+  }
+
+  /** The connection proved itself (or is gone): it leaves the pre-authentication bound. */
+  #authenticated(key: string): void {
+    const pending = this.#pending.get(key);
+    if (pending === undefined) return;
+    this.#pending.delete(key);
+    clearTimeout(pending.timer);
+    pending.ticket.release();
+    this.#metrics?.preauthConnections.dec();
   }
 
   /** The TLS server that takes accepted sockets over; it never listens itself. */
@@ -156,7 +236,8 @@ export class HboneServer {
     if (this.#tls !== undefined) return this.#tls;
     const server = tls.createServer({
       ...serverTlsOptions(this.#credential, this.#opts.bundle),
-      handshakeTimeout: this.#opts.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS,
+      // Our own deadline (#accept) covers TLS and the preface; Node's is only a backstop.
+      handshakeTimeout: 2 * (this.#opts.handshakeTimeoutMs ?? HANDSHAKE_TIMEOUT_MS),
     });
     server.on('secureConnection', (socket: tls.TLSSocket) => this.#onSecureConnection(socket));
     server.on('tlsClientError', (e, socket) => this.#onHandshakeError(e, socket));
@@ -166,10 +247,14 @@ export class HboneServer {
 
   #armTlsIdle(): void {
     clearTimeout(this.#tlsIdle);
-    this.#tlsIdle = setTimeout(() => {
-      this.#tlsIdle = undefined;
-      if (this.#sockets.size === 0) this.#tls = undefined;
-    }, this.#opts.tlsIdleMs ?? TLS_CONTEXT_IDLE_MS);
+    this.#tlsIdle = guardedTimeout(
+      'hbone_tls_idle',
+      () => {
+        this.#tlsIdle = undefined;
+        if (this.#sockets.size === 0) this.#tls = undefined;
+      },
+      this.#opts.tlsIdleMs ?? TLS_CONTEXT_IDLE_MS,
+    );
     this.#tlsIdle.unref();
   }
 
@@ -195,11 +280,24 @@ export class HboneServer {
       socket.destroy();
       return;
     }
+    const rapid = this.#opts.rapidReset ?? { limit: RAPID_RESET_LIMIT, windowMs: RAPID_RESET_WINDOW_MS };
     const session = new H2Connection(socket, {
       role: 'server',
       settings: localSettings(SERVER_MAX_CONCURRENT_STREAMS),
       connectionWindow: CONNECTION_WINDOW_BYTES,
+      floodLimits: { ...this.#opts.floodLimits, resets: rapid.limit, resetWindowMs: rapid.windowMs },
     });
+    // TLS is done; the deadline runs on until the client's preface and first SETTINGS.
+    const key = connectionKey(socket);
+    const pending = this.#pending.get(key);
+    if (pending !== undefined) {
+      pending.stage = 'preface';
+      pending.onExpiry = () => {
+        session.destroy();
+        socket.destroy();
+      };
+    }
+    session.once('remoteSettings', () => this.#authenticated(key));
     const id = verifyPeerIdentity(socket, this.#opts.bundle.trustDomain);
     if (!id.ok) {
       refuseSession(session, id.error);
@@ -212,7 +310,6 @@ export class HboneServer {
       metrics: this.#opts.metrics,
       hboneMetrics: this.#metrics,
       keepalive: this.#opts.keepalive ?? DEFAULT_KEEPALIVE,
-      rapidReset: this.#opts.rapidReset ?? { limit: RAPID_RESET_LIMIT, windowMs: RAPID_RESET_WINDOW_MS },
       streamWindows: this.#opts.streamWindows ?? 'shared',
     });
     this.#sessions.add(inbound);
@@ -229,6 +326,22 @@ function refuseSession(session: H2Connection, error: ZmeshError): void {
   session.on('stream', (stream: H2Stream) => stream.close(ErrorCode.REFUSED_STREAM));
   session.goaway(ErrorCode.INADEQUATE_SECURITY, 0, Buffer.from(error.code));
   session.close();
+}
+
+interface PendingConnection {
+  ticket: PreauthTicket;
+  timer: NodeJS.Timeout;
+  /** What the deadline waits for: the TLS handshake, then the HTTP/2 preface and SETTINGS. */
+  stage: 'tls' | 'preface';
+  onExpiry?: () => void;
+}
+
+/**
+ * The TLS socket wraps the accepted one and has the same addresses: the 4-tuple finds the
+ * accepted connection's state again without reaching into Node's private fields.
+ */
+function connectionKey(socket: net.Socket): string {
+  return `${socket.localAddress}|${socket.localPort}|${socket.remoteAddress}|${socket.remotePort}`;
 }
 
 function delay(ms: number): Promise<void> {

@@ -9,12 +9,10 @@ import type { H2Headers, H2Stream } from './h2/h2-stream.js';
 import { countError, type HboneMetrics } from './hbone-metrics.js';
 import type { KeepaliveTiming, StreamWindowMode } from './hbone-settings.js';
 import { startKeepalive } from './keepalive.js';
-import { ResetCounter } from './reset-counter.js';
 import { StreamWindows } from './stream-windows.js';
-import { spliceTunnel, wasResetLocally } from './tunnel-splice.js';
+import { spliceTunnel } from './tunnel-splice.js';
 
 const log = logger('hbone');
-const { NO_ERROR, ENHANCE_YOUR_CALM } = ErrorCode;
 
 export interface TunnelRequest {
   request: ConnectRequest;
@@ -38,7 +36,6 @@ export interface InboundSessionDeps {
   metrics: MeshMetrics | undefined;
   hboneMetrics: HboneMetrics | undefined;
   keepalive: KeepaliveTiming;
-  rapidReset: { limit: number; windowMs: number };
   streamWindows: StreamWindowMode;
 }
 
@@ -48,7 +45,6 @@ export class InboundSession {
   readonly closed: Promise<void>;
   readonly #session: H2Connection;
   readonly #deps: InboundSessionDeps;
-  readonly #resets: ResetCounter;
   /** Uploads arrive here: their windows share one budget (absent when `fixed`). */
   readonly #windows: StreamWindows | undefined;
 
@@ -56,7 +52,6 @@ export class InboundSession {
     this.#session = session;
     this.peerIdentity = peerIdentity;
     this.#deps = deps;
-    this.#resets = new ResetCounter(deps.rapidReset.limit, deps.rapidReset.windowMs);
     this.#windows = deps.streamWindows === 'shared' ? new StreamWindows(session) : undefined;
     deps.hboneMetrics?.inboundSessions.inc();
     const stopKeepalive = startKeepalive(session, deps.keepalive, () => {
@@ -68,6 +63,12 @@ export class InboundSession {
     session.on('protocolError', (e: ZmeshError) => {
       countError(deps.metrics, e);
       log.info({ peer: peerIdentity, code: e.code, err: e.message }, 'peer broke HTTP/2');
+    });
+    // Floods (rapid reset included) are counted by H2Connection as frames are read, which
+    // sends GOAWAY ENHANCE_YOUR_CALM and ends the session; here they are only counted by kind.
+    session.on('flood', (kind: string, e: ZmeshError) => {
+      deps.hboneMetrics?.floods.inc({ kind });
+      log.warn({ peer: peerIdentity, kind, code: e.code, err: e.message }, 'HTTP/2 flood, session closed');
     });
     session.on('stream', (stream: H2Stream, headers: H2Headers) => this.#onStream(stream, headers));
     this.closed = new Promise((resolve) => {
@@ -93,15 +94,7 @@ export class InboundSession {
     hm?.inboundStreams.inc();
     this.#windows?.track(stream);
     stream.on('error', (e) => log.debug({ peer: this.peerIdentity, err: e.message }, 'stream error'));
-    stream.on('close', () => {
-      hm?.inboundStreams.dec();
-      // Every RST_STREAM with an error from the peer counts: our own client ends refused
-      // tunnels with END_STREAM, so only app-level aborts and attacks reset streams.
-      // (Counting only streams still pending, as hyper does, is evaded by targeting an
-      // authority that is answered at once.)
-      const peerReset = stream.rstCode !== undefined && stream.rstCode !== NO_ERROR;
-      if (peerReset && !wasResetLocally(stream) && !this.#session.destroyed) this.#onPeerReset();
-    });
+    stream.on('close', () => hm?.inboundStreams.dec());
     const parsed = validateConnectHeaders(headers);
     if (!parsed.ok) {
       const context =
@@ -112,6 +105,13 @@ export class InboundSession {
       return;
     }
     const request = { request: parsed.value, peerIdentity: this.peerIdentity, stream };
+    // The dial waits for the rest of this read: a RST_STREAM later in the same batch (or the
+    // GOAWAY of a reset flood) is seen first, so a reset stream costs no upstream connect.
+    setImmediate(() => this.#dial(stream, request));
+  }
+
+  #dial(stream: H2Stream, request: TunnelRequest): void {
+    if (this.#session.destroyed || stream.destroyed || stream.rstCode !== undefined) return;
     // new Promise: an onTunnel that throws synchronously is a refusal, not a crash.
     new Promise<TunnelAccept>((resolve) => resolve(this.#deps.onTunnel(request))).then(
       (accept) => this.#accept(stream, accept),
@@ -134,17 +134,6 @@ export class InboundSession {
     log.debug({ peer: this.peerIdentity, code: error.code, err: error.message }, 'tunnel refused');
     if (stream.destroyed || stream.closed || stream.headersSent) return;
     stream.respond({ ':status': error.status, 'x-zmesh-error': error.code }, { endStream: true });
-  }
-
-  #onPeerReset(): void {
-    if (!this.#resets.hit()) return;
-    const { limit, windowMs } = this.#deps.rapidReset;
-    const error = new ZmeshError('ZM_ERR_HBONE_RAPID_RESET', { count: this.#resets.count, windowMs });
-    countError(this.#deps.metrics, error);
-    log.warn({ peer: this.peerIdentity, limit, windowMs }, error.message);
-    // RFC 9113 §5.4.1: a connection error ends with GOAWAY carrying the code.
-    this.#session.goaway(ENHANCE_YOUR_CALM, 0, Buffer.from(error.code));
-    this.#session.destroy();
   }
 }
 

@@ -1,4 +1,11 @@
 export {
+  type ConnectionGate,
+  DEFAULT_MAX_PREAUTH,
+  DEFAULT_MAX_PREAUTH_PER_SOURCE,
+  PreauthLimiter,
+  type PreauthTicket,
+} from './admission.js';
+export {
   buildConnectHeaders,
   type ConnectAuthority,
   type ConnectRejection,

@@ -1,3 +1,4 @@
+import { guardedInterval, guardedTimeout } from '../runtime/guarded-task.js';
 import type { KeepaliveTiming } from './hbone-settings.js';
 
 /** What the keepalive needs of a session (H2Connection). */
@@ -19,20 +20,24 @@ export function startKeepalive(
   onDead: () => void,
 ): () => void {
   let deadline: NodeJS.Timeout | undefined;
-  const interval = setInterval(() => {
-    if (deadline !== undefined || session.destroyed || session.closed) return;
-    const timer = setTimeout(onDead, timing.timeoutMs);
-    timer.unref();
-    deadline = timer;
-    const sent = session.ping(() => {
-      clearTimeout(timer);
-      deadline = undefined;
-    });
-    if (!sent) {
-      clearTimeout(timer);
-      deadline = undefined;
-    }
-  }, timing.intervalMs);
+  const interval = guardedInterval(
+    'hbone_keepalive',
+    () => {
+      if (deadline !== undefined || session.destroyed || session.closed) return;
+      const timer = guardedTimeout('hbone_ping_timeout', onDead, timing.timeoutMs);
+      timer.unref();
+      deadline = timer;
+      const sent = session.ping(() => {
+        clearTimeout(timer);
+        deadline = undefined;
+      });
+      if (!sent) {
+        clearTimeout(timer);
+        deadline = undefined;
+      }
+    },
+    timing.intervalMs,
+  );
   interval.unref();
   return () => {
     clearInterval(interval);

@@ -57,17 +57,9 @@ export function spliceTunnel(
   });
 }
 
-/** Streams this process reset; a server must not count them as the peer's resets. */
-const localResets = new WeakSet<ResettableStream>();
-
 export function resetStream(h2: ResettableStream, code: number): void {
   if (h2.destroyed || h2.closed) return;
-  localResets.add(h2);
   h2.close(code);
-}
-
-export function wasResetLocally(h2: ResettableStream): boolean {
-  return localResets.has(h2);
 }
 
 function abort(upstream: Duplex): void {

@@ -46,8 +46,11 @@ export function readTlv(der: Uint8Array, at: number): Tlv {
     // n = 0 is the indefinite form, which DER forbids (X.690 §10.1).
     if (n === 0 || n > MAX_LENGTH_OCTETS) throw new Error('unsupported length encoding');
     if (start + n > der.length) throw new Error('truncated length');
+    // DER lengths are minimal (X.690 §10.1): no leading zero octet, no long form below 128.
+    if (der[start] === 0) throw new Error('non-minimal length');
     len = 0;
     for (let i = 0; i < n; i++) len = len * 256 + der[start + i]!;
+    if (len < 0x80) throw new Error('non-minimal length');
     start += n;
   }
   const end = start + len;

@@ -59,8 +59,8 @@ export interface ConnectionRecord {
   direction: 'outbound' | 'inbound';
   src: { identity?: string; address?: string; workload?: string; namespace?: string };
   dst: { identity?: string; address: string; workload?: string; namespace?: string; service?: string };
-  /** How it was carried: an HBONE tunnel, through a waypoint, or plain TCP outside the mesh. */
-  via?: 'hbone' | 'waypoint' | 'passthrough';
+  /** How it was carried: an HBONE tunnel, through a waypoint, plain TCP outside the mesh, or plaintext into a PERMISSIVE workload. */
+  via?: 'hbone' | 'waypoint' | 'passthrough' | 'plaintext';
   /** The original client, when a waypoint carried it (`forwarded`). */
   originalSource?: string;
   bytesSent: number;

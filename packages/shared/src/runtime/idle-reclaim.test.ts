@@ -39,7 +39,7 @@ function driven(pauseMs = 0) {
     state.now += advanceMs;
     reclaim.sample();
   };
-  /** The quiet samples a busy process needs before it reclaims: one starts the quiet, then 5.5 s. */
+  /** The quiet samples a busy process needs before it reclaims: one starts the quiet, then QUIET_BEFORE_RECLAIM_MS. */
   const rest = (u = 0.001) => {
     for (let i = 0; i < 1 + Math.ceil(QUIET_BEFORE_RECLAIM_MS / 2000); i++) step(u);
   };
@@ -53,7 +53,8 @@ test('start-up counts as work: the process reclaims once it has been quiet, then
   t.is(state.collections, 0, 'and the reclaim waits');
   step(0.001);
   step(0.001);
-  t.is(state.collections, 0, '4 s of quiet is not yet enough');
+  step(0.001);
+  t.is(state.collections, 0, '6 s of quiet is not yet enough');
   step(0.001);
   t.is(state.collections, 1);
   t.is(state.trims, 1);
@@ -81,6 +82,7 @@ test('nothing runs while traffic flows; once quiet after it, one reclaim', async
   t.is(state.scavenges, 1);
   t.is(state.collections, 0, 'a busy sample ends the quiet');
   step(0.002);
+  step(0.015);
   step(0.015);
   step(0.015);
   t.is(state.collections, 0);
@@ -257,22 +259,23 @@ const BUSY_THEN_QUIET = `
   let junk;
   for (let i = 0; i < 150000; i++) junk = { i, a: [i, i], s: 'y' + i };
   const reclaims = async () => (await registry.getSingleMetric('zmesh_memory_reclaims_total').get()).values[0]?.value ?? 0;
+  const peak = young();
   const quiet = Date.now();
   while ((await reclaims()) === 0 && Date.now() - quiet < 20000) await sleep(100);
   reclaim.stop();
-  console.log(JSON.stringify({ grown, after: young(), ms: Date.now() - quiet, last: junk.i }));
+  console.log(JSON.stringify({ grown, peak, after: young(), ms: Date.now() - quiet, last: junk.i }));
 `;
 
 async function youngAfterReclaim(
   mode: 'default' | 'no-scavenge',
-): Promise<{ grown: number; after: number; ms: number }> {
+): Promise<{ grown: number; peak: number; after: number; ms: number }> {
   const module = new URL('./idle-reclaim.js', import.meta.url).href;
   const { stdout } = await promisify(execFile)(
     process.execPath,
     ['--expose-gc', '--input-type=module', '-e', BUSY_THEN_QUIET, module, mode],
     { timeout: 30_000 },
   );
-  return JSON.parse(stdout) as { grown: number; after: number; ms: number };
+  return JSON.parse(stdout) as { grown: number; peak: number; after: number; ms: number };
 }
 
 test('the reclaim gives the young generation back: the quiet starts with a young collection', async (t) => {
@@ -282,12 +285,12 @@ test('the reclaim gives the young generation back: the quiet starts with a young
   ]);
   const mb = (bytes: number) => `${(bytes / 2 ** 20).toFixed(0)} MB`;
   t.log(
-    `young generation ${mb(reclaimed.grown)} → ${mb(reclaimed.after)} after ${reclaimed.ms} ms; without the young collection ${mb(unscavenged.after)}`,
+    `young generation ${mb(reclaimed.grown)}, ${mb(reclaimed.peak)} when quiet → ${mb(reclaimed.after)} after ${reclaimed.ms} ms; without the young collection ${mb(unscavenged.after)}`,
   );
   t.true(reclaimed.grown >= 16 * 2 ** 20, `the busy second grew it: ${mb(reclaimed.grown)}`);
   t.true(reclaimed.after <= 2 * 2 ** 20, `the reclaim shrank it: ${mb(reclaimed.after)}`);
-  t.true(
-    unscavenged.after >= 16 * 2 ** 20,
-    `without the young collection the same reclaim keeps it (${mb(unscavenged.after)}): this test sees the difference`,
-  );
+  // The run without the young collection is logged, not asserted: on Node 20 its reclaim
+  // kept the young generation every time; Node 24's V8 smooths its allocation rate, and at
+  // 7.5 s it sometimes gave it back even so (1 of 3 runs on a loaded machine). The reclaim
+  // itself at 5.5 s kept all 64 MB in 3 of 4 runs on Node 24: the assertion above fails then.
 });

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { logger } from '../log/index.js';
+import { guardedInterval } from './guarded-task.js';
 import { utilizationProbe } from './loop-utilization.js';
 import { mallocTrim } from './malloc-trim.js';
 
@@ -14,16 +15,20 @@ export const BUSY_UTILIZATION = 0.02;
 /** A sample below this one, after a busy one, starts the quiet a reclaim waits for; a busy one ends it. */
 export const QUIET_UTILIZATION = 0.01;
 /**
- * How long a busy process stays quiet before it reclaims (with 2 s samples, at the third
+ * How long a busy process stays quiet before it reclaims (with 2 s samples, at the fourth
  * after the quiet began), counted from a young-generation collection run when the quiet
- * begins. V8 gives its young generation back (two 16 MB semi-spaces at its defaults, which
- * the waypoint keeps) at a full collection only when little was allocated over the last
- * ~5 s, and it measures that from one collection to the next. Without the young collection
- * at the start, the reclaim's measure covers the end of the busy period too: after its
- * start-up warm-up a waypoint's reclaim kept the 32 MB young generation; with it, the
- * reclaim gave it back (RSS 93-94 → 69-70 MB).
+ * begins. V8 gives its young generation back (up to 64 MB on Node 24, which the waypoint
+ * keeps at its default size) at a full collection only when its allocation rate, measured
+ * from one collection to the next, has fallen low. Without the young collection at the
+ * start, the reclaim's measure covers the end of the busy period too: after its start-up
+ * warm-up a waypoint's reclaim kept the young generation; with it, the reclaim gave it back
+ * (Node 20: RSS 93-94 → 69-70 MB). Node 20's V8 judged the rate low 5 s after the young
+ * collection; Node 24's smooths it and judged it low at 5.5-7 s only sometimes (the young
+ * generation test kept 64 MB in 3 of 4 runs at 5.5 s), hence 7.5 s. V8's memory-reducing
+ * collection (gc flavor `last-resort`) always gives it back, but paused a 100-pod ztunnel
+ * for 1.9 s on a loaded machine, and that pause then spaced reclaims 190 s apart.
  */
-export const QUIET_BEFORE_RECLAIM_MS = 5500;
+export const QUIET_BEFORE_RECLAIM_MS = 7500;
 /**
  * A reclaim's pause may cost at most this share of the time between two: the next one
  * waits at least `pause / MAX_PAUSE_SHARE` (and at least `MIN_GAP_MS`), so traffic that
@@ -100,7 +105,11 @@ export class IdleReclaim {
       registers,
     });
     if (inputs.sampleMs !== 0) {
-      this.#timer = setInterval(() => this.sample(), inputs.sampleMs ?? RECLAIM_SAMPLE_MS);
+      this.#timer = guardedInterval(
+        'idle_reclaim',
+        () => this.sample(),
+        inputs.sampleMs ?? RECLAIM_SAMPLE_MS,
+      );
       this.#timer.unref();
     }
   }

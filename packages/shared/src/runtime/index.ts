@@ -1,6 +1,20 @@
 export * from './build-info.js';
 export { checkoutPath } from './checkout.js';
 export {
+  DEFAULT_FD_RESERVE,
+  FdReserve,
+  type FdReserveInputs,
+  nofileLimit,
+  openFdCount,
+} from './fd-reserve.js';
+export {
+  guarded,
+  guardedInterval,
+  guardedTimeout,
+  registerTaskFailures,
+  taskFailures,
+} from './guarded-task.js';
+export {
   BUSY_UTILIZATION,
   compactingGc,
   IdleReclaim,

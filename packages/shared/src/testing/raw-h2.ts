@@ -12,7 +12,18 @@ export interface Frame {
   payload: Buffer;
 }
 
-export const FRAME = { DATA: 0, HEADERS: 1, RST_STREAM: 3, SETTINGS: 4, PING: 6, GOAWAY: 7, CONTINUATION: 9 };
+export const FRAME = {
+  DATA: 0,
+  HEADERS: 1,
+  PRIORITY: 2,
+  RST_STREAM: 3,
+  SETTINGS: 4,
+  PUSH_PROMISE: 5,
+  PING: 6,
+  GOAWAY: 7,
+  WINDOW_UPDATE: 8,
+  CONTINUATION: 9,
+};
 const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
 const END_STREAM = 0x1;
 const END_HEADERS = 0x4;
@@ -52,7 +63,7 @@ export class RawH2 {
     fields: [string, string][],
     opts: { endStream?: boolean; chunk?: number } = {},
   ): boolean {
-    const block = Buffer.concat(fields.map(([n, v]) => literal(n, v)));
+    const block = headerBlock(fields);
     const chunk = opts.chunk ?? 16_384;
     const parts: Buffer[] = [];
     for (let off = 0; off < block.length || off === 0; off += chunk) {
@@ -130,6 +141,11 @@ export function frame(type: number, flags: number, streamId: number, payload: Bu
   head[4] = flags;
   head.writeUInt32BE(streamId & 0x7fffffff, 5);
   return Buffer.concat([head, payload]);
+}
+
+/** An HPACK block of literal fields, no indexing or Huffman: what the raw client sends. */
+export function headerBlock(fields: [string, string][]): Buffer {
+  return Buffer.concat(fields.map(([n, v]) => literal(n, v)));
 }
 
 /** RFC 7541 §6.2.2 literal header field without indexing, new name, no Huffman. */

@@ -2,7 +2,7 @@ import type { Writable } from 'node:stream';
 import { childTraceparent, spiffeIdOf, ZmeshError } from '@zmesh/shared';
 import type { Endpoint } from '../config/config-view.js';
 import type { RetryPolicy, RouteRule } from '../config/waypoint-config.js';
-import { type Exchange, forwardableHeaders, responseHeaders } from '../http/http-exchange.js';
+import { type Exchange, forwardableHeaders, responseHeaders, writeHead } from '../http/http-exchange.js';
 import type { HandlerDeps, TunnelContext } from '../http/request-handler.js';
 import type { RequestRecord } from '../http/request-record.js';
 import type { BackendCluster } from '../resilience/backend-cluster.js';
@@ -276,7 +276,7 @@ function commit(
 ): void {
   const headers = { ...responseHeaders(response.headers), ...record.replyHeaders };
   if (retryOwner) headers[RETRY_OWNER_HEADER] = retryOwner;
-  ex.res.writeHead(response.status, headers);
+  writeHead(ex.res, response.status, headers);
   const sink = ex.res as unknown as Writable;
   let bytes = 0;
   response.body.on('data', (c: Buffer) => {

@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import type { ZmeshError } from '@zmesh/shared';
@@ -36,6 +36,16 @@ export interface UpgradeRequest {
   /** Bytes the client sent past the request head. */
   head: Buffer;
   keepParsing: boolean;
+}
+
+/**
+ * Writes the status line and headers on either protocol's response. The two classes'
+ * writeHead overloads differ (@types/node 24), so TypeScript cannot call one through the union;
+ * both take (status, headers).
+ */
+export function writeHead(res: Exchange['res'], status: number, headers: OutgoingHttpHeaders): void {
+  const head: { writeHead(status: number, headers: OutgoingHttpHeaders): unknown } = res;
+  head.writeHead(status, headers);
 }
 
 /** RFC 9110 §7.6.1 connection options, plus HTTP/2's banned connection-specific fields (RFC 9113 §8.2.2). */
@@ -180,7 +190,7 @@ export function replyError(ex: Exchange, error: ZmeshError, headers: Record<stri
   const grpc = (ex.header('content-type') ?? '').startsWith('application/grpc')
     ? { 'grpc-status': String(grpcStatusOf(error)), 'grpc-message': encodeURIComponent(body) }
     : {};
-  res.writeHead(error.status, {
+  writeHead(res, error.status, {
     'content-type': 'text/plain',
     'content-length': String(Buffer.byteLength(body)),
     'x-zmesh-error': error.code,

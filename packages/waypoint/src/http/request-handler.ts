@@ -20,7 +20,7 @@ import { planFault } from '../resilience/fault-injector.js';
 import type { TokenBucket } from '../resilience/rate-limiter.js';
 import { pickWeighted } from '../route/route-table.js';
 import type { WaypointMetrics } from '../telemetry/waypoint-metrics.js';
-import { type Exchange, replyError } from './http-exchange.js';
+import { type Exchange, replyError, writeHead } from './http-exchange.js';
 import { type RequestRecord, recordRequest } from './request-record.js';
 import type { PathNormalization } from './request-target.js';
 
@@ -111,7 +111,7 @@ async function pipeline(
     const error = new ZmeshError('ZM_ERR_WAYPOINT_FAULT', { route: record.routeId });
     record.flag = error.flag;
     const body = `${error.code}: ${error.message}`;
-    ex.res.writeHead(fault.abortStatus, {
+    writeHead(ex.res, fault.abortStatus, {
       'content-type': 'text/plain',
       'content-length': String(Buffer.byteLength(body)),
       'x-zmesh-error': error.code,

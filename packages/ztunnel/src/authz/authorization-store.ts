@@ -1,6 +1,7 @@
 import {
   type Authorization,
   err,
+  isPeerAuthenticationPolicy,
   ok,
   policyKey,
   type Result,
@@ -150,7 +151,8 @@ export class AuthorizationStore {
     const selected = this.#selected(dest);
     if (typeof selected === 'string') return true;
     const lists = [this.#namespaceList(dest.namespace), this.#lists.get(GLOBAL) ?? NONE, selected];
-    return lists.some((l) => l.some((p) => !p.dryRun));
+    // Peer authentication only ever denies plaintext: it is no reason to fail closed on HBONE.
+    return lists.some((l) => l.some((p) => !p.dryRun && !isPeerAuthenticationPolicy(p.source.name)));
   }
 
   /**

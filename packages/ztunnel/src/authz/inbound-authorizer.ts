@@ -1,4 +1,13 @@
-import { err, logger, ok, policyKey, type Result, type Workload, ZmeshError } from '@zmesh/shared';
+import {
+  err,
+  logger,
+  ok,
+  policyKey,
+  type Result,
+  STATIC_STRICT_POLICY_NAME,
+  type Workload,
+  ZmeshError,
+} from '@zmesh/shared';
 import { Counter, type Registry } from 'prom-client';
 import { RefusalLog } from '../tenancy/refusal-log.js';
 import { AuthorizationStore, type Decision } from './authorization-store.js';
@@ -117,6 +126,16 @@ export class InboundAuthorizer {
       ageSeconds: Math.round(age / 1000),
       maxSeconds: Math.round(max / 1000),
     });
+  }
+
+  /**
+   * Whether plaintext may reach `workload` at all (docs/peer-authentication.md): the control plane
+   * serves PeerAuthentication (the static STRICT policy exists) and the workload does not name
+   * that policy, i.e. some port is not STRICT. Without the control plane's word, STRICT.
+   */
+  acceptsPlaintext(workload: Workload): boolean {
+    const key = `${this.store.rootNamespace}/${STATIC_STRICT_POLICY_NAME}`;
+    return this.store.get(key) !== undefined && !(workload.authorizationPolicies ?? []).includes(key);
   }
 
   /** Decides one new connection; a denial is a ZmeshError (401 on HBONE). */

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readlinkSync } from 'node:fs';
-import { createConnection, createServer, type Server } from 'node:net';
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import test, { type ExecutionContext } from 'ava';
 import { fdOf } from './bpf-capture.js';
 import { connectInNetns, inNetns, listenInNetns, NetnsHandle, netnsCookieOf } from './netns-listener.js';
@@ -28,6 +28,21 @@ test.before(() => {
 test.after.always(() => {
   if (isRoot) execFileSync('ip', ['netns', 'del', NETNS]);
 });
+
+/**
+ * Reads a socket to its end, then closes it. connectInNetns's sockets allow half-open, and
+ * since Node 22 a for-await that reaches the end no longer destroys such a socket: its
+ * write side stayed open, the server's socket waited for it, and the test process did not exit.
+ */
+async function readAll(socket: Socket): Promise<string> {
+  let data = '';
+  try {
+    for await (const chunk of socket) data += chunk;
+  } finally {
+    socket.destroy();
+  }
+  return data;
+}
 
 const netnsOfThread = (task: string) => readlinkSync(`/proc/self/task/${task}/ns/net`);
 
@@ -84,10 +99,7 @@ rootTest('a listener made in a netns serves Node, and is reachable only from tha
   const server: Server = createServer((s) => s.end('in-netns'));
   await new Promise<void>((resolve) => server.listen({ fd }, resolve));
   try {
-    const socket = connectInNetns(NETNS_PATH, '127.0.0.1', 15001);
-    let data = '';
-    for await (const chunk of socket) data += chunk;
-    t.is(data, 'in-netns');
+    t.is(await readAll(connectInNetns(NETNS_PATH, '127.0.0.1', 15001)), 'in-netns');
     const home = createConnection(15001, '127.0.0.1');
     const err = await new Promise<NodeJS.ErrnoException | undefined>((resolve) => {
       home.once('error', resolve);
@@ -105,9 +117,7 @@ rootTest('IPv6 loopback listeners work too', async (t) => {
   const server = createServer((s) => s.end(`${s.remoteAddress}`));
   await new Promise<void>((resolve) => server.listen({ fd }, resolve));
   try {
-    let data = '';
-    for await (const chunk of connectInNetns(NETNS_PATH, '::1', 15001)) data += chunk;
-    t.is(data, '::1');
+    t.is(await readAll(connectInNetns(NETNS_PATH, '::1', 15001)), '::1');
   } finally {
     server.close();
   }
@@ -119,9 +129,7 @@ rootTest('a held namespace handle serves connects like its path; once closed it 
   const server = createServer((s) => s.end('held'));
   await new Promise<void>((resolve) => server.listen({ fd }, resolve));
   try {
-    let data = '';
-    for await (const chunk of connectInNetns(handle, '127.0.0.1', 15002)) data += chunk;
-    t.is(data, 'held');
+    t.is(await readAll(connectInNetns(handle, '127.0.0.1', 15002)), 'held');
     const home = readlinkSync('/proc/thread-self/ns/net');
     handle.close();
     handle.close(); // idempotent

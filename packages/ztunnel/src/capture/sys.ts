@@ -150,6 +150,17 @@ export function peerCred(fd: number): { pid: number; uid: number; gid: number } 
   return { pid: val.readInt32LE(0), uid: val.readUInt32LE(4), gid: val.readUInt32LE(8) };
 }
 
+/** SO_ORIGINAL_DST (linux/netfilter_ipv4.h) and IP6T_SO_ORIGINAL_DST: the same number at each level. */
+const SO_ORIGINAL_DST = 80;
+
+/** Where a connection was going before a netfilter REDIRECT sent it to this socket. */
+export function originalDestination(fd: number, family: 4 | 6): SockAddr {
+  const buf = Buffer.alloc(28);
+  const level = family === 4 ? SOL_IP : SOL_IPV6;
+  check('getsockopt', c.getsockopt(fd, level, SO_ORIGINAL_DST, buf, [buf.length]), 'SO_ORIGINAL_DST');
+  return decodeSockaddr(buf);
+}
+
 export interface SockAddr {
   host: string;
   port: number;

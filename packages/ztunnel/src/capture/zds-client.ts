@@ -4,6 +4,7 @@ import {
   encodeAck,
   encodeHello,
   err,
+  guardedTimeout,
   isZmeshError,
   logger,
   ok,
@@ -131,7 +132,7 @@ export class ZdsClient {
   #retry(): void {
     if (this.#closed) return;
     clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => this.#connect(), this.#options.reconnectMs ?? 500);
+    this.#timer = guardedTimeout('zds_reconnect', () => this.#connect(), this.#options.reconnectMs ?? 500);
   }
 
   #transportError(socket: SeqpacketSocket, reason: string, label: string): void {

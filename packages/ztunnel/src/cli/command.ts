@@ -28,6 +28,19 @@ export function ztunnelCommand(): Command {
     )
     .option('--tenant-connect-burst <n>', 'per-tenant quota: connections opened in a burst (default 1000)')
     .option('--tenant-max-connections <n>', 'per-tenant quota: open connections at once (default 4096)')
+    .option(
+      '--max-preauth-per-source <n>',
+      'HBONE: connections one source may hold before authenticating (default 64)',
+    )
+    .option('--max-preauth <n>', 'HBONE: connections before authenticating, node-wide (default 1024)')
+    .option(
+      '--handshake-timeout-ms <ms>',
+      'HBONE: TLS, HTTP/2 preface and first SETTINGS must finish within this (default 10000)',
+    )
+    .option(
+      '--fd-reserve <n>',
+      'file descriptors kept free for established flows; new inbound connections are refused below it (default 256)',
+    )
     .option('--capture-scope <name>', 'capture mode: BPF pin scope (default: the node name)')
     .option(
       '--zds-socket <path>',

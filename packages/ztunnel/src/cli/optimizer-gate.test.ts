@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import test from 'ava';
-import { DEFER_OPTIMIZER_FLAG, OptimizerGate } from './optimizer-gate.js';
+import { DEFER_OPTIMIZER_FLAGS, OptimizerGate } from './optimizer-gate.js';
 
 function gate(opts: { deferred: boolean; ready?: boolean; maxMs?: number }) {
   const state = { ready: opts.ready ?? false, enabled: 0 };
@@ -58,8 +58,9 @@ test('a start-up that never ends still gets the optimizer after the bound', asyn
 
 /**
  * What the gate relies on, in a real V8 started as bin/zmesh starts ztunnel: a function
- * that ran hot while the optimizer was off (interpreted, then baseline-compiled) is
- * optimised by TurboFan once the gate turns it on. A Node whose V8 froze its flags after
+ * that ran hot while the optimizers were off (interpreted, then baseline-compiled) is
+ * optimised (by Maglev or TurboFan) once the gate turns them on. On Node 24, `--no-turbofan`
+ * alone failed the first check: Maglev optimised the function while "deferred". A Node whose V8 froze its flags after
  * start-up, or read this one only once, would fail here instead of leaving ztunnel's data
  * path unoptimised.
  */
@@ -77,19 +78,19 @@ const HOT_THEN_GATE = `
   const after = run();
   console.log(JSON.stringify({ before, after, onBefore, onAfter: gate.on }));
 `;
-/** V8's OptimizationStatus bit for code TurboFan compiled (src/runtime/runtime.h). */
-const TURBOFANNED = 1 << 6;
+/** V8's OptimizationStatus bit for optimised code, either tier (src/runtime/runtime.h). */
+const OPTIMIZED = 1 << 4;
 
 test('in V8 started with the optimizer off, a hot function is optimised once the gate opens', async (t) => {
   const module = new URL('./optimizer-gate.js', import.meta.url).href;
   const { stdout } = await promisify(execFile)(
     process.execPath,
-    [DEFER_OPTIMIZER_FLAG, '--allow-natives-syntax', '--input-type=module', '-e', HOT_THEN_GATE, module],
+    [...DEFER_OPTIMIZER_FLAGS, '--allow-natives-syntax', '--input-type=module', '-e', HOT_THEN_GATE, module],
     { timeout: 30_000 },
   );
   const r = JSON.parse(stdout) as { before: number; after: number; onBefore: boolean; onAfter: boolean };
   t.false(r.onBefore);
-  t.is(r.before & TURBOFANNED, 0, `not optimised while deferred (status ${r.before.toString(2)})`);
+  t.is(r.before & OPTIMIZED, 0, `not optimised while deferred (status ${r.before.toString(2)})`);
   t.true(r.onAfter);
-  t.not(r.after & TURBOFANNED, 0, `optimised once on (status ${r.after.toString(2)})`);
+  t.not(r.after & OPTIMIZED, 0, `optimised once on (status ${r.after.toString(2)})`);
 });

@@ -1,10 +1,16 @@
 import { setFlagsFromString } from 'node:v8';
-import { logger } from '@zmesh/shared';
+import { guardedInterval, logger } from '@zmesh/shared';
 
 const log = logger('memory');
 
-/** The node flag that starts a proxy with V8's optimizing compiler off (bin/zmesh gives it to ztunnel). */
-export const DEFER_OPTIMIZER_FLAG = '--no-turbofan';
+/**
+ * The node flags that start a proxy with V8's optimizing compilers off (bin/zmesh gives them
+ * to ztunnel). Node 24's V8 has two: Maglev (on by default since V8 11.7) optimises first,
+ * TurboFan later; `--no-turbofan` alone still lets Maglev optimise all of start-up.
+ */
+export const DEFER_OPTIMIZER_FLAGS = ['--no-turbofan', '--no-maglev'] as const;
+/** The flags that turn them back on; V8 reads them at each tier-up decision. */
+const ENABLE_OPTIMIZER_FLAGS = '--maglev --turbofan';
 /** How often the gate asks whether start-up is over. */
 export const START_UP_POLL_MS = 250;
 /**
@@ -17,16 +23,16 @@ export const START_UP_MAX_MS = 15_000;
 export interface OptimizerGateInputs {
   /** Start-up is over (for ztunnel: ready, every enrolled workload configured and certified). */
   ready: () => boolean;
-  /** Whether the optimizer is off now; default: this process was started with DEFER_OPTIMIZER_FLAG. */
+  /** Whether the optimizer is off now; default: this process was started with DEFER_OPTIMIZER_FLAGS. */
   deferred?: boolean;
-  /** Turns the optimizer on; default V8's `--turbofan`, which V8 reads at each tier-up decision. */
+  /** Turns the optimizer on; default V8's `--maglev --turbofan`, read at each tier-up decision. */
   enable?: () => void;
   pollMs?: number;
   maxMs?: number;
 }
 
 /**
- * Keeps V8's optimizing compiler (TurboFan) off while a proxy starts, and turns it on once
+ * Keeps V8's optimizing compilers (Maglev and TurboFan) off while a proxy starts, and turns it on once
  * start-up is over. Start-up runs code that never runs again at that volume: with 100 pods,
  * issuing and parsing 100 certificates, decoding config. V8 optimised it anyway, which left
  * TurboFan's own ~4 MB of the node binary and ~3.4 MB of anonymous memory resident in a
@@ -46,11 +52,11 @@ export class OptimizerGate {
 
   constructor(inputs: OptimizerGateInputs) {
     this.#ready = inputs.ready;
-    this.#enable = inputs.enable ?? (() => setFlagsFromString('--turbofan'));
+    this.#enable = inputs.enable ?? (() => setFlagsFromString(ENABLE_OPTIMIZER_FLAGS));
     this.#maxMs = inputs.maxMs ?? START_UP_MAX_MS;
-    this.#on = !(inputs.deferred ?? process.execArgv.includes(DEFER_OPTIMIZER_FLAG));
+    this.#on = !(inputs.deferred ?? DEFER_OPTIMIZER_FLAGS.every((f) => process.execArgv.includes(f)));
     if (this.#on) return;
-    this.#timer = setInterval(() => this.check(), inputs.pollMs ?? START_UP_POLL_MS);
+    this.#timer = guardedInterval('optimizer_gate', () => this.check(), inputs.pollMs ?? START_UP_POLL_MS);
     this.#timer.unref();
     this.check();
   }

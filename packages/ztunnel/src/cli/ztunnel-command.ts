@@ -26,7 +26,7 @@ import { keysDirError, PersistedKeys } from '../identity/persisted-keys.js';
 import { type LocalConfig, loadLocalConfig } from '../state/local-config.js';
 import { XdsConfigSource } from '../state/xds-config-source.js';
 import type { QuotaLimits } from '../tenancy/index.js';
-import { toCredential, Ztunnel } from '../ztunnel.js';
+import { type InboundLimits, toCredential, Ztunnel } from '../ztunnel.js';
 import { OptimizerGate } from './optimizer-gate.js';
 
 const log = logger('cli');
@@ -48,6 +48,10 @@ export interface ZtunnelCommandOptions {
   tenantConnectRate?: string;
   tenantConnectBurst?: string;
   tenantMaxConnections?: string;
+  maxPreauthPerSource?: string;
+  maxPreauth?: string;
+  handshakeTimeoutMs?: string;
+  fdReserve?: string;
   xds?: string;
   tokenFile?: string;
   rootsFile?: string;
@@ -118,6 +122,7 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     registry,
     tenancy: { fairness: opts.fairness !== 'off', limits: tenantLimits(opts) },
     accessLog: accessLogPolicy(opts) as AccessLogPolicy,
+    inboundLimits: inboundLimits(opts),
     ...(backoff ? { certBackoff: backoff } : {}),
     ...(opts.zdsSocket
       ? {
@@ -194,6 +199,23 @@ const TENANT_LIMIT_FLAGS = {
   maxConnections: ['--tenant-max-connections', 'tenantMaxConnections'],
 } as const;
 
+const INBOUND_LIMIT_FLAGS = {
+  maxPreauthPerSource: ['--max-preauth-per-source', 'maxPreauthPerSource'],
+  maxPreauth: ['--max-preauth', 'maxPreauth'],
+  handshakeTimeoutMs: ['--handshake-timeout-ms', 'handshakeTimeoutMs'],
+  fdReserve: ['--fd-reserve', 'fdReserve'],
+} as const;
+
+/** The HBONE pre-authentication bounds an operator overrode (validated by usageError). */
+function inboundLimits(opts: ZtunnelCommandOptions): InboundLimits {
+  const limits: InboundLimits = {};
+  for (const [key, [, field]] of Object.entries(INBOUND_LIMIT_FLAGS)) {
+    const text = opts[field];
+    if (text !== undefined) limits[key as keyof InboundLimits] = Number(text);
+  }
+  return limits;
+}
+
 /** The per-tenant quota defaults an operator overrode on the command line. */
 function tenantLimits(opts: ZtunnelCommandOptions): Partial<QuotaLimits> {
   const limits: Partial<Record<keyof typeof TENANT_LIMIT_FLAGS, number>> = {};
@@ -208,7 +230,7 @@ function usageError(opts: ZtunnelCommandOptions): string | undefined {
   if (!opts.node) return '--node is required';
   const access = accessLogPolicy(opts);
   if (typeof access === 'string') return access;
-  for (const [flag, field] of Object.values(TENANT_LIMIT_FLAGS)) {
+  for (const [flag, field] of [...Object.values(TENANT_LIMIT_FLAGS), ...Object.values(INBOUND_LIMIT_FLAGS)]) {
     const text = opts[field];
     if (text !== undefined && !(Number.isInteger(Number(text)) && Number(text) > 0))
       return `${flag}: want a positive integer, got ${text}`;

@@ -1,5 +1,12 @@
 import { EventEmitter } from 'node:events';
-import { type CertificateSigner, type Credential, generateCsr, logger, ZmeshError } from '@zmesh/shared';
+import {
+  type CertificateSigner,
+  type Credential,
+  generateCsr,
+  guardedTimeout,
+  logger,
+  ZmeshError,
+} from '@zmesh/shared';
 import { Counter, Gauge, type Registry } from 'prom-client';
 
 const log = logger('certs');
@@ -216,7 +223,8 @@ export class CertManager extends EventEmitter {
   private scheduleRenewal(slot: Slot, delayMs: number): void {
     if (this.stopped) return;
     if (slot.timer) clearTimeout(slot.timer);
-    slot.timer = setTimeout(
+    slot.timer = guardedTimeout(
+      'cert_renewal',
       () => {
         slot.timer = undefined;
         if (this.slots.get(slot.identity) === slot && !slot.inflight) this.request(slot).catch(() => {});
@@ -231,7 +239,8 @@ export class CertManager extends EventEmitter {
     const lifetime = cred.notAfter.getTime() - cred.notBefore.getTime();
     const lead =
       this.options.expiringLeadMs?.(lifetime) ?? Math.min(DEFAULT_MAX_EXPIRING_LEAD_MS, lifetime / 10);
-    const timer = setTimeout(
+    const timer: NodeJS.Timeout = guardedTimeout(
+      'cert_expiring',
       () => {
         slot.expiring.delete(timer);
         if (this.slots.get(slot.identity) !== slot) return;

@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream';
 import {
   type AccessLog,
   accessLogFields,
+  type ConnectionGate,
   type Credential,
   canonicalIp,
   formatHostPort,
@@ -11,6 +12,7 @@ import {
   isZmeshError,
   logger,
   type MeshMetrics,
+  type PreauthLimiter,
   responseFlagOf,
   type StreamWindowMode,
   spiffeIdOf,
@@ -30,7 +32,7 @@ import { tenantOf } from '../tenancy/tenant-of.js';
 const log = logger('inbound');
 
 /** ztunnel's own ports: never a tunnel target, so a CONNECT cannot loop back into the proxy. */
-const RESERVED_PORTS = new Set([15000, 15001, 15006, 15008, 15020, 15021, 15053]);
+export const RESERVED_PORTS = new Set([15000, 15001, 15006, 15008, 15020, 15021, 15053]);
 
 export interface InboundInputs {
   workloadUid: string;
@@ -47,6 +49,11 @@ export interface InboundInputs {
   streamWindows: StreamWindowMode;
   /** One line per closed or refused tunnel, under the destination namespace's mode. */
   accessLog: AccessLog;
+  /** The process's bound on unauthenticated connections, shared by every pod's listener. */
+  preauth?: PreauthLimiter;
+  /** The process's fd reserve: may refuse a new connection. */
+  gate?: ConnectionGate;
+  handshakeTimeoutMs?: number;
 }
 
 /** Where one of the workload's 15008 sockets listens: an address, or a socket made elsewhere (in the pod's netns). */
@@ -68,6 +75,9 @@ export class InboundListener {
       name: inputs.workloadUid,
       onTunnel: (req) => this.onTunnel(req),
       streamWindows: inputs.streamWindows,
+      ...(inputs.preauth ? { preauth: inputs.preauth } : {}),
+      ...(inputs.gate ? { gate: inputs.gate } : {}),
+      ...(inputs.handshakeTimeoutMs ? { handshakeTimeoutMs: inputs.handshakeTimeoutMs } : {}),
     });
   }
 

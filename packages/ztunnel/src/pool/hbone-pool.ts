@@ -1,5 +1,12 @@
 import type { Duplex } from 'node:stream';
-import { type HboneSession, isZmeshError, logger, type MeshMetrics, ZmeshError } from '@zmesh/shared';
+import {
+  guardedTimeout,
+  type HboneSession,
+  isZmeshError,
+  logger,
+  type MeshMetrics,
+  ZmeshError,
+} from '@zmesh/shared';
 
 const log = logger('pool');
 
@@ -187,7 +194,7 @@ export class HbonePool {
     entry.reserved -= 1;
     if (entry.reserved > 0 || entry.retired) return;
     const mapKey = keyString(key);
-    entry.idleTimer = setTimeout(() => this.retire(mapKey, entry), this.idleTimeoutMs);
+    entry.idleTimer = guardedTimeout('pool_idle', () => this.retire(mapKey, entry), this.idleTimeoutMs);
     entry.idleTimer.unref();
   }
 

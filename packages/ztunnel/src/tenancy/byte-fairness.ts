@@ -2,6 +2,8 @@ import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import {
   bulkCoalescer,
+  guardedInterval,
+  guardedTimeout,
   H2ErrorCode,
   isResettableStream,
   PUMP_QUEUE_BYTES,
@@ -318,7 +320,7 @@ export class ByteFairness {
   #wake(): void {
     if (!this.#autoTick || this.#closed) return;
     this.#due = this.#o.now() + this.#o.tickMs;
-    this.#timer = setInterval(() => this.tick(), this.#o.tickMs);
+    this.#timer = guardedInterval('byte_fairness_tick', () => this.tick(), this.#o.tickMs);
     this.#timer.unref();
   }
 
@@ -585,7 +587,7 @@ function teardown(s: Duplex, abrupt: boolean): void {
     s.destroy();
     return;
   }
-  const timer = setTimeout(() => s.destroy(), CLEAN_END_GRACE_MS).unref();
+  const timer = guardedTimeout('clean_end_grace', () => s.destroy(), CLEAN_END_GRACE_MS).unref();
   const done = () => {
     clearTimeout(timer);
     s.destroy();

@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Duplex } from 'node:stream';
 import { ZmeshError } from '../../errors/index.js';
 import { DataScheduler } from './data-scheduler.js';
+import { DEFAULT_FLOOD_LIMITS, type FloodKind, type H2FloodLimits } from './flood-limits.js';
 import {
   ErrorCode,
   Flag,
@@ -25,6 +26,7 @@ import { HpackEncoder } from './hpack.js';
 import { applyPeerSettings, defaultPeerSettings, type H2PeerSettings } from './peer-settings.js';
 import { Pings } from './pings.js';
 import { ReceiveWindows } from './receive-windows.js';
+import { ResetCounter } from './reset-counter.js';
 import { StreamIds } from './stream-ids.js';
 
 /** Our SETTINGS (RFC 9113 §6.5.2). */
@@ -41,6 +43,8 @@ export interface H2ConnectionOptions {
   settings: H2LocalSettings;
   /** Our connection-level receive window (RFC 9113 §6.9.2 starts it at 65,535). */
   connectionWindow: number;
+  /** What the peer may send without doing work (flood-limits.ts); default DEFAULT_FLOOD_LIMITS. */
+  floodLimits?: Partial<H2FloodLimits>;
 }
 
 export type { H2PeerSettings };
@@ -74,6 +78,20 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
   readonly #pings = new Pings();
   readonly #ids: StreamIds;
   #peerStreams = 0;
+  readonly #limits: H2FloodLimits;
+  readonly #resets: ResetCounter;
+  /** Streams the peer ever opened: the PRIORITY/unknown-frame budget grows with them. */
+  #peerOpened = 0;
+  #idleFrames = 0;
+  #emptyRun = 0;
+  /** CONTINUATION frames of the header block being read. */
+  #blockFrames = 0;
+  /**
+   * The peer's streams closed lately and how (RFC 9113 §5.1): frames on one we reset are
+   * ignored (they may have been in flight), on one closed otherwise they are STREAM_CLOSED.
+   * Bounded: an id that fell out is treated as never opened.
+   */
+  readonly #closedIds = new Map<number, 'closed' | 'reset'>();
   #gotSettings = false;
   /** The stream the DATA frame being read belongs to. */
   #current: H2Stream | undefined;
@@ -89,6 +107,8 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     this.role = opts.role;
     this.#local = { ...opts.settings };
     this.#ids = new StreamIds(opts.role);
+    this.#limits = { ...DEFAULT_FLOOD_LIMITS, ...opts.floodLimits };
+    this.#resets = new ResetCounter(this.#limits.resets, this.#limits.resetWindowMs);
     this.#writer = new FrameWriter(socket);
     this.#data = new DataScheduler(this.#writer, {
       maxFrame: () => this.#peer.maxFrameSize,
@@ -270,7 +290,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     if (stream.rstCode === undefined) stream.rstCode = code;
     if (this.#streams.get(stream.id) !== stream) return;
     this.#writeControl(rstStreamFrame(stream.id, code));
-    this.#forget(stream);
+    this.#forget(stream, 'reset');
   }
 
   streamDestroyed(stream: H2Stream, error: Error | null): void {
@@ -286,8 +306,9 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     if (stream.protocolClosed) this.#forget(stream);
   }
 
-  #forget(stream: H2Stream): void {
+  #forget(stream: H2Stream, how: 'closed' | 'reset' = 'closed'): void {
     if (this.#streams.get(stream.id) !== stream) return;
+    this.#remember(stream.id, how);
     this.#streams.delete(stream.id);
     this.#data.forget(stream);
     if (this.#current === stream) this.#current = undefined;
@@ -313,6 +334,42 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     this.destroy(error);
   }
 
+  /**
+   * A flood: GOAWAY ENHANCE_YOUR_CALM and the connection ends. 'flood' (kind) lets the
+   * owner count it; 'protocolError' carries the ZM_ERR code as for any peer error.
+   */
+  #flood(kind: FloodKind, error: ZmeshError): undefined {
+    if (this.#destroyed) return;
+    this.emit('flood', kind, error);
+    this.emit('protocolError', error);
+    this.#goawaySent = true;
+    this.#writer.write(goawayFrame(this.#ids.lastPeer, ErrorCode.ENHANCE_YOUR_CALM, Buffer.from(error.code)));
+    this.destroy(error);
+  }
+
+  #overLimit(kind: FloodKind, count: number, limit: number): undefined {
+    return this.#flood(kind, new ZmeshError('ZM_ERR_HBONE_FLOOD', { kind, count, limit }));
+  }
+
+  /** HEADERS, CONTINUATION and DATA: a run of empty ones without END_STREAM is a flood. */
+  #countEmpty(length: number, flags: number): boolean {
+    if (length > 0 || flags & Flag.END_STREAM) {
+      this.#emptyRun = 0;
+      return true;
+    }
+    if (++this.#emptyRun <= this.#limits.emptyFrames) return true;
+    this.#overLimit('empty_frames', this.#emptyRun, this.#limits.emptyFrames);
+    return false;
+  }
+
+  /** PRIORITY and unknown frames cost us nothing but reading; Envoy bounds them per stream opened. */
+  #countIdleFrame(): boolean {
+    const limit = this.#limits.idleFramesPerStream * (1 + this.#peerOpened);
+    if (++this.#idleFrames <= limit) return true;
+    this.#overLimit('priority', this.#idleFrames, limit);
+    return false;
+  }
+
   #fault(fault: ConnectionFault): undefined {
     return this.#connectionError(fault.code, fault.reason);
   }
@@ -324,8 +381,33 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     stream.receiveReset(code);
   }
 
+  #remember(id: number, how: 'closed' | 'reset'): void {
+    if (!this.#ids.isPeers(id)) return;
+    this.#closedIds.set(id, how);
+    if (this.#closedIds.size > CLOSED_IDS_KEPT) {
+      this.#closedIds.delete(this.#closedIds.keys().next().value as number);
+    }
+  }
+
+  /**
+   * A frame on a peer stream that is neither idle nor open (RFC 9113 §5.1, §5.1.1): ignored
+   * if we reset it, STREAM_CLOSED if it closed otherwise, PROTOCOL_ERROR if the id was never
+   * opened (it went backwards). Only a server judges: a client drops what it does not know.
+   */
+  #onNotOpen(id: number, what: string): undefined {
+    if (this.role !== 'server' || !this.#ids.isPeers(id)) return;
+    const how = this.#closedIds.get(id);
+    if (how === 'reset') return;
+    if (how === 'closed')
+      return this.#connectionError(ErrorCode.STREAM_CLOSED, `${what} on closed stream ${id}`);
+    if (what === 'HEADERS') {
+      return this.#connectionError(ErrorCode.PROTOCOL_ERROR, `stream id ${id} below ${this.#ids.lastPeer}`);
+    }
+  }
+
   /** Refuses a stream we never opened a Duplex for. */
   #refuse(id: number, code: number, reason?: string): undefined {
+    this.#remember(id, 'reset');
     if (reason !== undefined) this.emit('protocolError', protocolError(code, reason, this.role));
     this.#writeControl(rstStreamFrame(id, code));
   }
@@ -340,6 +422,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     this.#current = undefined;
     if (!this.#expectFrame(FrameType.DATA, streamId)) return;
     if (streamId === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
+    if (!this.#countEmpty(length, _flags)) return;
     const grant = this.#windows.connectionArrival(length);
     if (grant === false) {
       return this.#connectionError(ErrorCode.FLOW_CONTROL_ERROR, 'DATA beyond the connection window');
@@ -350,6 +433,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
       // A stream we reset may still receive what was in flight; an unopened one may not.
       if (this.#ids.isIdle(streamId))
         this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
+      else this.#onNotOpen(streamId, 'DATA');
       return;
     }
     if (stream.remoteEnded)
@@ -383,8 +467,14 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     switch (type) {
       case FrameType.HEADERS:
         if (streamId === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS on stream 0');
+        if (!this.#countEmpty(payload.length, flags)) return;
+        this.#blockFrames = 0;
         return this.#onBlock(this.#blocks.headers(streamId, flags, payload));
       case FrameType.CONTINUATION:
+        if (!this.#countEmpty(payload.length, 0)) return;
+        if (++this.#blockFrames > this.#limits.continuationFrames) {
+          return this.#overLimit('continuation', this.#blockFrames, this.#limits.continuationFrames);
+        }
         return this.#onBlock(this.#blocks.continuation(flags, payload));
       case FrameType.SETTINGS:
         return this.#onSettings(flags, streamId, payload);
@@ -398,12 +488,14 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
         return this.#onGoaway(streamId, payload);
       case FrameType.PRIORITY:
         if (streamId === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
+        if (!this.#countIdleFrame()) return;
         if (payload.length !== 5) this.#refuse(streamId, ErrorCode.FRAME_SIZE_ERROR, 'PRIORITY not 5 bytes');
         return;
       case FrameType.PUSH_PROMISE:
         return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'PUSH_PROMISE with push disabled');
       default:
-        return; // RFC 9113 §5.5: frames of unknown types are ignored
+        this.#countIdleFrame();
+        return; // RFC 9113 §5.5: frames of unknown types are ignored (but counted)
     }
   }
 
@@ -427,7 +519,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     if (block === undefined) return;
     const stream = this.#streams.get(block.streamId);
     if (stream !== undefined) return this.#onStreamHeaders(stream, block);
-    if (!this.#ids.isIdle(block.streamId)) return; // a stream we reset: what was in flight is dropped
+    if (!this.#ids.isIdle(block.streamId)) return this.#onNotOpen(block.streamId, 'HEADERS');
     if (this.role === 'client' || !this.#ids.isPeers(block.streamId)) {
       return this.#connectionError(ErrorCode.PROTOCOL_ERROR, `HEADERS opening stream ${block.streamId}`);
     }
@@ -438,6 +530,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
   #onRequest(block: HeaderBlock): undefined {
     const id = block.streamId;
     this.#ids.peerOpened(id);
+    this.#peerOpened++;
     if (this.#goawaySent) return this.#refuse(id, ErrorCode.REFUSED_STREAM);
     if (block.listBytes > this.#local.maxHeaderListSize) {
       return this.#refuse(
@@ -539,6 +632,17 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     if (streamId === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
     if (payload.length !== 4)
       return this.#connectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM not 4 bytes');
+    // Rapid reset (CVE-2023-44487): every code counts, NO_ERROR too, and it counts here, as
+    // the frame is read, before the owner starts work (a dial) for any stream of this read.
+    if (this.role === 'server' && this.#resets.hit()) {
+      const { resets: limit, resetWindowMs: windowMs } = this.#limits;
+      const error = new ZmeshError('ZM_ERR_HBONE_RAPID_RESET', {
+        count: this.#resets.count,
+        windowMs,
+        limit,
+      });
+      return this.#flood('rst_stream', error);
+    }
     const stream = this.#streams.get(streamId);
     if (stream === undefined) {
       if (this.#ids.isIdle(streamId))
@@ -577,6 +681,9 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     this.#maybeFinish();
   }
 }
+
+/** Closed peer stream ids remembered (see #closedIds): about a second of churn at high rates. */
+const CLOSED_IDS_KEPT = 1024;
 
 function protocolError(code: number, reason: string, role: 'client' | 'server'): ZmeshError {
   const name = Object.entries(ErrorCode).find(([, v]) => v === code)?.[0] ?? `0x${code.toString(16)}`;

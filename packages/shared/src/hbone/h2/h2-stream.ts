@@ -197,6 +197,12 @@ export class H2Stream extends Duplex {
       return;
     }
     if (this.#idleMs > 0) this.#lastActive = performance.now();
+    // An empty write would go out as an empty DATA frame, which peers (and we) count as a flood.
+    chunks = chunks.filter((c) => c.length > 0);
+    if (chunks.length === 0) {
+      callback();
+      return;
+    }
     this.queue.push({ chunks, offset: 0, callback });
     this.#host.flushStream(this);
   }

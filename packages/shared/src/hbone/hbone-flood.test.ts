@@ -1,0 +1,120 @@
+import * as http2 from 'node:http2';
+import { PassThrough } from 'node:stream';
+import test, { type ExecutionContext } from 'ava';
+import { FRAME, frame, goawayCode, headerBlock, RawH2 } from '../testing/raw-h2.js';
+import { makePki, metricValue, type Pki, startEcho, startHbone } from '../testing/transport-fixtures.js';
+import { clientTlsOptions } from '../tls/mtls.js';
+
+/**
+ * HTTP/2 floods against the HBONE server (issue 38): each ends in GOAWAY ENHANCE_YOUR_CALM
+ * with bounded memory and no upstream work, counted in zmesh_hbone_floods_total{kind}.
+ */
+const pki: Pki = await makePki();
+const echo = await startEcho();
+let dials = 0;
+const { server, port, metrics } = await startHbone(pki, echo.port, {
+  onTunnel: async () => {
+    dials++;
+    return { upstream: new PassThrough() };
+  },
+});
+const rawTls = clientTlsOptions(pki.client, pki.bundle, [pki.server.identity]);
+const ENHANCE_YOUR_CALM = http2.constants.NGHTTP2_ENHANCE_YOUR_CALM;
+const CONNECT: [string, string][] = [
+  [':method', 'CONNECT'],
+  [':authority', '127.0.0.1:9'],
+];
+
+test.after.always(async () => {
+  await server.close();
+  await echo.close();
+});
+
+async function expectFlood(t: ExecutionContext, raw: RawH2, kind: string, code = 'ZM_ERR_HBONE_FLOOD') {
+  const goaway = await raw.waitFor((f) => f.type === FRAME.GOAWAY, 5000);
+  t.truthy(goaway, 'GOAWAY sent');
+  t.is(goaway && goawayCode(goaway), ENHANCE_YOUR_CALM);
+  t.is(goaway?.payload.subarray(8).toString(), code);
+  await raw.closed;
+  t.true((await metricValue(metrics, 'zmesh_hbone_floods_total', { kind })) >= 1, kind);
+}
+
+/** Writes `count` copies of `unit` in batches, stopping once the server has closed. */
+async function flood(raw: RawH2, unit: Buffer, count: number): Promise<number> {
+  const batch = Buffer.concat(Array.from({ length: 1000 }, () => unit));
+  let sent = 0;
+  while (sent < count && !raw.destroyed) {
+    if (!raw.write(batch)) break;
+    sent += 1000;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  return sent;
+}
+
+test.serial('100,000 empty CONTINUATION frames: GOAWAY at the second, memory bounded', async (t) => {
+  const rss = process.memoryUsage.rss();
+  const raw = await RawH2.connect({ ...rawTls, host: '127.0.0.1', port });
+  raw.write(frame(FRAME.HEADERS, 0, 1, headerBlock(CONNECT)));
+  await flood(raw, frame(FRAME.CONTINUATION, 0, 1, Buffer.alloc(0)), 100_000);
+  await expectFlood(t, raw, 'empty_frames');
+  const grew = process.memoryUsage.rss() - rss;
+  t.true(grew < 64 * 1024 * 1024, `RSS grew by ${grew} bytes`);
+  t.is((await metricValue(metrics, 'zmesh_errors_total', { code: 'ZM_ERR_HBONE_FLOOD' })) > 0, true);
+});
+
+test.serial('CONTINUATION frames with a byte each: GOAWAY after the per-block frame bound', async (t) => {
+  const raw = await RawH2.connect({ ...rawTls, host: '127.0.0.1', port });
+  raw.write(frame(FRAME.HEADERS, 0, 1, headerBlock(CONNECT)));
+  // A literal name of 1 byte repeated: each frame adds a byte to a never-ending block.
+  await flood(raw, frame(FRAME.CONTINUATION, 0, 1, Buffer.from([0x40])), 10_000);
+  await expectFlood(t, raw, 'continuation');
+});
+
+test.serial('2,000 rapid resets with NO_ERROR: GOAWAY, no upstream dials', async (t) => {
+  const before = dials;
+  const raw = await RawH2.connect({ ...rawTls, host: '127.0.0.1', port });
+  const parts: Buffer[] = [];
+  const rst = Buffer.alloc(4); // NO_ERROR: counted like any other code
+  for (let i = 0; i < 2000; i++) {
+    const id = 2 * i + 1;
+    parts.push(frame(FRAME.HEADERS, 0x4, id, headerBlock(CONNECT)), frame(FRAME.RST_STREAM, 0, id, rst));
+  }
+  raw.write(Buffer.concat(parts));
+  await expectFlood(t, raw, 'rst_stream', 'ZM_ERR_HBONE_RAPID_RESET');
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  t.log(`${dials - before} upstream dials for 2,000 reset streams`);
+  t.true(dials - before <= 4, `${dials - before} upstream dials`);
+  t.is(await metricValue(metrics, 'zmesh_errors_total', { code: 'ZM_ERR_HBONE_RAPID_RESET' }), 1);
+});
+
+test.serial('a PRIORITY flood and an unknown-frame flood end with GOAWAY', async (t) => {
+  const raw = await RawH2.connect({ ...rawTls, host: '127.0.0.1', port });
+  await flood(raw, frame(FRAME.PRIORITY, 0, 1, Buffer.from([0, 0, 0, 0, 16])), 10_000);
+  await expectFlood(t, raw, 'priority');
+  const raw2 = await RawH2.connect({ ...rawTls, host: '127.0.0.1', port });
+  await flood(raw2, frame(0x42, 0, 0, Buffer.alloc(0)), 10_000);
+  await expectFlood(t, raw2, 'priority');
+});
+
+test.serial('empty DATA frames on an open stream end the connection', async (t) => {
+  const raw = await RawH2.connect({ ...rawTls, host: '127.0.0.1', port });
+  raw.headers(1, CONNECT);
+  await raw.waitFor((f) => f.type === FRAME.HEADERS && f.streamId === 1);
+  await flood(raw, frame(FRAME.DATA, 0, 1, Buffer.alloc(0)), 10_000);
+  await expectFlood(t, raw, 'empty_frames');
+});
+
+test.serial('normal tunnels with an empty write in between are no flood', async (t) => {
+  const raw = await RawH2.connect({ ...rawTls, host: '127.0.0.1', port });
+  raw.headers(1, CONNECT);
+  t.truthy(await raw.waitFor((f) => f.type === FRAME.HEADERS && f.streamId === 1));
+  raw.write(frame(FRAME.DATA, 0, 1, Buffer.alloc(0)));
+  raw.write(frame(FRAME.DATA, 0, 1, Buffer.from('x')));
+  raw.write(frame(FRAME.DATA, 0, 1, Buffer.alloc(0)));
+  raw.write(frame(FRAME.DATA, 0x1, 1, Buffer.alloc(0)));
+  const echoed = await raw.waitFor((f) => f.type === FRAME.DATA && f.streamId === 1 && f.payload.length > 0);
+  t.is(echoed?.payload.toString(), 'x');
+  t.falsy(raw.frames.find((f) => f.type === FRAME.GOAWAY));
+  raw.destroy();
+  await raw.closed;
+});
