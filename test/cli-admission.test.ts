@@ -75,7 +75,7 @@ async function startCp(t: ExecutionContext, extra: string[] = []): Promise<Cp> {
   const admin = join(dir, 'run', 'admin.sock');
   const child = execa(
     ZMESH,
-    ['control-plane', '-c', join(dir, 'cfg'), '--socket', join(dir, 'xds.sock')].concat(
+    ['control-plane', '-c', join(dir, 'cfg'), '--socket', join(dir, 'xds.sock'), '--no-state-dir'].concat(
       ['--admin-socket', admin],
       extra,
     ),
@@ -240,6 +240,7 @@ test('admin API: an unreachable socket is one line; TCP needs a token file, and 
 
   const noToken = await zmesh([
     'control-plane',
+    '--no-state-dir',
     '--socket',
     join(dir, 'x.sock'),
     '--admin-port',
@@ -252,10 +253,14 @@ test('admin API: an unreachable socket is one line; TCP needs a token file, and 
   );
   await writeFile(join(dir, 'short'), 'abc\n');
   const short = await zmesh(
-    ['control-plane', '--socket', join(dir, 'x.sock'), '--admin-port', String(TCP_PORT)].concat([
-      '--admin-token-file',
-      join(dir, 'short'),
-    ]),
+    [
+      'control-plane',
+      '--no-state-dir',
+      '--socket',
+      join(dir, 'x.sock'),
+      '--admin-port',
+      String(TCP_PORT),
+    ].concat(['--admin-token-file', join(dir, 'short')]),
   );
   t.is(short.exitCode, 1);
   t.regex(short.stderr, /ZM_ERR_ADMIN_TOKEN_FILE: .*at least 16 characters/);

@@ -61,6 +61,7 @@ test('zmesh control-plane signs and writes roots; zmesh ztunnel --xds gets confi
         join(dir, 'ca'),
         '--roots-file',
         roots,
+        '--no-state-dir',
       ],
       { reject: false },
     ),

@@ -9,9 +9,13 @@ const ZMESH = resolve(import.meta.dirname, '../../bin/zmesh');
 test('zmesh control-plane --socket serves xDS and the CA on a 0600 Unix socket', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'zmesh-cli-sock-'));
   const socket = join(dir, 'xds.sock');
-  const cp = execa(ZMESH, ['control-plane', '--socket', socket, '--admin-socket', join(dir, 'admin.sock')], {
-    reject: false,
-  });
+  const cp = execa(
+    ZMESH,
+    ['control-plane', '--socket', socket, '--admin-socket', join(dir, 'admin.sock'), '--no-state-dir'],
+    {
+      reject: false,
+    },
+  );
   t.teardown(async () => {
     cp.kill('SIGTERM');
     await cp;

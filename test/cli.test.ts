@@ -141,7 +141,7 @@ test('zmesh control-plane whose admin port is taken exits 1 naming it, after clo
   await writeFile(join(dir, 'token'), 'a-long-enough-admin-token-0123456789\n', { mode: 0o600 });
   const r = await execa(
     ZMESH,
-    ['control-plane', '--host', '127.86.0.3'].concat([
+    ['control-plane', '--host', '127.86.0.3', '--no-state-dir'].concat([
       '--admin-port',
       '15014',
       '--admin-token-file',

@@ -72,6 +72,10 @@ test('a waypoint sent SIGTERM under load answers every request in flight, then e
     await lab.l7(true);
     const { host, port } = lab.entry;
     t.is((await get(host, port, '/warm', false)).status, 200);
+    // The waypoint's xDS client reports on its metrics port like ztunnel's.
+    const metrics = await (await fetch(`http://${lab.waypointAddress}:15020/metrics`)).text();
+    t.regex(metrics, /^zmesh_xds_connected 1$/m);
+    t.regex(metrics, /# TYPE zmesh_xds_stream_ends_total counter/);
     const pid = lab.waypointPid();
     if (pid === undefined) throw new Error('no waypoint process');
     // Fresh connections and kept-alive ones, all with a request in flight at the signal.

@@ -34,6 +34,7 @@ export interface AdminServer {
 
 /**
  * The control plane's operator API: `GET /proxy-status`, `GET /waypoint-status`,
+ * `GET /objects` (the generation and every object's `Kind/namespace/name`),
  * `POST /apply` and `POST /delete` (multi-document YAML, or `?kind=&namespace=&name=`;
  * 400 with ZM_ERR_CONFIG_INVALID and every reason when refused), `POST /namespace-l7`,
  * `POST /node-token?node=<name>`, `GET /metrics` (Prometheus), `GET /healthz` and
@@ -148,6 +149,10 @@ async function handle(cp: ControlPlane, req: IncomingMessage, res: ServerRespons
   if (req.method === 'GET' && url.pathname === '/waypoint-status')
     return reply(res, 200, cp.waypointStatus());
   if (req.method === 'GET' && url.pathname === '/healthz') return reply(res, 200, { ok: true });
+  if (req.method === 'GET' && url.pathname === '/objects') {
+    const view = cp.store.view();
+    return reply(res, 200, { generation: view.generation, objects: [...view.objects.keys()].sort() });
+  }
   if (req.method === 'GET' && url.pathname === '/healthz/ready') {
     const r = cp.readiness();
     return reply(res, r.ready ? 200 : 503, r);

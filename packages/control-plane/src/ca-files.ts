@@ -1,6 +1,7 @@
 import { mkdir, open, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { CertificateAuthority, logger } from '@zmesh/shared';
+import type { StateStore } from './store/state-store.js';
 
 const log = logger('ca-files');
 
@@ -23,6 +24,27 @@ export async function loadOrCreateCa(trustDomain: string, dir?: string): Promise
     await writeFile(join(dir, ROOT_CERT_FILE), ca.rootPem, { mode: 0o644, flag: 'wx' });
     log.info({ dir }, 'created a new root CA');
   }
+  return ca;
+}
+
+const CA_CERT = 'ca-root-cert';
+const CA_KEY = 'ca-root-key';
+
+/**
+ * The CA kept in the state store (without --ca-dir): loaded, or created and committed there
+ * (certificate and key in one transaction), so a restart keeps the same root.
+ */
+export async function loadOrCreateCaInStore(
+  trustDomain: string,
+  state: StateStore,
+): Promise<CertificateAuthority> {
+  const certPem = state.getMeta(CA_CERT);
+  const keyPem = state.getMeta(CA_KEY);
+  if (certPem !== undefined && keyPem !== undefined)
+    return CertificateAuthority.fromPem({ trustDomain, certPem, keyPem });
+  const ca = await CertificateAuthority.create({ trustDomain });
+  state.putMeta({ [CA_CERT]: ca.rootPem, [CA_KEY]: await ca.exportKeyPem() });
+  log.info({ store: state.location }, 'created a new root CA');
   return ca;
 }
 

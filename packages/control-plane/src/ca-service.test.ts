@@ -1,11 +1,17 @@
+import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import {
   CA_METHOD,
+  CaClient,
+  CertificateAuthority,
   type CertificateRequest,
   type CertificateResponse,
   certificateRequestCodec,
   certificateResponseCodec,
   csrUriSans,
+  generateCsr,
+  TrustBundle,
   toStruct,
 } from '@zmesh/shared';
 import test from 'ava';
@@ -109,14 +115,20 @@ test('the CA refuses identities of workloads on another node, and other nodes to
   t.is(signed.length, 0, 'nothing was signed');
 });
 
-test('an xDS stream without a valid node token is refused UNAUTHENTICATED', async (t) => {
+test('an xDS stream without a valid node token is refused UNAUTHENTICATED, and proxy-status lists it refused', async (t) => {
   const { cp, port } = await setup(t);
   const client = newClient(port, 'zmn1.bm9kZS0x.forged', { backoff: { initialMs: 5000, maxMs: 5000 } });
   const ended = eventWhere<{ code: number }>(client, 'disconnected');
   await client.start();
   t.is((await ended).code, grpc.status.UNAUTHENTICATED);
   await client.stop();
-  t.deepEqual(cp.proxyStatus(), []);
+  // Not `[]`: the proxy that is being turned away is listed, by the id it claimed.
+  const [row, ...more] = cp.proxyStatus();
+  t.is(more.length, 0);
+  t.is(row?.proxy, 'ztunnel~10.0.0.1~ztunnel-1.istio-system~istio-system.svc.cluster.local');
+  t.false(row?.connected);
+  t.is(row?.refused?.reason, 'missing or invalid node token');
+  t.deepEqual(row?.types, {});
 });
 
 test('a proxy claiming another node than its token names is refused', async (t) => {
@@ -129,4 +141,50 @@ test('a proxy claiming another node than its token names is refused', async (t) 
   await client.start();
   t.is((await ended).code, grpc.status.PERMISSION_DENIED);
   await client.stop();
+  t.deepEqual(
+    cp.proxyStatus().map((r) => [r.proxy, r.node, r.refused?.reason]),
+    [['ztunnel~x', 'node-1', 'token is for node node-1, not node-2']],
+  );
+});
+
+test('the CA client fails over past a dead address and re-reads a refused token once', async (t) => {
+  const ca = await CertificateAuthority.create({ trustDomain: 'cluster.local' });
+  const dir = await configDir({ 'ns.yaml': NAMESPACE_YAML, 'a.yaml': podYaml('a', '10.1.0.1', 'node-1') });
+  const { cp, port } = await startControlPlane(dir, { signCsr: (csr, o) => ca.signCsr(csr, o) });
+  const dead = createServer();
+  await new Promise<void>((resolve) => dead.listen(0, '127.0.0.1', resolve));
+  const deadPort = (dead.address() as AddressInfo).port;
+  await new Promise((resolve) => dead.close(resolve));
+  let token = 'zmn1.stale.token';
+  let refreshes = 0;
+  const client = new CaClient({
+    address: `127.0.0.1:${deadPort},127.0.0.1:${port}`,
+    token: () => token,
+    refreshToken: async () => {
+      refreshes++;
+      token = cp.issueNodeToken('node-1');
+      return true;
+    },
+    bundle: new TrustBundle('cluster.local', [ca.rootPem]),
+    timeoutMs: 2000,
+  });
+  t.teardown(async () => {
+    client.close();
+    await cp.stop();
+    await removeDir(dir);
+  });
+  const { csrPem } = await generateCsr(ID_A);
+  const chain = await client.sign(csrPem, ID_A, 600);
+  t.true(chain.length >= 1);
+  t.is(refreshes, 1);
+  // A token the file cannot fix stays refused: one re-read, then ZM_ERR_CA_REFUSED.
+  const refused = new CaClient({
+    address: `127.0.0.1:${port}`,
+    token: () => 'zmn1.bad.token',
+    refreshToken: async () => false,
+    bundle: new TrustBundle('cluster.local', [ca.rootPem]),
+  });
+  t.teardown(() => refused.close());
+  const e = await t.throwsAsync(refused.sign(csrPem, ID_A, 600));
+  t.regex(e.message, /UNAUTHENTICATED/);
 });

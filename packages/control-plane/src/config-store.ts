@@ -7,6 +7,7 @@ import { parseAllDocuments } from 'yaml';
 import { admit } from './admission.js';
 import { objectKey, type StoreObject } from './k8s-objects.js';
 import { parseObject } from './parse-object.js';
+import type { StateStore } from './store/state-store.js';
 
 const log = logger('config-store');
 
@@ -32,6 +33,12 @@ export interface ConfigStoreOptions {
   /** Directory of YAML files (Kubernetes/Istio shapes), watched when `watch()` is called. */
   dir?: string;
   debounceMs?: number;
+  /**
+   * Where applied objects and the generation are kept (store/). Loaded at construction
+   * (ZM_ERR_STATE_STORE when it cannot be read); every accepted change is committed there
+   * first, in one transaction, and a change the store refuses is refused.
+   */
+  state?: StateStore;
   /** Admission beyond `admit` (the control plane's compile-and-validate of waypoint configs); run once `admit` passes. */
   admit?: (
     objects: ReadonlyMap<string, StoreObject>,
@@ -57,12 +64,20 @@ export class ConfigStore extends EventEmitter {
   #watcher: FSWatcher | undefined;
   #debounce: NodeJS.Timeout | undefined;
   #reloading: Promise<void> = Promise.resolve();
+  /** Restored from a store with history: the first reload commits it, so it is compiled and served. */
+  #restored = false;
   /** Why the last reload could not read the directory (not: found it invalid), if it could not. */
   #unreadable: string | undefined;
 
   constructor(opts: ConfigStoreOptions = {}) {
     super();
     this.#opts = opts;
+    if (opts.state) {
+      const stored = opts.state.load();
+      this.#applied = new Map(stored.objects);
+      this.#view = Object.freeze({ generation: stored.generation, objects: new Map(stored.objects) });
+      this.#restored = stored.generation > 0;
+    }
   }
 
   view(): StoreView {
@@ -92,7 +107,11 @@ export class ConfigStore extends EventEmitter {
   }
 
   async #reloadNow(): Promise<Result<StoreView>> {
-    if (this.#opts.dir === undefined) return ok(this.#view);
+    if (this.#opts.dir === undefined) {
+      if (!this.#restored) return ok(this.#view);
+      this.#restored = false;
+      return this.#commit(this.#files, this.#applied, new Map(), 'restore');
+    }
     const io: string[] = [];
     const read = await readDirectory(this.#opts.dir, io);
     this.#unreadable = io.length === 0 ? undefined : `config directory unreadable: ${io.join('; ')}`;
@@ -171,6 +190,9 @@ export class ConfigStore extends EventEmitter {
     let refused = admit(objects, originOf);
     if (refused.length === 0 && this.#opts.admit) refused = this.#opts.admit(objects, originOf);
     if (refused.length > 0) return this.#reject(refused, source);
+    const generation = this.#view.generation + 1;
+    const stored = this.#store(applied, generation);
+    if (!stored.ok) return this.#reject(stored.error, source);
     this.#files = files;
     this.#applied = applied;
     this.#origins = new Map(
@@ -179,9 +201,23 @@ export class ConfigStore extends EventEmitter {
         return at === undefined ? [] : [[k, at] as const];
       }),
     );
-    this.#view = Object.freeze({ generation: this.#view.generation + 1, objects });
+    this.#view = Object.freeze({ generation, objects });
     this.emit('change', this.#view);
     return ok(this.#view);
+  }
+
+  /** Commits what changed in `applied` (and the generation) to the state store, as one transaction. */
+  #store(applied: ReadonlyMap<string, StoreObject>, generation: number): Result<void> {
+    const state = this.#opts.state;
+    if (state === undefined) return ok(undefined);
+    const put = [...applied].filter(([k, o]) => this.#applied.get(k) !== o).map(([, o]) => o);
+    const remove = [...this.#applied.keys()].filter((k) => !applied.has(k));
+    try {
+      state.commit({ put, remove, generation });
+      return ok(undefined);
+    } catch (e) {
+      return err([`state store: ${(e as Error).message}`]);
+    }
   }
 
   #reject(reasons: string[], source: string): Result<StoreView> {

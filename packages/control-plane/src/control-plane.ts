@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import {
   ADDRESS_TYPE_URL,
   type Authorization,
@@ -15,6 +16,7 @@ import { WAYPOINT_CLASS } from './k8s-objects.js';
 import { type RolloutReport, setNamespaceWaypoint, waitForAcks } from './namespace-waypoint.js';
 import { NodeTokens } from './node-tokens.js';
 import type { ProxyReport } from './proxy-status.js';
+import { MemoryStateStore, metaOrCreate, type StateStore } from './store/state-store.js';
 import { XdsServer } from './xds-server.js';
 
 export interface ControlPlaneOptions {
@@ -24,8 +26,13 @@ export interface ControlPlaneOptions {
   trustDomain: string;
   clusterDomain?: string;
   signCsr?: SignCsr;
-  /** HMAC key for node tokens; keep it to keep issued tokens valid across restarts. */
+  /** HMAC key for node tokens; default: the state store's (created there on first start). */
   tokenKey?: Buffer;
+  /**
+   * Applied objects, the generation, xDS version counters and the node-token key
+   * (store/). Default: in memory, nothing survives the process.
+   */
+  state?: StateStore;
   /** Default: Istio's conversion (`convertAuthorizationPolicy`); waypoint-targeted policies are dropped. */
   convertPolicy?: (raw: Record<string, unknown>) => Authorization | undefined;
   maxCertTtlSeconds?: number;
@@ -58,6 +65,7 @@ export class ControlPlane {
   readonly store: ConfigStore;
   readonly server: XdsServer;
   readonly tokens: NodeTokens;
+  readonly state: StateStore;
   readonly metrics: ControlPlaneMetrics;
   readonly #compiler: Compiler;
   #compiled: CompiledConfig | undefined;
@@ -68,9 +76,12 @@ export class ControlPlane {
   #notReadyWaypoints = new Set<string>();
   #waypointTimer: NodeJS.Timeout | undefined;
 
+  /** Throws ZM_ERR_STATE_STORE when the state store cannot be read. */
   constructor(opts: ControlPlaneOptions) {
+    this.state = opts.state ?? new MemoryStateStore();
     const validate = opts.validateWaypointConfig;
     this.store = new ConfigStore({
+      state: this.state,
       ...(opts.configDir === undefined ? {} : { dir: opts.configDir }),
       ...(validate
         ? {
@@ -83,7 +94,7 @@ export class ControlPlane {
           }
         : {}),
     });
-    this.tokens = new NodeTokens(opts.tokenKey);
+    this.tokens = new NodeTokens(opts.tokenKey ?? nodeTokenKey(this.state));
     this.metrics = new ControlPlaneMetrics({ defaultMetrics: opts.defaultMetrics ?? false });
     const sign = opts.signCsr;
     this.server = new XdsServer({
@@ -109,9 +120,11 @@ export class ControlPlane {
       ...(opts.clusterDomain ? { clusterDomain: opts.clusterDomain } : {}),
       convertPolicy: opts.convertPolicy ?? convertForZtunnel,
     });
+    this.server.cache.seedVersions(storedVersions(this.state));
     this.store.on('change', (view: StoreView) => {
       this.#compiled = this.#compiler.compile(view);
       this.server.setConfig(this.#compiled);
+      keepVersions(this.state, this.server.cache.versions());
       this.metrics.configChanges.inc();
       this.metrics.configGeneration.set(view.generation);
     });
@@ -278,6 +291,39 @@ export class ControlPlane {
     clearInterval(this.#waypointTimer);
     this.store.close();
     await this.server.close();
+    this.state.close();
+  }
+}
+
+const TOKEN_KEY = 'node-token-key';
+const XDS_VERSIONS = 'xds-versions';
+
+function nodeTokenKey(state: StateStore): Buffer {
+  return Buffer.from(
+    metaOrCreate(state, TOKEN_KEY, () => randomBytes(32).toString('base64')),
+    'base64',
+  );
+}
+
+function storedVersions(state: StateStore): Record<string, number> {
+  const kept = state.getMeta(XDS_VERSIONS);
+  if (kept === undefined) return {};
+  try {
+    return JSON.parse(kept) as Record<string, number>;
+  } catch {
+    log.warn('stored xDS versions unreadable; versions restart at 1');
+    return {};
+  }
+}
+
+/** Version counters are kept so they keep increasing across restarts; losing the last one is harmless. */
+function keepVersions(state: StateStore, versions: Record<string, number>): void {
+  const text = JSON.stringify(versions);
+  if (state.getMeta(XDS_VERSIONS) === text) return;
+  try {
+    state.putMeta({ [XDS_VERSIONS]: text });
+  } catch (e) {
+    log.warn({ err: (e as Error).message }, 'could not keep xDS versions');
   }
 }
 

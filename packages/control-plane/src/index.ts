@@ -7,7 +7,13 @@ export {
 } from './admin-server.js';
 export { admit, admitWaypointConfigs, type WaypointValidator } from './admission.js';
 export { AdsSession } from './ads-session.js';
-export { loadOrCreateCa, ROOT_CERT_FILE, ROOT_KEY_FILE, writeRootsFile } from './ca-files.js';
+export {
+  loadOrCreateCa,
+  loadOrCreateCaInStore,
+  ROOT_CERT_FILE,
+  ROOT_KEY_FILE,
+  writeRootsFile,
+} from './ca-files.js';
 export {
   authorize,
   createCertificateHandler,
@@ -46,4 +52,11 @@ export { NodeTokens } from './node-tokens.js';
 export { parseObject } from './parse-object.js';
 export { type ProxyReport, ProxyStatusRegistry, type TypeReport } from './proxy-status.js';
 export { type CachedResource, ResourceCache } from './resource-cache.js';
+export { SqliteStateStore, STATE_DB_FILE, sqliteAvailable } from './store/sqlite-store.js';
+export {
+  MemoryStateStore,
+  type StateChange,
+  type StateStore,
+  type StoredState,
+} from './store/state-store.js';
 export { SERVED_TYPES, XdsServer, type XdsServerOptions } from './xds-server.js';

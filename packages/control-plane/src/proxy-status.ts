@@ -2,6 +2,8 @@ import type { ResourceCache } from './resource-cache.js';
 
 /** Proxies that went away are remembered (their pending changes matter) up to this many. */
 export const MAX_PROXY_RECORDS = 10_000;
+/** Refused streams remembered by claimed proxy id; the oldest is forgotten beyond this. */
+export const MAX_REFUSED_RECORDS = 256;
 /** Names listed per type in the report; the count is always exact. */
 const MAX_LISTED_NAMES = 20;
 
@@ -24,6 +26,8 @@ export interface ProxyRecord {
   connected: boolean;
   lastContact: number;
   readonly types: Map<string, TypeStatus>;
+  /** The control plane refused this proxy's last stream (token, node claim): why and when. */
+  refused?: { reason: string; at: number } | undefined;
 }
 
 export interface TypeReport {
@@ -42,6 +46,11 @@ export interface ProxyReport {
   node: string;
   connected: boolean;
   lastContactSecondsAgo: number;
+  /**
+   * Set when the control plane refused the proxy's last stream: it holds whatever it had
+   * before, and gets nothing new. A proxy only ever refused is listed by the id it claimed.
+   */
+  refused: { reason: string; secondsAgo: number } | null;
   types: Record<string, TypeReport>;
 }
 
@@ -51,6 +60,26 @@ export interface ProxyReport {
  */
 export class ProxyStatusRegistry {
   readonly #records = new Map<string, ProxyRecord>();
+  /** Streams refused before any session, by the proxy id they claimed (unverified, bounded). */
+  readonly #refused = new Map<string, { node: string; reason: string; at: number }>();
+
+  /**
+   * The control plane refused a stream (`proxyId` as claimed, or the peer address): a known
+   * proxy's row says so; an unknown one gets a row of its own, so proxy-status never shows
+   * `[]` while proxies are being turned away.
+   */
+  refused(proxyId: string, node: string, reason: string, now = Date.now()): void {
+    const known = this.#records.get(proxyId);
+    if (known !== undefined) {
+      known.refused = { reason, at: now };
+      known.lastContact = now;
+      return;
+    }
+    this.#refused.delete(proxyId);
+    this.#refused.set(proxyId, { node, reason, at: now });
+    if (this.#refused.size > MAX_REFUSED_RECORDS) this.#refused.delete(this.#refused.keys().next().value!);
+  }
+
   /** Per type URL, responses sent and the ACKs and NACKs they got (for /metrics). */
   readonly counts = new Map<string, { pushes: number; acks: number; nacks: number }>();
 
@@ -70,6 +99,8 @@ export class ProxyStatusRegistry {
       r = { proxyId, node, connected: false, lastContact: Date.now(), types: new Map() };
       this.#records.set(proxyId, r);
     }
+    r.refused = undefined;
+    this.#refused.delete(proxyId);
     return r;
   }
 
@@ -83,17 +114,30 @@ export class ProxyStatusRegistry {
   }
 
   report(cache: ResourceCache, now = Date.now()): ProxyReport[] {
-    return [...this.#records.values()]
-      .sort((a, b) => a.proxyId.localeCompare(b.proxyId))
-      .map((r) => ({
+    const ago = (at: number) => Math.max(0, (now - at) / 1000);
+    const sessions = [...this.#records.values()].map(
+      (r): ProxyReport => ({
         proxy: r.proxyId,
         node: r.node,
         connected: r.connected,
-        lastContactSecondsAgo: Math.max(0, (now - r.lastContact) / 1000),
+        lastContactSecondsAgo: ago(r.lastContact),
+        refused: r.refused ? { reason: r.refused.reason, secondsAgo: ago(r.refused.at) } : null,
         types: Object.fromEntries(
           [...r.types].map(([typeUrl, t]) => [typeUrl, typeReport(cache, typeUrl, t)]),
         ),
-      }));
+      }),
+    );
+    const refusedOnly = [...this.#refused].map(
+      ([proxy, r]): ProxyReport => ({
+        proxy,
+        node: r.node,
+        connected: false,
+        lastContactSecondsAgo: ago(r.at),
+        refused: { reason: r.reason, secondsAgo: ago(r.at) },
+        types: {},
+      }),
+    );
+    return [...sessions, ...refusedOnly].sort((a, b) => a.proxy.localeCompare(b.proxy));
   }
 
   /**

@@ -63,6 +63,22 @@ export class ResourceCache {
     return [...names];
   }
 
+  /** Every type's version, to keep across a restart (`seedVersions`). */
+  versions(): Record<string, number> {
+    return Object.fromEntries([...this.#types].map(([typeUrl, v]) => [typeUrl, v.version]));
+  }
+
+  /**
+   * Starts each type's version at a kept one (empty, no journal: a proxy is sent everything),
+   * so versions keep increasing across a control-plane restart. Only before the first change.
+   */
+  seedVersions(versions: Readonly<Record<string, number>>): void {
+    for (const [typeUrl, version] of Object.entries(versions)) {
+      if (!this.#types.has(typeUrl) && Number.isSafeInteger(version) && version > 0)
+        this.#types.set(typeUrl, { version, resources: new Map() });
+    }
+  }
+
   /** Upserts one resource (and the test hook that injects malformed bytes). */
   put(typeUrl: string, resource: CachedResource): void {
     const next = new Map(this.view(typeUrl).resources);

@@ -7,6 +7,7 @@ import {
   CA_METHOD,
   certificateRequestCodec,
   certificateResponseCodec,
+  type DeltaRequest,
   deltaRequestCodec,
   deltaResponseCodec,
   encodeAddress,
@@ -51,6 +52,9 @@ export interface XdsServerOptions {
  * over TLS (with the node token inside the channel) is still to come, so this refuses any
  * non-loopback bind.
  */
+/** How long a stream with a refused token may take to name itself before it is closed anyway. */
+const REFUSAL_WAIT_MS = 2000;
+
 export class XdsServer {
   readonly cache = new ResourceCache();
   readonly proxies = new ProxyStatusRegistry();
@@ -194,19 +198,41 @@ export class XdsServer {
     for (const s of this.#sessions) s.push(typeUrl);
   }
 
+  /**
+   * A stream without a valid node token is refused UNAUTHENTICATED. Its first request (if
+   * it comes within REFUSAL_WAIT_MS) names the proxy, so proxy-status can list it as refused.
+   */
+  #refuseToken(call: AdsStream): void {
+    const reason = 'missing or invalid node token';
+    let done = false;
+    const refuse = (claimedId: string | undefined, claimedNode: string | undefined) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      log.warn({ peer: call.getPeer(), proxy: claimedId }, 'xds stream without a valid node token');
+      this.proxies.refused(claimedId ?? call.getPeer(), claimedNode ?? '', reason);
+      call.emit('error', { code: grpc.status.UNAUTHENTICATED, details: reason });
+    };
+    const timer = setTimeout(() => refuse(undefined, undefined), REFUSAL_WAIT_MS);
+    call.once('data', (req: DeltaRequest) =>
+      refuse(req.node?.id || undefined, structString(req.node?.metadata, 'NODE_NAME')),
+    );
+    call.on('error', () => refuse(undefined, undefined));
+  }
+
   #onStream(call: AdsStream): void {
     const node = this.#tokens.nodeFromAuthorization(call.metadata.get('authorization')[0]);
     if (node === undefined) {
-      log.warn({ peer: call.getPeer() }, 'xds stream without a valid node token');
-      call.emit('error', { code: grpc.status.UNAUTHENTICATED, details: 'missing or invalid node token' });
+      this.#refuseToken(call);
       return;
     }
     call.sendMetadata(new grpc.Metadata());
     let session: AdsSession | undefined;
     let refused = false;
-    const fail = (code: grpc.status, details: string) => {
+    const fail = (code: grpc.status, details: string, claimedId?: string) => {
       refused = true;
       log.warn({ node, details }, 'xds stream refused');
+      this.proxies.refused(claimedId ?? call.getPeer(), node, details);
       call.emit('error', { code, details });
     };
     call.on('data', (req) => {
@@ -216,7 +242,7 @@ export class XdsServer {
         if (!id) return fail(grpc.status.INVALID_ARGUMENT, 'the first request must carry the node');
         const claimed = structString(req.node?.metadata, 'NODE_NAME');
         if (claimed !== undefined && claimed !== node) {
-          return fail(grpc.status.PERMISSION_DENIED, `token is for node ${node}, not ${claimed}`);
+          return fail(grpc.status.PERMISSION_DENIED, `token is for node ${node}, not ${claimed}`, id);
         }
         const record = this.proxies.record(id, node);
         record.connected = true;

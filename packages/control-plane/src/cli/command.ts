@@ -1,5 +1,6 @@
 import { defaultAdminSocket } from '@zmesh/shared';
 import { Command } from 'commander';
+import { defaultStateDir } from '../store/sqlite-store.js';
 
 /**
  * `zmesh control-plane`: its flags and help. The entry (main.ts) and the operator CLI's
@@ -23,6 +24,11 @@ export function controlPlaneCommand(): Command {
       '--ca-dir <dir>',
       'root CA (root-cert.pem, root-key.pem); created there if absent, in memory if not given',
     )
+    .option(
+      '--state-dir <dir>',
+      `keep applied objects, the node-token key and the CA root here (SQLite, Node 22.5+); default ${defaultStateDir()} (in memory, with a warning, on an older Node)`,
+    )
+    .option('--no-state-dir', 'keep state in memory only: a restart forgets every applied object')
     .option('--roots-file <file>', 'write the trusted roots here for proxies to watch')
     .option('--max-cert-ttl <seconds>', 'upper bound on workload certificate lifetime')
     .option(

@@ -1,8 +1,10 @@
 import { chmod, rm } from 'node:fs/promises';
 import { defaultAdminSocket, readAdminToken, startFailure } from '@zmesh/shared';
 import { type AdminListen, type AdminServer, startAdminServer } from '../admin-server.js';
-import { loadOrCreateCa, writeRootsFile } from '../ca-files.js';
+import { loadOrCreateCa, loadOrCreateCaInStore, writeRootsFile } from '../ca-files.js';
 import { ControlPlane } from '../control-plane.js';
+import { defaultStateDir, SqliteStateStore, sqliteAvailable } from '../store/sqlite-store.js';
+import { MemoryStateStore, type StateStore } from '../store/state-store.js';
 
 export interface ControlPlaneCommandOptions {
   config?: string;
@@ -13,6 +15,8 @@ export interface ControlPlaneCommandOptions {
   adminSocket?: string;
   trustDomain: string;
   caDir?: string;
+  /** A directory, or false for `--no-state-dir` (commander's negation); absent: the default. */
+  stateDir?: string | boolean;
   rootsFile?: string;
   maxCertTtl?: string;
   host: string;
@@ -26,24 +30,57 @@ export interface ControlPlaneCommandOptions {
  * CA root comes from --ca-dir (created there if absent; in memory without it); the roots
  * proxies must trust are written to --roots-file, which they watch. Resolves with 0 once
  * serving (SIGINT/SIGTERM then stop it), or with 1 and one line naming the reason when it
- * cannot start (a port in use, a refused address or config).
+ * cannot start (a port in use, a refused address or config, a state store it cannot read:
+ * never an empty start over a store it could not read).
+ *
+ * State (applied objects, generation, node-token key, and the CA root unless --ca-dir names
+ * one) lives in --state-dir (default: `defaultStateDir()`), or in memory with --no-state-dir.
  */
 export async function runControlPlane(options: ControlPlaneCommandOptions): Promise<number> {
-  const ca = await loadOrCreateCa(options.trustDomain, options.caDir);
+  let state: StateStore;
+  let cp: ControlPlane;
+  let ca: Awaited<ReturnType<typeof loadOrCreateCa>>;
+  try {
+    if (options.stateDir === undefined && !sqliteAvailable()) {
+      // Only the default gives way: a --state-dir that was asked for and cannot be used fails.
+      console.error(
+        `control plane: state in memory only (a restart forgets applied objects): node:sqlite needs Node 22.5+, this is ${process.version}`,
+      );
+      state = new MemoryStateStore();
+    } else
+      state =
+        options.stateDir === false
+          ? new MemoryStateStore()
+          : SqliteStateStore.open(
+              typeof options.stateDir === 'string' ? options.stateDir : defaultStateDir(),
+            );
+  } catch (e) {
+    return startFailure('control-plane', e);
+  }
+  try {
+    ca =
+      options.caDir === undefined
+        ? await loadOrCreateCaInStore(options.trustDomain, state)
+        : await loadOrCreateCa(options.trustDomain, options.caDir);
+    // The waypoint's own decoder: admission refuses what a waypoint would NACK.
+    const { decodeWaypointConfig } = await import('@zmesh/waypoint');
+    cp = new ControlPlane({
+      trustDomain: options.trustDomain,
+      state,
+      signCsr: (csr, opts) => ca.signCsr(csr, opts),
+      ...(options.maxCertTtl ? { maxCertTtlSeconds: Number(options.maxCertTtl) } : {}),
+      ...(options.config ? { configDir: options.config, watch: true } : {}),
+      defaultMetrics: true,
+      validateWaypointConfig: (config) => {
+        const decoded = decodeWaypointConfig(config, 'waypoint');
+        return decoded.ok ? [] : decoded.error.map((r) => r.replace(/^waypoint: /, ''));
+      },
+    });
+  } catch (e) {
+    state.close();
+    return startFailure('control-plane', e);
+  }
   if (options.rootsFile) await writeRootsFile(options.rootsFile, [ca.rootPem]);
-  // The waypoint's own decoder: admission refuses what a waypoint would NACK.
-  const { decodeWaypointConfig } = await import('@zmesh/waypoint');
-  const cp = new ControlPlane({
-    trustDomain: options.trustDomain,
-    signCsr: (csr, opts) => ca.signCsr(csr, opts),
-    ...(options.maxCertTtl ? { maxCertTtlSeconds: Number(options.maxCertTtl) } : {}),
-    ...(options.config ? { configDir: options.config, watch: true } : {}),
-    defaultMetrics: true,
-    validateWaypointConfig: (config) => {
-      const decoded = decodeWaypointConfig(config, 'waypoint');
-      return decoded.ok ? [] : decoded.error.map((r) => r.replace(/^waypoint: /, ''));
-    },
-  });
   if (options.socket) await rm(options.socket, { force: true });
   let port: number;
   let admin: AdminServer;
@@ -67,6 +104,7 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
   const where = options.socket ? `unix:${options.socket}` : `${options.host}:${port} (plaintext, loopback)`;
   console.error(
     `control plane: xDS and CA on ${where}, admin on ${admin.port === 0 ? `unix:${admin.address}` : `${options.host}:${admin.port}`}` +
+      `, state in ${state.location}` +
       (options.rootsFile ? `, roots in ${options.rootsFile}` : ''),
   );
   const stop = async () => {

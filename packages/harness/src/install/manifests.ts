@@ -164,6 +164,9 @@ function controlPlaneContainer(o: InstallOptions): IContainer {
       String(XDS_PORT),
       // The admin API (apply, node tokens) stays on its default 0600 Unix socket in the
       // container's /tmp: reached by `kubectl exec … zmesh apply`, never over the network.
+      // Replicas share no store until the etcd backend exists; a per-pod SQLite file would
+      // make them diverge, and the root filesystem is read-only.
+      '--no-state-dir',
     ],
     env: env(o.values),
     ports: [{ name: 'grpc-xds', containerPort: XDS_PORT, protocol: 'TCP' }],

@@ -74,6 +74,7 @@ export async function startLoopbackMesh(
         join(o.dir, 'ca'),
         '--roots-file',
         roots,
+        '--no-state-dir',
       ]),
       'control-plane',
       'control-plane',

@@ -1,5 +1,6 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { sqliteAvailable } from '@zmesh/control-plane';
 import { type AdminTarget, adminRequest } from '@zmesh/shared';
 import { execa, type ResultPromise } from 'execa';
 import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
@@ -9,6 +10,11 @@ export interface MeshControlPlaneOptions {
   /** Upper bound on workload certificate lifetime (the drill compresses time with it). */
   maxCertTtlSeconds?: number;
   log?: string;
+  /**
+   * Where it keeps applied objects and its keys; a restart from it loses nothing. Default:
+   * `<mesh dir>/control-plane/state` where this Node has node:sqlite, else in memory.
+   */
+  stateDir?: string | false;
 }
 
 /** How long the control plane may take to say where its admin endpoint is. */
@@ -38,6 +44,9 @@ export class MeshControlPlane {
     /** The admin API's Unix socket path (`zmesh apply --admin <path>`). */
     readonly adminSocket: string,
     readonly rootsFile: string,
+    /** Where it keeps its state, or false when in memory (then a restart forgets). */
+    readonly stateDir: string | false,
+    private readonly spawnIt: () => ResultPromise,
   ) {}
 
   /** Where ztunnels connect: `unix:<link path>`. */
@@ -50,6 +59,7 @@ export class MeshControlPlane {
     await mkdir(cpDir, { recursive: true, mode: 0o700 });
     const socket = join(cpDir, 'xds.sock');
     const rootsFile = join(dir, 'roots.pem');
+    const stateDir = opts.stateDir ?? (sqliteAvailable() ? join(cpDir, 'state') : false);
     const argv = [
       'control-plane',
       '--socket',
@@ -60,26 +70,41 @@ export class MeshControlPlane {
       rootsFile,
       '--admin-socket',
       join(cpDir, 'admin.sock'),
+      ...(stateDir === false ? ['--no-state-dir'] : ['--state-dir', stateDir]),
       ...(opts.maxCertTtlSeconds ? ['--max-cert-ttl', String(opts.maxCertTtlSeconds)] : []),
     ];
-    const child = execa(ZMESH_BIN, argv, {
-      reject: false,
-      stdin: 'ignore',
-      stdout: 'ignore',
-      stderr: 'pipe',
-      env: { ZMESH_LOG: opts.log ?? process.env.ZMESH_LOG ?? 'warn' },
-    });
-    let adminSocket: string;
-    try {
-      adminSocket = await adminSocketOf(child);
-    } catch (e) {
-      await stopChild(child);
-      throw e;
-    }
-    child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[control-plane] ${d}`));
+    const spawnIt = () =>
+      execa(ZMESH_BIN, argv, {
+        reject: false,
+        stdin: 'ignore',
+        stdout: 'ignore',
+        stderr: 'pipe',
+        env: { ZMESH_LOG: opts.log ?? process.env.ZMESH_LOG ?? 'warn' },
+      });
+    const child = spawnIt();
+    const adminSocket = await adminSocketOrStop(child);
     const link = new ControlPlaneLink(join(dir, 'cp.sock'), socket);
     await link.heal();
-    return new MeshControlPlane(child, link, adminSocket, rootsFile);
+    return new MeshControlPlane(child, link, adminSocket, rootsFile, stateDir, spawnIt);
+  }
+
+  /**
+   * A crash and a supervisor's restart: SIGKILL, then the same command line again (same
+   * state dir, CA, sockets). The link stays: proxies reconnect through it to the new process.
+   */
+  async killAndRestart(): Promise<void> {
+    const old = this.child;
+    this.child = undefined;
+    old?.kill('SIGKILL');
+    await old;
+    const child = this.spawnIt();
+    await adminSocketOrStop(child);
+    this.child = child;
+  }
+
+  /** The store's generation and every object key (`GET /objects`). */
+  async objects(): Promise<{ generation: number; objects: string[] }> {
+    return (await adminRequest(this.admin, '/objects')).json<{ generation: number; objects: string[] }>();
   }
 
   get pid(): number | undefined {
@@ -136,6 +161,18 @@ export async function writeNodeToken(admin: AdminTarget, node: string, path: str
   if (!res.ok) throw new Error(`node token for ${node}: HTTP ${res.status}`);
   const { token } = res.json<{ token: string }>();
   await writeFile(path, `${token}\n`, { mode: 0o600 });
+}
+
+/** The started child's admin socket; a child that does not say is stopped and the error thrown. */
+async function adminSocketOrStop(child: ResultPromise): Promise<string> {
+  try {
+    const socket = await adminSocketOf(child);
+    child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[control-plane] ${d}`));
+    return socket;
+  } catch (e) {
+    await stopChild(child);
+    throw e;
+  }
 }
 
 /** Reads the control plane's start line for its admin socket; fails if it exits first. */

@@ -129,6 +129,11 @@ export const CATALOGUE = {
     flag: 'UAEX',
   },
   ZM_ERR_CONFIG_INVALID: { message: 'invalid config {source}: {reason}', status: 500, flag: 'CFG' },
+  ZM_ERR_STATE_STORE: {
+    message: 'state store {dir} cannot be used: {reason}',
+    status: 500,
+    flag: 'CFG',
+  },
   ZM_ERR_CONFIG_PENDING: { message: '{resource} waits for {missing}', status: 503, flag: 'CFG' },
   ZM_ERR_ADMIN_UNAUTHORIZED: {
     message: 'admin request refused: {reason}',

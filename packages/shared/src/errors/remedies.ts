@@ -152,6 +152,12 @@ export const REMEDIES = {
       'A config file, applied or deleted document is malformed or would not be served (admission: unknown fields, bad enums, a use-waypoint that names no waypoint Gateway, a pod IP used twice); every reason is listed as `file#doc (Kind ns/name): path: reason`.',
     remedy: 'Fix the named fields and apply again; nothing of the refused change was stored or served.',
   },
+  ZM_ERR_STATE_STORE: {
+    cause:
+      'The control plane could not open, read or write its state store (--state-dir): unreadable, corrupt, newer than this zmesh, held by another control plane, or this Node lacks node:sqlite.',
+    remedy:
+      'Fix the named cause (permissions, disk, the other control plane); restore the directory from a backup rather than deleting it, which forgets every applied object and the node-token key.',
+  },
   ZM_ERR_CONFIG_PENDING: {
     cause:
       'A resource refers to one not received yet (a waypoint, a service); traffic needing it is refused.',

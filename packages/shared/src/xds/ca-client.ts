@@ -14,6 +14,7 @@ import {
   toStruct,
 } from './ads-messages.js';
 import { csrPublicKey } from './csr-info.js';
+import { splitAddresses } from './token-file.js';
 
 /** Signs a CSR for an identity; ztunnel's CertManager and the waypoint take any of these. */
 export interface CertificateSigner {
@@ -30,10 +31,18 @@ export const MAX_CHAIN_LENGTH = 8;
 const IMPERSONATED_IDENTITY = 'ImpersonatedIdentity';
 
 export interface CaClientOptions {
-  /** `host:port` of `istio.v1.auth.IstioCertificateService`. */
+  /**
+   * `host:port` (or `unix:<path>`) of `istio.v1.auth.IstioCertificateService`; several,
+   * comma-separated, are tried in turn when one is unreachable.
+   */
   address: string;
   /** The node bootstrap token, re-read on every request (a projected token rotates). */
   token: () => string;
+  /**
+   * Called when the CA refuses the token (UNAUTHENTICATED); the request is retried once
+   * when it resolves true (the token file held a new token).
+   */
+  refreshToken?: () => Promise<boolean>;
   bundle: TrustBundle;
   /** Plaintext on loopback until the CA serves TLS (docs/xds.md, Transport). */
   credentials?: grpc.ChannelCredentials;
@@ -60,15 +69,20 @@ export interface CaClientOptions {
  */
 export class CaClient implements CertificateSigner {
   readonly #opts: CaClientOptions;
-  readonly #client: grpc.Client;
+  /** One channel per CA address; `#at` is the one that answered last. */
+  readonly #clients: readonly grpc.Client[];
+  #at = 0;
 
   constructor(opts: CaClientOptions) {
     this.#opts = opts;
     const backoff = opts.backoff ?? { initialMs: 500, maxMs: 30_000 };
-    this.#client = new grpc.Client(opts.address, opts.credentials ?? grpc.credentials.createInsecure(), {
-      'grpc.initial_reconnect_backoff_ms': backoff.initialMs,
-      'grpc.max_reconnect_backoff_ms': backoff.maxMs,
-    });
+    this.#clients = splitAddresses(opts.address).map(
+      (address) =>
+        new grpc.Client(address, opts.credentials ?? grpc.credentials.createInsecure(), {
+          'grpc.initial_reconnect_backoff_ms': backoff.initialMs,
+          'grpc.max_reconnect_backoff_ms': backoff.maxMs,
+        }),
+    );
   }
 
   async sign(csrPem: string, identity: string, ttlSeconds: number): Promise<string[]> {
@@ -107,7 +121,7 @@ export class CaClient implements CertificateSigner {
   }
 
   close(): void {
-    this.#client.close();
+    for (const client of this.#clients) client.close();
   }
 
   /** The chain's last element when it is a self-signed CA outside the bundle and may be trusted. */
@@ -124,12 +138,34 @@ export class CaClient implements CertificateSigner {
     }
   }
 
-  #call(identity: string, request: CertificateRequest): Promise<string[]> {
+  /**
+   * Asks the CA in use; an unreachable one (UNAVAILABLE, deadline) passes the request to
+   * the next address, once round; a refused token is re-read and the request retried once.
+   */
+  async #call(identity: string, request: CertificateRequest): Promise<string[]> {
+    let refreshed = false;
+    for (let tried = 0; ; ) {
+      try {
+        return await this.#callOne(this.#clients[this.#at]!, identity, request);
+      } catch (e) {
+        const code = ((e as ZmeshError).cause as grpc.ServiceError | undefined)?.code;
+        if (code === grpc.status.UNAUTHENTICATED && !refreshed && this.#opts.refreshToken) {
+          refreshed = true;
+          if (await this.#opts.refreshToken().catch(() => false)) continue;
+        }
+        const unreachable = code === grpc.status.UNAVAILABLE || code === grpc.status.DEADLINE_EXCEEDED;
+        if (!unreachable || ++tried >= this.#clients.length) throw e;
+        this.#at = (this.#at + 1) % this.#clients.length;
+      }
+    }
+  }
+
+  #callOne(client: grpc.Client, identity: string, request: CertificateRequest): Promise<string[]> {
     const metadata = new grpc.Metadata();
     metadata.set('authorization', `Bearer ${this.#opts.token()}`);
     const deadline = Date.now() + (this.#opts.timeoutMs ?? DEFAULT_CA_TIMEOUT_MS);
     return new Promise((resolve, reject) => {
-      this.#client.makeUnaryRequest(
+      client.makeUnaryRequest(
         CA_METHOD,
         certificateRequestCodec.serialize,
         certificateResponseCodec.deserialize,

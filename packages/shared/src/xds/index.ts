@@ -49,6 +49,7 @@ export {
   writeCurrentStamp,
   writeSnapshot,
 } from './snapshot-file.js';
+export { splitAddresses, TokenFile } from './token-file.js';
 export {
   decodeWaypointResource,
   encodeWaypointResource,

@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import test from 'ava';
 import fc from 'fast-check';
+import { Registry } from 'prom-client';
 import {
   ADS_METHOD,
   type DeltaRequest,
@@ -51,7 +52,11 @@ test('decoding arbitrary bytes never throws: it returns a value or reasons', (t)
 const THING_TYPE = 'type.googleapis.com/test.Thing';
 
 /** A one-type ADS server driven by the test: it records each stream's requests and answers with `script`. */
-async function fakeAds(script: (call: AdsCall, req: DeltaRequest, stream: number) => void) {
+async function fakeAds(
+  script: (call: AdsCall, req: DeltaRequest, stream: number) => void,
+  /** Streams whose `authorization` this refuses end UNAUTHENTICATED, like the control plane's. */
+  authorized: (authorization: string) => boolean = () => true,
+) {
   const server = new grpc.Server();
   const streams: DeltaRequest[][] = [];
   server.addService(
@@ -68,6 +73,10 @@ async function fakeAds(script: (call: AdsCall, req: DeltaRequest, stream: number
     },
     {
       ads: (call: AdsCall) => {
+        if (!authorized(String(call.metadata.get('authorization')[0] ?? ''))) {
+          call.emit('error', { code: grpc.status.UNAUTHENTICATED, details: 'missing or invalid node token' });
+          return;
+        }
         const requests: DeltaRequest[] = [];
         const stream = streams.push(requests) - 1;
         call.on('data', (req: DeltaRequest) => {
@@ -187,4 +196,47 @@ test('an owner whose apply throws gets a NACK, not an exception in the event loo
   const [event] = (await nack) as [NackEvent];
   t.deepEqual(event.reasons, [`${THING_TYPE}: owner bug`]);
   t.deepEqual(ads.streams[0]![0]!.resourceNamesSubscribe, ['*'], 'no names: the wildcard');
+});
+
+test('several addresses: a dead control plane is skipped for the next; a refused token is re-read', async (t) => {
+  const dead = await fakeAds(() => {});
+  dead.stop();
+  let good = 'old';
+  const ads = await fakeAds(
+    (call, req) => {
+      if (req.resourceNamesSubscribe?.length) call.write(thing('v1', 'good'));
+    },
+    (authorization) => authorization === `Bearer ${good}`,
+  );
+  let token = 'stale';
+  let refreshes = 0;
+  const registry = new Registry();
+  const client = new XdsClient({
+    address: `127.0.0.1:${dead.port},127.0.0.1:${ads.port}`,
+    node: { id: 'ztunnel~test' },
+    token: () => token,
+    refreshToken: async () => {
+      refreshes++;
+      token = good;
+    },
+    typeUrls: [],
+    subscriptions: [{ typeUrl: THING_TYPE, names: ['ns/gw'], versions: () => ({}), apply: () => [] }],
+    credentials: grpc.credentials.createInsecure(),
+    backoff: { initialMs: 10, maxMs: 20 },
+    registry,
+  });
+  t.teardown(async () => {
+    await client.stop();
+    ads.stop();
+  });
+  good = 'minted';
+  const synced = once(client, 'synced');
+  await client.start();
+  await synced;
+  t.true(client.synced);
+  t.is(refreshes, 1, 'the token is re-read once, when refused');
+  const ends = await registry.getSingleMetric('zmesh_xds_stream_ends_total')!.get();
+  const byCode = Object.fromEntries(ends.values.map((v) => [v.labels.code, v.value]));
+  t.true((byCode.UNAVAILABLE ?? 0) >= 1, JSON.stringify(byCode));
+  t.is(byCode.UNAUTHENTICATED, 1);
 });

@@ -19,6 +19,7 @@ import {
 } from './config-snapshot.js';
 import { applyBatch, decodeResources, type RawResource } from './resource-decoder.js';
 import { loadSnapshot, readCurrentStamp, writeCurrentStamp, writeSnapshot } from './snapshot-file.js';
+import { splitAddresses } from './token-file.js';
 import { typeLabel, XdsMetrics } from './xds-metrics.js';
 
 const log = logger('xds-client');
@@ -52,10 +53,19 @@ export interface XdsSubscription {
 }
 
 export interface XdsClientOptions {
+  /**
+   * The control plane: `host:port` or `unix:<path>`; several, comma-separated (`--xds a,b`),
+   * are tried in turn: each stream end moves to the next, with the same jittered backoff.
+   */
   address: string;
   node: { id: string; cluster?: string; metadata?: Record<string, string | number | boolean> };
-  /** Node bootstrap token, sent as `authorization: Bearer <token>` metadata. */
-  token: string;
+  /** Node bootstrap token, sent as `authorization: Bearer <token>` metadata; read at each connect. */
+  token: string | (() => string);
+  /**
+   * Called when the control plane refuses the token (UNAUTHENTICATED), before the next
+   * attempt: re-reads the token file, so a re-minted token is used without a restart.
+   */
+  refreshToken?: () => Promise<unknown>;
   /** ConfigSnapshot types (Address, Authorization), subscribed with the wildcard. */
   typeUrls: readonly string[];
   /** Types applied by their owner, not part of the snapshot. */
@@ -91,7 +101,9 @@ export interface NackEvent {
  */
 export class XdsClient extends EventEmitter {
   readonly #opts: XdsClientOptions;
-  readonly #client: grpc.Client;
+  /** One channel per control-plane address; `#at` is the one in use. */
+  readonly #clients: readonly { address: string; client: grpc.Client }[];
+  #at = 0;
   readonly #metrics: XdsMetrics | undefined;
   /** Every subscribed type: the snapshot's, then the owner-applied ones. */
   readonly #types: ReadonlySet<string>;
@@ -121,12 +133,15 @@ export class XdsClient extends EventEmitter {
     this.#lastCurrentAt = this.#now();
     this.#subscriptions = new Map((opts.subscriptions ?? []).map((s) => [s.typeUrl, s]));
     this.#types = new Set([...opts.typeUrls, ...this.#subscriptions.keys()]);
-    this.#client = new grpc.Client(opts.address, opts.credentials, {
-      'grpc.max_receive_message_length': opts.maxResponseBytes ?? MAX_RESPONSE_BYTES,
-      'grpc.keepalive_time_ms': KEEPALIVE_MS,
-      'grpc.initial_reconnect_backoff_ms': opts.backoff.initialMs,
-      'grpc.max_reconnect_backoff_ms': opts.backoff.maxMs,
-    });
+    this.#clients = splitAddresses(opts.address).map((address) => ({
+      address,
+      client: new grpc.Client(address, opts.credentials, {
+        'grpc.max_receive_message_length': opts.maxResponseBytes ?? MAX_RESPONSE_BYTES,
+        'grpc.keepalive_time_ms': KEEPALIVE_MS,
+        'grpc.initial_reconnect_backoff_ms': opts.backoff.initialMs,
+        'grpc.max_reconnect_backoff_ms': opts.backoff.maxMs,
+      }),
+    }));
     this.#metrics =
       opts.registry &&
       new XdsMetrics(opts.registry, {
@@ -155,7 +170,7 @@ export class XdsClient extends EventEmitter {
     if (this.synced) this.#stamp(this.#now());
     this.#call?.cancel();
     this.#call = undefined;
-    this.#client.close();
+    for (const { client } of this.#clients) client.close();
     await this.flush();
   }
 
@@ -224,8 +239,9 @@ export class XdsClient extends EventEmitter {
   #connect(): void {
     if (this.#stopped) return;
     const metadata = new grpc.Metadata();
-    metadata.set('authorization', `Bearer ${this.#opts.token}`);
-    const call = this.#client.makeBidiStreamRequest(
+    const token = this.#opts.token;
+    metadata.set('authorization', `Bearer ${typeof token === 'string' ? token : token()}`);
+    const call = this.#clients[this.#at]!.client.makeBidiStreamRequest(
       ADS_METHOD,
       deltaRequestCodec.serialize,
       deltaResponseCodec.deserialize,
@@ -262,7 +278,7 @@ export class XdsClient extends EventEmitter {
     if (call !== this.#call || this.#current) return;
     this.#current = true;
     this.#metrics?.connected.set(1);
-    log.info({ address: this.#opts.address }, 'xds connected');
+    log.info({ address: this.#clients[this.#at]!.address }, 'xds connected');
     this.emit('connected');
   }
 
@@ -277,14 +293,31 @@ export class XdsClient extends EventEmitter {
       this.#stamp(this.#lastCurrentAt);
     }
     this.#metrics?.connected.set(0);
+    this.#metrics?.streamEnds.inc({ code: grpc.status[status.code] ?? String(status.code) });
     if (this.#stopped) return;
     const delay = this.#nextDelay();
+    const address = this.#clients[this.#at]!.address;
+    // Another replica may be up where this one is not (or restarting): try the next address.
+    this.#at = (this.#at + 1) % this.#clients.length;
     log.warn(
-      { code: status.code, details: status.details, retryInMs: Math.round(delay) },
+      {
+        address,
+        code: status.code,
+        details: status.details,
+        retryInMs: Math.round(delay),
+        ...(this.#clients.length > 1 ? { next: this.#clients[this.#at]!.address } : {}),
+      },
       'xds stream ended',
     );
     this.emit('disconnected', { code: status.code, details: status.details });
-    this.#timer = setTimeout(() => this.#connect(), delay);
+    const refresh = status.code === grpc.status.UNAUTHENTICATED ? this.#opts.refreshToken : undefined;
+    this.#timer = setTimeout(() => {
+      if (refresh === undefined) this.#connect();
+      else
+        void refresh()
+          .catch(() => undefined)
+          .then(() => this.#connect());
+    }, delay);
   }
 
   #nextDelay(): number {

@@ -8,6 +8,7 @@ export class XdsMetrics {
   readonly acks: Counter<'type'>;
   readonly nacks: Counter<'type'>;
   readonly pendingResources: Gauge;
+  readonly streamEnds: Counter<'code'>;
 
   constructor(registry: Registry, sample: { disconnectedSeconds(): number; snapshotAgeSeconds(): number }) {
     const registers = [registry];
@@ -42,6 +43,12 @@ export class XdsMetrics {
       name: 'zmesh_xds_nacks_total',
       help: 'Responses NACKed (some resource rejected)',
       labelNames: ['type'],
+      registers,
+    });
+    this.streamEnds = new Counter({
+      name: 'zmesh_xds_stream_ends_total',
+      help: 'xDS streams ended, by gRPC status name (UNAVAILABLE: control plane unreachable; UNAUTHENTICATED: node token refused)',
+      labelNames: ['code'],
       registers,
     });
     this.pendingResources = new Gauge({

@@ -14,7 +14,10 @@ export function waypointCommand(): Command {
     .option('--trust-domain <domain>', 'SPIFFE trust domain')
     .option('--port <port>', 'HBONE port', '15008')
     .option('--metrics-port <port>', '/metrics and /healthz/ready port ("0" disables)', '15020')
-    .option('--xds <addr>', 'control plane (host:port or unix:/path): config and certificate from there')
+    .option(
+      '--xds <addr[,addr…]>',
+      'control plane (host:port or unix:/path; several for failover): config and certificate from there',
+    )
     .option('--token-file <file>', 'node token for the control plane (with --xds)')
     .option('--roots-file <file>', 'trusted roots, watched (with --xds)')
     .option('--gateway <ns/name>', "this waypoint's Gateway: the config resource subscribed to (with --xds)")

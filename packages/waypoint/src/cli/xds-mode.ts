@@ -1,14 +1,16 @@
 import { X509Certificate } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import {
   CaClient,
   type Credential,
   generateCsr,
   logger,
+  MeshMetrics,
   type Result,
   RootsFileWatcher,
+  TokenFile,
   TrustBundle,
 } from '@zmesh/shared';
+import type { Registry } from 'prom-client';
 import { decodeWaypointConfig } from '../config/config-parser.js';
 import type { WaypointConfig } from '../config/waypoint-config.js';
 import { normalizationOf } from '../http/request-target.js';
@@ -52,7 +54,9 @@ export async function startFromControlPlane(
 ): Promise<RunningWaypoint | string | undefined> {
   const id = await identitySetup(opts);
   if (typeof id === 'string') return id;
-  const feed = new ConfigFeed(opts, id.token);
+  // Made before the waypoint so the xDS client's metrics (zmesh_xds_*) are in its registry.
+  const metrics = new MeshMetrics();
+  const feed = new ConfigFeed(opts, id.token, metrics.registry);
   let waypoint: Waypoint | undefined;
   let renewal: NodeJS.Timeout | undefined;
   const stop = async () => {
@@ -88,6 +92,7 @@ export async function startFromControlPlane(
     ...warmUpCount(opts.warmUpRequests),
   });
   waypoint = new Waypoint({
+    metrics,
     credential,
     bundle: id.bundle,
     config,
@@ -127,10 +132,10 @@ export async function startFromControlPlane(
 /** The node token, the trust bundle kept by the roots file, and the CA client that uses both. */
 async function identitySetup(
   opts: XdsModeOptions,
-): Promise<{ token: string; bundle: TrustBundle; roots: RootsFileWatcher; ca: CaClient } | string> {
-  let token: string;
+): Promise<{ token: TokenFile; bundle: TrustBundle; roots: RootsFileWatcher; ca: CaClient } | string> {
+  let token: TokenFile;
   try {
-    token = (await readFile(opts.tokenFile, 'utf8')).trim();
+    token = await TokenFile.read(opts.tokenFile);
   } catch (e) {
     return `--token-file: ${(e as Error).message}`;
   }
@@ -141,7 +146,13 @@ async function identitySetup(
     roots.stop();
     return `--roots-file: ${loaded.error.join('; ')}`;
   }
-  return { token, bundle, roots, ca: new CaClient({ address: opts.xds, token: () => token, bundle }) };
+  const ca = new CaClient({
+    address: opts.xds,
+    token: () => token.token,
+    refreshToken: () => token.reread(),
+    bundle,
+  });
+  return { token, bundle, roots, ca };
 }
 
 /**
@@ -155,7 +166,7 @@ class ConfigFeed {
   #waypoint: Waypoint | undefined;
   #latest: WaypointConfig | undefined;
 
-  constructor(opts: XdsModeOptions, token: string) {
+  constructor(opts: XdsModeOptions, token: TokenFile, registry: Registry) {
     let resolve: (c: WaypointConfig) => void = () => {};
     this.first = new Promise((r) => {
       resolve = r;
@@ -163,7 +174,9 @@ class ConfigFeed {
     this.source = new WaypointXdsSource({
       address: opts.xds,
       resourceName: opts.gateway,
-      token,
+      token: () => token.token,
+      refreshToken: () => token.reread(),
+      registry,
       node: { id: `waypoint~${opts.address}~${opts.gateway.replace('/', '.')}~svc.cluster.local` },
       apply: (doc, from): Result<WaypointConfig> => {
         if (this.#waypoint) return this.#waypoint.applyConfig(doc, from);

@@ -9,6 +9,7 @@ import {
   WAYPOINT_CONFIG_TYPE_URL,
   XdsClient,
 } from '@zmesh/shared';
+import type { Registry } from 'prom-client';
 import type { WaypointConfig } from '../config/waypoint-config.js';
 
 const log = logger('waypoint-xds');
@@ -20,14 +21,19 @@ const DEFAULT_BACKOFF = { initialMs: 500, maxMs: 30_000 };
 export interface WaypointXdsSourceOptions {
   /** What applies a decoded config: `Waypoint.applyConfig` (invalid input changes nothing). */
   apply: (doc: unknown, source: string) => Result<WaypointConfig>;
-  /** `host:port` or `unix:/path` of the control plane's ADS. */
+  /** `host:port` or `unix:/path` of the control plane's ADS; several, comma-separated, fail over in turn. */
   address: string;
   /** `<namespace>/<gateway name>`: the one resource subscribed to. */
   resourceName: string;
   node: { id: string; metadata?: Record<string, string> };
-  token: string;
+  /** The node token, read at each connect (a function when it can change: the token file). */
+  token: string | (() => string);
+  /** Re-reads the token when the control plane refuses it (see XdsClientOptions). */
+  refreshToken?: () => Promise<unknown>;
   backoff?: { initialMs: number; maxMs: number };
   credentials?: grpc.ChannelCredentials;
+  /** Where the xDS client's metrics (zmesh_xds_connected, …_stream_ends_total) go. */
+  registry?: Registry;
 }
 
 /**
@@ -53,6 +59,7 @@ export class WaypointXdsSource extends EventEmitter {
       address: opts.address,
       node: { id: opts.node.id, ...(opts.node.metadata ? { metadata: opts.node.metadata } : {}) },
       token: opts.token,
+      ...(opts.refreshToken ? { refreshToken: opts.refreshToken } : {}),
       typeUrls: [],
       subscriptions: [
         {
@@ -65,6 +72,7 @@ export class WaypointXdsSource extends EventEmitter {
       credentials: opts.credentials ?? grpc.credentials.createInsecure(),
       maxResponseBytes: MAX_RESPONSE_BYTES,
       backoff: opts.backoff ?? DEFAULT_BACKOFF,
+      ...(opts.registry ? { registry: opts.registry } : {}),
     });
     this.#client.on('nack', (e: NackEvent) => this.emit('nack', e.reasons));
     this.#client.on('disconnected', (e: { code: number; details: string }) => this.emit('disconnected', e));

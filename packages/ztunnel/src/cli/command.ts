@@ -50,7 +50,10 @@ export function ztunnelCommand(): Command {
       '--cgroup-root <dir>',
       "capture mode: where kubelet's pod cgroups are found (default: the cgroup v2 mount)",
     )
-    .option('--xds <host:port>', 'control plane (xDS and CA); --config then only supplies forwards')
+    .option(
+      '--xds <host:port[,host:port…]>',
+      'control plane (xDS and CA), several for failover; --config then only supplies forwards',
+    )
     .option('--token-file <file>', 'node bootstrap token for xDS and the CA (with --xds)')
     .option('--roots-file <file>', 'trusted roots, watched (with --xds)')
     .option('--snapshot <file>', 'last-known-good xDS snapshot (with --xds)')

@@ -14,6 +14,7 @@ import {
   RootsFileWatcher,
   seqpacketUnavailableReason,
   startFailure,
+  TokenFile,
   TrustBundle,
   validateSvid,
 } from '@zmesh/shared';
@@ -276,10 +277,9 @@ async function localMode(opts: ZtunnelCommandOptions, config: LocalConfig): Prom
 
 /** Roots from the watched file, certificates from the CA API, config over delta ADS. */
 async function controlPlaneMode(opts: ZtunnelCommandOptions, config?: LocalConfig): Promise<Mode | string> {
-  const readToken = async () => (await readFile(opts.tokenFile!, 'utf8')).trim();
-  let token: string;
+  let token: TokenFile;
   try {
-    token = await readToken();
+    token = await TokenFile.read(opts.tokenFile!);
   } catch (e) {
     return `--token-file: ${(e as Error).message}`;
   }
@@ -293,7 +293,8 @@ async function controlPlaneMode(opts: ZtunnelCommandOptions, config?: LocalConfi
   const backoff = parseBackoff(opts.xdsBackoff);
   const ca = new CaClient({
     address: opts.xds!,
-    token: () => token,
+    token: () => token.token,
+    refreshToken: () => token.reread(),
     bundle,
     trustRootsFromCa: opts.trustCaRoots === true,
     ...(backoff ? { backoff } : {}),
@@ -308,7 +309,8 @@ async function controlPlaneMode(opts: ZtunnelCommandOptions, config?: LocalConfi
         address: opts.xds!,
         node: opts.node!,
         proxyAddress: opts.address ?? '127.0.0.1',
-        token,
+        token: () => token.token,
+        refreshToken: () => token.reread(),
         ...(opts.snapshot ? { snapshotPath: opts.snapshot } : {}),
         ...(config ? { forwards: config.forwards } : {}),
         ...(backoff ? { backoff } : {}),

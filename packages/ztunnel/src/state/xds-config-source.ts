@@ -21,12 +21,15 @@ export interface XdsConfigSourceOptions {
    * snapshot age and readiness to snapshot completeness (docs/design.md §5).
    */
   ztunnel: ConfigTarget;
-  /** `host:port` of the control plane's ADS. */
+  /** `host:port` of the control plane's ADS; several, comma-separated, fail over in turn. */
   address: string;
   node: string;
   /** ztunnel's own address, for the Istio-style proxy id. */
   proxyAddress: string;
-  token: string;
+  /** The node token, read at each connect (a function when it can change: the token file). */
+  token: string | (() => string);
+  /** Re-reads the token when the control plane refuses it (see XdsClientOptions). */
+  refreshToken?: () => Promise<unknown>;
   /** Last-known-good snapshot file (docs/design.md §5); loaded at start, rewritten on every activation. */
   snapshotPath?: string;
   /** Explicit-proxy mode: forward listeners come from the local file, not from xDS. */
@@ -73,6 +76,7 @@ export class XdsConfigSource extends EventEmitter {
         metadata: { NODE_NAME: opts.node },
       },
       token: opts.token,
+      ...(opts.refreshToken ? { refreshToken: opts.refreshToken } : {}),
       typeUrls: [ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL],
       credentials: opts.credentials ?? grpc.credentials.createInsecure(),
       backoff: opts.backoff ?? DEFAULT_XDS_BACKOFF,

@@ -1,0 +1,70 @@
+import { objectKey, type StoreObject } from '../k8s-objects.js';
+
+/** What a store holds for the config store: every applied object and the generation counter. */
+export interface StoredState {
+  readonly objects: ReadonlyMap<string, StoreObject>;
+  readonly generation: number;
+}
+
+/** One accepted change: written as one transaction, so after a crash it is wholly there or absent. */
+export interface StateChange {
+  readonly put: readonly StoreObject[];
+  /** Keys (`Kind/namespace/name`) of applied objects that are gone. */
+  readonly remove: readonly string[];
+  readonly generation: number;
+}
+
+/**
+ * The control plane's source of truth (ARCHITECTURE.md, "State"). Applied objects, the
+ * generation, and small named values (the node-token key, the CA root, xDS version
+ * counters) live here. Every method is synchronous: the embedded backend commits before
+ * `apply` returns, so an acknowledged apply is on disk. A failure throws ZM_ERR_STATE_STORE
+ * and leaves the store as it was.
+ */
+export interface StateStore {
+  /** For logs and errors: `memory`, or the database path. */
+  readonly location: string;
+  load(): StoredState;
+  commit(change: StateChange): void;
+  getMeta(key: string): string | undefined;
+  /** Sets several values in one transaction. */
+  putMeta(values: Readonly<Record<string, string>>): void;
+  close(): void;
+}
+
+/** Nothing survives the process: `--no-state-dir`, and tests. */
+export class MemoryStateStore implements StateStore {
+  readonly location = 'memory';
+  readonly #objects = new Map<string, StoreObject>();
+  readonly #meta = new Map<string, string>();
+  #generation = 0;
+
+  load(): StoredState {
+    return { objects: new Map(this.#objects), generation: this.#generation };
+  }
+
+  commit(change: StateChange): void {
+    for (const key of change.remove) this.#objects.delete(key);
+    for (const o of change.put) this.#objects.set(objectKey(o), o);
+    this.#generation = change.generation;
+  }
+
+  getMeta(key: string): string | undefined {
+    return this.#meta.get(key);
+  }
+
+  putMeta(values: Readonly<Record<string, string>>): void {
+    for (const [k, v] of Object.entries(values)) this.#meta.set(k, v);
+  }
+
+  close(): void {}
+}
+
+/** A named value the store keeps, created on first use (the node-token key, the CA root). */
+export function metaOrCreate(store: StateStore, key: string, create: () => string): string {
+  const existing = store.getMeta(key);
+  if (existing !== undefined) return existing;
+  const value = create();
+  store.putMeta({ [key]: value });
+  return value;
+}
