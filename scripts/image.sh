@@ -76,11 +76,11 @@ build() {
   local node_bin
   node_bin=$(node -p process.execPath)
   copy_with_libs "$root" "$node_bin"
+  mkdir -p "$root/usr/bin" "$root/bin" "$root/sbin"
   [ "$node_bin" = /usr/bin/node ] || ln -s "$node_bin" "$root/usr/bin/node"
   for tool in bash env dirname readlink find bpftool mount; do
     copy_with_libs "$root" "$(readlink -f "$(command -v "$tool")")"
   done
-  mkdir -p "$root/usr/bin" "$root/bin" "$root/sbin"
   for tool in bash env dirname readlink find; do
     [ -e "$root/usr/bin/$tool" ] || ln -s "$(readlink -f "$(command -v "$tool")")" "$root/usr/bin/$tool"
   done
