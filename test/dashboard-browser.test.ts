@@ -65,6 +65,8 @@ function get(host: string, port: number, path: string) {
         '127.61.0.2',
         '--ztunnel',
         '127.61.0.3',
+        '--waypoint',
+        lab.waypointAddress,
       ],
       { reject: false },
     );
@@ -108,23 +110,29 @@ function get(host: string, port: number, path: string) {
       await page.locator('#l7-result', { hasText: 'REFUSED' }).waitFor({ timeout: 10_000 });
       t.log(await page.locator('#l7-result').textContent());
 
-      // `shop` has one: the change is ACKed by every proxy, and the namespace row follows.
-      const before = (await page.locator('button[data-ns="shop"]').textContent()) ?? '';
+      // `shop` has one: the change is ACKed by every proxy, the namespace row follows, and the
+      // frontend's next requests show as an L7 edge that the waypoint carried.
+      t.is(await page.locator('button[data-ns="shop"]').textContent(), 'L7 on');
       await page.locator('button[data-ns="shop"]').click();
       await page.locator('#l7-result', { hasText: 'ACKed by' }).waitFor({ timeout: 10_000 });
       const result = (await page.locator('#l7-result').textContent()) ?? '';
       t.log(result);
-      t.regex(result, before === 'L7 on' ? /L7 on/ : /L7 off/);
-      await page.locator(`button[data-ns="shop"]:not(:text-is("${before}"))`).waitFor({ timeout: 5_000 });
+      t.regex(result, /namespace shop: L7 on/);
+      await page.locator('button[data-ns="shop"]', { hasText: 'L7 off' }).waitFor({ timeout: 5_000 });
+      for (let i = 0; i < 5; i++) t.is(await get(lab.entry.host, lab.entry.port, `/again/${i}`), 200);
+      const viaWaypoint = page.locator('#graph g.via-waypoint[data-source="front/frontend"]');
+      await viaWaypoint.first().waitFor({ timeout: 10_000 });
+      t.regex((await viaWaypoint.first().textContent()) ?? '', /\d+ requests via /);
 
       await page.screenshot({ path: join(OUT, 'dashboard.png'), fullPage: true });
       await copyFile(join(OUT, 'dashboard.png'), join(ROOT, 'docs', 'dashboard.png'));
     } finally {
-      await browser?.close();
-      if (dashboard.pid !== undefined) process.kill(dashboard.pid, 'SIGTERM');
-      await dashboard;
+      await browser?.close().catch(() => undefined);
+      dashboard.kill('SIGTERM');
+      const exited = await dashboard;
       await lab.stop();
       await rm(profile, { recursive: true, force: true });
+      if (exited.exitCode !== 0) t.log(`zmesh dashboard exited ${exited.exitCode}: ${exited.stderr}`);
     }
   },
 );

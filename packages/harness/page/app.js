@@ -5,6 +5,8 @@
 const SVG = 'http://www.w3.org/2000/svg';
 const app = document.getElementById('app');
 let lastResult = '';
+/** The previous snapshot's request counts per L7 edge and its time, for request rates. */
+let previous = { at: 0, requests: new Map() };
 
 const style = document.createElement('style');
 style.textContent = `
@@ -80,34 +82,53 @@ function graph(view) {
   marker.append(svg('path', { d: 'M0,0 L10,5 L0,10 z', fill: '#3367d6' }));
   defs.append(marker);
   s.append(defs);
+  const now = Date.parse(view.at);
+  const requests = new Map();
   for (const t of view.tunnels) {
     const a = at.get(t.source);
     const b = at.get(t.destination);
-    const g = svg('g', { class: 'tunnel', 'data-source': t.source, 'data-destination': t.destination });
+    const l7 = t.via !== undefined;
+    const g = svg('g', {
+      class: l7 ? 'tunnel via-waypoint' : 'tunnel',
+      'data-source': t.source,
+      'data-destination': t.destination,
+    });
+    // An L7 edge bends (a quadratic curve) so that it does not hide the L4 tunnel it rides in.
+    const mx = (a.x + b.x) / 2 + (l7 ? (b.y - a.y) * 0.25 : 0);
+    const my = (a.y + b.y) / 2 - (l7 ? (b.x - a.x) * 0.25 : 0);
+    let label = `${t.opened} conns (${t.open} open) · ${bytes(t.sentBytes)} ↑ ${bytes(t.receivedBytes)} ↓`;
+    if (l7) {
+      const key = `${t.source}>${t.destination}>${t.via}`;
+      requests.set(key, t.requests);
+      const before = previous.requests.get(key);
+      const rate =
+        before === undefined || now <= previous.at ? 0 : ((t.requests - before) * 1000) / (now - previous.at);
+      label = `${t.requests} requests via ${t.via} · ${rate.toFixed(1)}/s`;
+    }
     g.append(
-      svg('line', {
-        x1: a.x,
-        y1: a.y,
-        x2: b.x,
-        y2: b.y,
-        stroke: t.open > 0 ? '#3367d6' : '#9ab',
-        'stroke-width': t.open > 0 ? 3 : 1.5,
+      svg('path', {
+        d: `M${a.x},${a.y} Q${mx},${my} ${b.x},${b.y}`,
+        fill: 'none',
+        stroke: l7 ? '#e37400' : t.open > 0 ? '#3367d6' : '#9ab',
+        'stroke-width': t.open > 0 || l7 ? 3 : 1.5,
+        'stroke-dasharray': l7 ? '6 4' : 'none',
         'marker-end': 'url(#arrow)',
       }),
       svg(
         'text',
         {
-          x: (a.x + b.x) / 2,
-          y: (a.y + b.y) / 2 - 6,
+          x: (a.x + 2 * mx + b.x) / 4,
+          y: (a.y + 2 * my + b.y) / 4 - 6,
           'text-anchor': 'middle',
           'font-size': 11,
           fill: '#333',
         },
-        `${t.opened} conns (${t.open} open) · ${bytes(t.sentBytes)} ↑ ${bytes(t.receivedBytes)} ↓`,
+        label,
       ),
     );
     s.append(g);
   }
+  previous = { at: now, requests };
   for (const n of nodes) {
     const p = at.get(n);
     const g = svg('g', { class: 'workload', 'data-name': n });
@@ -162,7 +183,7 @@ function render(view) {
         {},
         el('h2', {}, 'Nodes and ztunnels'),
         table(
-          ['node', 'address', 'ready', 'connected', 'last contact', 'snapshot'],
+          ['node', 'address', 'ready', 'connected', 'last contact', 'snapshot', 'certs expire in'],
           view.ztunnels.map((z) => [
             z.node ?? '?',
             z.address,
@@ -172,6 +193,7 @@ function render(view) {
             yes(z.connected),
             z.lastContactSecondsAgo === undefined ? '-' : `${z.lastContactSecondsAgo}s ago`,
             z.version === undefined ? '-' : JSON.stringify(z.version),
+            z.certHorizonSeconds === undefined ? '-' : `${Math.round(z.certHorizonSeconds)}s`,
           ]),
         ),
         el('h2', {}, 'Namespaces'),
@@ -198,6 +220,21 @@ function render(view) {
           ['workload', 'node', 'identity'],
           view.workloads.map((w) => [`${w.namespace}/${w.name}`, w.node, w.identity]),
         ),
+        el('h2', {}, 'Fairness per tenant'),
+        view.tenants.length === 0
+          ? el('div', {}, 'no tenant work yet')
+          : table(
+              ['ztunnel', 'scheduler', 'tenant', 'queued', 'admitted', 'refused', 'mean delay'],
+              view.tenants.map((t) => [
+                t.ztunnel,
+                t.scheduler,
+                t.tenant,
+                String(t.queueDepth),
+                String(t.admitted),
+                t.refused > 0 ? yes(false, '', String(t.refused)) : '0',
+                `${(t.meanDelaySeconds * 1000).toFixed(2)} ms`,
+              ]),
+            ),
         el('h2', {}, 'Policy denials'),
         view.denials.length === 0
           ? el('div', {}, 'none')

@@ -6,6 +6,7 @@ export interface DashboardCommandOptions {
   admin: string;
   adminTokenFile?: string;
   ztunnel: string[];
+  waypoint: string[];
 }
 
 const LOOPBACK = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[::1\])$/;
@@ -21,16 +22,24 @@ export async function runDashboard(o: DashboardCommandOptions): Promise<number> 
     );
     return 2;
   }
-  const bad = o.ztunnel.find((z) => !/^[\w.:-]+$/.test(z) || z.includes('/'));
+  const bad = [...o.ztunnel, ...o.waypoint].find((z) => !/^[\w.:-]+$/.test(z) || z.includes('/'));
   if (bad !== undefined) {
-    console.error(`zmesh dashboard: --ztunnel must be a ztunnel address (its host), got ${bad}`);
+    console.error(`zmesh dashboard: --ztunnel and --waypoint take a proxy's address (its host), got ${bad}`);
     return 2;
   }
   let admin: AdminTarget = { admin: o.admin };
   try {
     if (o.adminTokenFile) admin = { admin: o.admin, token: await readAdminToken(o.adminTokenFile) };
-    const d = await startDashboard({ host: host.replace(/^\[|\]$/g, ''), port, admin, ztunnels: o.ztunnel });
-    console.log(`zmesh dashboard: ${d.url} (control plane ${o.admin}, ${o.ztunnel.length} ztunnels)`);
+    const d = await startDashboard({
+      host: host.replace(/^\[|\]$/g, ''),
+      port,
+      admin,
+      ztunnels: o.ztunnel,
+      waypoints: o.waypoint,
+    });
+    console.log(
+      `zmesh dashboard: ${d.url} (control plane ${o.admin}, ${o.ztunnel.length} ztunnels, ${o.waypoint.length} waypoints)`,
+    );
     await new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);
       process.once('SIGTERM', resolve);

@@ -95,9 +95,15 @@ adminOptions(
       (v: string, all: string[]) => all.concat(v),
       [] as string[],
     )
+    .option(
+      '--waypoint <address>',
+      "a waypoint's address (its 15020 metrics): the requests it carries, as L7 edges; repeat per waypoint",
+      (v: string, all: string[]) => all.concat(v),
+      [] as string[],
+    )
     .addHelpText(
       'after',
-      '\nExample:\n  zmesh dashboard --admin /run/zmesh/admin.sock --ztunnel 127.50.0.2 --ztunnel 127.50.0.3',
+      '\nExample:\n  zmesh dashboard --admin /run/zmesh/admin.sock --ztunnel 127.50.0.2 --ztunnel 127.50.0.3 --waypoint 127.50.3.1',
     ),
 ).action(async (options) => {
   const { runDashboard } = await import('./dashboard-command.js');

@@ -9,6 +9,19 @@ export interface MeshView {
   workloads: Array<{ uid: string; name: string; namespace: string; node: string; identity: string }>;
   tunnels: TunnelView[];
   denials: Array<{ ztunnel: string; reason: string; count: number }>;
+  /** Per-tenant fairness, per ztunnel and scheduler. */
+  tenants: TenantView[];
+}
+
+export interface TenantView {
+  ztunnel: string;
+  scheduler: string;
+  tenant: string;
+  queueDepth: number;
+  admitted: number;
+  refused: number;
+  /** Mean seconds from enqueue to start. */
+  meanDelaySeconds: number;
 }
 
 export interface ZtunnelView {
@@ -22,6 +35,8 @@ export interface ZtunnelView {
   lastContactSecondsAgo?: number;
   /** Version of the xDS snapshot the ztunnel serves from. */
   version?: unknown;
+  /** Seconds until its earliest workload certificate expires. */
+  certHorizonSeconds?: number;
 }
 
 export interface TunnelView {
@@ -32,6 +47,9 @@ export interface TunnelView {
   opened: number;
   sentBytes: number;
   receivedBytes: number;
+  /** Set on an L7 edge a waypoint reports (istio_requests_total): the requests it carried. */
+  via?: string;
+  requests?: number;
 }
 
 interface ProxyReport {
@@ -50,7 +68,11 @@ interface ConfigDump {
 const FETCH_TIMEOUT_MS = 1500;
 
 /** Collects the control plane's view and each ztunnel's; an unreachable part is shown as such. */
-export async function collectMesh(admin: AdminTarget, ztunnels: readonly string[]): Promise<MeshView> {
+export async function collectMesh(
+  admin: AdminTarget,
+  ztunnels: readonly string[],
+  waypoints: readonly string[] = [],
+): Promise<MeshView> {
   const view: MeshView = {
     at: new Date().toISOString(),
     controlPlane: { reachable: false },
@@ -59,6 +81,7 @@ export async function collectMesh(admin: AdminTarget, ztunnels: readonly string[
     workloads: [],
     tunnels: [],
     denials: [],
+    tenants: [],
   };
   let proxies: ProxyReport[] = [];
   const namespaces = new Set<string>();
@@ -85,14 +108,14 @@ export async function collectMesh(admin: AdminTarget, ztunnels: readonly string[
         get(`http://${address}:15000/config_dump`),
         get(`http://${address}:15020/metrics`),
       ]);
-      if (ready) {
+      const r = parseJson<{ ready: boolean; reasons: string[] }>(ready?.text);
+      if (r) {
         z.reachable = true;
-        const r = JSON.parse(ready.text) as { ready: boolean; reasons: string[] };
-        z.ready = r.ready;
-        z.reasons = r.reasons;
+        z.ready = r.ready === true;
+        z.reasons = Array.isArray(r.reasons) ? r.reasons : [];
       }
-      if (dump) {
-        const d = JSON.parse(dump.text) as ConfigDump;
+      const d = parseJson<ConfigDump>(dump?.text);
+      if (d) {
         z.node = d.node;
         z.version = d.version;
         for (const w of d.workloads ?? []) workloads.set(w.uid, w);
@@ -103,7 +126,13 @@ export async function collectMesh(admin: AdminTarget, ztunnels: readonly string[
           z.lastContactSecondsAgo = any.lastContactSecondsAgo;
         }
       }
-      if (metrics) addMetrics(metrics.text, z.node ?? address, tunnels, view.denials);
+      if (metrics) addMetrics(metrics.text, z, tunnels, view);
+    }),
+  );
+  await Promise.all(
+    waypoints.map(async (address) => {
+      const metrics = await get(`http://${address}:15020/metrics`);
+      if (metrics) addWaypointMetrics(metrics.text, address, tunnels);
     }),
   );
   view.ztunnels.sort((a, b) => a.address.localeCompare(b.address));
@@ -136,6 +165,15 @@ export async function collectMesh(admin: AdminTarget, ztunnels: readonly string[
   return view;
 }
 
+function parseJson<T>(text: string | undefined): T | undefined {
+  if (text === undefined) return undefined;
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    return undefined;
+  }
+}
+
 async function get(url: string): Promise<{ status: number; text: string } | undefined> {
   try {
     const res = await fetch(url, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
@@ -156,27 +194,53 @@ export function parseMetrics(
   for (const line of text.split('\n')) {
     if (line === '' || line.startsWith('#')) continue;
     const m = SAMPLE.exec(line);
-    if (!m) continue;
+    const value = Number(m?.[3]);
+    if (!m || (Number.isNaN(value) && m[3] !== 'NaN')) continue;
     const labels: Record<string, string> = {};
     for (const l of (m[2] ?? '').matchAll(LABEL))
       labels[l[1] as string] = (l[2] as string).replace(/\\(.)/g, '$1');
-    out.push({ name: m[1] as string, labels, value: Number(m[3]) });
+    out.push({ name: m[1] as string, labels, value });
   }
   return out;
 }
 
-/** Tunnels as the source's ztunnel reports them (istio_tcp_*{reporter="source"}), and L4 denials. */
-function addMetrics(
-  text: string,
-  ztunnel: string,
-  tunnels: Map<string, TunnelView>,
-  denials: MeshView['denials'],
-): void {
+/**
+ * Tunnels as the source's ztunnel reports them (istio_tcp_*{reporter="source"}), L4 denials,
+ * the certificate horizon and per-tenant fairness.
+ */
+function addMetrics(text: string, z: ZtunnelView, tunnels: Map<string, TunnelView>, view: MeshView): void {
+  const ztunnel = z.node ?? z.address;
+  const tenants = new Map<string, TenantView & { delaySum: number; delayCount: number }>();
+  const tenant = (labels: Record<string, string>) => {
+    const key = `${labels.scheduler}\u0000${labels.tenant}`;
+    let t = tenants.get(key);
+    if (!t) {
+      t = {
+        ztunnel,
+        scheduler: labels.scheduler ?? '',
+        tenant: labels.tenant ?? '',
+        queueDepth: 0,
+        admitted: 0,
+        refused: 0,
+        meanDelaySeconds: 0,
+        delaySum: 0,
+        delayCount: 0,
+      };
+      tenants.set(key, t);
+    }
+    return t;
+  };
   for (const s of parseMetrics(text)) {
     if (s.name === 'zmesh_authz_decisions_total' && s.labels.decision === 'deny' && s.value > 0) {
-      denials.push({ ztunnel, reason: s.labels.reason ?? '', count: s.value });
+      view.denials.push({ ztunnel, reason: s.labels.reason ?? '', count: s.value });
       continue;
     }
+    if (s.name === 'zmesh_cert_seconds_to_earliest_expiry') z.certHorizonSeconds = s.value;
+    else if (s.name === 'zmesh_tenant_queue_depth') tenant(s.labels).queueDepth += s.value;
+    else if (s.name === 'zmesh_tenant_admitted_total') tenant(s.labels).admitted += s.value;
+    else if (s.name === 'zmesh_tenant_refused_total') tenant(s.labels).refused += s.value;
+    else if (s.name === 'zmesh_tenant_scheduler_delay_seconds_sum') tenant(s.labels).delaySum += s.value;
+    else if (s.name === 'zmesh_tenant_scheduler_delay_seconds_count') tenant(s.labels).delayCount += s.value;
     if (!s.name.startsWith('istio_tcp_') || s.labels.reporter !== 'source') continue;
     const source = `${s.labels.source_workload_namespace}/${s.labels.source_workload}`;
     const destination = `${s.labels.destination_workload_namespace}/${s.labels.destination_workload}`;
@@ -193,5 +257,34 @@ function addMetrics(
     } else if (s.name === 'istio_tcp_connections_closed_total') t.open -= s.value;
     else if (s.name === 'istio_tcp_sent_bytes_total') t.sentBytes += s.value;
     else if (s.name === 'istio_tcp_received_bytes_total') t.receivedBytes += s.value;
+  }
+  for (const { delaySum, delayCount, ...t } of tenants.values()) {
+    if (t.tenant === '') continue;
+    view.tenants.push({ ...t, meanDelaySeconds: delayCount > 0 ? delaySum / delayCount : 0 });
+  }
+}
+
+/** The requests a waypoint carried, source → destination workload (istio_requests_total). */
+function addWaypointMetrics(text: string, waypoint: string, tunnels: Map<string, TunnelView>): void {
+  for (const s of parseMetrics(text)) {
+    if (s.name !== 'istio_requests_total') continue;
+    const source = `${s.labels.source_workload_namespace}/${s.labels.source_workload}`;
+    const destination = `${s.labels.destination_workload_namespace}/${s.labels.destination_workload}`;
+    const key = `${source}>${destination}>${waypoint}`;
+    let t = tunnels.get(key);
+    if (!t) {
+      t = {
+        source,
+        destination,
+        open: 0,
+        opened: 0,
+        sentBytes: 0,
+        receivedBytes: 0,
+        via: waypoint,
+        requests: 0,
+      };
+      tunnels.set(key, t);
+    }
+    t.requests = (t.requests ?? 0) + s.value;
   }
 }

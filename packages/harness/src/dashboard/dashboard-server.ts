@@ -22,6 +22,8 @@ export interface DashboardOptions {
   admin: AdminTarget;
   /** Each node's ztunnel address (its admin 15000, metrics 15020, health 15021 ports). */
   ztunnels: string[];
+  /** Waypoint addresses (their metrics on 15020): the requests each carried, as L7 edges. */
+  waypoints?: string[];
   /** How often the feed is refreshed and pushed (ms). */
   intervalMs?: number;
 }
@@ -43,7 +45,7 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
   const streams = new Set<ServerResponse>();
   let last: unknown;
   const refresh = async () => {
-    last = await collectMesh(o.admin, o.ztunnels);
+    last = await collectMesh(o.admin, o.ztunnels, o.waypoints);
     const frame = `data: ${JSON.stringify(last)}\n\n`;
     for (const s of streams) s.write(frame);
   };
@@ -65,11 +67,11 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
       return void res.end(script);
     }
     if (req.method === 'GET' && url.pathname === '/api/state')
-      return send(res, 200, await collectMesh(o.admin, o.ztunnels));
+      return send(res, 200, await collectMesh(o.admin, o.ztunnels, o.waypoints));
     if (req.method === 'GET' && url.pathname === '/api/events') {
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' });
       streams.add(res);
-      res.write(`data: ${JSON.stringify(last ?? (await collectMesh(o.admin, o.ztunnels)))}\n\n`);
+      res.write(`data: ${JSON.stringify(last ?? (await collectMesh(o.admin, o.ztunnels, o.waypoints)))}\n\n`);
       if (streams.size === 1) tick();
       req.on('close', () => {
         streams.delete(res);
