@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type AdminTarget, adminRequest } from '@zmesh/shared';
+import { type AdminTarget, adminRequest, listenServer } from '@zmesh/shared';
 import { collectMesh } from './collect.js';
 
 /**
@@ -51,7 +51,13 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
   };
   let timer: NodeJS.Timeout | undefined;
   const tick = () => {
-    timer = setTimeout(() => refresh().finally(() => streams.size > 0 && tick()), interval);
+    timer = setTimeout(
+      () =>
+        refresh()
+          .catch(() => undefined)
+          .finally(() => streams.size > 0 && tick()),
+      interval,
+    );
   };
   const server = createServer((req, res) => {
     handle(req, res).catch((e: Error) => send(res, 500, { error: e.message }));
@@ -96,10 +102,8 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
     }
     send(res, 404, { error: `no route ${req.method} ${url.pathname}` });
   };
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(o.port, o.host, () => resolve());
-  });
+  // A port in use or an address not ours is ZM_ERR_LISTEN_BIND, one line at the CLI.
+  await listenServer(server, { host: o.host, port: o.port }, { name: 'dashboard', onError: () => undefined });
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://${o.host}:${port}/`,
