@@ -16,3 +16,5 @@ export { controlPlaneUid, meshYaml } from './mesh/mesh-objects.js';
 export { netnsHttp } from './mesh/netns-http.js';
 export { PEER_SERVER, parseRateResult, RATE_CLIENT, type RateResult } from './mesh/pod-programs.js';
 export * from './outage/index.js';
+export { STEADY_SERVER } from './outage/steady-traffic.js';
+export { UPGRADE_CLIENT, type UpgradeTrafficResult } from './upgrade/upgrade-traffic.js';
