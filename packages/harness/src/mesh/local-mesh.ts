@@ -369,7 +369,7 @@ export class LocalMesh {
       stderr: 'pipe',
       env: { ZMESH_LOG: this.options.ztunnelLog ?? process.env.ZMESH_LOG ?? 'warn' },
     });
-    child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[waypoint ${gateway}] $d`));
+    child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[waypoint ${gateway}] ${d}`));
     this.waypoints.set(gateway, child);
     const deadline = Date.now() + timeoutMs;
     for (;;) {
@@ -377,8 +377,8 @@ export class LocalMesh {
         () => undefined,
       );
       if (r?.status === 200) return;
-      if (child.exitCode !== null) throw new Error(`waypoint $gatewayexited with ${child.exitCode}`);
-      if (Date.now() > deadline) throw new Error(`waypoint $gatewaynot ready after $timeoutMsms`);
+      if (child.exitCode !== null) throw new Error(`waypoint ${gateway} exited with ${child.exitCode}`);
+      if (Date.now() > deadline) throw new Error(`waypoint ${gateway} not ready after ${timeoutMs} ms`);
       await new Promise((res) => setTimeout(res, 100));
     }
   }
@@ -436,12 +436,12 @@ export class LocalMesh {
     });
     const sink = this.options.ztunnelStderr;
     child.stderr?.on('data', (d: Buffer) =>
-      sink ? sink(node.name, d.toString()) : process.stderr.write(`[ztunnel $node.name] $d`),
+      sink ? sink(node.name, d.toString()) : process.stderr.write(`[ztunnel ${node.name}] ${d}`),
     );
     this.ztunnels.set(node.name, child);
     // Connected over ZDS, with the snapshot (the node's enrolled pods, after a restart) acknowledged.
     const exited = child.then(
-      (r) => Promise.reject(new Error(`ztunnel on $node.nameexited with ${r.exitCode}`)),
+      (r) => Promise.reject(new Error(`ztunnel on ${node.name} exited with ${r.exitCode}`)),
       (e: unknown) => Promise.reject(e),
     );
     exited.catch(() => {});
@@ -450,7 +450,7 @@ export class LocalMesh {
 
   private async writeConfig(): Promise<void> {
     const configured = this.cluster.pods.filter((p) => !(this.options.unconfigured?.(p) ?? false));
-    const serviceKey = (s: MeshService) => `$s.namespace/${s.name}.${s.namespace}.svc.cluster.local`;
+    const serviceKey = (s: MeshService) => `${s.namespace}/${s.name}.${s.namespace}.svc.cluster.local`;
     const waypointOf = (podName: string | undefined) => {
       const pod = podName === undefined ? undefined : this.cluster.pods.find((x) => x.name === podName);
       return pod ? { waypoint: { address: pod.ipv4 } } : {};
