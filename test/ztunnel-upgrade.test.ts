@@ -6,7 +6,8 @@ import type { ResultPromise } from 'execa';
 /**
  * The upgrade drill, short form (docs/upgrade.md): while a client opens a connection every
  * 50 ms and holds long-lived connections pinging every 100 ms, a successor ztunnel starts on
- * the destination node (the node agent hands it the pods), and the old one gets SIGTERM.
+ * the destination node, then on the source node (the node agent hands it the pods), and
+ * each old one gets SIGTERM.
  * Nothing is refused or broken, and the old process exits once its last connection closes.
  * Needs root and BPF (the netns cluster with real capture).
  */
@@ -16,7 +17,7 @@ if (unavailable) test.skip(`ztunnel upgrade drill skipped: ${unavailable}`, () =
 
 const PORT = 8080;
 const LONG_LIVED = 5;
-const DURATION_MS = 9000;
+const DURATION_MS = 12_000;
 
 let mesh: LocalMesh | undefined;
 const children: ResultPromise[] = [];
@@ -27,7 +28,7 @@ test.after.always(async () => {
 });
 
 drill(
-  'a ztunnel upgrade on the destination node refuses no new connection and breaks no long-lived one',
+  'ztunnel upgrades on the destination and the source node refuse no new connection and break no long-lived one',
   async (t) => {
     t.timeout(40_000);
     mesh = await LocalMesh.up({
@@ -55,23 +56,26 @@ drill(
     children.push(client);
     await new Promise((r) => setTimeout(r, 1500));
 
-    const { old } = await mesh.startSuccessor('node-b');
-    await mesh.waitReady();
-    const oldPid = old.pid!;
-    let oldExitedAt = 0;
-    void old.finally(() => {
-      oldExitedAt = Date.now();
-    });
-    process.kill(oldPid, 'SIGTERM');
-
-    // The drain keeps the long-lived connections: the old process outlives the overlap.
-    await new Promise((r) => setTimeout(r, 2000));
-    t.is(oldExitedAt, 0, 'the old ztunnel still serves its long-lived connections');
-    const drainMetrics = await mesh.admin('node-b', 15020, '/metrics').catch(() => undefined);
-    t.log(
-      'old ztunnel while draining:',
-      drainMetrics?.body.match(/^zmesh_drain_connections.*$/gm)?.join(', '),
-    );
+    // Destination node first, then the source node, each while the traffic runs.
+    const olds: Array<{ node: string; old: ResultPromise; exitedAt: number }> = [];
+    for (const node of ['node-b', 'node-a']) {
+      const { old } = await mesh.startSuccessor(node);
+      await mesh.waitReady();
+      const entry = { node, old, exitedAt: 0 };
+      void old.finally(() => {
+        entry.exitedAt = Date.now();
+      });
+      olds.push(entry);
+      process.kill(old.pid!, 'SIGTERM');
+      // The drain keeps the long-lived connections: the old process outlives the overlap.
+      await new Promise((r) => setTimeout(r, 1500));
+      t.is(entry.exitedAt, 0, `the old ztunnel on ${node} still serves its long-lived connections`);
+      const draining = await mesh.admin(node, 15020, '/metrics').catch(() => undefined);
+      t.log(
+        `old ztunnel on ${node} while draining:`,
+        draining?.body.match(/^zmesh_drain_connections.*$/gm)?.join(', '),
+      );
+    }
 
     const r = await client;
     const result = JSON.parse(String(r.stdout).trim().split('\n').pop() ?? '{}') as UpgradeTrafficResult;
@@ -81,14 +85,17 @@ drill(
     t.is(result.liveBroken, 0, `no long-lived connection broken: ${JSON.stringify(result.liveErrors)}`);
     t.true(result.pongs >= result.pings - LONG_LIVED, 'every ping answered');
 
-    await Promise.race([old, new Promise((r) => setTimeout(r, 5000))]);
-    t.not(oldExitedAt, 0, 'the old ztunnel exited after its last connection closed');
-    t.true(oldExitedAt >= result.endedAt, 'and not before');
-    t.log(`old ztunnel exited ${oldExitedAt - result.endedAt} ms after the long-lived connections ended`);
-    t.is((await old).exitCode, 0);
+    for (const o of olds) {
+      await Promise.race([o.old, new Promise((r) => setTimeout(r, 5000))]);
+      t.not(o.exitedAt, 0, `the old ztunnel on ${o.node} exited after its last connection closed`);
+      t.true(o.exitedAt >= result.endedAt, 'and not before');
+      t.log(
+        `old ztunnel on ${o.node} exited ${o.exitedAt - result.endedAt} ms after the long-lived connections ended`,
+      );
+      t.is((await o.old).exitCode, 0);
+    }
 
-    // The successor serves on its own: a fresh connection after the old one is gone.
-    const after = await mesh.metrics('node-b');
-    t.regex(after, /zmesh_pods_enrolled 1/);
+    // The successors hold the pods on their own.
+    for (const node of ['node-a', 'node-b']) t.regex(await mesh.metrics(node), /zmesh_pods_enrolled 1/);
   },
 );
