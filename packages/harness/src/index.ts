@@ -16,3 +16,11 @@ export { controlPlaneUid, meshYaml } from './mesh/mesh-objects.js';
 export { netnsHttp } from './mesh/netns-http.js';
 export { PEER_SERVER, parseRateResult, RATE_CLIENT, type RateResult } from './mesh/pod-programs.js';
 export * from './outage/index.js';
+export { STEADY_SERVER } from './outage/steady-traffic.js';
+export {
+  type NodeUpgrade,
+  runUpgradeDrill,
+  type UpgradeDrillOptions,
+  type UpgradeDrillReport,
+} from './upgrade/upgrade-drill.js';
+export { UPGRADE_CLIENT, type UpgradeTrafficResult } from './upgrade/upgrade-traffic.js';

@@ -250,4 +250,17 @@ harness
     process.exitCode = await runOutage(options);
   });
 
+harness
+  .command('upgrade')
+  .description(
+    'ztunnel upgrade drill under traffic: replace ztunnel on each node, count refused and broken connections',
+  )
+  .option('--long-lived <n>', 'long-lived connections pinging every 100 ms', '20')
+  .option('--duration <seconds>', 'how long the client runs (both upgrades happen in its first ~8 s)', '20')
+  .option('--json <file>', 'write the report as JSON')
+  .action(async (options) => {
+    const { runUpgrade } = await import('./upgrade-command.js');
+    process.exitCode = await runUpgrade(options);
+  });
+
 await program.parseAsync(process.argv);

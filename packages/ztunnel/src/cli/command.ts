@@ -85,6 +85,10 @@ export function ztunnelCommand(): Command {
       'access-log lines per second, node-wide (a burst of twice that)',
       '100',
     )
+    .option(
+      '--drain-grace <seconds>',
+      'on SIGTERM: stop accepting, GOAWAY, keep open connections this long, then exit (default 3600)',
+    )
     .option('--admin-port <port>', 'admin port (/config_dump, /logging, /quitquitquit, /debug/*)', '15000')
     .option('--metrics-port <port>', 'Prometheus /metrics port', '15020')
     .option('--ready-port <port>', 'readiness and liveness port', '15021')
