@@ -120,6 +120,19 @@ export const KINDS: readonly Kind[] = [
   'PeerAuthentication',
 ];
 
+/**
+ * A kind as an operator types it (`pod`, `Pods`, `authorizationpolicies`), or undefined;
+ * `all` stands for every kind.
+ */
+export function resolveKind(text: string): Kind | 'all' | undefined {
+  const t = text.toLowerCase();
+  if (t === 'all') return 'all';
+  return KINDS.find((k) => {
+    const l = k.toLowerCase();
+    return t === l || t === `${l}s` || (l.endsWith('y') && t === `${l.slice(0, -1)}ies`);
+  });
+}
+
 /** Identity of an object in the store: `Kind/namespace/name` (namespace empty for Namespace). */
 export function objectKey(o: { kind: string; metadata: { namespace: string; name: string } }): string {
   return `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`;

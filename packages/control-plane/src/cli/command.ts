@@ -9,7 +9,6 @@ import { defaultStateDir } from '../store/sqlite-store.js';
 export function controlPlaneCommand(): Command {
   return new Command('control-plane')
     .description('run the control plane: YAML config store, delta ADS (and CA) on loopback, admin API')
-    .showHelpAfterError()
     .option('-c, --config <dir>', 'directory of YAML config (watched)')
     .option('--host <ip>', 'loopback address to serve xDS, CA and admin on', '127.0.0.1')
     .option('--port <port>', 'xDS/CA gRPC port (loopback, plaintext)', '15010')

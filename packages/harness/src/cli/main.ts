@@ -1,8 +1,16 @@
 import { controlPlaneCommand } from '@zmesh/control-plane/cli';
-import { defaultAdminSocket } from '@zmesh/shared';
+import {
+  adminOption,
+  BUILD_INFO,
+  defaultAdminSocket,
+  numberOption,
+  runCli,
+  versionLine,
+  withExamples,
+} from '@zmesh/shared';
 import { waypointCommand } from '@zmesh/waypoint/cli';
 import { ztunnelCommand } from '@zmesh/ztunnel/cli';
-import { Command } from 'commander';
+import { Argument, Command, Option } from 'commander';
 
 /**
  * `zmesh`: the operator's CLI (cluster, demos, harnesses, bench, apply, delete, proxy-status, ns).
@@ -13,7 +21,11 @@ import { Command } from 'commander';
  */
 const program = new Command('zmesh')
   .description('zmesh: an ambient service-mesh data plane (ztunnel, waypoint, control plane)')
-  .showHelpAfterError();
+  .version(
+    versionLine(BUILD_INFO),
+    '--version',
+    'print the version, git commit and build time (as zmesh version)',
+  );
 
 program.addCommand(ztunnelCommand());
 program.addCommand(controlPlaneCommand());
@@ -23,60 +35,111 @@ const ADMIN_HELP = 'control-plane admin: its Unix socket path, or http://host:po
 /** The admin endpoint options every operator command takes. */
 function adminOptions(c: Command): Command {
   return c
-    .option('--admin <socket|url>', ADMIN_HELP, defaultAdminSocket())
+    .option('--admin <socket|url>', ADMIN_HELP, adminOption, defaultAdminSocket())
     .option('--admin-token-file <file>', 'bearer token for a TCP admin URL');
 }
 
+const OUTPUT = ['table', 'wide', 'json', 'yaml'] as const;
+
 adminOptions(
-  program
-    .command('apply')
-    .description(
-      'apply YAML (Pods, Services, Namespaces, policies, waypoints) to a running control plane; refused whole, with every reason, when anything in it would not be served',
-    )
-    .requiredOption('-f, --file <file>', 'multi-document YAML file'),
+  withExamples(
+    program
+      .command('apply')
+      .description(
+        'apply YAML (Pods, Services, Namespaces, policies, waypoints) to a running control plane; refused whole, with every reason, when anything in it would not be served',
+      )
+      .requiredOption(
+        '-f, --file <file|dir|->',
+        '(required) YAML file, a directory of .yaml files, or - for stdin',
+      ),
+    'zmesh apply -f mesh.yaml',
+    'zmesh apply -f config/',
+    'zmesh install | zmesh apply -f -',
+  ),
 ).action(async (options) => {
   const { runApply } = await import('./operator-commands.js');
   process.exitCode = await runApply(options.file, options);
 });
 
 adminOptions(
-  program
-    .command('delete')
-    .description('delete applied objects: those named in a YAML file (-f), or one by KIND NAME (-n NS)')
-    .argument(
-      '[kind]',
-      'Pod, Service, Namespace, ServiceAccount, AuthorizationPolicy, Gateway, HTTPRoute, DestinationRule',
-    )
-    .argument('[name]')
-    .option('-f, --file <file>', 'multi-document YAML file naming the objects')
-    .option('-n, --namespace <ns>', 'namespace of KIND NAME', 'default'),
+  withExamples(
+    program
+      .command('delete')
+      .description('delete applied objects: those named in YAML (-f), or one by KIND NAME (-n NS)')
+      .argument(
+        '[kind]',
+        'Pod, Service, Namespace, ServiceAccount, AuthorizationPolicy, Gateway, HTTPRoute, DestinationRule',
+      )
+      .argument('[name]')
+      .option('-f, --file <file|dir|->', 'YAML naming the objects: a file, a directory, or - for stdin')
+      .option('-n, --namespace <ns>', 'namespace of KIND NAME', 'default'),
+    'zmesh delete -f mesh.yaml',
+    'zmesh delete pod client -n shop',
+  ),
 ).action(async (kind: string | undefined, name: string | undefined, options) => {
   const { runDelete } = await import('./operator-commands.js');
   process.exitCode = await runDelete(kind, name, options);
 });
 
 adminOptions(
-  program
-    .command('proxy-status')
-    .description(
-      'per proxy and type: version sent, acked, nacked (with reason), pending, last contact; waypoints that are not ready',
-    ),
+  withExamples(
+    program
+      .command('proxy-status')
+      .description(
+        'per proxy and type: version sent, acked, nacked (with reason), pending, last contact; waypoints that are not ready',
+      )
+      .addOption(
+        new Option('-o, --output <format>', "table, or json/yaml for scripts (the admin API's shape)")
+          .choices(['table', 'json', 'yaml'])
+          .default('table'),
+      ),
+    'zmesh proxy-status',
+    "zmesh proxy-status -o json | jq '.[] | select(.connected)'",
+  ),
 ).action(async (options) => {
   const { runProxyStatus } = await import('./operator-commands.js');
   process.exitCode = await runProxyStatus(options);
 });
 
+adminOptions(
+  withExamples(
+    program
+      .command('get')
+      .description("list the control plane's applied objects of one kind (or all)")
+      .argument('<kind>', 'Pod, Service, Namespace, ServiceAccount, AuthorizationPolicy, Gateway, … or all')
+      .argument('[name]', 'only this object')
+      .option('-n, --namespace <ns>', 'only this namespace (default: default)')
+      .option('-A, --all-namespaces', 'every namespace')
+      .addOption(new Option('-o, --output <format>', 'output format').choices(OUTPUT).default('table')),
+    'zmesh get pods -n shop',
+    'zmesh get all -A',
+    'zmesh get pod client -n shop -o yaml',
+  ),
+).action(async (kind: string, name: string | undefined, options) => {
+  const { runGet } = await import('./get-command.js');
+  process.exitCode = await runGet(kind, name, options);
+});
+
 const ns = program.command('ns').description('namespace-wide operations');
 adminOptions(
-  ns
-    .command('l7')
-    .description(
-      'turn the namespace waypoint on or off; refused without a waypoint Gateway; waits until the waypoint and every connected proxy have ACKed',
-    )
-    .argument('<state>', 'on or off')
-    .argument('<namespace>')
-    .option('--waypoint <name>', 'waypoint (Gateway) name', 'waypoint')
-    .option('--timeout <seconds>', 'how long to wait for ACKs', '10'),
+  withExamples(
+    ns
+      .command('l7')
+      .description(
+        'turn the namespace waypoint on or off; refused without a waypoint Gateway; waits until the waypoint and every connected proxy have ACKed',
+      )
+      .addArgument(new Argument('<state>', 'on or off').choices(['on', 'off']))
+      .argument('<namespace>')
+      .option('--waypoint <name>', 'waypoint (Gateway) name', 'waypoint')
+      .option(
+        '--timeout <seconds>',
+        'how long to wait for ACKs (0..120)',
+        numberOption(0, 120, 'seconds'),
+        10,
+      ),
+    'zmesh ns l7 on shop',
+    'zmesh ns l7 off shop --timeout 30',
+  ),
 ).action(async (state: string, namespace: string, options) => {
   const { runNamespaceL7 } = await import('./operator-commands.js');
   process.exitCode = await runNamespaceL7(state, namespace, options);
@@ -222,4 +285,4 @@ harness
     process.exitCode = await runOutage(options);
   });
 
-await program.parseAsync(process.argv);
+await runCli(program);

@@ -7,7 +7,6 @@ import { Command } from 'commander';
 export function waypointCommand(): Command {
   return new Command('waypoint')
     .description('run a per-namespace L7 proxy (HBONE in, routing, L7 policy, resilience, HBONE out)')
-    .showHelpAfterError()
     .option('-c, --config <file>', 'waypoint YAML: services, endpoints, HTTPRoutes, L7 policies')
     .option('--address <ip>', "the waypoint's own address (15008 and 15020 listen here)")
     .option('--ca-dir <dir>', 'without a control plane: directory with root-cert.pem and root-key.pem')

@@ -7,7 +7,6 @@ import { Command } from 'commander';
 export function ztunnelCommand(): Command {
   return new Command('ztunnel')
     .description('run the node proxy')
-    .showHelpAfterError()
     .option('-c, --config <file>', 'local YAML config (workloads, services, policies)')
     .option('--node <name>', 'this node name')
     .option('--address <ip>', 'loopback address of this ztunnel in explicit-proxy mode (127.0.0.N)')
