@@ -7,6 +7,11 @@ import test from 'ava';
 import { execa, type ResultPromise } from 'execa';
 
 const ZMESH = resolve(import.meta.dirname, '../../bin/zmesh');
+interface R {
+  exitCode: number | undefined;
+  stdout: string;
+  stderr: string;
+}
 const NO_SOCKET = '/nonexistent/zmesh-cli-discipline.sock';
 
 /** Runs `cases` with at most `limit` zmesh processes at once (each costs ~0.3 s of CPU). */
@@ -78,6 +83,25 @@ test('every subcommand: bad input is one line, exit 2 for usage and 1 for runtim
     [['ztunnel', '--fairness'], 2, /^zmesh ztunnel: option '--fairness <on\|off>' argument missing/],
     [['waypoint', '--bogus'], 2, /^zmesh waypoint: unknown option '--bogus'/],
     [['control-plane', '--bogus'], 2, /^zmesh control-plane: unknown option '--bogus'/],
+    [
+      ['control-plane', '--admin-port', 'abc'],
+      2,
+      /'--admin-port <port>' argument 'abc' is invalid\. want an integer 0\.\.65535/,
+    ],
+    [
+      ['control-plane', '--no-state-dir', '--config', join(dir, 'missing')],
+      1,
+      /^zmesh control-plane: ZM_ERR_CONFIG_INVALID: .*missing/,
+    ],
+    [
+      ['ztunnel', '--fairness', 'maybe'],
+      2,
+      /'--fairness <on\|off>' argument 'maybe' is invalid\. want on or off/,
+    ],
+    [['ztunnel', '--passthrough', 'sometimes'], 2, /want allow or deny/],
+    [['waypoint', '--port', '70000'], 2, /'--port <port>' argument '70000' is invalid/],
+    [['cluster', 'sideways'], 2, /Allowed choices are up, down, status/],
+    [['harness', 'outage', '--duration', 'soon'], 2, /'--duration <seconds>' argument 'soon' is invalid/],
   ];
   const results = await pool(cases, 4, ([argv]) =>
     execa(ZMESH, argv, { reject: false, timeout: 15_000, env: { ZMESH_DEBUG: '' } }),
@@ -137,7 +161,8 @@ test('apply -f DIR and -f -, then get as a table, wide, json, and a refused dire
       { reject: false },
     ),
   );
-  const deadline = Date.now() + 10_000;
+  // Generous: on a loaded 2-core machine the control plane takes seconds to start.
+  const deadline = Date.now() + 30_000;
   while ((await adminRequest({ admin }, '/healthz').catch(() => undefined))?.ok !== true) {
     if (Date.now() > deadline) throw new Error('control plane did not start');
     await new Promise((r) => setTimeout(r, 50));
@@ -156,15 +181,27 @@ test('apply -f DIR and -f -, then get as a table, wide, json, and a refused dire
 
   await mkdir(join(dir, 'bad'));
   await writeFile(join(dir, 'bad', 'pod.yaml'), CONFIG_A.replace('127.73.2.1', 'not-an-ip'));
-  const [bad, pods, all, wide, json, none, missing] = await Promise.all([
-    execa(ZMESH, ['apply', '-f', join(dir, 'bad'), '--admin', admin], { reject: false }),
-    execa(ZMESH, ['get', 'pods', '-n', 'team-b', '--admin', admin]),
-    execa(ZMESH, ['get', 'all', '-A', '--admin', admin]),
-    execa(ZMESH, ['get', 'pod', 'server', '-n', 'team-b', '-o', 'wide', '--admin', admin]),
-    execa(ZMESH, ['get', 'services', '-n', 'team-b', '-o', 'json', '--admin', admin]),
-    execa(ZMESH, ['get', 'pods', '--admin', admin]),
-    execa(ZMESH, ['get', 'pod', 'nope', '-n', 'team-b', '--admin', admin], { reject: false }),
-  ]);
+  const runs = await pool(
+    [
+      ['apply', '-f', join(dir, 'bad')],
+      ['get', 'pods', '-n', 'team-b'],
+      ['get', 'all', '-A'],
+      ['get', 'pod', 'server', '-n', 'team-b', '-o', 'wide'],
+      ['get', 'services', '-n', 'team-b', '-o', 'json'],
+      ['get', 'pods'],
+      ['get', 'pod', 'nope', '-n', 'team-b'],
+    ],
+    3,
+    (argv) =>
+      execa(ZMESH, [...argv, '--admin', admin], { reject: false, timeout: 30_000 }).then(
+        (r): R => ({ exitCode: r.exitCode, stdout: r.stdout, stderr: r.stderr }),
+      ),
+  );
+  const [bad, pods, all, wide, json, none, missing] = runs.map((r) => {
+    if (r === undefined) throw new Error('no result');
+    return r;
+  }) as [R, R, R, R, R, R, R];
+
   t.is(bad.exitCode, 1);
   t.regex(bad.stderr, /^zmesh apply: ZM_ERR_CONFIG_INVALID: refused .*bad, nothing changed/);
   t.is(

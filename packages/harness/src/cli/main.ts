@@ -2,8 +2,11 @@ import { controlPlaneCommand } from '@zmesh/control-plane/cli';
 import {
   adminOption,
   BUILD_INFO,
+  checked,
   defaultAdminSocket,
+  intOption,
   numberOption,
+  oneOf,
   runCli,
   versionLine,
   withExamples,
@@ -169,7 +172,7 @@ program
     '--ca-dir <dir>',
     "also print the root CA as the zmesh-ca Secret and zmesh-roots ConfigMap (created in <dir> if absent); the output then holds the CA's private key",
   )
-  .option('-o, --output <format>', 'yaml or json', 'yaml')
+  .option('-o, --output <format>', 'yaml or json', checked(oneOf('yaml', 'json')), 'yaml')
   .option('--dry-run', 'print only (the default: zmesh install never talks to a cluster)')
   .option(
     '--check-crds <file>',
@@ -183,18 +186,13 @@ program
 program
   .command('cluster')
   .description('the local cluster of network namespaces (root): up, down or status')
-  .argument('<action>', 'up | down | status')
+  .addArgument(new Argument('<action>', 'up, down or status').choices(['up', 'down', 'status']))
   .option('--spec <file>', 'YAML spec: nodes and pods (name, namespace, serviceAccount, node)')
-  .option('--nodes <n>', 'without a spec: a grid of n nodes', '2')
-  .option('--pods <m>', 'without a spec: m pods per node', '2')
+  .option('--nodes <n>', 'without a spec: a grid of n nodes', checked(intOption(1, 64)), '2')
+  .option('--pods <m>', 'without a spec: m pods per node', checked(intOption(0, 250)), '2')
   .option('--run-id <id>', 'down/status: one run (default: every recorded cluster)')
   .option('--json', 'status as JSON')
   .action(async (action: string, options) => {
-    if (!['up', 'down', 'status'].includes(action)) {
-      console.error(`zmesh cluster: unknown action ${JSON.stringify(action)} (up, down, status)`);
-      process.exitCode = 2;
-      return;
-    }
     const { runCluster } = await import('./cluster-command.js');
     process.exitCode = await runCluster(action as 'up' | 'down' | 'status', options);
   });
@@ -225,10 +223,11 @@ harness
   .description('a victim tenant under four attacks by another tenant, fairness on and off')
   .option('--quick', 'short scenarios (CI)')
   .option('--scenarios <names>', 'comma-separated subset of storm,flood,slow,hoard')
-  .option('--fairness <which>', 'on, off or both (default both)')
+  .option('--fairness <which>', 'on, off or both (default both)', checked(oneOf('on', 'off', 'both')))
   .option(
     '--rounds <n>',
     'solo-then-loaded rounds per scenario; the median round is reported (default 3, --quick 1)',
+    checked(intOption(1, 99)),
   )
   .option('--json <file>', 'write the scenarios and verdict as JSON')
   .option('--png <file>', 'write a chart as PNG')
@@ -276,13 +275,55 @@ harness
 harness
   .command('outage')
   .description('control-plane outage drill under steady traffic: prints a timeline, checks and a verdict')
-  .option('--duration <seconds>', 'how long the control plane stays unreachable (default: cert TTL + 5)')
-  .option('--cert-ttl <seconds>', 'workload certificate lifetime (time compression)', '12')
+  .option(
+    '--duration <seconds>',
+    'how long the control plane stays unreachable (default: cert TTL + 5)',
+    checked(numberOption(1, 3600, 'seconds')),
+  )
+  .option(
+    '--cert-ttl <seconds>',
+    'workload certificate lifetime (time compression)',
+    checked(numberOption(2, 86_400, 'seconds')),
+    '12',
+  )
   .option('--json <file>', 'write {checks, timeline} as JSON')
   .option('--png <file>', 'write the drill chart as PNG')
   .action(async (options) => {
     const { runOutage } = await import('./outage-command.js');
     process.exitCode = await runOutage(options);
   });
+
+/** At least one example under every command's --help (the daemons carry their own). */
+const EXAMPLES: Record<string, string[]> = {
+  version: ['zmesh version', 'zmesh version --json'],
+  install: ['zmesh install --ca-dir ./ca | kubectl apply -f -', 'zmesh install --check-crds crds.yaml'],
+  cluster: ['zmesh cluster up --nodes 2 --pods 3', 'zmesh cluster status --json', 'zmesh cluster down'],
+  ns: ['zmesh ns l7 on shop'],
+  harness: ['zmesh harness bypass', 'zmesh harness noisy-neighbor --quick'],
+  'harness waypoint-bench': ['zmesh harness waypoint-bench --quick'],
+  'harness capture-bench': ['zmesh harness capture-bench --quick --json capture.json'],
+  'harness noisy-neighbor': [
+    'zmesh harness noisy-neighbor --quick',
+    'zmesh harness noisy-neighbor --scenarios storm,flood --fairness on',
+  ],
+  'harness bypass': ['zmesh harness bypass', 'zmesh harness bypass --only dns --json bypass.json'],
+  'harness outage': [
+    'zmesh harness outage',
+    'zmesh harness outage --duration 30 --cert-ttl 20 --png outage.png',
+  ],
+  demo: ['zmesh demo'],
+  bench: ['zmesh bench --quick', 'zmesh bench --json bench.json --png bench.png'],
+};
+for (const cmd of program.commands) {
+  withExamples(cmd, ...(EXAMPLES[cmd.name()] ?? []));
+  for (const sub of cmd.commands) withExamples(sub, ...(EXAMPLES[`${cmd.name()} ${sub.name()}`] ?? []));
+}
+withExamples(
+  program,
+  'zmesh apply -f mesh.yaml',
+  'zmesh get pods -A',
+  'zmesh proxy-status',
+  'zmesh <command> --help',
+);
 
 await runCli(program);

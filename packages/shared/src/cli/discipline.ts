@@ -158,5 +158,25 @@ export async function readManifests(file: string): Promise<string> {
 
 /** `Examples:` after a command's help. */
 export function withExamples(cmd: Command, ...examples: string[]): Command {
+  if (examples.length === 0) return cmd;
   return cmd.addHelpText('after', `\nExamples:\n${examples.map((e) => `  $ ${e}`).join('\n')}\n`);
+}
+
+/** An enum option: the value itself, or a usage error listing the values it accepts. */
+export function oneOf(...values: string[]): (value: string) => string {
+  return (value) => {
+    if (!values.includes(value)) throw new InvalidArgumentError(`want ${values.join(' or ')}`);
+    return value;
+  };
+}
+
+/**
+ * A parser that only checks: the option keeps its text (the daemons convert their own
+ * flags), but a bad value is refused before anything starts.
+ */
+export function checked(parse: (value: string) => unknown): (value: string) => string {
+  return (value) => {
+    parse(value);
+    return value;
+  };
 }
