@@ -1,6 +1,6 @@
-import { checked, defaultAdminSocket, intOption, portOption, withExamples } from '@zmesh/shared';
+import { checked, defaultAdminSocket, intOption, portOption, withExamples } from '@zmesh/shared/cli';
 import { Command } from 'commander';
-import { defaultStateDir } from '../store/sqlite-store.js';
+import { defaultStateDir } from '../store/state-dir.js';
 
 /**
  * `zmesh control-plane`: its flags and help. The entry (main.ts) and the operator CLI's

@@ -1,5 +1,5 @@
 import { resolveKind } from '@zmesh/control-plane/kinds';
-import { adminRequest, UsageError } from '@zmesh/shared';
+import { adminRequest, UsageError } from '@zmesh/shared/cli';
 import { type AdminOptions, printRefusal, type Refusal, target } from './operator-commands.js';
 import { structured, table } from './table.js';
 

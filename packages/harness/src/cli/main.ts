@@ -10,7 +10,7 @@ import {
   runCli,
   versionLine,
   withExamples,
-} from '@zmesh/shared';
+} from '@zmesh/shared/cli';
 import { waypointCommand } from '@zmesh/waypoint/cli';
 import { ztunnelCommand } from '@zmesh/ztunnel/cli';
 import { Argument, Command, Option } from 'commander';
@@ -155,7 +155,7 @@ program
   .description('print the version, git commit and build time')
   .option('--json', 'as JSON')
   .action(async (options) => {
-    const { BUILD_INFO, versionLine } = await import('@zmesh/shared');
+    const { BUILD_INFO, versionLine } = await import('@zmesh/shared/cli');
     console.log(options.json ? JSON.stringify(BUILD_INFO) : versionLine(BUILD_INFO));
   });
 

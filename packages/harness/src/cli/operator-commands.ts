@@ -5,7 +5,7 @@ import {
   readAdminToken,
   readManifests,
   UsageError,
-} from '@zmesh/shared';
+} from '@zmesh/shared/cli';
 import { age, structured, table } from './table.js';
 
 /**

@@ -1,4 +1,4 @@
-import { checked, intOption, numberOption, oneOf, portOption, withExamples } from '@zmesh/shared';
+import { checked, intOption, numberOption, oneOf, portOption, withExamples } from '@zmesh/shared/cli';
 import { Command } from 'commander';
 
 /**

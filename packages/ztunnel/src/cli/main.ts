@@ -1,4 +1,4 @@
-import { runCli } from '@zmesh/shared';
+import { runCli } from '@zmesh/shared/cli';
 import { Command } from 'commander';
 import { ztunnelCommand } from './command.js';
 
