@@ -1,7 +1,7 @@
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { getTable, type ProxyRow, proxyStatusTable } from '@zmesh/harness';
+import { describeEvents, getTable, type ProxyRow, proxyStatusTable } from '@zmesh/harness';
 import { adminRequest } from '@zmesh/shared';
 import test from 'ava';
 import { execa, type ResultPromise } from 'execa';
@@ -69,6 +69,9 @@ test('every subcommand: bad input is one line, exit 2 for usage and 1 for runtim
     [['get', 'pods', '-n', 'a', '-A'], 2, /-n and -A exclude each other/],
     [['get', 'pods', '-o', 'csv'], 2, /Allowed choices are table, wide, json, yaml/],
     [['get', 'pods', ...admin], 1, /^zmesh get: ZM_ERR_ADMIN_UNREACHABLE/],
+    [['describe', 'pod'], 2, /^zmesh describe: missing required argument 'name'/],
+    [['describe', 'all', 'x'], 2, /^zmesh describe: unknown kind "all"/],
+    [['describe', 'pod', 'x', ...admin], 1, /^zmesh describe: ZM_ERR_ADMIN_UNREACHABLE/],
     [['ns', 'l7', 'maybe', 'shop'], 2, /^zmesh ns l7: .*'maybe' is invalid .*on, off/],
     [['ns', 'l7', 'on'], 2, /^zmesh ns l7: missing required argument 'namespace'/],
     [
@@ -190,6 +193,8 @@ test('apply -f DIR and -f -, then get as a table, wide, json, and a refused dire
       ['get', 'services', '-n', 'team-b', '-o', 'json'],
       ['get', 'pods'],
       ['get', 'pod', 'nope', '-n', 'team-b'],
+      ['describe', 'svc', 'server', '-n', 'team-b'],
+      ['describe', 'pod', 'nope', '-n', 'team-b'],
     ],
     3,
     (argv) =>
@@ -197,10 +202,10 @@ test('apply -f DIR and -f -, then get as a table, wide, json, and a refused dire
         (r): R => ({ exitCode: r.exitCode, stdout: r.stdout, stderr: r.stderr }),
       ),
   );
-  const [bad, pods, all, wide, json, none, missing] = runs.map((r) => {
+  const [bad, pods, all, wide, json, none, missing, described, undescribed] = runs.map((r) => {
     if (r === undefined) throw new Error('no result');
     return r;
-  }) as [R, R, R, R, R, R, R];
+  }) as [R, R, R, R, R, R, R, R, R];
 
   t.is(bad.exitCode, 1);
   t.regex(bad.stderr, /^zmesh apply: ZM_ERR_CONFIG_INVALID: refused .*bad, nothing changed/);
@@ -227,9 +232,76 @@ test('apply -f DIR and -f -, then get as a table, wide, json, and a refused dire
   t.is(none.stderr, 'no resources found in namespace default');
   t.is(missing.exitCode, 1);
   t.is(missing.stderr, 'no Pod nope in namespace team-b');
+  t.is(described.exitCode, 0, described.stderr);
+  t.is(
+    described.stdout,
+    [
+      'kind: Service',
+      'metadata:',
+      '  name: server',
+      '  namespace: team-b',
+      '  labels: {}',
+      'spec:',
+      '  clusterIPs:',
+      '    - 127.73.96.10',
+      '  ports:',
+      '    - port: 80',
+      '      targetPort: 7000',
+      '  selector:',
+      '    app: server',
+      '',
+      'Events:',
+      '  TYPE     REASON   FROM   MESSAGE',
+      '  Normal   Served   -      0 of 0 connected proxies are in sync with the current config',
+    ].join('\n'),
+  );
+  t.is(undescribed.exitCode, 1);
+  t.is(undescribed.stderr, 'zmesh describe: no Pod nope in namespace team-b');
 
   const status = await execa(ZMESH, ['proxy-status', '--admin', admin]);
   t.is(status.stdout, 'no proxies');
+});
+
+test('golden: describe events (NACKed, pending, a waypoint not ready)', (t) => {
+  const pod = { kind: 'Pod', metadata: { name: 'web', namespace: 'shop' } };
+  const proxies: ProxyRow[] = [
+    {
+      proxy: 'ztunnel~node-a',
+      node: 'node-a',
+      connected: true,
+      lastContactSecondsAgo: 1,
+      refused: null,
+      types: {
+        'type.googleapis.com/istio.workload.Address': {
+          sent: 3,
+          acked: 2,
+          nacked: { version: 3, reason: 'bad address' },
+          pending: { count: 1, names: ['Kubernetes//Pod/shop/web'] },
+          rejected: [{ name: 'Kubernetes//Pod/shop/web', reason: 'bad address' }],
+          state: 'NACKED',
+        } as ProxyRow['types'][string],
+      },
+    },
+  ];
+  const gateway = { kind: 'Gateway', metadata: { name: 'waypoint', namespace: 'shop' } };
+  const waypoints = [{ waypoint: 'shop/waypoint', users: 2, ackedBy: [], ready: false }];
+  t.deepEqual(describeEvents(pod, proxies, waypoints), [
+    ['Warning', 'NACKed', 'ztunnel~node-a', 'istio.workload.Address Kubernetes//Pod/shop/web: bad address'],
+    [
+      'Normal',
+      'Pending',
+      'ztunnel~node-a',
+      'istio.workload.Address Kubernetes//Pod/shop/web: sent, not yet ACKed',
+    ],
+  ]);
+  t.deepEqual(describeEvents(gateway, [], waypoints), [
+    [
+      'Warning',
+      'WaypointNotReady',
+      '-',
+      '2 workloads/services use it; no connected waypoint has ACKed its config (fail closed)',
+    ],
+  ]);
 });
 
 test('golden: the proxy-status table', (t) => {

@@ -1,4 +1,5 @@
 export * from './bypass/index.js';
+export { describeEvents } from './cli/describe-command.js';
 export { getTable } from './cli/get-command.js';
 export { type ProxyRow, proxyStatusTable } from './cli/operator-commands.js';
 export * from './cluster/index.js';

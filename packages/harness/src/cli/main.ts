@@ -123,6 +123,24 @@ adminOptions(
   process.exitCode = await runGet(kind, name, options);
 });
 
+adminOptions(
+  withExamples(
+    program
+      .command('describe')
+      .description(
+        'one applied object and its events: NACKed or pending at a proxy, a waypoint not ready, or served',
+      )
+      .argument('<kind>', 'Pod, Service, Namespace, Gateway, AuthorizationPolicy, …')
+      .argument('<name>')
+      .option('-n, --namespace <ns>', 'its namespace', 'default'),
+    'zmesh describe pod client -n shop',
+    'zmesh describe gateway waypoint -n shop',
+  ),
+).action(async (kind: string, name: string, options) => {
+  const { runDescribe } = await import('./describe-command.js');
+  process.exitCode = await runDescribe(kind, name, options);
+});
+
 const ns = program.command('ns').description('namespace-wide operations');
 adminOptions(
   withExamples(
