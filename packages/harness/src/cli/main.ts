@@ -302,7 +302,7 @@ harness
     '--cert-ttl <seconds>',
     'workload certificate lifetime (time compression)',
     checked(numberOption(2, 86_400, 'seconds')),
-    '12',
+    '16',
   )
   .option('--json <file>', 'write {checks, timeline} as JSON')
   .option('--png <file>', 'write the drill chart as PNG')
