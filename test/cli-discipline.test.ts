@@ -36,6 +36,8 @@ test('every subcommand: bad input is one line, exit 2 for usage and 1 for runtim
   await mkdir(join(dir, 'empty'));
   await writeFile(join(dir, 'bad', 'a.yaml'), 'kind: Namespace\nmetadata: { name: a }\n');
   await writeFile(join(dir, 'bad', 'b.yaml'), 'kind: [unclosed\n');
+  await writeFile(join(dir, 'mesh.yaml'), 'workloads: []\n');
+  await writeFile(join(dir, 'wp.yaml'), 'waypoint: { name: wp, namespace: shop }\n');
   const admin = ['--admin', NO_SOCKET];
   // [argv, exit code, what the one line must say]
   const cases: Array<[string[], number, RegExp]> = [
@@ -103,6 +105,35 @@ test('every subcommand: bad input is one line, exit 2 for usage and 1 for runtim
     ],
     [['ztunnel', '--passthrough', 'sometimes'], 2, /want allow or deny/],
     [['waypoint', '--port', '70000'], 2, /'--port <port>' argument '70000' is invalid/],
+    // 127.86.9.0/24: these cases'; nothing binds, the CA directory is read first.
+    [
+      [
+        'ztunnel',
+        '--node',
+        'n',
+        '--config',
+        join(dir, 'mesh.yaml'),
+        '--ca-dir',
+        join(dir, 'empty'),
+        '--address',
+        '127.86.9.1',
+      ],
+      1,
+      /^zmesh ztunnel: ZM_ERR_CONFIG_INVALID: .*root-cert\.pem: missing; a CA directory holds/,
+    ],
+    [
+      [
+        'waypoint',
+        '--config',
+        join(dir, 'wp.yaml'),
+        '--ca-dir',
+        join(dir, 'empty'),
+        '--address',
+        '127.86.9.2',
+      ],
+      1,
+      /^zmesh waypoint: ZM_ERR_CONFIG_INVALID: .*root-cert\.pem: missing/,
+    ],
     [['cluster', 'sideways'], 2, /Allowed choices are up, down, status/],
     [['harness', 'outage', '--duration', 'soon'], 2, /'--duration <seconds>' argument 'soon' is invalid/],
   ];

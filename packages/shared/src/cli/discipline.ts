@@ -180,3 +180,20 @@ export function checked(parse: (value: string) => unknown): (value: string) => s
     return value;
   };
 }
+
+/**
+ * A `--ca-dir` of a proxy without a control plane: its root-cert.pem and root-key.pem, or
+ * ZM_ERR_CONFIG_INVALID saying how to make them (`zmesh control-plane --ca-dir DIR` creates
+ * a CA there when it is absent).
+ */
+export async function readCaDir(dir: string): Promise<{ certPem: string; keyPem: string }> {
+  const read = (name: string) =>
+    readFile(join(dir, name), 'utf8').catch((e: NodeJS.ErrnoException) => {
+      throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
+        source: `--ca-dir ${dir}`,
+        reason: `${name}: ${e.code === 'ENOENT' ? 'missing' : e.message}; a CA directory holds root-cert.pem and root-key.pem (zmesh control-plane --ca-dir ${dir} creates them)`,
+      });
+    });
+  const [certPem, keyPem] = await Promise.all([read('root-cert.pem'), read('root-key.pem')]);
+  return { certPem, keyPem };
+}
