@@ -166,6 +166,30 @@ adminOptions(
   process.exitCode = await runNamespaceL7(state, namespace, options);
 });
 
+adminOptions(
+  program
+    .command('dashboard')
+    .description(
+      'serve a live page (loopback only): ztunnels, namespaces with an L7 toggle, workloads, tunnels, denials',
+    )
+    .option('--listen <host:port>', 'loopback address to serve on', '127.0.0.1:15300')
+    .option(
+      '--ztunnel <address>',
+      "a node's ztunnel address (its 15000/15020/15021 endpoints); repeat per node",
+      (v: string, all: string[]) => all.concat(v),
+      [] as string[],
+    )
+    .option(
+      '--waypoint <address>',
+      "a waypoint's address (its 15020 metrics): the requests it carries, as L7 edges; repeat per waypoint",
+      (v: string, all: string[]) => all.concat(v),
+      [] as string[],
+    ),
+).action(async (options) => {
+  const { runDashboard } = await import('./dashboard-command.js');
+  process.exitCode = await runDashboard(options);
+});
+
 program.addCommand(waypointCommand());
 
 program
@@ -325,6 +349,9 @@ const EXAMPLES: Record<string, string[]> = {
     'zmesh harness noisy-neighbor --scenarios storm,flood --fairness on',
   ],
   'harness bypass': ['zmesh harness bypass', 'zmesh harness bypass --only dns --json bypass.json'],
+  dashboard: [
+    'zmesh dashboard --admin /run/zmesh/admin.sock --ztunnel 127.50.0.2 --ztunnel 127.50.0.3 --waypoint 127.50.3.1',
+  ],
   'harness outage': [
     'zmesh harness outage',
     'zmesh harness outage --duration 30 --cert-ttl 20 --png outage.png',
