@@ -12,6 +12,7 @@ import {
   parseAccessLogMode,
   parseNamespaceModes,
   RootsFileWatcher,
+  readCaDir,
   seqpacketUnavailableReason,
   startFailure,
   TokenFile,
@@ -283,8 +284,7 @@ function accessLogPolicy(opts: ZtunnelCommandOptions): AccessLogPolicy | string 
 async function localMode(opts: ZtunnelCommandOptions, config: LocalConfig): Promise<Mode> {
   const ca = await CertificateAuthority.fromPem({
     trustDomain: opts.trustDomain,
-    certPem: await readFile(join(opts.caDir!, 'root-cert.pem'), 'utf8'),
-    keyPem: await readFile(join(opts.caDir!, 'root-key.pem'), 'utf8'),
+    ...(await readCaDir(opts.caDir!)),
   });
   return {
     bundle: new TrustBundle(opts.trustDomain, [ca.rootPem]),
