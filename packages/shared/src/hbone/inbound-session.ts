@@ -3,7 +3,6 @@ import { isZmeshError, ZmeshError } from '../errors/index.js';
 import { logger } from '../log/index.js';
 import type { MeshMetrics } from '../metrics/index.js';
 import { type ConnectRequest, validateConnectHeaders } from './connect-request.js';
-import { ErrorCode } from './h2/frame.js';
 import type { H2Connection } from './h2/h2-connection.js';
 import type { H2Headers, H2Stream } from './h2/h2-stream.js';
 import { countError, type HboneMetrics } from './hbone-metrics.js';
