@@ -1,6 +1,4 @@
-import { readFile } from 'node:fs/promises';
 import * as http from 'node:http';
-import { join } from 'node:path';
 import {
   CertificateAuthority,
   IdleReclaim,

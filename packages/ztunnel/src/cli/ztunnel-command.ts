@@ -1,6 +1,4 @@
 import { readFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import {
   type AccessLogPolicy,
   CaClient,
