@@ -14,6 +14,7 @@ import {
   ok,
   PreauthLimiter,
   type Result,
+  registerAcceptPauses,
   registerTaskFailures,
   spiffeIdOf,
   type TrustBundle,
@@ -135,6 +136,7 @@ export class Ztunnel {
       ...(options.registry ? { registry: options.registry } : {}),
     });
     registerTaskFailures(this.metrics.registry);
+    registerAcceptPauses(this.metrics.registry);
     const certQueue = new FairScheduler({
       name: 'cert_requests',
       mode: options.tenancy?.fairness === false ? 'fifo' : 'fair',
