@@ -16,3 +16,14 @@ export { controlPlaneUid, meshYaml } from './mesh/mesh-objects.js';
 export { netnsHttp } from './mesh/netns-http.js';
 export { PEER_SERVER, parseRateResult, RATE_CLIENT, type RateResult } from './mesh/pod-programs.js';
 export * from './outage/index.js';
+export {
+  judge,
+  runSoak,
+  type SoakOptions,
+  type SoakReport,
+  type SoakSample,
+  type SoakSeries,
+  slope,
+  soakLimits,
+  soakTable,
+} from './soak/soak.js';

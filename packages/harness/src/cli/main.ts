@@ -222,4 +222,17 @@ harness
     process.exitCode = await runOutage(options);
   });
 
+harness
+  .command('soak')
+  .description(
+    'a ztunnel pair under good traffic and hostile peers; fails if its RSS, fds or heap grow, it dies or a request fails',
+  )
+  .option('--minutes <n>', 'how long (default 5)')
+  .option('--seconds <n>', 'how long, in seconds (short runs, CI)')
+  .option('--json <file>', 'write the samples, slopes and verdict as JSON')
+  .action(async (options) => {
+    const { runSoakCommand } = await import('./soak-command.js');
+    process.exitCode = await runSoakCommand(options);
+  });
+
 await program.parseAsync(process.argv);
