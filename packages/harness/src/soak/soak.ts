@@ -28,6 +28,7 @@ export interface SoakSample {
   t: number;
   rssBytes: number;
   fds: number;
+  /** V8 heap committed (nodejs_heap_size_total_bytes). */
   heapBytes: number;
 }
 
@@ -89,12 +90,27 @@ export function slope(points: Array<[number, number]>): number {
   return den === 0 ? 0 : num / den;
 }
 
-/** Per series: the slope over the second half of the samples (per minute) against its limit. */
+/** Windows the second half is cut into; the verdict fits their minima. */
+export const SOAK_WINDOWS = 5;
+
+/**
+ * Per series: the slope (per minute) of its floor over the second half of the run, against
+ * its limit. The second half is cut into SOAK_WINDOWS windows and the least-squares line is
+ * fitted to each window's minimum: the idlers make fds swing and RSS dips when memory is
+ * given back, so a fit to every sample follows the noise; a leak raises the floor.
+ */
 export function judge(samples: SoakSample[], limits: Record<SoakSeries['name'], number>): SoakSeries[] {
   const half = samples.slice(Math.floor(samples.length / 2));
+  const per = Math.max(1, Math.floor(half.length / SOAK_WINDOWS));
   return (['rss', 'fds', 'heap'] as const).map((name) => {
     const value = (s: SoakSample) => (name === 'rss' ? s.rssBytes : name === 'fds' ? s.fds : s.heapBytes);
-    const perMinute = slope(half.map((s) => [s.t / 60, value(s)]));
+    const floors: Array<[number, number]> = [];
+    for (let i = 0; i + per <= half.length; i += per) {
+      const window = half.slice(i, i + per);
+      const low = window.reduce((a, b) => (value(b) < value(a) ? b : a));
+      floors.push([low.t / 60, value(low)]);
+    }
+    const perMinute = slope(floors);
     const values = samples.map(value);
     return {
       name,
@@ -113,7 +129,9 @@ async function sample(pid: number, metricsUrl: string, t: number): Promise<SoakS
   const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
   const fds = (await readdir(`/proc/${pid}/fd`)).length;
   const text = await (await fetch(metricsUrl)).text();
-  const heapBytes = Number(/^nodejs_heap_size_used_bytes (\S+)/m.exec(text)?.[1] ?? Number.NaN);
+  // Committed, not used: used climbs for minutes between major collections (a sawtooth
+  // longer than a short run); committed grows only when what survives them needs room.
+  const heapBytes = Number(/^nodejs_heap_size_total_bytes (\S+)/m.exec(text)?.[1] ?? Number.NaN);
   return { t, rssBytes: rssKb * 1024, fds, heapBytes };
 }
 
@@ -123,8 +141,8 @@ async function sample(pid: number, metricsUrl: string, t: number): Promise<SoakS
  * hostile peers hit the server side's HBONE port (15008): pre-TLS idlers, garbage bytes,
  * TLS without a client certificate, HTTP/2 frames in plaintext, and rapid connect/reset
  * through the client side's forward listener. The server-side ztunnel's RSS, fds and V8
- * heap are sampled every `sampleMs`; the soak fails if one grows (least-squares slope over
- * the second half above its limit), if the ztunnel dies, or if a good request fails.
+ * heap are sampled every `sampleMs`; the soak fails if one grows (the slope of its floor over
+ * the second half above its limit, `judge`), if the ztunnel dies, or if a good request fails.
  */
 export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
   const echo = opts.echo ?? (() => {});
