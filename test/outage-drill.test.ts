@@ -16,14 +16,14 @@ drillTest(
   'outage drill: every check passes (serve through the outage, fail closed at expiry, converge)',
   async (t) => {
     t.timeout(200_000);
-    let report = await runOutageDrill({ certTtlSeconds: 12, durationSeconds: 15 });
+    let report = await runOutageDrill({ certTtlSeconds: 16, durationSeconds: 19 });
     // The one wall-clock budget (a restart with persisted keys serving within 2 s) can be
     // missed on a loaded 2-core machine; that single check earns one rerun of the whole
     // drill, logged, and the rerun must pass every check.
     const failed = report.checks.filter((c) => !c.passed);
     if (failed.length === 1 && failed[0]!.name.startsWith('restart with persisted keys')) {
       t.log(`first run missed only the restart budget (${failed[0]!.evidence}); running the drill once more`);
-      report = await runOutageDrill({ certTtlSeconds: 12, durationSeconds: 15 });
+      report = await runOutageDrill({ certTtlSeconds: 16, durationSeconds: 19 });
     }
     t.log(`\n${timelineTable(report.timeline)}`);
     for (const c of report.checks) t.true(c.passed, `${c.name}: ${c.evidence}`);

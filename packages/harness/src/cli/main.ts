@@ -214,7 +214,7 @@ harness
   .command('outage')
   .description('control-plane outage drill under steady traffic: prints a timeline, checks and a verdict')
   .option('--duration <seconds>', 'how long the control plane stays unreachable (default: cert TTL + 5)')
-  .option('--cert-ttl <seconds>', 'workload certificate lifetime (time compression)', '12')
+  .option('--cert-ttl <seconds>', 'workload certificate lifetime (time compression)', '16')
   .option('--json <file>', 'write {checks, timeline} as JSON')
   .option('--png <file>', 'write the drill chart as PNG')
   .action(async (options) => {

@@ -1,7 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import { BpfCapture } from '@zmesh/ztunnel';
 import { checksTable, timelineTable, verdictLine } from '../outage/drill-report.js';
-import { runOutageDrill } from '../outage/outage-drill.js';
+import { DEFAULT_DRILL_CERT_TTL_SECONDS, runOutageDrill } from '../outage/outage-drill.js';
 import { outageChartPng } from '../outage/timeline-chart.js';
 
 export interface OutageCommandOptions {
@@ -52,15 +52,15 @@ export async function runOutage(opts: OutageCommandOptions): Promise<number> {
 }
 
 /**
- * The phases before expiry (serve, new pod, config change, two restarts) take ~6 s after the
+ * The phases before expiry (serve, new pod, config change, two restarts) take ~8 s after the
  * cut, and certificates expire between half and all of their lifetime after it.
  */
-export const MIN_DRILL_CERT_TTL_SECONDS = 10;
+export const MIN_DRILL_CERT_TTL_SECONDS = 14;
 
 function usageError(ttl?: number, duration?: number): string | undefined {
   if (ttl !== undefined && !(ttl >= MIN_DRILL_CERT_TTL_SECONDS))
     return `--cert-ttl must be at least ${MIN_DRILL_CERT_TTL_SECONDS} s (the phases before expiry need it)`;
-  if (duration !== undefined && !(duration >= (ttl ?? 12)))
+  if (duration !== undefined && !(duration >= (ttl ?? DEFAULT_DRILL_CERT_TTL_SECONDS)))
     return '--duration must be at least --cert-ttl, or certificates cannot expire during the outage';
   return undefined;
 }
