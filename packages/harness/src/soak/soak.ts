@@ -66,13 +66,13 @@ export interface SoakOptions {
  * Growth allowed per minute over the second half. From two minutes on, 8 MiB of RSS or heap
  * and 20 fds a minute: a 5-minute run's second half starts after JIT and heap warm-up, and
  * the pre-TLS idlers make fds swing by a few dozen. A short run (CI) is still in warm-up,
- * so it only catches gross growth: 64 MiB or 60 fds a minute (the CONTINUATION flood of
+ * so it only catches gross growth: 128 MiB or 60 fds a minute (the CONTINUATION flood of
  * issue 38 grew by GBs a minute, the reset leak the soak found by 900 fds a minute).
  */
 export function soakLimits(seconds: number): Record<SoakSeries['name'], number> {
   return seconds >= 120
     ? { rss: 8 * 2 ** 20, heap: 8 * 2 ** 20, fds: 20 }
-    : { rss: 64 * 2 ** 20, heap: 64 * 2 ** 20, fds: 60 };
+    : { rss: 128 * 2 ** 20, heap: 128 * 2 ** 20, fds: 60 };
 }
 
 /** Least-squares slope of y over x. */
