@@ -30,6 +30,20 @@ const entries = [
     : []),
 ];
 
+// The dashboard page's script (`zmesh dashboard`): browser code with its libraries, bundled
+// at build time so the page loads nothing from elsewhere at run time.
+await build({
+  entryPoints: ['packages/harness/page/app.js'],
+  outfile: join(imageRoot ?? '.', 'packages/harness/dist/dashboard/app.js'),
+  bundle: true,
+  format: 'esm',
+  platform: 'browser',
+  target: 'chrome120',
+  minify: true,
+  logLevel: 'warning',
+});
+// (Before the proxies' bundles: bin/zmesh runs a bundle only if it is newer than dist/.)
+
 for (const { pkg, out } of entries) {
   const outdir = join(imageRoot ?? '.', 'packages', pkg, out);
   rmSync(outdir, { recursive: true, force: true });

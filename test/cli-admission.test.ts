@@ -189,7 +189,10 @@ test('zmesh delete: by KIND NAME -n NS and by -f FILE; a missing object refuses 
 
   const usage = await zmesh(['delete', '--admin', cp.admin]);
   t.is(usage.exitCode, 2);
-  t.is(usage.stderr, 'zmesh delete: give either -f FILE or KIND NAME (with -n NS), not both');
+  t.is(
+    usage.stderr,
+    'zmesh delete: give either -f FILE or KIND NAME (with -n NS), not both (see zmesh delete --help)',
+  );
 });
 
 test('zmesh ns l7 on: refused without a waypoint Gateway; with one but no waypoint running, times out naming it, and proxy-status, the gauge and the log say so', async (t) => {
@@ -274,7 +277,15 @@ test('admin API: an unreachable socket is one line; TCP needs a token file, and 
   t.regex(anonymous.stderr, /^zmesh proxy-status: ZM_ERR_ADMIN_UNAUTHORIZED: /);
   const mint = await fetch(`${url}/node-token?node=n1`, { method: 'POST' });
   t.is(mint.status, 401, 'minting a node token is an admin act');
-  const authorized = await zmesh(['proxy-status', '--admin', url, '--admin-token-file', tokenFile]);
+  const authorized = await zmesh([
+    'proxy-status',
+    '--admin',
+    url,
+    '--admin-token-file',
+    tokenFile,
+    '-o',
+    'json',
+  ]);
   t.is(authorized.exitCode, 0, authorized.stderr);
   t.is(authorized.stdout, '[]');
   t.is((await fetch(`${url}/healthz/ready`)).status, 200, 'probes need no token');

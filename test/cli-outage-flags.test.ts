@@ -113,3 +113,15 @@ test('zmesh ztunnel refuses an HBONE admission limit that is not a positive inte
     t.is(r.stderr.trim().split('\n').length, 1, 'one line, no stack');
   }
 });
+
+test('zmesh ztunnel refuses a --drain-grace that is not whole seconds, in one line', async (t) => {
+  for (const bad of ['1h', '-5', '2.5', '']) {
+    const r = await execa(
+      ZMESH,
+      ['ztunnel', '--node', 'n', '--config', '/dev/null', '--ca-dir', '/nonexistent', '--drain-grace', bad],
+      { reject: false },
+    );
+    t.is(r.exitCode, 2, bad);
+    t.is(r.stderr.trim(), `zmesh ztunnel: --drain-grace: want seconds (0..9999999), got ${bad}`.trim());
+  }
+});

@@ -5,7 +5,7 @@ import { type AddressInfo, connect } from 'node:net';
 import { dirname } from 'node:path';
 import { bindError, listenServer, logger, ZmeshError } from '@zmesh/shared';
 import type { ControlPlane } from './control-plane.js';
-import { KINDS, type Kind, objectKey } from './k8s-objects.js';
+import { KINDS, type Kind, objectKey, resolveKind, type StoreObject } from './k8s-objects.js';
 import { DEFAULT_ACK_TIMEOUT_MS, DEFAULT_WAYPOINT_NAME } from './namespace-waypoint.js';
 import { isLoopback } from './xds-server.js';
 
@@ -149,10 +149,7 @@ async function handle(cp: ControlPlane, req: IncomingMessage, res: ServerRespons
   if (req.method === 'GET' && url.pathname === '/waypoint-status')
     return reply(res, 200, cp.waypointStatus());
   if (req.method === 'GET' && url.pathname === '/healthz') return reply(res, 200, { ok: true });
-  if (req.method === 'GET' && url.pathname === '/objects') {
-    const view = cp.store.view();
-    return reply(res, 200, { generation: view.generation, objects: [...view.objects.keys()].sort() });
-  }
+  if (req.method === 'GET' && url.pathname === '/objects') return objects(cp, url, res);
   if (req.method === 'GET' && url.pathname === '/healthz/ready') {
     const r = cp.readiness();
     return reply(res, r.ready ? 200 : 503, r);
@@ -191,6 +188,40 @@ async function handle(cp: ControlPlane, req: IncomingMessage, res: ServerRespons
     return reply(res, 200, { node, token: cp.issueNodeToken(node) });
   }
   reply(res, 404, { error: `no route ${req.method} ${url.pathname}` });
+}
+
+/**
+ * `GET /objects`: the generation and every object's key. With `?full=1` the objects
+ * themselves (as stored, sorted by key), narrowed by `kind` (`pod`, `pods`, `all`),
+ * `namespace` and `name`; an unknown kind is 400 naming the kinds.
+ */
+function objects(cp: ControlPlane, url: URL, res: ServerResponse): void {
+  const view = cp.store.view();
+  const keys = [...view.objects.keys()].sort();
+  if (url.searchParams.get('full') !== '1') {
+    reply(res, 200, { generation: view.generation, objects: keys });
+    return;
+  }
+  const asked = url.searchParams.get('kind') ?? 'all';
+  const kind = resolveKind(asked);
+  if (kind === undefined) {
+    reply(res, 400, {
+      code: 'ZM_ERR_CONFIG_INVALID',
+      reasons: [`kind: ${JSON.stringify(asked)} is not one of ${KINDS.join(', ')} or all`],
+    });
+    return;
+  }
+  const namespace = url.searchParams.get('namespace');
+  const name = url.searchParams.get('name');
+  const picked = keys
+    .map((k) => view.objects.get(k) as StoreObject)
+    .filter(
+      (o) =>
+        (kind === 'all' || o.kind === kind) &&
+        (namespace === null || o.kind === 'Namespace' || o.metadata.namespace === namespace) &&
+        (name === null || o.metadata.name === name),
+    );
+  reply(res, 200, { generation: view.generation, objects: picked });
 }
 
 /** `?kind=Pod&namespace=ns&name=a` → the store key; kinds are matched case-insensitively. */

@@ -120,6 +120,34 @@ export const KINDS: readonly Kind[] = [
   'PeerAuthentication',
 ];
 
+/** kubectl's short names. */
+const SHORT_KINDS: Record<string, Kind> = {
+  po: 'Pod',
+  svc: 'Service',
+  ns: 'Namespace',
+  sa: 'ServiceAccount',
+  gtw: 'Gateway',
+  dr: 'DestinationRule',
+  pa: 'PeerAuthentication',
+  ra: 'RequestAuthentication',
+  ap: 'AuthorizationPolicy',
+};
+
+/**
+ * A kind as an operator types it (or kubectl's short name: po, svc, ns, sa, gtw, dr, pa, ra, ap) (`pod`, `Pods`, `authorizationpolicies`), or undefined;
+ * `all` stands for every kind.
+ */
+export function resolveKind(text: string): Kind | 'all' | undefined {
+  const t = text.toLowerCase();
+  if (t === 'all') return 'all';
+  const short = SHORT_KINDS[t];
+  if (short !== undefined) return short;
+  return KINDS.find((k) => {
+    const l = k.toLowerCase();
+    return t === l || t === `${l}s` || (l.endsWith('y') && t === `${l.slice(0, -1)}ies`);
+  });
+}
+
 /** Identity of an object in the store: `Kind/namespace/name` (namespace empty for Namespace). */
 export function objectKey(o: { kind: string; metadata: { namespace: string; name: string } }): string {
   return `${o.kind}/${o.metadata.namespace}/${o.metadata.name}`;

@@ -1,4 +1,7 @@
 export * from './bypass/index.js';
+export { describeEvents } from './cli/describe-command.js';
+export { getTable } from './cli/get-command.js';
+export { type ProxyRow, proxyStatusTable } from './cli/operator-commands.js';
 export * from './cluster/index.js';
 export { L7_POLICY_YAML, L7_ROUTE_YAML, type L7Lab, type L7LabOptions, startL7Lab } from './demo/l7-lab.js';
 export * from './install/index.js';
@@ -16,6 +19,7 @@ export { controlPlaneUid, meshYaml } from './mesh/mesh-objects.js';
 export { netnsHttp } from './mesh/netns-http.js';
 export { PEER_SERVER, parseRateResult, RATE_CLIENT, type RateResult } from './mesh/pod-programs.js';
 export * from './outage/index.js';
+export { STEADY_SERVER } from './outage/steady-traffic.js';
 export {
   judge,
   runSoak,
@@ -27,3 +31,10 @@ export {
   soakLimits,
   soakTable,
 } from './soak/soak.js';
+export {
+  type NodeUpgrade,
+  runUpgradeDrill,
+  type UpgradeDrillOptions,
+  type UpgradeDrillReport,
+} from './upgrade/upgrade-drill.js';
+export { UPGRADE_CLIENT, type UpgradeTrafficResult } from './upgrade/upgrade-traffic.js';

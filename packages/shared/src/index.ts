@@ -1,4 +1,5 @@
 export * from './authz/index.js';
+export * from './cli/discipline.js';
 export * from './config/index.js';
 export * from './errors/index.js';
 export * from './hbone/index.js';

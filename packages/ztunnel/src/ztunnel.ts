@@ -1,4 +1,5 @@
 import { X509Certificate } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
 import {
   AccessLog,
   type AccessLogInputs,
@@ -21,7 +22,7 @@ import {
   type Workload,
   whenConnected,
 } from '@zmesh/shared';
-import type { Registry } from 'prom-client';
+import { Gauge, type Registry } from 'prom-client';
 import { AdminServers } from './admin/admin-servers.js';
 import { CapturedPods, workloadOf } from './attribute/captured-pods.js';
 import { InboundAuthorizer } from './authz/inbound-authorizer.js';
@@ -129,6 +130,8 @@ export class Ztunnel {
   /** Why the configuration is not complete yet (control-plane mode), if it is not. */
   private configIncomplete: () => string | undefined = () => undefined;
   private stopped = false;
+  /** Set by drain(): no listener is made again, and stop() leaves the redirect rules. */
+  private draining = false;
 
   constructor(private readonly options: ZtunnelOptions) {
     this.metrics = new MeshMetrics({
@@ -137,6 +140,18 @@ export class Ztunnel {
     });
     registerTaskFailures(this.metrics.registry);
     registerAcceptPauses(this.metrics.registry);
+    const self = this;
+    new Gauge({
+      name: 'zmesh_drain_connections',
+      help: 'While draining (upgrade): connections still open, by side (outbound captured, inbound HBONE)',
+      labelNames: ['side'],
+      registers: [this.metrics.registry],
+      collect() {
+        const open = self.draining ? self.drainingConnections() : { outbound: 0, inbound: 0 };
+        this.set({ side: 'outbound' }, open.outbound);
+        this.set({ side: 'inbound' }, open.inbound);
+      },
+    });
     const certQueue = new FairScheduler({
       name: 'cert_requests',
       mode: options.tenancy?.fairness === false ? 'fifo' : 'fair',
@@ -321,13 +336,60 @@ export class Ztunnel {
     };
   }
 
+  /**
+   * Graceful exit for an upgrade (docs/upgrade.md). A successor ztunnel already listens on
+   * the pods' ports (SO_REUSEPORT) and holds the pods (the node agent sends Adds to the
+   * newest ztunnel). This one leaves the agent, closes its pods' listeners (the kernel sends
+   * new connections to the successor's), sends GOAWAY on its inbound HBONE sessions, keeps
+   * open connections until they end or `graceMs` passes, then stops. Capture and redirect
+   * rules stay: the successor relies on them.
+   */
+  async drain(graceMs: number): Promise<void> {
+    if (this.stopped || this.draining) return;
+    this.draining = true;
+    this.agent?.close();
+    this.captured?.stopAccepting();
+    this.redirects?.stopAccepting();
+    const inbound = Promise.all([...this.inbound.values()].map((l) => l.drain(graceMs)));
+    const started = Date.now();
+    log.info({ node: this.options.node, graceMs, ...this.drainingConnections() }, 'draining');
+    const deadline = started + graceMs;
+    let lastLog = started;
+    for (;;) {
+      const open = this.drainingConnections();
+      const now = Date.now();
+      if (open.outbound + open.inbound === 0 || now >= deadline) {
+        const fields = { node: this.options.node, ...open, ms: now - started };
+        if (now >= deadline) log.warn(fields, 'drain grace passed: closing the connections left');
+        else log.info(fields, 'drained: last connection closed');
+        break;
+      }
+      if (now - lastLog >= 10_000) {
+        lastLog = now;
+        log.info({ node: this.options.node, ...open }, 'draining');
+      }
+      await delay(Math.min(100, deadline - now));
+    }
+    await inbound;
+    await this.stop();
+  }
+
+  /** Connections a drain waits for. */
+  private drainingConnections(): { outbound: number; inbound: number } {
+    let inbound = 0;
+    for (const l of this.inbound.values()) inbound += l.connectionCount();
+    return { outbound: this.captured?.liveConnections() ?? 0, inbound };
+  }
+
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
     this.certs.stop();
     this.agent?.close();
     await this.captured?.close();
-    await this.redirects?.close();
+    // After a drain the successor serves the pods and relies on the redirect rules.
+    if (this.draining) this.redirects?.stopAccepting();
+    else await this.redirects?.close();
     this.pool.close();
     this.tenancy.close();
     await Promise.all([...this.forwards.values()].map((f) => f.close()));
@@ -337,7 +399,7 @@ export class Ztunnel {
   }
 
   private async reconcile(): Promise<void> {
-    if (this.stopped) return;
+    if (this.stopped || this.draining) return;
     const local = new Map(this.localWorkloads().map((w) => [w.uid, w]));
     for (const [uid, listener] of this.inbound) {
       // A workload whose addresses or identity changed gets a new listener, not the stale one.
@@ -361,7 +423,7 @@ export class Ztunnel {
   }
 
   private async ensureInbound(w: Workload, cred: Credential): Promise<void> {
-    if (this.inbound.has(w.uid) || this.stopped) return;
+    if (this.inbound.has(w.uid) || this.stopped || this.draining) return;
     const listener = new InboundListener({
       workloadUid: w.uid,
       credential: cred,

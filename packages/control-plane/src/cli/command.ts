@@ -1,23 +1,26 @@
-import { defaultAdminSocket } from '@zmesh/shared';
+import { checked, defaultAdminSocket, intOption, portOption, withExamples } from '@zmesh/shared/cli';
 import { Command } from 'commander';
-import { defaultStateDir } from '../store/sqlite-store.js';
+import { defaultStateDir } from '../store/state-dir.js';
 
 /**
  * `zmesh control-plane`: its flags and help. The entry (main.ts) and the operator CLI's
  * help both use this definition; the server (control-plane-command.ts) loads only when it runs.
  */
 export function controlPlaneCommand(): Command {
-  return new Command('control-plane')
+  const cmd = new Command('control-plane')
     .description('run the control plane: YAML config store, delta ADS (and CA) on loopback, admin API')
-    .showHelpAfterError()
     .option('-c, --config <dir>', 'directory of YAML config (watched)')
     .option('--host <ip>', 'loopback address to serve xDS, CA and admin on', '127.0.0.1')
-    .option('--port <port>', 'xDS/CA gRPC port (loopback, plaintext)', '15010')
+    .option('--port <port>', 'xDS/CA gRPC port (loopback, plaintext)', checked(portOption), '15010')
     .option(
       '--admin-socket <path>',
       `admin API (apply, delete, ns l7, node tokens, metrics) on this Unix socket, mode 0600 (default ${defaultAdminSocket()})`,
     )
-    .option('--admin-port <port>', 'admin API on loopback TCP instead; requires --admin-token-file')
+    .option(
+      '--admin-port <port>',
+      'admin API on loopback TCP instead; requires --admin-token-file',
+      checked(portOption),
+    )
     .option('--admin-token-file <file>', 'bearer token the TCP admin port requires (16+ characters)')
     .option('--trust-domain <domain>', 'SPIFFE trust domain', 'cluster.local')
     .option(
@@ -30,7 +33,11 @@ export function controlPlaneCommand(): Command {
     )
     .option('--no-state-dir', 'keep state in memory only: a restart forgets every applied object')
     .option('--roots-file <file>', 'write the trusted roots here for proxies to watch')
-    .option('--max-cert-ttl <seconds>', 'upper bound on workload certificate lifetime')
+    .option(
+      '--max-cert-ttl <seconds>',
+      'upper bound on workload certificate lifetime',
+      checked(intOption(1, 31_536_000, 'seconds')),
+    )
     .option(
       '--socket <path>',
       'serve xDS and the CA on this Unix socket (mode 0600) instead of --host:--port',
@@ -39,4 +46,9 @@ export function controlPlaneCommand(): Command {
       const { runControlPlane } = await import('./control-plane-command.js');
       process.exitCode = await runControlPlane(options);
     });
+  return withExamples(
+    cmd,
+    'zmesh control-plane --config ./mesh --state-dir /var/lib/zmesh --roots-file ./roots.pem',
+    'zmesh control-plane --no-state-dir --ca-dir ./ca --admin-socket /tmp/zmesh/admin.sock',
+  );
 }

@@ -1,5 +1,5 @@
-import { chmod, rm } from 'node:fs/promises';
-import { defaultAdminSocket, readAdminToken, startFailure } from '@zmesh/shared';
+import { chmod, rm, stat } from 'node:fs/promises';
+import { defaultAdminSocket, readAdminToken, startFailure, ZmeshError } from '@zmesh/shared';
 import { type AdminListen, type AdminServer, startAdminServer } from '../admin-server.js';
 import { loadOrCreateCa, loadOrCreateCaInStore, writeRootsFile } from '../ca-files.js';
 import { ControlPlane } from '../control-plane.js';
@@ -41,6 +41,18 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
   let cp: ControlPlane;
   let ca: Awaited<ReturnType<typeof loadOrCreateCa>>;
   try {
+    // Checked before anything starts: a missing directory is the operator's typo, not a watch error.
+    if (options.config !== undefined) {
+      const source = options.config;
+      const info = await stat(source).catch((e: Error) => {
+        throw new ZmeshError('ZM_ERR_CONFIG_INVALID', { source, reason: e.message });
+      });
+      if (!info.isDirectory())
+        throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
+          source,
+          reason: '--config wants a directory of YAML files',
+        });
+    }
     if (options.stateDir === undefined && !sqliteAvailable()) {
       // Only the default gives way: a --state-dir that was asked for and cannot be used fails.
       console.error(

@@ -35,13 +35,7 @@ export function sqliteAvailable(): boolean {
   return sqliteModule() !== undefined;
 }
 
-/**
- * Where the control plane keeps its state unless told: /var/lib/zmesh for root (a system
- * service), else zmesh-state under the working directory.
- */
-export function defaultStateDir(): string {
-  return process.getuid?.() === 0 ? '/var/lib/zmesh' : 'zmesh-state';
-}
+export { defaultStateDir } from './state-dir.js';
 
 function storeError(dir: string, reason: string): ZmeshError {
   return new ZmeshError('ZM_ERR_STATE_STORE', { dir, reason });

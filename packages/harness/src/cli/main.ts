@@ -1,8 +1,19 @@
 import { controlPlaneCommand } from '@zmesh/control-plane/cli';
-import { defaultAdminSocket } from '@zmesh/shared';
+import {
+  adminOption,
+  BUILD_INFO,
+  checked,
+  defaultAdminSocket,
+  intOption,
+  numberOption,
+  oneOf,
+  runCli,
+  versionLine,
+  withExamples,
+} from '@zmesh/shared/cli';
 import { waypointCommand } from '@zmesh/waypoint/cli';
 import { ztunnelCommand } from '@zmesh/ztunnel/cli';
-import { Command } from 'commander';
+import { Argument, Command, Option } from 'commander';
 
 /**
  * `zmesh`: the operator's CLI (cluster, demos, harnesses, bench, apply, delete, proxy-status, ns).
@@ -13,7 +24,11 @@ import { Command } from 'commander';
  */
 const program = new Command('zmesh')
   .description('zmesh: an ambient service-mesh data plane (ztunnel, waypoint, control plane)')
-  .showHelpAfterError();
+  .version(
+    versionLine(BUILD_INFO),
+    '--version',
+    'print the version, git commit and build time (as zmesh version)',
+  );
 
 program.addCommand(ztunnelCommand());
 program.addCommand(controlPlaneCommand());
@@ -23,63 +38,156 @@ const ADMIN_HELP = 'control-plane admin: its Unix socket path, or http://host:po
 /** The admin endpoint options every operator command takes. */
 function adminOptions(c: Command): Command {
   return c
-    .option('--admin <socket|url>', ADMIN_HELP, defaultAdminSocket())
+    .option('--admin <socket|url>', ADMIN_HELP, adminOption, defaultAdminSocket())
     .option('--admin-token-file <file>', 'bearer token for a TCP admin URL');
 }
 
+const OUTPUT = ['table', 'wide', 'json', 'yaml'] as const;
+
 adminOptions(
-  program
-    .command('apply')
-    .description(
-      'apply YAML (Pods, Services, Namespaces, policies, waypoints) to a running control plane; refused whole, with every reason, when anything in it would not be served',
-    )
-    .requiredOption('-f, --file <file>', 'multi-document YAML file'),
+  withExamples(
+    program
+      .command('apply')
+      .description(
+        'apply YAML (Pods, Services, Namespaces, policies, waypoints) to a running control plane; refused whole, with every reason, when anything in it would not be served',
+      )
+      .requiredOption(
+        '-f, --file <file|dir|->',
+        '(required) YAML file, a directory of .yaml files, or - for stdin',
+      ),
+    'zmesh apply -f mesh.yaml',
+    'zmesh apply -f config/',
+    'zmesh install | zmesh apply -f -',
+  ),
 ).action(async (options) => {
   const { runApply } = await import('./operator-commands.js');
   process.exitCode = await runApply(options.file, options);
 });
 
 adminOptions(
-  program
-    .command('delete')
-    .description('delete applied objects: those named in a YAML file (-f), or one by KIND NAME (-n NS)')
-    .argument(
-      '[kind]',
-      'Pod, Service, Namespace, ServiceAccount, AuthorizationPolicy, Gateway, HTTPRoute, DestinationRule',
-    )
-    .argument('[name]')
-    .option('-f, --file <file>', 'multi-document YAML file naming the objects')
-    .option('-n, --namespace <ns>', 'namespace of KIND NAME', 'default'),
+  withExamples(
+    program
+      .command('delete')
+      .description('delete applied objects: those named in YAML (-f), or one by KIND NAME (-n NS)')
+      .argument(
+        '[kind]',
+        'Pod, Service, Namespace, ServiceAccount, AuthorizationPolicy, Gateway, HTTPRoute, DestinationRule',
+      )
+      .argument('[name]')
+      .option('-f, --file <file|dir|->', 'YAML naming the objects: a file, a directory, or - for stdin')
+      .option('-n, --namespace <ns>', 'namespace of KIND NAME', 'default'),
+    'zmesh delete -f mesh.yaml',
+    'zmesh delete pod client -n shop',
+  ),
 ).action(async (kind: string | undefined, name: string | undefined, options) => {
   const { runDelete } = await import('./operator-commands.js');
   process.exitCode = await runDelete(kind, name, options);
 });
 
 adminOptions(
-  program
-    .command('proxy-status')
-    .description(
-      'per proxy and type: version sent, acked, nacked (with reason), pending, last contact; waypoints that are not ready',
-    ),
+  withExamples(
+    program
+      .command('proxy-status')
+      .description(
+        'per proxy and type: version sent, acked, nacked (with reason), pending, last contact; waypoints that are not ready',
+      )
+      .addOption(
+        new Option('-o, --output <format>', "table, or json/yaml for scripts (the admin API's shape)")
+          .choices(['table', 'json', 'yaml'])
+          .default('table'),
+      ),
+    'zmesh proxy-status',
+    "zmesh proxy-status -o json | jq '.[] | select(.connected)'",
+  ),
 ).action(async (options) => {
   const { runProxyStatus } = await import('./operator-commands.js');
   process.exitCode = await runProxyStatus(options);
 });
 
+adminOptions(
+  withExamples(
+    program
+      .command('get')
+      .description("list the control plane's applied objects of one kind (or all)")
+      .argument('<kind>', 'Pod, Service, Namespace, ServiceAccount, AuthorizationPolicy, Gateway, … or all')
+      .argument('[name]', 'only this object')
+      .option('-n, --namespace <ns>', 'only this namespace (default: default)')
+      .option('-A, --all-namespaces', 'every namespace')
+      .addOption(new Option('-o, --output <format>', 'output format').choices(OUTPUT).default('table')),
+    'zmesh get pods -n shop',
+    'zmesh get all -A',
+    'zmesh get pod client -n shop -o yaml',
+  ),
+).action(async (kind: string, name: string | undefined, options) => {
+  const { runGet } = await import('./get-command.js');
+  process.exitCode = await runGet(kind, name, options);
+});
+
+adminOptions(
+  withExamples(
+    program
+      .command('describe')
+      .description(
+        'one applied object and its events: NACKed or pending at a proxy, a waypoint not ready, or served',
+      )
+      .argument('<kind>', 'Pod, Service, Namespace, Gateway, AuthorizationPolicy, …')
+      .argument('<name>')
+      .option('-n, --namespace <ns>', 'its namespace', 'default'),
+    'zmesh describe pod client -n shop',
+    'zmesh describe gateway waypoint -n shop',
+  ),
+).action(async (kind: string, name: string, options) => {
+  const { runDescribe } = await import('./describe-command.js');
+  process.exitCode = await runDescribe(kind, name, options);
+});
+
 const ns = program.command('ns').description('namespace-wide operations');
 adminOptions(
-  ns
-    .command('l7')
-    .description(
-      'turn the namespace waypoint on or off; refused without a waypoint Gateway; waits until the waypoint and every connected proxy have ACKed',
-    )
-    .argument('<state>', 'on or off')
-    .argument('<namespace>')
-    .option('--waypoint <name>', 'waypoint (Gateway) name', 'waypoint')
-    .option('--timeout <seconds>', 'how long to wait for ACKs', '10'),
+  withExamples(
+    ns
+      .command('l7')
+      .description(
+        'turn the namespace waypoint on or off; refused without a waypoint Gateway; waits until the waypoint and every connected proxy have ACKed',
+      )
+      .addArgument(new Argument('<state>', 'on or off').choices(['on', 'off']))
+      .argument('<namespace>')
+      .option('--waypoint <name>', 'waypoint (Gateway) name', 'waypoint')
+      .option(
+        '--timeout <seconds>',
+        'how long to wait for ACKs (0..120)',
+        numberOption(0, 120, 'seconds'),
+        10,
+      ),
+    'zmesh ns l7 on shop',
+    'zmesh ns l7 off shop --timeout 30',
+  ),
 ).action(async (state: string, namespace: string, options) => {
   const { runNamespaceL7 } = await import('./operator-commands.js');
   process.exitCode = await runNamespaceL7(state, namespace, options);
+});
+
+adminOptions(
+  program
+    .command('dashboard')
+    .description(
+      'serve a live page (loopback only): ztunnels, namespaces with an L7 toggle, workloads, tunnels, denials',
+    )
+    .option('--listen <host:port>', 'loopback address to serve on', '127.0.0.1:15300')
+    .option(
+      '--ztunnel <address>',
+      "a node's ztunnel address (its 15000/15020/15021 endpoints); repeat per node",
+      (v: string, all: string[]) => all.concat(v),
+      [] as string[],
+    )
+    .option(
+      '--waypoint <address>',
+      "a waypoint's address (its 15020 metrics): the requests it carries, as L7 edges; repeat per waypoint",
+      (v: string, all: string[]) => all.concat(v),
+      [] as string[],
+    ),
+).action(async (options) => {
+  const { runDashboard } = await import('./dashboard-command.js');
+  process.exitCode = await runDashboard(options);
 });
 
 program.addCommand(waypointCommand());
@@ -89,7 +197,7 @@ program
   .description('print the version, git commit and build time')
   .option('--json', 'as JSON')
   .action(async (options) => {
-    const { BUILD_INFO, versionLine } = await import('@zmesh/shared');
+    const { BUILD_INFO, versionLine } = await import('@zmesh/shared/cli');
     console.log(options.json ? JSON.stringify(BUILD_INFO) : versionLine(BUILD_INFO));
   });
 
@@ -106,7 +214,7 @@ program
     '--ca-dir <dir>',
     "also print the root CA as the zmesh-ca Secret and zmesh-roots ConfigMap (created in <dir> if absent); the output then holds the CA's private key",
   )
-  .option('-o, --output <format>', 'yaml or json', 'yaml')
+  .option('-o, --output <format>', 'yaml or json', checked(oneOf('yaml', 'json')), 'yaml')
   .option('--dry-run', 'print only (the default: zmesh install never talks to a cluster)')
   .option(
     '--check-crds <file>',
@@ -120,18 +228,13 @@ program
 program
   .command('cluster')
   .description('the local cluster of network namespaces (root): up, down or status')
-  .argument('<action>', 'up | down | status')
+  .addArgument(new Argument('<action>', 'up, down or status').choices(['up', 'down', 'status']))
   .option('--spec <file>', 'YAML spec: nodes and pods (name, namespace, serviceAccount, node)')
-  .option('--nodes <n>', 'without a spec: a grid of n nodes', '2')
-  .option('--pods <m>', 'without a spec: m pods per node', '2')
+  .option('--nodes <n>', 'without a spec: a grid of n nodes', checked(intOption(1, 64)), '2')
+  .option('--pods <m>', 'without a spec: m pods per node', checked(intOption(0, 250)), '2')
   .option('--run-id <id>', 'down/status: one run (default: every recorded cluster)')
   .option('--json', 'status as JSON')
   .action(async (action: string, options) => {
-    if (!['up', 'down', 'status'].includes(action)) {
-      console.error(`zmesh cluster: unknown action ${JSON.stringify(action)} (up, down, status)`);
-      process.exitCode = 2;
-      return;
-    }
     const { runCluster } = await import('./cluster-command.js');
     process.exitCode = await runCluster(action as 'up' | 'down' | 'status', options);
   });
@@ -162,10 +265,11 @@ harness
   .description('a victim tenant under four attacks by another tenant, fairness on and off')
   .option('--quick', 'short scenarios (CI)')
   .option('--scenarios <names>', 'comma-separated subset of storm,flood,slow,hoard')
-  .option('--fairness <which>', 'on, off or both (default both)')
+  .option('--fairness <which>', 'on, off or both (default both)', checked(oneOf('on', 'off', 'both')))
   .option(
     '--rounds <n>',
     'solo-then-loaded rounds per scenario; the median round is reported (default 3, --quick 1)',
+    checked(intOption(1, 99)),
   )
   .option('--json <file>', 'write the scenarios and verdict as JSON')
   .option('--png <file>', 'write a chart as PNG')
@@ -213,8 +317,17 @@ harness
 harness
   .command('outage')
   .description('control-plane outage drill under steady traffic: prints a timeline, checks and a verdict')
-  .option('--duration <seconds>', 'how long the control plane stays unreachable (default: cert TTL + 5)')
-  .option('--cert-ttl <seconds>', 'workload certificate lifetime (time compression)', '16')
+  .option(
+    '--duration <seconds>',
+    'how long the control plane stays unreachable (default: cert TTL + 5)',
+    checked(numberOption(1, 3600, 'seconds')),
+  )
+  .option(
+    '--cert-ttl <seconds>',
+    'workload certificate lifetime (time compression)',
+    checked(numberOption(2, 86_400, 'seconds')),
+    '16',
+  )
   .option('--json <file>', 'write {checks, timeline} as JSON')
   .option('--png <file>', 'write the drill chart as PNG')
   .action(async (options) => {
@@ -235,4 +348,54 @@ harness
     process.exitCode = await runSoakCommand(options);
   });
 
-await program.parseAsync(process.argv);
+harness
+  .command('upgrade')
+  .description(
+    'ztunnel upgrade drill under traffic: replace ztunnel on each node, count refused and broken connections',
+  )
+  .option('--long-lived <n>', 'long-lived connections pinging every 100 ms', '20')
+  .option('--duration <seconds>', 'how long the client runs (both upgrades happen in its first ~8 s)', '20')
+  .option('--json <file>', 'write the report as JSON')
+  .action(async (options) => {
+    const { runUpgrade } = await import('./upgrade-command.js');
+    process.exitCode = await runUpgrade(options);
+  });
+
+/** At least one example under every command's --help (the daemons carry their own). */
+const EXAMPLES: Record<string, string[]> = {
+  version: ['zmesh version', 'zmesh version --json'],
+  install: ['zmesh install --ca-dir ./ca | kubectl apply -f -', 'zmesh install --check-crds crds.yaml'],
+  cluster: ['zmesh cluster up --nodes 2 --pods 3', 'zmesh cluster status --json', 'zmesh cluster down'],
+  ns: ['zmesh ns l7 on shop'],
+  harness: ['zmesh harness bypass', 'zmesh harness noisy-neighbor --quick'],
+  'harness waypoint-bench': ['zmesh harness waypoint-bench --quick'],
+  'harness capture-bench': ['zmesh harness capture-bench --quick --json capture.json'],
+  'harness noisy-neighbor': [
+    'zmesh harness noisy-neighbor --quick',
+    'zmesh harness noisy-neighbor --scenarios storm,flood --fairness on',
+  ],
+  'harness bypass': ['zmesh harness bypass', 'zmesh harness bypass --only dns --json bypass.json'],
+  dashboard: [
+    'zmesh dashboard --admin /run/zmesh/admin.sock --ztunnel 127.50.0.2 --ztunnel 127.50.0.3 --waypoint 127.50.3.1',
+  ],
+  'harness upgrade': ['zmesh harness upgrade', 'zmesh harness upgrade --long-lived 50 --json upgrade.json'],
+  'harness outage': [
+    'zmesh harness outage',
+    'zmesh harness outage --duration 30 --cert-ttl 20 --png outage.png',
+  ],
+  demo: ['zmesh demo'],
+  bench: ['zmesh bench --quick', 'zmesh bench --json bench.json --png bench.png'],
+};
+for (const cmd of program.commands) {
+  withExamples(cmd, ...(EXAMPLES[cmd.name()] ?? []));
+  for (const sub of cmd.commands) withExamples(sub, ...(EXAMPLES[`${cmd.name()} ${sub.name()}`] ?? []));
+}
+withExamples(
+  program,
+  'zmesh apply -f mesh.yaml',
+  'zmesh get pods -A',
+  'zmesh proxy-status',
+  'zmesh <command> --help',
+);
+
+await runCli(program);

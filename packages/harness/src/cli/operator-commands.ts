@@ -1,5 +1,12 @@
-import { readFile } from 'node:fs/promises';
-import { type AdminTarget, adminRequest, isZmeshError, readAdminToken } from '@zmesh/shared';
+import {
+  type AdminTarget,
+  adminRequest,
+  isZmeshError,
+  readAdminToken,
+  readManifests,
+  UsageError,
+} from '@zmesh/shared/cli';
+import { age, structured, table } from './table.js';
 
 /**
  * The operator's commands against a running control plane's admin API (`zmesh apply`,
@@ -13,7 +20,7 @@ export interface AdminOptions {
   adminTokenFile?: string;
 }
 
-async function target(opts: AdminOptions): Promise<AdminTarget> {
+export async function target(opts: AdminOptions): Promise<AdminTarget> {
   return opts.adminTokenFile
     ? { admin: opts.admin, token: await readAdminToken(opts.adminTokenFile) }
     : { admin: opts.admin };
@@ -24,22 +31,20 @@ async function oneLine(command: string, run: () => Promise<number>): Promise<num
   try {
     return await run();
   } catch (e) {
-    if (isZmeshError(e)) console.error(`zmesh ${command}: ${e.code}: ${e.message}`);
-    else if (e instanceof Error && 'code' in e && typeof e.code === 'string')
-      console.error(`zmesh ${command}: ${e.message}`);
-    else throw e;
+    if (!isZmeshError(e)) throw e; // runCli: a usage error (exit 2) or a bug
+    console.error(`zmesh ${command}: ${e.code}: ${e.message}`);
     return 1;
   }
 }
 
-interface Refusal {
+export interface Refusal {
   code?: string;
   reasons?: string[];
   error?: string;
 }
 
 /** A refused change: a header, then each reason on its own line (`file#doc (Kind ns/name): path: reason`). */
-function printRefusal(command: string, what: string, status: number, out: Refusal): number {
+export function printRefusal(command: string, what: string, status: number, out: Refusal): number {
   const reasons = out.reasons ?? (out.error ? [out.error] : [`HTTP ${status}`]);
   const code = out.code ?? (status === 401 ? 'ZM_ERR_ADMIN_UNAUTHORIZED' : 'ZM_ERR_CONFIG_INVALID');
   console.error(`zmesh ${command}: ${code}: ${what}, nothing changed (${reasons.length} reasons):`);
@@ -49,7 +54,7 @@ function printRefusal(command: string, what: string, status: number, out: Refusa
 
 export function runApply(file: string, opts: AdminOptions): Promise<number> {
   return oneLine('apply', async () => {
-    const body = await readFile(file, 'utf8');
+    const body = await readManifests(file);
     const res = await adminRequest(await target(opts), `/apply?source=${encodeURIComponent(file)}`, {
       method: 'POST',
       body,
@@ -68,15 +73,13 @@ export function runDelete(
   opts: AdminOptions & { file?: string; namespace: string },
 ): Promise<number> {
   return oneLine('delete', async () => {
-    if ((opts.file === undefined) === (kind === undefined || name === undefined)) {
-      console.error('zmesh delete: give either -f FILE or KIND NAME (with -n NS), not both');
-      return 2;
-    }
+    if ((opts.file === undefined) === (kind === undefined || name === undefined))
+      throw new UsageError('give either -f FILE or KIND NAME (with -n NS), not both');
     const t = await target(opts);
     const res = opts.file
       ? await adminRequest(t, `/delete?source=${encodeURIComponent(opts.file)}`, {
           method: 'POST',
-          body: await readFile(opts.file, 'utf8'),
+          body: await readManifests(opts.file),
         })
       : await adminRequest(
           t,
@@ -91,13 +94,56 @@ export function runDelete(
   });
 }
 
-/** Prints every proxy's status (JSON); each waypoint that is not ready gets a warning line. */
-export function runProxyStatus(opts: AdminOptions): Promise<number> {
+interface TypeRow {
+  sent: number | null;
+  acked: number | null;
+  nacked: { version: number; reason: string } | null;
+  pending: { count: number };
+  state: string;
+}
+export interface ProxyRow {
+  proxy: string;
+  node: string;
+  connected: boolean;
+  lastContactSecondsAgo: number;
+  refused: { reason: string; secondsAgo: number } | null;
+  types: Record<string, TypeRow>;
+}
+
+/** The proxy-status table: one row per proxy and type (exported for golden tests). */
+export function proxyStatusTable(proxies: ProxyRow[]): string {
+  const rows: string[][] = [];
+  const v = (n: number | null | undefined) => (n === null || n === undefined ? '-' : String(n));
+  for (const p of proxies) {
+    const when = age(p.lastContactSecondsAgo);
+    const name = p.connected ? p.proxy : `${p.proxy} (disconnected)`;
+    if (p.refused) rows.push([name, '-', '-', '-', `REFUSED: ${p.refused.reason}`, '-', when]);
+    for (const [url, t] of Object.entries(p.types).sort(([a], [b]) => a.localeCompare(b))) {
+      const nacked = t.nacked ? `${t.nacked.version}: ${t.nacked.reason}` : '-';
+      rows.push([
+        name,
+        url.slice(url.lastIndexOf('/') + 1),
+        v(t.sent),
+        v(t.acked),
+        nacked,
+        v(t.pending.count),
+        when,
+      ]);
+    }
+  }
+  return table(['PROXY', 'TYPE', 'SENT', 'ACKED', 'NACKED', 'PENDING', 'AGE'], rows);
+}
+
+/** Every proxy's status (a table, or JSON/YAML); each waypoint that is not ready gets a warning line. */
+export function runProxyStatus(opts: AdminOptions & { output?: 'table' | 'json' | 'yaml' }): Promise<number> {
   return oneLine('proxy-status', async () => {
     const t = await target(opts);
     const res = await adminRequest(t, '/proxy-status');
     if (!res.ok) return printRefusal('proxy-status', 'refused', res.status, res.json<Refusal>());
-    console.log(res.text.trimEnd());
+    const proxies = res.json<ProxyRow[]>();
+    const output = opts.output ?? 'table';
+    if (output === 'table') console.log(proxies.length === 0 ? 'no proxies' : proxyStatusTable(proxies));
+    else console.log(structured(proxies, output));
     const waypoints = (await adminRequest(t, '/waypoint-status')).json<
       Array<{ waypoint: string; users: number; ready: boolean }>
     >();
@@ -114,14 +160,15 @@ export function runProxyStatus(opts: AdminOptions): Promise<number> {
 export function runNamespaceL7(
   state: string,
   namespace: string,
-  opts: AdminOptions & { waypoint?: string; timeout: string },
+  opts: AdminOptions & { waypoint?: string; timeout: number },
 ): Promise<number> {
   return oneLine('ns l7', async () => {
-    if (state !== 'on' && state !== 'off') {
-      console.error(`zmesh ns l7: state must be on or off, got ${state}`);
-      return 2;
-    }
-    const query = new URLSearchParams({ namespace, state, timeoutMs: String(Number(opts.timeout) * 1000) });
+    if (state !== 'on' && state !== 'off') throw new UsageError(`state must be on or off, got ${state}`);
+    const query = new URLSearchParams({
+      namespace,
+      state,
+      timeoutMs: String(Math.round(opts.timeout * 1000)),
+    });
     if (opts.waypoint) query.set('waypoint', opts.waypoint);
     const res = await adminRequest(await target(opts), `/namespace-l7?${query}`, { method: 'POST' });
     const out = res.json<

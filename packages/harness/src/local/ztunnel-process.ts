@@ -55,10 +55,17 @@ export async function waitReady(address: string, timeoutMs = 15_000, port = 1502
   throw new Error(`proxy at ${address}:${port} not ready after ${timeoutMs} ms`);
 }
 
-/** Ends a child we started, by its pid, and waits for it. */
-export async function stopChild(child: ResultPromise, graceMs = 3000): Promise<void> {
+/**
+ * Ends a child we started, by its pid, and waits for it (SIGKILL after `graceMs`). ztunnel
+ * drains on SIGTERM and stops at once on SIGINT: the harness's stops pass SIGINT.
+ */
+export async function stopChild(
+  child: ResultPromise,
+  graceMs = 3000,
+  signal: 'SIGTERM' | 'SIGINT' = 'SIGTERM',
+): Promise<void> {
   if (child.exitCode !== null) return;
-  child.kill('SIGTERM');
+  child.kill(signal);
   const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
   await child.catch(() => {});
   clearTimeout(timer);

@@ -87,6 +87,10 @@ export const VIP_PREFIX = '10.244.250.';
  */
 export class LocalMesh {
   private readonly ztunnels = new Map<string, ResultPromise>();
+  /** Old ztunnels left running (draining) by startSuccessor. */
+  private readonly predecessors = new Set<ResultPromise>();
+  /** Ports of nodes whose ztunnel is a successor (the default ports are its predecessor's). */
+  private readonly ports = new Map<string, { admin: number; metrics: number; ready: number }>();
   /** Each node's agent side of ZDS (the harness is the node agent). */
   private readonly agents = new Map<string, ZdsServer>();
   /** Waypoint processes by their Gateway's `namespace/name`. */
@@ -205,7 +209,7 @@ export class LocalMesh {
   }
 
   async metrics(node: string): Promise<string> {
-    return (await this.admin(node, 15020, '/metrics')).body;
+    return (await this.admin(node, this.portsOf(node).metrics, '/metrics')).body;
   }
 
   /**
@@ -219,7 +223,9 @@ export class LocalMesh {
         (p) => p.node === node.name && this.enrolled.has(p.uid) && !(this.options.unconfigured?.(p) ?? false),
       );
       for (;;) {
-        const r = await this.admin(node.name, 15000, '/config_dump').catch(() => undefined);
+        const r = await this.admin(node.name, this.portsOf(node.name).admin, '/config_dump').catch(
+          () => undefined,
+        );
         const local =
           r?.status === 200
             ? (JSON.parse(r.body) as { local: Array<{ uid: string; status: string }> }).local
@@ -237,7 +243,36 @@ export class LocalMesh {
   async stopZtunnel(node: string): Promise<void> {
     const child = this.ztunnels.get(node);
     this.ztunnels.delete(node);
-    if (child) await stopChild(child);
+    // At once, as before drains existed: an outage drill wants the process gone.
+    if (child) await stopChild(child, 3000, 'SIGINT');
+  }
+
+  /**
+   * An upgrade's first half (docs/upgrade.md): starts a successor ztunnel on `node` beside the
+   * running one, on admin/metrics/ready ports shifted by `portShift` (the pods' ports are
+   * shared, SO_REUSEPORT), and resolves once the node agent has handed it every pod (its
+   * snapshot). The successor becomes the node's ztunnel; the old process is returned
+   * (wrapped: a process is thenable), still running, for the caller to SIGTERM (a drain).
+   * down() ends it too if it is left.
+   */
+  async startSuccessor(node: string, portShift = 1000): Promise<{ old: ResultPromise }> {
+    const old = this.ztunnels.get(node);
+    if (!old) throw new Error(`no ztunnel running on ${node}`);
+    this.predecessors.add(old);
+    void old.finally(() => this.predecessors.delete(old));
+    const ports = this.portsOf(node);
+    this.ports.set(node, {
+      admin: ports.admin + portShift,
+      metrics: ports.metrics + portShift,
+      ready: ports.ready + portShift,
+    });
+    await this.startZtunnel(this.node(node), 2);
+    return { old };
+  }
+
+  /** A node's ztunnel admin, metrics and readiness ports (shifted after startSuccessor). */
+  portsOf(node: string): { admin: number; metrics: number; ready: number } {
+    return this.ports.get(node) ?? { admin: 15000, metrics: 15020, ready: 15021 };
   }
 
   /** Starts a node's ztunnel again; the node agent re-enrolls its pods with the ZDS snapshot. */
@@ -250,6 +285,7 @@ export class LocalMesh {
     await Promise.all([...this.waypoints.values()].map((w) => stopChild(w)));
     this.waypoints.clear();
     await Promise.all([...this.ztunnels.keys()].map((n) => this.stopZtunnel(n)));
+    await Promise.all([...this.predecessors].map((c) => stopChild(c, 3000, 'SIGINT')));
     for (const agent of this.agents.values()) agent.close();
     this.agents.clear();
     for (const node of this.cluster.nodes) {
@@ -347,7 +383,8 @@ export class LocalMesh {
     }
   }
 
-  private async startZtunnel(node: NodeInfo): Promise<void> {
+  /** Starts the node's ztunnel; resolves once `synced` ztunnels (itself included) have their snapshot. */
+  private async startZtunnel(node: NodeInfo, synced = 1): Promise<void> {
     await mkdir(join(this.dir, node.name), { recursive: true, mode: 0o700 });
     let agent = this.agents.get(node.name);
     if (!agent) {
@@ -372,6 +409,16 @@ export class LocalMesh {
       this.cluster.cgroupRoot,
       '--capture-scope',
       this.captureScope(node.name),
+      ...(this.ports.has(node.name)
+        ? [
+            '--admin-port',
+            String(this.portsOf(node.name).admin),
+            '--metrics-port',
+            String(this.portsOf(node.name).metrics),
+            '--ready-port',
+            String(this.portsOf(node.name).ready),
+          ]
+        : []),
       ...(this.options.ztunnelArgs ?? []),
     ];
     const cpus = this.options.ztunnelCpus;
@@ -398,7 +445,7 @@ export class LocalMesh {
       (e: unknown) => Promise.reject(e),
     );
     exited.catch(() => {});
-    await Promise.race([agent.waitForClient(15_000), exited]);
+    await Promise.race([synced > 1 ? waitSynced(agent, synced) : agent.waitForClient(15_000), exited]);
   }
 
   private async writeConfig(): Promise<void> {
@@ -434,5 +481,15 @@ export class LocalMesh {
     }));
     const policies = this.spec.policies ?? [];
     await writeFile(join(this.dir, 'mesh.yaml'), stringify({ workloads, services, policies }));
+  }
+}
+
+/** Polls until `n` ztunnels hold the node agent's snapshot (an upgrade's overlap). */
+async function waitSynced(agent: ZdsServer, n: number, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (agent.syncedClients < n) {
+    if (Date.now() > deadline)
+      throw new Error(`${n} ztunnels did not get the ZDS snapshot in ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
   }
 }

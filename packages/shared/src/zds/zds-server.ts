@@ -100,6 +100,11 @@ export class ZdsServer {
     return this.#connections.filter((c) => c.ready).length;
   }
 
+  /** ztunnels that have their snapshot (two during an upgrade's overlap). */
+  get syncedClients(): number {
+    return this.#connections.filter((c) => c.synced).length;
+  }
+
   /** Resolves once at least one ztunnel is connected and has its snapshot. */
   async waitForClient(timeoutMs = 15_000): Promise<void> {
     if (this.#connections.some((c) => c.synced)) return;

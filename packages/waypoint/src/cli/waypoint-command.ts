@@ -7,6 +7,7 @@ import {
   InspectorProfiles,
   listenServer,
   logger,
+  readCaDir,
   startFailure,
   TrustBundle,
 } from '@zmesh/shared';
@@ -141,8 +142,7 @@ async function startFromFile(opts: RunWaypointOptions): Promise<RunningWaypoint 
   const trustDomain = opts.trustDomain ?? config.value.trustDomain;
   const ca = await CertificateAuthority.fromPem({
     trustDomain,
-    certPem: await readFile(join(opts.caDir!, 'root-cert.pem'), 'utf8'),
-    keyPem: await readFile(join(opts.caDir!, 'root-key.pem'), 'utf8'),
+    ...(await readCaDir(opts.caDir!)),
   });
   const identity = `spiffe://${trustDomain}/ns/${config.value.namespace}/sa/${config.value.serviceAccount}`;
   const credential = await ca.issue(identity, Number(opts.certTtlSeconds ?? 24 * 3600));

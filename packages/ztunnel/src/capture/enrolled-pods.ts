@@ -5,7 +5,7 @@ import { Gauge, type Registry } from 'prom-client';
 import type { CapturedPod } from '../attribute/captured-pods.js';
 import type { BpfCapture } from './bpf-capture.js';
 import { type OriginalDestination, OUTBOUND_PORT, POD_ID_PATTERN } from './bpf-layout.js';
-import { listenInNetns, NetnsHandle } from './netns-listener.js';
+import { enableRequestMigration, listenInNetns, NetnsHandle } from './netns-listener.js';
 import { netnsIdentity } from './pod-cgroup.js';
 import { ReplySteering, type SteeringChange } from './reply-steering.js';
 import type { AddWorkloadRequest, WorkloadHandler } from './zds-client.js';
@@ -60,6 +60,8 @@ export class EnrolledPods implements WorkloadHandler {
   private readonly pods = new Map<string, EnrolledPod>();
   /** Pods by the uid their workload has in the configuration, where that is another name. */
   private readonly byWorkload = new Map<string, EnrolledPod>();
+  /** Captured connections still open (a drain waits for them). */
+  private readonly live = new Set<Socket>();
 
   constructor(private readonly inputs: EnrolledPodsInputs) {
     const pods = this.pods;
@@ -118,6 +120,9 @@ export class EnrolledPods implements WorkloadHandler {
             this.inputs.bpf.throttle(pinIdOf(req.uid), rate, burst, THROTTLE_HOLD_MS, tokens),
         },
       };
+      // Before listening, so a drain that closes these listeners hands queued connects over.
+      if (!enableRequestMigration(netns))
+        log.warn({ pod: req.uid }, 'tcp_migrate_req unavailable: a drain may reset queued connects');
       for (const host of ['127.0.0.1', '::1']) pod.outbound.push(await this.listenOutbound(pod, host));
       // Not fatal: without it the app sees the pod's own address as the peer (counted).
       pod.steering.install();
@@ -153,6 +158,20 @@ export class EnrolledPods implements WorkloadHandler {
     this.inputs.onChange();
   }
 
+  /** Captured connections still open. */
+  liveConnections(): number {
+    return this.live.size;
+  }
+
+  /**
+   * A drain's first step: the pods' 15001 listeners close, so the kernel sends new connects
+   * to the successor's listeners (SO_REUSEPORT) and migrates queued ones; open connections,
+   * capture and the namespaces stay until close().
+   */
+  stopAccepting(): void {
+    for (const pod of this.pods.values()) for (const s of pod.outbound) s.close();
+  }
+
   /** The agent's full list: pods not in it are removed. */
   async snapshot(uids: string[]): Promise<void> {
     const keep = new Set(uids);
@@ -182,6 +201,8 @@ export class EnrolledPods implements WorkloadHandler {
     });
     const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
       socket.on('error', () => {});
+      this.live.add(socket);
+      socket.once('close', () => this.live.delete(socket));
       this.inputs.onCaptured(pod, socket, this.inputs.bpf.originalDestination(socket));
     });
     // A listen that fails rejects (the pod's enrolment fails closed) instead of never resolving.

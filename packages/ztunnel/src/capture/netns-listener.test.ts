@@ -139,3 +139,28 @@ rootTest('a held namespace handle serves connects like its path; once closed it 
     server.close();
   }
 });
+
+rootTest('two listeners bind the same pod address and port (SO_REUSEPORT: an upgrade overlap)', async (t) => {
+  const servers: Server[] = [];
+  t.teardown(() => {
+    for (const s of servers) s.close();
+  });
+  const accepted = [0, 0];
+  for (const i of [0, 1]) {
+    const fd = listenInNetns(NETNS_PATH, '127.0.0.1', 15001);
+    const server = createServer((s) => {
+      accepted[i]! += 1;
+      s.end('x');
+    });
+    await new Promise<void>((resolve) => server.listen({ fd }, resolve));
+    servers.push(server);
+  }
+  const connectOnce = () => readAll(connectInNetns(NETNS_PATH, '127.0.0.1', 15001));
+  for (let i = 0; i < 40; i++) t.is(await connectOnce(), 'x');
+  t.true(accepted[0]! > 0 && accepted[1]! > 0, `both listeners accepted: ${accepted.join(', ')}`);
+  // The first one closing (a drain) leaves the second serving every connect.
+  await new Promise((resolve) => servers[0]!.close(resolve));
+  const before = accepted[1]!;
+  for (let i = 0; i < 10; i++) t.is(await connectOnce(), 'x');
+  t.is(accepted[1]! - before, 10);
+});

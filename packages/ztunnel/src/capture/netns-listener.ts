@@ -1,4 +1,4 @@
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, openSync, writeFileSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { logger } from '@zmesh/shared';
 import * as sys from './sys.js';
@@ -103,6 +103,8 @@ export function listenInNetns(netns: Netns, host: string, port: number, opts: Li
   const fd = socketInNetns(netns, family);
   try {
     sys.setReuseAddr(fd);
+    // A successor ztunnel binds the same pod ports while this one drains (docs/upgrade.md).
+    sys.setReusePort(fd);
     if (family === 6) sys.setV6Only(fd);
     if (opts.freebind === true) sys.setFreebind(fd, family);
     if (opts.sendBufferBytes !== undefined) sys.setSendBuffer(fd, opts.sendBufferBytes);
@@ -153,6 +155,22 @@ export function connectInNetns(netns: Netns, host: string, port: number, opts: C
     throw e;
   }
   return socket.connect(port, host);
+}
+
+/**
+ * net.ipv4.tcp_migrate_req=1 inside `netns` (Linux 5.14+; it covers IPv6 too): when a
+ * draining ztunnel closes a SO_REUSEPORT listener, the connections still in its accept
+ * queue move to the successor's listener instead of being reset. Best effort: false
+ * when the kernel lacks it (those few queued connections are then reset on close).
+ */
+export function enableRequestMigration(netns: Netns): boolean {
+  try {
+    // /proc/sys/net resolves against the opening thread's namespace, which inNetns switches.
+    inNetns(netns, () => writeFileSync('/proc/sys/net/ipv4/tcp_migrate_req', '1'));
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** The netns cookie of the namespace at `netnsPath` (what BPF's bpf_get_netns_cookie sees). */

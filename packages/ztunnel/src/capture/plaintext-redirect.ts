@@ -53,6 +53,14 @@ export class PlaintextRedirects {
     return [...this.#active.keys()];
   }
 
+  /**
+   * A drain: the listeners close (a successor's take the connections, SO_REUSEPORT) and the
+   * redirect rules stay, since the successor relies on them.
+   */
+  stopAccepting(): void {
+    for (const a of this.#active.values()) for (const s of a.servers) s.close();
+  }
+
   async close(): Promise<void> {
     for (const [uid, a] of [...this.#active]) await this.#remove(uid, a);
   }

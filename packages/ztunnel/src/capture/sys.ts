@@ -35,6 +35,7 @@ const MSG_DONTWAIT = 0x40;
 const NLMSG_ERROR = 2;
 const SOL_SOCKET = 1;
 const SO_REUSEADDR = 2;
+const SO_REUSEPORT = 15;
 const SO_SNDBUF = 7;
 const SO_NETNS_COOKIE = 71;
 const SO_PEERCRED = 17;
@@ -136,6 +137,14 @@ export function setsockoptInt(fd: number, level: number, name: number, value: nu
 
 export function setReuseAddr(fd: number): void {
   setsockoptInt(fd, SOL_SOCKET, SO_REUSEADDR, 1);
+}
+
+/**
+ * SO_REUSEPORT: another socket of the same user may bind the same address and port, and the
+ * kernel spreads new connections over the group (an upgrade's overlap: two ztunnels).
+ */
+export function setReusePort(fd: number): void {
+  setsockoptInt(fd, SOL_SOCKET, SO_REUSEPORT, 1);
 }
 
 /** SO_SNDBUF (the kernel doubles it for its bookkeeping, and stops autotuning it). */

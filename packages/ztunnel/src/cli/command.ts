@@ -1,3 +1,4 @@
+import { checked, numberOption, oneOf, portOption, withExamples } from '@zmesh/shared/cli';
 import { Command } from 'commander';
 
 /**
@@ -5,21 +6,26 @@ import { Command } from 'commander';
  * use this definition; the daemon itself (ztunnel-command.ts) loads only when it runs.
  */
 export function ztunnelCommand(): Command {
-  return new Command('ztunnel')
+  const cmd = new Command('ztunnel')
     .description('run the node proxy')
-    .showHelpAfterError()
     .option('-c, --config <file>', 'local YAML config (workloads, services, policies)')
-    .option('--node <name>', 'this node name')
+    .option('--node <name>', '(required) this node name')
     .option('--address <ip>', 'loopback address of this ztunnel in explicit-proxy mode (127.0.0.N)')
     .option(
       '--ca-dir <dir>',
       'explicit-proxy mode without a control plane: directory with root-cert.pem and root-key.pem',
     )
     .option('--trust-domain <domain>', 'SPIFFE trust domain', 'cluster.local')
-    .option('--passthrough <allow|deny>', 'destinations outside the mesh: plain TCP or refused', 'deny')
+    .option(
+      '--passthrough <allow|deny>',
+      'destinations outside the mesh: plain TCP or refused',
+      checked(oneOf('allow', 'deny')),
+      'deny',
+    )
     .option(
       '--fairness <on|off>',
       'tenant isolation: quotas, fair setup queue, fair byte copying, shared HTTP/2 stream windows, bounded send buffers (off: plain FIFO)',
+      checked(oneOf('on', 'off')),
       'on',
     )
     .option(
@@ -65,10 +71,16 @@ export function ztunnelCommand(): Command {
       '--persist-keys <dir>',
       'keep workload keys and certificates in this root-only tmpfs directory, so a restart during a control-plane outage serves at once (see README)',
     )
-    .option('--max-snapshot-age <seconds>', 'refuse an on-disk snapshot older than this at start', '604800')
+    .option(
+      '--max-snapshot-age <seconds>',
+      'refuse an on-disk snapshot older than this at start',
+      checked(numberOption(0, 1e9, 'seconds')),
+      '604800',
+    )
     .option(
       '--authz-max-staleness <seconds>',
       'authorization last-known-good limit during an outage (default: the workload certificate lifetime)',
+      checked(numberOption(0, 1e9, 'seconds')),
     )
     .option(
       '--xds-backoff <initialMs:maxMs>',
@@ -85,11 +97,25 @@ export function ztunnelCommand(): Command {
       'access-log lines per second, node-wide (a burst of twice that)',
       '100',
     )
-    .option('--admin-port <port>', 'admin port (/config_dump, /logging, /quitquitquit, /debug/*)', '15000')
-    .option('--metrics-port <port>', 'Prometheus /metrics port', '15020')
-    .option('--ready-port <port>', 'readiness and liveness port', '15021')
+    .option(
+      '--drain-grace <seconds>',
+      'on SIGTERM: stop accepting, GOAWAY, keep open connections this long, then exit (default 3600)',
+    )
+    .option(
+      '--admin-port <port>',
+      'admin port (/config_dump, /logging, /quitquitquit, /debug/*)',
+      checked(portOption),
+      '15000',
+    )
+    .option('--metrics-port <port>', 'Prometheus /metrics port', checked(portOption), '15020')
+    .option('--ready-port <port>', 'readiness and liveness port', checked(portOption), '15021')
     .action(async (options) => {
       const { runZtunnel } = await import('./ztunnel-command.js');
       process.exitCode = await runZtunnel(options);
     });
+  return withExamples(
+    cmd,
+    'zmesh ztunnel --node node-a --xds 127.0.0.1:15010 --token-file node-a.token --roots-file roots.pem',
+    'zmesh ztunnel --node n --config mesh.yaml --ca-dir ./ca --address 127.0.0.2   # explicit-proxy mode',
+  );
 }

@@ -1,3 +1,4 @@
+import { runCli } from '@zmesh/shared/cli';
 import { Command } from 'commander';
 import { ztunnelCommand } from './command.js';
 
@@ -5,6 +6,6 @@ import { ztunnelCommand } from './command.js';
  * The node proxy's entry: `bin/zmesh ztunnel …` runs this module, or its bundle
  * (dist/bundle/main.js, built by scripts/bundle.mjs), with the V8 flags bin/zmesh sets.
  */
-const program = new Command('zmesh').showHelpAfterError();
+const program = new Command('zmesh');
 program.addCommand(ztunnelCommand());
-await program.parseAsync(process.argv);
+await runCli(program);

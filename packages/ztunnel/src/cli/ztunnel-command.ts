@@ -12,6 +12,7 @@ import {
   parseAccessLogMode,
   parseNamespaceModes,
   RootsFileWatcher,
+  readCaDir,
   seqpacketUnavailableReason,
   startFailure,
   TokenFile,
@@ -64,6 +65,8 @@ export interface ZtunnelCommandOptions {
   accessLog?: string;
   accessLogNamespaces?: string;
   accessLogRate?: string;
+  /** Seconds a SIGTERM drain keeps open connections (default 3600). */
+  drainGrace?: string;
 }
 
 /** Trust, signing and config for one of the two modes; `start` and `stop` bracket the proxy's life. */
@@ -74,12 +77,16 @@ interface Mode {
   stop(): Promise<void>;
 }
 
+/** Istio's ztunnel drains for far less; a long-lived connection here keeps its hour. */
+export const DEFAULT_DRAIN_GRACE_SECONDS = 3600;
+
 /**
  * `zmesh ztunnel`: with --xds, config and certificates come from the control plane (the
  * local --config, if any, supplies only forward listeners); without it, explicit-proxy mode
  * from a local config file and a local CA (docs/design.md §11). Exits 2 with every reason when
  * inputs are invalid, 1 naming the listener, address and errno when a port cannot be bound
- * (ZM_ERR_LISTEN_BIND); stops cleanly on SIGINT/SIGTERM or POST /quitquitquit.
+ * (ZM_ERR_LISTEN_BIND). SIGTERM drains (stops accepting, GOAWAY, keeps open connections up
+ * to --drain-grace: docs/upgrade.md); SIGINT, a second SIGTERM or POST /quitquitquit stop at once.
  */
 export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
   const usage = usageError(opts);
@@ -154,12 +161,20 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
   const reclaim = new IdleReclaim({ registry });
   if (!opts.zdsSocket)
     log.warn('explicit-proxy mode: no capture, no strict inbound; attribution comes from forward listeners');
-  await new Promise<void>((resolve) => {
-    for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
+  const signal = await new Promise<NodeJS.Signals>((resolve) => {
+    for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve(sig));
   });
-  log.info('shutting down');
   optimizer.stop();
   reclaim.stop();
+  if (signal === 'SIGTERM') {
+    log.info({ graceSeconds: drainGraceSeconds(opts) }, 'SIGTERM: draining');
+    // A second signal during the drain stops at once.
+    const now = new Promise<void>((resolve) => {
+      for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
+    });
+    await Promise.race([ztunnel.drain(drainGraceSeconds(opts) * 1000), now]);
+  }
+  log.info('shutting down');
   await stop();
   return 0;
 }
@@ -237,6 +252,8 @@ function usageError(opts: ZtunnelCommandOptions): string | undefined {
   }
   if (opts.xdsBackoff && !parseBackoff(opts.xdsBackoff))
     return `--xds-backoff: want initialMs:maxMs with 0 < initial <= max, got ${opts.xdsBackoff}`;
+  if (opts.drainGrace !== undefined && !/^\d{1,7}$/.test(opts.drainGrace))
+    return `--drain-grace: want seconds (0..9999999), got ${opts.drainGrace}`;
   if (opts.persistKeys && !opts.xds) return '--persist-keys needs --xds (a local CA never goes away)';
   if (opts.xds) {
     if (!opts.tokenFile || !opts.rootsFile) return '--xds needs --token-file and --roots-file';
@@ -245,6 +262,11 @@ function usageError(opts: ZtunnelCommandOptions): string | undefined {
   if (!opts.config || !opts.caDir)
     return '--config and --ca-dir are required without --xds (explicit-proxy mode)';
   return undefined;
+}
+
+/** --drain-grace in seconds: how long a SIGTERM drain keeps open connections (default 1 h). */
+function drainGraceSeconds(opts: ZtunnelCommandOptions): number {
+  return Number(opts.drainGrace ?? DEFAULT_DRAIN_GRACE_SECONDS);
 }
 
 /** The access-log flags as a policy, or the usage error that names the flag. */
@@ -262,8 +284,7 @@ function accessLogPolicy(opts: ZtunnelCommandOptions): AccessLogPolicy | string 
 async function localMode(opts: ZtunnelCommandOptions, config: LocalConfig): Promise<Mode> {
   const ca = await CertificateAuthority.fromPem({
     trustDomain: opts.trustDomain,
-    certPem: await readFile(join(opts.caDir!, 'root-cert.pem'), 'utf8'),
-    keyPem: await readFile(join(opts.caDir!, 'root-key.pem'), 'utf8'),
+    ...(await readCaDir(opts.caDir!)),
   });
   return {
     bundle: new TrustBundle(opts.trustDomain, [ca.rootPem]),

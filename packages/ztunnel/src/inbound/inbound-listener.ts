@@ -89,8 +89,14 @@ export class InboundListener {
     this.server.updateCredential(cred);
   }
 
-  drain(): Promise<void> {
-    return this.server.drain();
+  /** GOAWAY and stop accepting; open streams get `graceMs` (default DRAIN_GRACE_MS). */
+  drain(graceMs?: number): Promise<void> {
+    return this.server.drain(graceMs);
+  }
+
+  /** HBONE connections (sessions and handshakes) still open. */
+  connectionCount(): number {
+    return this.server.connectionCount();
   }
 
   close(): Promise<void> {

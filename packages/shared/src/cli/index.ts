@@ -1,0 +1,9 @@
+/**
+ * `@zmesh/shared/cli`: what a command's parser needs, without the data path (gRPC, pino,
+ * prom-client, protobufjs) that the package's main entry loads: a usage error costs a
+ * Node start, not the whole mesh.
+ */
+export { isZmeshError, ZmeshError } from '../errors/index.js';
+export * from '../net/admin-client.js';
+export { BUILD_INFO, versionLine } from '../runtime/build-info.js';
+export * from './discipline.js';

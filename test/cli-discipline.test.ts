@@ -1,0 +1,394 @@
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { describeEvents, getTable, type ProxyRow, proxyStatusTable } from '@zmesh/harness';
+import { adminRequest } from '@zmesh/shared';
+import test from 'ava';
+import { execa, type ResultPromise } from 'execa';
+
+const ZMESH = resolve(import.meta.dirname, '../../bin/zmesh');
+interface R {
+  exitCode: number | undefined;
+  stdout: string;
+  stderr: string;
+}
+const NO_SOCKET = '/nonexistent/zmesh-cli-discipline.sock';
+
+/** Runs `cases` with at most `limit` zmesh processes at once (each costs ~0.3 s of CPU). */
+async function pool<T, R>(cases: T[], limit: number, run: (c: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(cases.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: limit }, async () => {
+      while (next < cases.length) {
+        const i = next++;
+        out[i] = await run(cases[i] as T);
+      }
+    }),
+  );
+  return out;
+}
+
+test('every subcommand: bad input is one line, exit 2 for usage and 1 for runtime, no stack trace', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'zmesh-cli-discipline-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  await mkdir(join(dir, 'bad'));
+  await mkdir(join(dir, 'empty'));
+  await writeFile(join(dir, 'bad', 'a.yaml'), 'kind: Namespace\nmetadata: { name: a }\n');
+  await writeFile(join(dir, 'bad', 'b.yaml'), 'kind: [unclosed\n');
+  await writeFile(join(dir, 'mesh.yaml'), 'workloads: []\n');
+  await writeFile(join(dir, 'wp.yaml'), 'waypoint: { name: wp, namespace: shop }\n');
+  const admin = ['--admin', NO_SOCKET];
+  // [argv, exit code, what the one line must say]
+  const cases: Array<[string[], number, RegExp]> = [
+    [['nosuch'], 2, /^zmesh: unknown command 'nosuch'/],
+    [['--bogus'], 2, /^zmesh: unknown option '--bogus'/],
+    [['apply'], 2, /^zmesh apply: required option '-f, --file/],
+    [['apply', '-f', 'x.yaml', '--bogus'], 2, /^zmesh apply: unknown option '--bogus'/],
+    [
+      ['apply', '-f', join(dir, 'missing.yaml'), ...admin],
+      1,
+      /ZM_ERR_CONFIG_INVALID: .*missing\.yaml: no such file/,
+    ],
+    [['apply', '-f', join(dir, 'empty'), ...admin], 1, /ZM_ERR_CONFIG_INVALID: .*no \.yaml or \.yml file/],
+    [['apply', '-f', join(dir, 'bad'), ...admin], 1, /^zmesh apply: ZM_ERR_ADMIN_UNREACHABLE/],
+    [['apply', '-f', 'x.yaml', '--admin', '127.77.0.1:15014'], 2, /--admin <socket\|url>.*lacks http:\/\//],
+    [['apply', '-f', 'x.yaml', '--admin', 'http://127.77.0.1/x'], 2, /--admin <socket\|url>.*explicit port/],
+    [['delete'], 2, /^zmesh delete: give either -f FILE or KIND NAME/],
+    [['delete', 'pod', 'a', ...admin], 1, /^zmesh delete: ZM_ERR_ADMIN_UNREACHABLE/],
+    [
+      ['proxy-status', ...admin],
+      1,
+      /^zmesh proxy-status: ZM_ERR_ADMIN_UNREACHABLE: .*zmesh-cli-discipline\.sock/,
+    ],
+    [
+      ['proxy-status', '-o', 'xml'],
+      2,
+      /'-o, --output <format>' argument 'xml' is invalid\. Allowed choices are table, json, yaml/,
+    ],
+    [['get'], 2, /^zmesh get: missing required argument 'kind'/],
+    [['get', 'frobs'], 2, /^zmesh get: unknown kind "frobs": want Namespace, Pod/],
+    [['get', 'pods', '-n', 'a', '-A'], 2, /-n and -A exclude each other/],
+    [['get', 'pods', '-o', 'csv'], 2, /Allowed choices are table, wide, json, yaml/],
+    [['get', 'pods', ...admin], 1, /^zmesh get: ZM_ERR_ADMIN_UNREACHABLE/],
+    [['describe', 'pod'], 2, /^zmesh describe: missing required argument 'name'/],
+    [['describe', 'all', 'x'], 2, /^zmesh describe: unknown kind "all"/],
+    [['describe', 'pod', 'x', ...admin], 1, /^zmesh describe: ZM_ERR_ADMIN_UNREACHABLE/],
+    [['ns', 'l7', 'maybe', 'shop'], 2, /^zmesh ns l7: .*'maybe' is invalid .*on, off/],
+    [['ns', 'l7', 'on'], 2, /^zmesh ns l7: missing required argument 'namespace'/],
+    [
+      ['ns', 'l7', 'on', 'shop', '--timeout', 'abc'],
+      2,
+      /--timeout <seconds>' argument 'abc' is invalid\. want a number 0\.\.120/,
+    ],
+    [['ns', 'l7', 'on', 'shop', ...admin], 1, /^zmesh ns l7: ZM_ERR_ADMIN_UNREACHABLE/],
+    [['cluster'], 2, /^zmesh cluster: missing required argument 'action'/],
+    [['version', '--bogus'], 2, /^zmesh version: unknown option '--bogus'/],
+    [['ztunnel', '--bogus'], 2, /^zmesh ztunnel: unknown option '--bogus'/],
+    [['ztunnel', '--fairness'], 2, /^zmesh ztunnel: option '--fairness <on\|off>' argument missing/],
+    [['waypoint', '--bogus'], 2, /^zmesh waypoint: unknown option '--bogus'/],
+    [['control-plane', '--bogus'], 2, /^zmesh control-plane: unknown option '--bogus'/],
+    [
+      ['control-plane', '--admin-port', 'abc'],
+      2,
+      /'--admin-port <port>' argument 'abc' is invalid\. want an integer 0\.\.65535/,
+    ],
+    [
+      ['control-plane', '--no-state-dir', '--config', join(dir, 'missing')],
+      1,
+      /^zmesh control-plane: ZM_ERR_CONFIG_INVALID: .*missing/,
+    ],
+    [
+      ['ztunnel', '--fairness', 'maybe'],
+      2,
+      /'--fairness <on\|off>' argument 'maybe' is invalid\. want on or off/,
+    ],
+    [['ztunnel', '--passthrough', 'sometimes'], 2, /want allow or deny/],
+    [['waypoint', '--port', '70000'], 2, /'--port <port>' argument '70000' is invalid/],
+    // 127.86.9.0/24: these cases'; nothing binds, the CA directory is read first.
+    [
+      [
+        'ztunnel',
+        '--node',
+        'n',
+        '--config',
+        join(dir, 'mesh.yaml'),
+        '--ca-dir',
+        join(dir, 'empty'),
+        '--address',
+        '127.86.9.1',
+      ],
+      1,
+      /^zmesh ztunnel: ZM_ERR_CONFIG_INVALID: .*root-cert\.pem: missing; a CA directory holds/,
+    ],
+    [
+      [
+        'waypoint',
+        '--config',
+        join(dir, 'wp.yaml'),
+        '--ca-dir',
+        join(dir, 'empty'),
+        '--address',
+        '127.86.9.2',
+      ],
+      1,
+      /^zmesh waypoint: ZM_ERR_CONFIG_INVALID: .*root-cert\.pem: missing/,
+    ],
+    [['cluster', 'sideways'], 2, /Allowed choices are up, down, status/],
+    [['harness', 'outage', '--duration', 'soon'], 2, /'--duration <seconds>' argument 'soon' is invalid/],
+  ];
+  const results = await pool(cases, 4, ([argv]) =>
+    execa(ZMESH, argv, { reject: false, timeout: 15_000, env: { ZMESH_DEBUG: '' } }),
+  );
+  cases.forEach(([argv, code, want], i) => {
+    const r = results[i]!;
+    const what = `zmesh ${argv.join(' ')}: ${r.stderr}`;
+    t.is(r.exitCode, code, what);
+    const lines = r.stderr.split('\n').filter((l) => l.trim() !== '');
+    t.is(lines.length, 1, what);
+    t.regex(lines[0] ?? '', want, what);
+    t.notRegex(r.stderr, /\n\s+at |Error:/, what);
+  });
+});
+
+test('--version prints what zmesh version prints; --help has an example; ZMESH_DEBUG=1 adds the stack', async (t) => {
+  const [flag, cmd, help, debug] = await Promise.all([
+    execa(ZMESH, ['--version']),
+    execa(ZMESH, ['version']),
+    execa(ZMESH, ['get', '--help']),
+    execa(ZMESH, ['proxy-status', '--admin', NO_SOCKET], { reject: false, env: { ZMESH_DEBUG: '1' } }),
+  ]);
+  t.is(flag.stdout, cmd.stdout);
+  t.regex(flag.stdout, /^zmesh \S+ \(commit /);
+  t.regex(help.stdout, /Examples:\n {2}\$ zmesh get pods -n shop/);
+  t.is(debug.exitCode, 1);
+  t.regex(debug.stderr, /ZM_ERR_ADMIN_UNREACHABLE/);
+});
+
+const CONFIG_A = `kind: Namespace
+metadata: { name: team-b, labels: { istio.io/dataplane-mode: ambient } }
+---
+kind: Pod
+metadata: { name: server, namespace: team-b, labels: { app: server } }
+spec: { serviceAccountName: server, nodeName: node-a }
+status: { podIP: 127.73.2.1 }
+`;
+const CONFIG_B = `kind: Service
+metadata: { name: server, namespace: team-b }
+spec: { clusterIP: 127.73.96.10, selector: { app: server }, ports: [{ port: 80, targetPort: 7000 }] }
+`;
+
+test('apply -f DIR and -f -, then get as a table, wide, json, and a refused directory', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'zmesh-cli-get-'));
+  const started: ResultPromise[] = [];
+  t.teardown(async () => {
+    for (const p of started) p.kill('SIGTERM');
+    await Promise.allSettled(started);
+    await rm(dir, { recursive: true, force: true });
+  });
+  const admin = join(dir, 'admin.sock');
+  // 127.73.0.0/16 is this file's.
+  started.push(
+    execa(
+      ZMESH,
+      ['control-plane', '--host', '127.73.0.1', '--port', '25730', '--admin-socket', admin, '--no-state-dir'],
+      { reject: false },
+    ),
+  );
+  // Generous: on a loaded 2-core machine the control plane takes seconds to start.
+  const deadline = Date.now() + 30_000;
+  while ((await adminRequest({ admin }, '/healthz').catch(() => undefined))?.ok !== true) {
+    if (Date.now() > deadline) throw new Error('control plane did not start');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  await mkdir(join(dir, 'cfg'));
+  await writeFile(join(dir, 'cfg', '1-ns.yaml'), CONFIG_A);
+  await writeFile(join(dir, 'cfg', 'README.md'), 'not YAML, not read\n');
+  const applied = await execa(ZMESH, ['apply', '-f', join(dir, 'cfg'), '--admin', admin], { reject: false });
+  t.is(applied.exitCode, 0, applied.stderr);
+  const stdin = await execa(ZMESH, ['apply', '-f', '-', '--admin', admin], {
+    input: CONFIG_B,
+    reject: false,
+  });
+  t.is(stdin.exitCode, 0, stdin.stderr);
+  t.regex(stdin.stdout, /^applied - \(generation \d+\)$/);
+
+  await mkdir(join(dir, 'bad'));
+  await writeFile(join(dir, 'bad', 'pod.yaml'), CONFIG_A.replace('127.73.2.1', 'not-an-ip'));
+  const runs = await pool(
+    [
+      ['apply', '-f', join(dir, 'bad')],
+      ['get', 'pods', '-n', 'team-b'],
+      ['get', 'all', '-A'],
+      ['get', 'pod', 'server', '-n', 'team-b', '-o', 'wide'],
+      ['get', 'services', '-n', 'team-b', '-o', 'json'],
+      ['get', 'pods'],
+      ['get', 'pod', 'nope', '-n', 'team-b'],
+      ['describe', 'svc', 'server', '-n', 'team-b'],
+      ['describe', 'pod', 'nope', '-n', 'team-b'],
+    ],
+    3,
+    (argv) =>
+      execa(ZMESH, [...argv, '--admin', admin], { reject: false, timeout: 30_000 }).then(
+        (r): R => ({ exitCode: r.exitCode, stdout: r.stdout, stderr: r.stderr }),
+      ),
+  );
+  const [bad, pods, all, wide, json, none, missing, described, undescribed] = runs.map((r) => {
+    if (r === undefined) throw new Error('no result');
+    return r;
+  }) as [R, R, R, R, R, R, R, R, R];
+
+  t.is(bad.exitCode, 1);
+  t.regex(bad.stderr, /^zmesh apply: ZM_ERR_CONFIG_INVALID: refused .*bad, nothing changed/);
+  t.is(
+    pods.stdout,
+    ['NAMESPACE   NAME     SUMMARY', 'team-b      server   node=node-a sa=server ip=127.73.2.1'].join('\n'),
+  );
+  t.is(
+    all.stdout,
+    [
+      'KIND        NAMESPACE   NAME     SUMMARY',
+      'Namespace   -           team-b   mode=ambient',
+      'Pod         team-b      server   node=node-a sa=server ip=127.73.2.1',
+      'Service     team-b      server   clusterIP=127.73.96.10',
+    ].join('\n'),
+  );
+  t.regex(wide.stdout, /^NAMESPACE +NAME +SUMMARY +LABELS\nteam-b +server +node=node-a .* +app=server$/);
+  const parsed = JSON.parse(json.stdout) as { generation: number; objects: Array<{ kind: string }> };
+  t.deepEqual(
+    parsed.objects.map((o) => o.kind),
+    ['Service'],
+  );
+  t.is(none.stdout, '');
+  t.is(none.stderr, 'no resources found in namespace default');
+  t.is(missing.exitCode, 1);
+  t.is(missing.stderr, 'no Pod nope in namespace team-b');
+  t.is(described.exitCode, 0, described.stderr);
+  t.is(
+    described.stdout,
+    [
+      'kind: Service',
+      'metadata:',
+      '  name: server',
+      '  namespace: team-b',
+      '  labels: {}',
+      'spec:',
+      '  clusterIPs:',
+      '    - 127.73.96.10',
+      '  ports:',
+      '    - port: 80',
+      '      targetPort: 7000',
+      '  selector:',
+      '    app: server',
+      '',
+      'Events:',
+      '  TYPE     REASON   FROM   MESSAGE',
+      '  Normal   Served   -      0 of 0 connected proxies are in sync with the current config',
+    ].join('\n'),
+  );
+  t.is(undescribed.exitCode, 1);
+  t.is(undescribed.stderr, 'zmesh describe: no Pod nope in namespace team-b');
+
+  const status = await execa(ZMESH, ['proxy-status', '--admin', admin]);
+  t.is(status.stdout, 'no proxies');
+});
+
+test('golden: describe events (NACKed, pending, a waypoint not ready)', (t) => {
+  const pod = { kind: 'Pod', metadata: { name: 'web', namespace: 'shop' } };
+  const proxies: ProxyRow[] = [
+    {
+      proxy: 'ztunnel~node-a',
+      node: 'node-a',
+      connected: true,
+      lastContactSecondsAgo: 1,
+      refused: null,
+      types: {
+        'type.googleapis.com/istio.workload.Address': {
+          sent: 3,
+          acked: 2,
+          nacked: { version: 3, reason: 'bad address' },
+          pending: { count: 1, names: ['Kubernetes//Pod/shop/web'] },
+          rejected: [{ name: 'Kubernetes//Pod/shop/web', reason: 'bad address' }],
+          state: 'NACKED',
+        } as ProxyRow['types'][string],
+      },
+    },
+  ];
+  const gateway = { kind: 'Gateway', metadata: { name: 'waypoint', namespace: 'shop' } };
+  const waypoints = [{ waypoint: 'shop/waypoint', users: 2, ackedBy: [], ready: false }];
+  t.deepEqual(describeEvents(pod, proxies, waypoints), [
+    ['Warning', 'NACKed', 'ztunnel~node-a', 'istio.workload.Address Kubernetes//Pod/shop/web: bad address'],
+    [
+      'Normal',
+      'Pending',
+      'ztunnel~node-a',
+      'istio.workload.Address Kubernetes//Pod/shop/web: sent, not yet ACKed',
+    ],
+  ]);
+  t.deepEqual(describeEvents(gateway, [], waypoints), [
+    [
+      'Warning',
+      'WaypointNotReady',
+      '-',
+      '2 workloads/services use it; no connected waypoint has ACKed its config (fail closed)',
+    ],
+  ]);
+});
+
+test('golden: the proxy-status table', (t) => {
+  const rows: ProxyRow[] = [
+    {
+      proxy: 'ztunnel~node-a',
+      node: 'node-a',
+      connected: true,
+      lastContactSecondsAgo: 3.2,
+      refused: null,
+      types: {
+        'type.googleapis.com/istio.workload.Address': {
+          sent: 7,
+          acked: 7,
+          nacked: null,
+          pending: { count: 0 },
+          state: 'SYNCED',
+        },
+        'type.googleapis.com/istio.security.Authorization': {
+          sent: 4,
+          acked: 3,
+          nacked: { version: 4, reason: 'bad rule' },
+          pending: { count: 1 },
+          state: 'NACKED',
+        },
+      },
+    },
+    {
+      proxy: 'ztunnel~node-b',
+      node: 'node-b',
+      connected: false,
+      lastContactSecondsAgo: 7300,
+      refused: { reason: 'token names node-c', secondsAgo: 7300 },
+      types: {},
+    },
+  ];
+  t.is(
+    proxyStatusTable(rows),
+    [
+      'PROXY                           TYPE                           SENT   ACKED   NACKED                        PENDING   AGE',
+      'ztunnel~node-a                  istio.security.Authorization   4      3       4: bad rule                   1         3s',
+      'ztunnel~node-a                  istio.workload.Address         7      7       -                             0         3s',
+      'ztunnel~node-b (disconnected)   -                              -      -       REFUSED: token names node-c   -         2h',
+    ].join('\n'),
+  );
+  t.is(
+    getTable(
+      [
+        {
+          kind: 'Gateway',
+          metadata: { name: 'wp', namespace: 'shop' },
+          spec: { gatewayClassName: 'istio-waypoint' },
+        },
+      ],
+      { wide: false, kindColumn: false },
+    ),
+    'NAMESPACE   NAME   SUMMARY\nshop        wp     class=istio-waypoint',
+  );
+});
