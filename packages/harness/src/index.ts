@@ -21,6 +21,17 @@ export { PEER_SERVER, parseRateResult, RATE_CLIENT, type RateResult } from './me
 export * from './outage/index.js';
 export { STEADY_SERVER } from './outage/steady-traffic.js';
 export {
+  judge,
+  runSoak,
+  type SoakOptions,
+  type SoakReport,
+  type SoakSample,
+  type SoakSeries,
+  slope,
+  soakLimits,
+  soakTable,
+} from './soak/soak.js';
+export {
   type NodeUpgrade,
   runUpgradeDrill,
   type UpgradeDrillOptions,

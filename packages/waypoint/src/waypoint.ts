@@ -9,6 +9,7 @@ import {
   type ParsedIp,
   parseIp,
   type Result,
+  registerAcceptPauses,
   registerTaskFailures,
   type Service,
   type TrustBundle,
@@ -87,6 +88,7 @@ export class Waypoint {
     this.#clock = opts.clock ?? systemClock;
     this.metrics = opts.metrics ?? new MeshMetrics();
     registerTaskFailures(this.metrics.registry);
+    registerAcceptPauses(this.metrics.registry);
     this.waypointMetrics = new WaypointMetrics(this.metrics.registry);
     this.#view = new ConfigView(opts.config);
     // A jwksUri naming a service is fetched from that service's address in the active config.

@@ -15,6 +15,7 @@ import {
   ok,
   PreauthLimiter,
   type Result,
+  registerAcceptPauses,
   registerTaskFailures,
   spiffeIdOf,
   type TrustBundle,
@@ -138,6 +139,7 @@ export class Ztunnel {
       ...(options.registry ? { registry: options.registry } : {}),
     });
     registerTaskFailures(this.metrics.registry);
+    registerAcceptPauses(this.metrics.registry);
     const self = this;
     new Gauge({
       name: 'zmesh_drain_connections',

@@ -336,6 +336,19 @@ harness
   });
 
 harness
+  .command('soak')
+  .description(
+    'a ztunnel pair under good traffic and hostile peers; fails if its RSS, fds or heap grow, it dies or a request fails',
+  )
+  .option('--minutes <n>', 'how long (default 5)')
+  .option('--seconds <n>', 'how long, in seconds (short runs, CI)')
+  .option('--json <file>', 'write the samples, slopes and verdict as JSON')
+  .action(async (options) => {
+    const { runSoakCommand } = await import('./soak-command.js');
+    process.exitCode = await runSoakCommand(options);
+  });
+
+harness
   .command('upgrade')
   .description(
     'ztunnel upgrade drill under traffic: replace ztunnel on each node, count refused and broken connections',

@@ -116,6 +116,11 @@ export const CATALOGUE = {
     status: 503,
     flag: 'UO',
   },
+  ZM_ERR_ACCEPT_FD_EXHAUSTED: {
+    message: 'listener {listener} could not accept ({errno}): not accepting for {delayMs} ms',
+    status: 503,
+    flag: 'UO',
+  },
   ZM_ERR_TASK_FAILED: { message: 'periodic task {task} failed: {reason}', status: 500, flag: 'INT' },
   ZM_ERR_AUTHZ_DENIED: { message: 'denied by policy {policy}', status: 401, flag: 'UAEX' },
   ZM_ERR_AUTHZ_STALE: {

@@ -128,6 +128,12 @@ export const REMEDIES = {
     remedy:
       'Raise the hard RLIMIT_NOFILE of the proxy, or find who holds so many connections (metrics by source).',
   },
+  ZM_ERR_ACCEPT_FD_EXHAUSTED: {
+    cause:
+      'The process (EMFILE) or the system (ENFILE) ran out of file descriptors while accepting; the listener stops accepting for a short, growing pause and then listens again.',
+    remedy:
+      'Raise RLIMIT_NOFILE (or fs.file-max for ENFILE), or find who holds so many connections; zmesh_accept_paused_total{listener} counts the pauses.',
+  },
   ZM_ERR_TASK_FAILED: {
     cause: 'A periodic task (a timer, probe or collector) threw; the failure was caught, logged and counted.',
     remedy: 'A bug: report the task name and the log line; the proxy keeps running.',

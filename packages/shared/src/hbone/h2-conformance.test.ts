@@ -217,6 +217,35 @@ const CASES: Case[] = [
     want: { rst: [1, E.FRAME_SIZE_ERROR] },
   },
   {
+    section: '5.3.1',
+    name: 'HEADERS whose PRIORITY depends on its own stream',
+    send: (raw) =>
+      raw.write(
+        frame(
+          FRAME.HEADERS,
+          END_HEADERS | 0x20,
+          1,
+          Buffer.concat([u32(1), Buffer.from([16]), headerBlock(CONNECT)]),
+        ),
+      ),
+    want: { rst: [1, E.PROTOCOL_ERROR] },
+  },
+  {
+    section: '5.3.1',
+    name: 'PRIORITY that depends on its own stream',
+    send: (raw) => raw.write(frame(FRAME.PRIORITY, 0, 1, Buffer.concat([u32(1), Buffer.from([16])]))),
+    want: { rst: [1, E.PROTOCOL_ERROR] },
+  },
+  {
+    section: '5.3.1',
+    name: 'PRIORITY on an open stream that depends on itself',
+    send: async (raw) => {
+      await opened(raw, 1);
+      raw.write(frame(FRAME.PRIORITY, 0, 1, Buffer.concat([u32(1), Buffer.from([16])])));
+    },
+    want: { rst: [1, E.PROTOCOL_ERROR] },
+  },
+  {
     section: '6.4',
     name: 'RST_STREAM on stream 0',
     send: (raw) => raw.write(frame(FRAME.RST_STREAM, 0, 0, u32(8))),

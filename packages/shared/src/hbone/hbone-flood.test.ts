@@ -96,6 +96,27 @@ test.serial('a PRIORITY flood and an unknown-frame flood end with GOAWAY', async
   await expectFlood(t, raw2, 'priority');
 });
 
+test.serial(
+  'a WINDOW_UPDATE flood ends with GOAWAY; the budget grows with the DATA frames we send',
+  async (t) => {
+    const increment = Buffer.from([0, 0, 0, 1]);
+    const raw = await RawH2.connect({ ...rawTls, host: '127.0.0.1', port });
+    await flood(raw, frame(FRAME.WINDOW_UPDATE, 0, 0, increment), 10_000);
+    await expectFlood(t, raw, 'window_update');
+
+    // A tunnel that received data may be sent up to 10 WINDOW_UPDATEs per DATA frame.
+    const ok = await RawH2.connect({ ...rawTls, host: '127.0.0.1', port });
+    ok.headers(1, CONNECT);
+    await ok.waitFor((f) => f.type === FRAME.HEADERS && f.streamId === 1);
+    ok.write(frame(FRAME.DATA, 0, 1, Buffer.from('ping')));
+    await ok.waitFor((f) => f.type === FRAME.DATA && f.streamId === 1);
+    ok.write(Buffer.concat(Array.from({ length: 14 }, () => frame(FRAME.WINDOW_UPDATE, 0, 1, increment))));
+    ok.write(frame(FRAME.DATA, 0, 1, Buffer.from('pong')));
+    await ok.waitFor((f) => f.type === FRAME.DATA && f.streamId === 1 && f.payload.toString() === 'pong');
+    t.pass();
+  },
+);
+
 test.serial('empty DATA frames on an open stream end the connection', async (t) => {
   const raw = await RawH2.connect({ ...rawTls, host: '127.0.0.1', port });
   raw.headers(1, CONNECT);

@@ -147,8 +147,11 @@ export class HboneServer {
   async #stopListening(): Promise<void> {
     this.#opts.bundle.off('change', this.#onBundleChange);
     clearTimeout(this.#tlsIdle);
-    const listeners = this.#listeners.filter((l) => l.listening);
-    await Promise.all(listeners.map((l) => new Promise((resolve) => l.close(resolve))));
+    // Every listener, a paused one too (AcceptBackoff): its close() cancels the resume.
+    // Closing one that is not listening calls back with ERR_SERVER_NOT_RUNNING: fine here.
+    await Promise.all(
+      this.#listeners.map((l) => new Promise((resolve) => l.close(() => resolve(undefined)))),
+    );
   }
 
   async #allSessionsClosed(): Promise<void> {

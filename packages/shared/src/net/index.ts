@@ -1,4 +1,13 @@
 export {
+  ACCEPT_PAUSE_MAX_MS,
+  ACCEPT_PAUSE_MIN_MS,
+  AcceptBackoff,
+  type AcceptBackoffTiming,
+  acceptPauses,
+  isFdExhaustion,
+  registerAcceptPauses,
+} from './accept-backoff.js';
+export {
   type AdminResponse,
   type AdminTarget,
   adminRequest,

@@ -1,4 +1,5 @@
 import type { ListenOptions, Server } from 'node:net';
+import { AcceptBackoff, type AcceptBackoffTiming } from './accept-backoff.js';
 import { bindError } from './bind-error.js';
 
 export interface ListenInputs {
@@ -6,6 +7,8 @@ export interface ListenInputs {
   name: string;
   /** Errors once listening (a failed accept); the server keeps listening. */
   onError: (e: Error) => void;
+  /** Pauses after EMFILE/ENFILE on accept (tests shorten them). */
+  backoff?: AcceptBackoffTiming;
 }
 
 /**
@@ -15,7 +18,8 @@ export interface ListenInputs {
  * which port it could not have and exit instead of dying on an unhandled error. From then
  * on the server's `'error'` events go to `onError` and it keeps listening: Node emits one
  * when an accept fails (Linux returns a connection's pending network error from accept),
- * and with no listener that would end the process.
+ * and with no listener that would end the process. EMFILE/ENFILE on accept goes to an
+ * `AcceptBackoff` instead, which stops accepting for a short, growing pause.
  */
 export function listenServer(
   server: Server,
@@ -28,7 +32,10 @@ export function listenServer(
     try {
       server.listen(opts, () => {
         server.off('error', failed);
-        server.on('error', inputs.onError);
+        const backoff = new AcceptBackoff(server, opts, inputs.name, inputs.backoff);
+        server.on('error', (e: Error) => {
+          if (!backoff.handle(e)) inputs.onError(e);
+        });
         resolve();
       });
     } catch (e) {

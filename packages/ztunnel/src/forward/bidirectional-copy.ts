@@ -55,5 +55,9 @@ export function bidirectionalCopy(downstream: Duplex, upstream: Duplex): Promise
     };
     downstream.on('close', onClose);
     upstream.on('close', onClose);
+    // A side destroyed before the copy began (a client that reset while its tunnel was being
+    // set up) may have emitted its 'close' already: without this the other side, an
+    // upstream connection, stayed open for good (found by `zmesh harness soak`).
+    if (downstream.destroyed || upstream.destroyed) onClose();
   });
 }

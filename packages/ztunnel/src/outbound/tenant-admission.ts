@@ -155,6 +155,13 @@ export class TenantAdmission {
       downstream.on('close', done);
       upstream.on('close', done);
       bytes.attach(tenant, downstream, upstream);
+      // A side closed before the copy began (the client reset during tunnel setup) emits no
+      // more 'close': count it here and end the other side, or it stays open for good.
+      if (downstream.destroyed || upstream.destroyed) {
+        for (const side of [downstream, upstream]) if (side.closed) done();
+        downstream.destroy();
+        upstream.destroy();
+      }
     });
   }
 

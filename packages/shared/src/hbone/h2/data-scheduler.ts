@@ -20,6 +20,8 @@ const COPY_INTO_FRAME_BYTES = 4096;
 export class DataScheduler {
   /** Bytes the peer lets us send on the connection (its WINDOW_UPDATEs on stream 0). */
   sendWindow = DEFAULT_WINDOW_BYTES;
+  /** DATA frames written: the peer's WINDOW_UPDATE budget grows with them (flood-limits.ts). */
+  framesSent = 0;
   readonly #writer: FrameWriter;
   readonly #maxFrame: () => number;
   readonly #onLocalEnd: (stream: H2Stream) => void;
@@ -56,6 +58,7 @@ export class DataScheduler {
       // END_STREAM takes no window (§6.9): an empty DATA frame carries it.
       if (stream.finalCallback !== undefined && !stream.localEnded) {
         this.#writer.write(frameHeader(0, FrameType.DATA, Flag.END_STREAM, stream.id));
+        this.framesSent++;
         this.#endLocal(stream);
       }
     } finally {
@@ -111,6 +114,7 @@ export class DataScheduler {
     const bytes = max - left;
     const last = stream.queue.length === 0 && stream.finalCallback !== undefined;
     this.#writer.write(frameHeader(bytes, FrameType.DATA, last ? Flag.END_STREAM : 0, stream.id));
+    this.framesSent++;
     for (const p of parts) this.#writer.write(p);
     stream.sendWindow -= bytes;
     this.sendWindow -= bytes;
@@ -127,6 +131,7 @@ export class DataScheduler {
     stream.queue.shift();
     const last = stream.finalCallback !== undefined;
     const flags = last ? Flag.END_STREAM : 0;
+    this.framesSent++;
     if (chunk.length <= COPY_INTO_FRAME_BYTES)
       this.#writer.write(frame(FrameType.DATA, flags, stream.id, chunk));
     else {

@@ -83,6 +83,8 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
   /** Streams the peer ever opened: the PRIORITY/unknown-frame budget grows with them. */
   #peerOpened = 0;
   #idleFrames = 0;
+  /** WINDOW_UPDATE frames read, bounded by the DATA frames we sent (#countWindowUpdate). */
+  #windowUpdates = 0;
   #emptyRun = 0;
   /** CONTINUATION frames of the header block being read. */
   #blockFrames = 0;
@@ -370,6 +372,25 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     return false;
   }
 
+  /**
+   * WINDOW_UPDATE frames cost a counter update each; a peer owes us some per DATA frame we
+   * send and per stream. Envoy's bound: 5 + 2 × (streams opened + 10 × DATA frames sent).
+   */
+  #countWindowUpdate(): boolean {
+    const { windowUpdatesPerDataFrame: perData } = this.#limits;
+    const limit = 5 + 2 * (this.#peerOpened + perData * this.#data.framesSent);
+    if (++this.#windowUpdates <= limit) return true;
+    this.#overLimit('window_update', this.#windowUpdates, limit);
+    return false;
+  }
+
+  /** PRIORITY naming its own stream (RFC 9113 §5.3.1): a stream error PROTOCOL_ERROR. */
+  #onSelfDependency(streamId: number): undefined {
+    const stream = this.#streams.get(streamId);
+    if (stream !== undefined) return this.#streamError(stream, ErrorCode.PROTOCOL_ERROR, SELF_DEPENDENCY);
+    return this.#refuse(streamId, ErrorCode.PROTOCOL_ERROR, SELF_DEPENDENCY);
+  }
+
   #fault(fault: ConnectionFault): undefined {
     return this.#connectionError(fault.code, fault.reason);
   }
@@ -479,6 +500,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
       case FrameType.SETTINGS:
         return this.#onSettings(flags, streamId, payload);
       case FrameType.WINDOW_UPDATE:
+        if (!this.#countWindowUpdate()) return;
         return this.#onWindowUpdate(streamId, payload);
       case FrameType.RST_STREAM:
         return this.#onReset(streamId, payload);
@@ -489,7 +511,9 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
       case FrameType.PRIORITY:
         if (streamId === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
         if (!this.#countIdleFrame()) return;
-        if (payload.length !== 5) this.#refuse(streamId, ErrorCode.FRAME_SIZE_ERROR, 'PRIORITY not 5 bytes');
+        if (payload.length !== 5)
+          return this.#refuse(streamId, ErrorCode.FRAME_SIZE_ERROR, 'PRIORITY not 5 bytes');
+        if ((payload.readUInt32BE(0) & 0x7fffffff) === streamId) return this.#onSelfDependency(streamId);
         return;
       case FrameType.PUSH_PROMISE:
         return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'PUSH_PROMISE with push disabled');
@@ -532,6 +556,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     this.#ids.peerOpened(id);
     this.#peerOpened++;
     if (this.#goawaySent) return this.#refuse(id, ErrorCode.REFUSED_STREAM);
+    if (block.dependsOnItself) return this.#refuse(id, ErrorCode.PROTOCOL_ERROR, SELF_DEPENDENCY);
     if (block.listBytes > this.#local.maxHeaderListSize) {
       return this.#refuse(
         id,
@@ -555,6 +580,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
   /** HEADERS on an open stream: a client's response (1xx skipped, §8.1), or trailers, which must end it. */
   #onStreamHeaders(stream: H2Stream, block: HeaderBlock): undefined {
     const endStream = (block.flags & Flag.END_STREAM) !== 0;
+    if (block.dependsOnItself) return this.#streamError(stream, ErrorCode.PROTOCOL_ERROR, SELF_DEPENDENCY);
     if (stream.remoteEnded)
       return this.#streamError(stream, ErrorCode.STREAM_CLOSED, 'HEADERS after END_STREAM');
     const isResponse = this.role === 'client' && !stream.responded;
@@ -684,6 +710,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
 
 /** Closed peer stream ids remembered (see #closedIds): about a second of churn at high rates. */
 const CLOSED_IDS_KEPT = 1024;
+const SELF_DEPENDENCY = 'stream depends on itself (RFC 9113 §5.3.1)';
 
 function protocolError(code: number, reason: string, role: 'client' | 'server'): ZmeshError {
   const name = Object.entries(ErrorCode).find(([, v]) => v === code)?.[0] ?? `0x${code.toString(16)}`;

@@ -14,6 +14,8 @@ export interface HeaderBlock {
   fields: HeaderField[];
   /** RFC 9113 §6.5.2 size of the decoded list. */
   listBytes: number;
+  /** HEADERS with the PRIORITY flag naming its own stream: a stream error (RFC 9113 §5.3.1). */
+  dependsOnItself: boolean;
 }
 
 /** A connection error: the code for GOAWAY and why. */
@@ -29,7 +31,9 @@ export interface ConnectionFault {
  */
 export class HeaderBlocks {
   readonly #decoder = new HpackDecoder({ maxTableSize: HEADER_TABLE_BYTES });
-  #pending: { streamId: number; flags: number; parts: Buffer[]; bytes: number } | undefined;
+  #pending:
+    | { streamId: number; flags: number; parts: Buffer[]; bytes: number; dependsOnItself: boolean }
+    | undefined;
 
   /** The stream whose block is incomplete: only its CONTINUATION may come next. */
   get pendingStream(): number | undefined {
@@ -48,12 +52,24 @@ export class HeaderBlocks {
       start = 1;
       end -= payload[0] ?? 0;
     }
-    if (flags & Flag.PRIORITY) start += 5; // stream dependency and weight, ignored (§5.3.2)
+    // Stream dependency and weight, ignored (§5.3.2), except a stream depending on itself (§5.3.1).
+    let dependsOnItself = false;
+    if (flags & Flag.PRIORITY) {
+      dependsOnItself =
+        start + 4 <= payload.length && (payload.readUInt32BE(start) & 0x7fffffff) === streamId;
+      start += 5;
+    }
     if (start > end)
       return err({ code: ErrorCode.PROTOCOL_ERROR, reason: 'HEADERS padding exceeds its payload' });
     const fragment = payload.subarray(start, end);
-    if (flags & Flag.END_HEADERS) return this.#decode(streamId, flags, fragment);
-    this.#pending = { streamId, flags, parts: [Buffer.from(fragment)], bytes: fragment.length };
+    if (flags & Flag.END_HEADERS) return this.#decode(streamId, flags, fragment, dependsOnItself);
+    this.#pending = {
+      streamId,
+      flags,
+      parts: [Buffer.from(fragment)],
+      bytes: fragment.length,
+      dependsOnItself,
+    };
     return this.#bounded();
   }
 
@@ -65,7 +81,12 @@ export class HeaderBlocks {
     const bounded = this.#bounded();
     if (!bounded.ok || !(flags & Flag.END_HEADERS)) return bounded;
     this.#pending = undefined;
-    return this.#decode(pending.streamId, pending.flags, Buffer.concat(pending.parts));
+    return this.#decode(
+      pending.streamId,
+      pending.flags,
+      Buffer.concat(pending.parts),
+      pending.dependsOnItself,
+    );
   }
 
   #bounded(): Result<undefined, ConnectionFault> {
@@ -77,10 +98,21 @@ export class HeaderBlocks {
     });
   }
 
-  #decode(streamId: number, flags: number, block: Buffer): Result<HeaderBlock, ConnectionFault> {
+  #decode(
+    streamId: number,
+    flags: number,
+    block: Buffer,
+    dependsOnItself: boolean,
+  ): Result<HeaderBlock, ConnectionFault> {
     const decoded = this.#decoder.decode(block);
     if (!decoded.ok) return err({ code: ErrorCode.COMPRESSION_ERROR, reason: decoded.error });
-    return ok({ streamId, flags, fields: decoded.value.fields, listBytes: decoded.value.listBytes });
+    return ok({
+      streamId,
+      flags,
+      fields: decoded.value.fields,
+      listBytes: decoded.value.listBytes,
+      dependsOnItself,
+    });
   }
 }
 

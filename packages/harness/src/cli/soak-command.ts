@@ -1,0 +1,32 @@
+import { writeFile } from 'node:fs/promises';
+import { runSoak, soakTable } from '../soak/soak.js';
+
+export interface SoakCommandOptions {
+  minutes?: string;
+  seconds?: string;
+  json?: string;
+}
+
+/**
+ * `zmesh harness soak`: a ztunnel pair on loopback under good traffic and hostile peers for
+ * N minutes; exit 0 only if no resource of the server-side ztunnel grows, it stays alive
+ * and no good request fails.
+ */
+export async function runSoakCommand(opts: SoakCommandOptions): Promise<number> {
+  const seconds = opts.seconds !== undefined ? Number(opts.seconds) : Number(opts.minutes ?? '5') * 60;
+  if (!Number.isFinite(seconds) || seconds < 10 || seconds > 24 * 3600) {
+    console.error('zmesh harness soak: --minutes/--seconds must give between 10 s and 24 h');
+    return 2;
+  }
+  const report = await runSoak({
+    seconds,
+    sampleMs: seconds < 120 ? 1000 : 5000,
+    echo: (line) => console.log(line),
+  });
+  console.log(soakTable(report));
+  if (opts.json) {
+    await writeFile(opts.json, `${JSON.stringify(report, null, 2)}\n`);
+    console.log(`wrote ${opts.json}`);
+  }
+  return report.passed ? 0 : 1;
+}

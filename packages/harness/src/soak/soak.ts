@@ -1,0 +1,385 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import * as net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as tls from 'node:tls';
+import { execa, type ResultPromise } from 'execa';
+import { stringify } from 'yaml';
+import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
+import { clientForwards, startLoopbackMesh } from '../mesh/loopback-mesh.js';
+
+/** The soak's own loopback addresses (no other harness uses 127.44/16). */
+const SOAK = {
+  cp: '127.44.0.1',
+  nodeA: '127.44.0.2',
+  nodeB: '127.44.0.3',
+  client: '127.44.1.1',
+  server: '127.44.2.1',
+  waypoint: '127.44.3.1',
+  vip: '127.44.96.10',
+  xdsPort: 25_930,
+  serverPort: 7_070,
+  forwardPort: 16_400,
+};
+
+export interface SoakSample {
+  /** Seconds since the mix started. */
+  t: number;
+  rssBytes: number;
+  fds: number;
+  /** V8 heap committed (nodejs_heap_size_total_bytes). */
+  heapBytes: number;
+}
+
+export interface SoakSeries {
+  name: 'rss' | 'fds' | 'heap';
+  /** Least-squares slope over the second half of the run, per minute. */
+  slopePerMinute: number;
+  limitPerMinute: number;
+  first: number;
+  last: number;
+  max: number;
+  passed: boolean;
+}
+
+export interface SoakReport {
+  seconds: number;
+  samples: SoakSample[];
+  series: SoakSeries[];
+  traffic: { requests: number; failed: number; firstFailure?: string };
+  hostile: Record<string, number>;
+  /** The server-side ztunnel's exit, if it died. */
+  died?: string;
+  passed: boolean;
+}
+
+export interface SoakOptions {
+  seconds: number;
+  sampleMs?: number;
+  /** Growth allowed per minute over the second half (defaults: `soakLimits(seconds)`). */
+  limits?: Partial<Record<SoakSeries['name'], number>>;
+  echo?: (line: string) => void;
+}
+
+/**
+ * Growth allowed per minute over the second half. From two minutes on, 8 MiB of RSS or heap
+ * and 20 fds a minute: a 5-minute run's second half starts after JIT and heap warm-up, and
+ * the pre-TLS idlers make fds swing by a few dozen. A short run (CI) is still in warm-up,
+ * so it only catches gross growth: 128 MiB or 60 fds a minute (the CONTINUATION flood of
+ * issue 38 grew by GBs a minute, the reset leak the soak found by 900 fds a minute).
+ */
+export function soakLimits(seconds: number): Record<SoakSeries['name'], number> {
+  return seconds >= 120
+    ? { rss: 8 * 2 ** 20, heap: 8 * 2 ** 20, fds: 20 }
+    : { rss: 128 * 2 ** 20, heap: 128 * 2 ** 20, fds: 60 };
+}
+
+/** Least-squares slope of y over x. */
+export function slope(points: Array<[number, number]>): number {
+  const n = points.length;
+  if (n < 2) return 0;
+  const mx = points.reduce((s, [x]) => s + x, 0) / n;
+  const my = points.reduce((s, [, y]) => s + y, 0) / n;
+  let num = 0;
+  let den = 0;
+  for (const [x, y] of points) {
+    num += (x - mx) * (y - my);
+    den += (x - mx) ** 2;
+  }
+  return den === 0 ? 0 : num / den;
+}
+
+/** Windows the second half is cut into; the verdict fits their minima. */
+export const SOAK_WINDOWS = 5;
+
+/**
+ * Per series: the slope (per minute) of its floor over the second half of the run, against
+ * its limit. The second half is cut into SOAK_WINDOWS windows and the least-squares line is
+ * fitted to each window's minimum: the idlers make fds swing and RSS dips when memory is
+ * given back, so a fit to every sample follows the noise; a leak raises the floor.
+ */
+export function judge(samples: SoakSample[], limits: Record<SoakSeries['name'], number>): SoakSeries[] {
+  const half = samples.slice(Math.floor(samples.length / 2));
+  const per = Math.max(1, Math.floor(half.length / SOAK_WINDOWS));
+  return (['rss', 'fds', 'heap'] as const).map((name) => {
+    const value = (s: SoakSample) => (name === 'rss' ? s.rssBytes : name === 'fds' ? s.fds : s.heapBytes);
+    const floors: Array<[number, number]> = [];
+    for (let i = 0; i + per <= half.length; i += per) {
+      const window = half.slice(i, i + per);
+      const low = window.reduce((a, b) => (value(b) < value(a) ? b : a));
+      floors.push([low.t / 60, value(low)]);
+    }
+    const perMinute = slope(floors);
+    const values = samples.map(value);
+    return {
+      name,
+      slopePerMinute: perMinute,
+      limitPerMinute: limits[name],
+      first: values[0] ?? 0,
+      last: values.at(-1) ?? 0,
+      max: Math.max(...values),
+      passed: perMinute < limits[name],
+    };
+  });
+}
+
+async function sample(pid: number, metricsUrl: string, t: number): Promise<SoakSample> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+  const fds = (await readdir(`/proc/${pid}/fd`)).length;
+  const text = await (await fetch(metricsUrl)).text();
+  // Committed, not used: used climbs for minutes between major collections (a sawtooth
+  // longer than a short run); committed grows only when what survives them needs room.
+  const heapBytes = Number(/^nodejs_heap_size_total_bytes (\S+)/m.exec(text)?.[1] ?? Number.NaN);
+  return { t, rssBytes: rssKb * 1024, fds, heapBytes };
+}
+
+/**
+ * `zmesh harness soak`: a ztunnel pair on loopback (the loopback mesh the bench uses,
+ * explicit-proxy mode) carries request/response traffic with connection churn while
+ * hostile peers hit the server side's HBONE port (15008): pre-TLS idlers, garbage bytes,
+ * TLS without a client certificate, HTTP/2 frames in plaintext, and rapid connect/reset
+ * through the client side's forward listener. The server-side ztunnel's RSS, fds and V8
+ * heap are sampled every `sampleMs`; the soak fails if one grows (the slope of its floor over
+ * the second half above its limit, `judge`), if the ztunnel dies, or if a good request fails.
+ */
+export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
+  const echo = opts.echo ?? (() => {});
+  const limits = { ...soakLimits(opts.seconds), ...opts.limits };
+  const sampleMs = opts.sampleMs ?? 2000;
+  const dir = await mkdtemp(join(tmpdir(), 'zmesh-soak-'));
+  const children: ResultPromise[] = [];
+  const sockets = new Set<net.Socket>();
+  const track = <S extends net.Socket>(s: S): S => {
+    sockets.add(s);
+    s.on('error', () => {});
+    s.on('close', () => sockets.delete(s));
+    return s;
+  };
+  const server = net.createServer((s) => track(s).pipe(s));
+  let stopping = false;
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(SOAK.serverPort, SOAK.server, resolve);
+    });
+    await mkdir(join(dir, 'cfg'));
+    await writeFile(join(dir, 'cfg', 'mesh.yaml'), meshYaml());
+    await writeFile(
+      join(dir, 'forwards.yaml'),
+      stringify(
+        clientForwards({ name: 'soak-client', namespace: 'front', address: SOAK.client }, [
+          { listen: `${SOAK.client}:${SOAK.forwardPort}`, destination: `${SOAK.vip}:${SOAK.serverPort}` },
+        ]),
+      ),
+    );
+    await startLoopbackMesh(
+      {
+        dir,
+        cp: SOAK.cp,
+        xdsPort: SOAK.xdsPort,
+        nodes: { 'node-a': SOAK.nodeA, 'node-b': SOAK.nodeB },
+        forwards: join(dir, 'forwards.yaml'),
+        waypoint: { gateway: 'back/waypoint', address: SOAK.waypoint },
+        // Idlers are cut at 2 s instead of 10 s, so the soak reaches its steady state soon.
+        ztunnelArgs: ['--handshake-timeout-ms', '2000'],
+        readyTimeoutMs: 30_000,
+        spawn: (argv, _role, name) =>
+          execa(ZMESH_BIN, argv, {
+            reject: false,
+            stdin: 'ignore',
+            stdout: 'ignore',
+            stderr: { file: join(dir, `${name}.log`) },
+          }),
+      },
+      children,
+    );
+    const target = children[2]!; // control plane, node-a, node-b, waypoint
+    const pid = target.pid!;
+    let died: string | undefined;
+    void target.then((r) => {
+      if (!stopping) died = `exit ${r.exitCode ?? r.signal}`;
+    });
+    echo(`soak: ztunnel pair up (server side pid ${pid}); ${opts.seconds} s of traffic and hostile peers`);
+
+    const traffic = { requests: 0, failed: 0, firstFailure: undefined as string | undefined };
+    const hostile: Record<string, number> = { idlers: 0, garbage: 0, tlsNoCert: 0, plainH2: 0, resets: 0 };
+    const loops: Promise<void>[] = [];
+    const every = (ms: number, fn: () => Promise<void> | void) =>
+      loops.push(
+        (async () => {
+          while (!stopping) {
+            await Promise.resolve(fn()).catch(() => {});
+            await new Promise((r) => setTimeout(r, ms));
+          }
+        })(),
+      );
+    // In explicit-proxy mode 15008 listens on every workload address of the node, not the node's.
+    const hbone = { host: SOAK.server, port: 15008 };
+
+    // Good traffic: a 1 KiB request/response on a fresh connection (churn), 4 at a time.
+    const request = async () => {
+      const payload = randomBytes(1024);
+      const s = track(net.connect({ host: SOAK.client, port: SOAK.forwardPort }));
+      try {
+        const got = await new Promise<Buffer>((resolve, reject) => {
+          const parts: Buffer[] = [];
+          let n = 0;
+          const timer = setTimeout(() => reject(new Error('no echo within 5 s')), 5000);
+          s.on('connect', () => s.write(payload));
+          s.on('data', (d: Buffer) => {
+            parts.push(d);
+            n += d.length;
+            if (n >= payload.length) {
+              clearTimeout(timer);
+              resolve(Buffer.concat(parts));
+            }
+          });
+          s.on('error', (e) => {
+            clearTimeout(timer);
+            reject(e);
+          });
+        });
+        traffic.requests++;
+        if (!got.equals(payload)) throw new Error('echo differs');
+      } catch (e) {
+        if (stopping) return;
+        traffic.failed++;
+        traffic.firstFailure ??= (e as Error).message;
+      } finally {
+        s.destroy();
+      }
+    };
+    for (let i = 0; i < 4; i++) every(50, request);
+
+    // Pre-TLS idlers: 40 plain TCP connections kept open (the server cuts them at 2 s).
+    let idlers = 0;
+    every(200, () => {
+      while (idlers < 40) {
+        idlers++;
+        hostile.idlers!++;
+        track(net.connect(hbone)).on('close', () => idlers--);
+      }
+    });
+    // Garbage bytes instead of a TLS ClientHello.
+    every(100, () => {
+      hostile.garbage!++;
+      const s = track(net.connect(hbone, () => s.end(randomBytes(4096))));
+    });
+    // HTTP/2 in plaintext: the preface and a SETTINGS flood where TLS is required.
+    every(250, () => {
+      hostile.plainH2!++;
+      const settings = Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]);
+      const s = track(
+        net.connect(hbone, () =>
+          s.end(
+            Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), ...Array(500).fill(settings)]),
+          ),
+        ),
+      );
+    });
+    // TLS without a client certificate (the server requires one).
+    every(250, () => {
+      hostile.tlsNoCert!++;
+      const s = track(
+        tls.connect({ ...hbone, rejectUnauthorized: false, ALPNProtocols: ['h2'] }, () => s.destroy()),
+      );
+    });
+    // Rapid connect/reset through the client side's forward listener.
+    every(50, () => {
+      hostile.resets!++;
+      const s = track(net.connect({ host: SOAK.client, port: SOAK.forwardPort }, () => s.resetAndDestroy()));
+    });
+
+    const samples: SoakSample[] = [];
+    const started = performance.now();
+    const metricsUrl = `http://${SOAK.nodeB}:15020/metrics`;
+    while (performance.now() - started < opts.seconds * 1000 && died === undefined) {
+      await new Promise((r) => setTimeout(r, sampleMs));
+      const t = (performance.now() - started) / 1000;
+      const s = await sample(pid, metricsUrl, t).catch((e: Error) => {
+        died ??= `sampling failed: ${e.message}`;
+        return undefined;
+      });
+      if (s === undefined) break;
+      samples.push(s);
+      echo(
+        `  ${t.toFixed(0).padStart(4)} s  rss ${(s.rssBytes / 2 ** 20).toFixed(1)} MiB  fds ${s.fds}  heap ${(s.heapBytes / 2 ** 20).toFixed(1)} MiB  requests ${traffic.requests} (failed ${traffic.failed})`,
+      );
+    }
+    stopping = true;
+    await Promise.all(loops);
+    const series = judge(samples, limits);
+    return {
+      seconds: opts.seconds,
+      samples,
+      series,
+      traffic,
+      hostile,
+      ...(died ? { died } : {}),
+      passed:
+        died === undefined && traffic.failed === 0 && traffic.requests > 0 && series.every((s) => s.passed),
+    };
+  } finally {
+    stopping = true;
+    for (const s of sockets) s.destroy();
+    await Promise.all(children.map((c) => stopChild(c)));
+    await new Promise((r) => server.close(r));
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+function meshYaml(): string {
+  const doc = (o: unknown) => stringify(o);
+  const pod = (name: string, ns: string, node: string, ip: string, labels: Record<string, string>) =>
+    doc({
+      kind: 'Pod',
+      metadata: { name, namespace: ns, labels },
+      spec: { serviceAccountName: name, nodeName: node },
+      status: { podIP: ip },
+    });
+  return [
+    doc({ kind: 'Namespace', metadata: { name: 'front', labels: { 'istio.io/dataplane-mode': 'ambient' } } }),
+    doc({ kind: 'Namespace', metadata: { name: 'back', labels: { 'istio.io/dataplane-mode': 'ambient' } } }),
+    pod('soak-client', 'front', 'node-a', SOAK.client, { app: 'soak-client' }),
+    pod('soak-server', 'back', 'node-b', SOAK.server, { app: 'soak-server' }),
+    pod('waypoint', 'back', 'node-w', SOAK.waypoint, {
+      'gateway.networking.k8s.io/gateway-name': 'waypoint',
+    }),
+    doc({
+      kind: 'Gateway',
+      metadata: { name: 'waypoint', namespace: 'back' },
+      spec: { gatewayClassName: 'istio-waypoint', addresses: [{ value: SOAK.waypoint }] },
+    }),
+    doc({
+      kind: 'Service',
+      metadata: { name: 'soak-echo', namespace: 'back' },
+      spec: {
+        clusterIP: SOAK.vip,
+        selector: { app: 'soak-server' },
+        ports: [{ port: SOAK.serverPort, targetPort: SOAK.serverPort }],
+      },
+    }),
+  ].join('---\n');
+}
+
+/** The report as a table and a verdict line. */
+export function soakTable(r: SoakReport): string {
+  const unit = (name: string, v: number) =>
+    name === 'fds' ? v.toFixed(1) : `${(v / 2 ** 20).toFixed(2)} MiB`;
+  const rows = r.series.map(
+    (s) =>
+      `${s.name.padEnd(5)} first ${unit(s.name, s.first)}  last ${unit(s.name, s.last)}  max ${unit(s.name, s.max)}  slope ${unit(s.name, s.slopePerMinute)}/min (limit ${unit(s.name, s.limitPerMinute)})  ${s.passed ? 'ok' : 'GROWS'}`,
+  );
+  const hostile = Object.entries(r.hostile)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
+  return [
+    ...rows,
+    `good requests ${r.traffic.requests}, failed ${r.traffic.failed}${r.traffic.firstFailure ? ` (first: ${r.traffic.firstFailure})` : ''}`,
+    `hostile: ${hostile}`,
+    r.died ? `ztunnel died: ${r.died}` : 'ztunnel alive',
+    `soak ${r.passed ? 'PASSED' : 'FAILED'} after ${r.seconds} s`,
+  ].join('\n');
+}

@@ -1,0 +1,57 @@
+import { judge, runSoak, type SoakSample, slope, soakLimits, soakTable } from '@zmesh/harness';
+import test from 'ava';
+
+/**
+ * The soak's short form (`zmesh harness soak --seconds 15`): a ztunnel pair on loopback
+ * under good traffic and hostile peers. Loopback only, no root needed.
+ */
+test.serial(
+  'soak, short form: the server-side ztunnel stays alive and bounded, no good request fails',
+  async (t) => {
+    t.timeout(90_000);
+    const report = await runSoak({ seconds: 15, sampleMs: 1000 });
+    t.log(`\n${soakTable(report)}`);
+    t.is(report.died, undefined);
+    t.is(report.traffic.failed, 0, report.traffic.firstFailure);
+    t.true(report.traffic.requests > 100, `${report.traffic.requests} good requests`);
+    for (const name of Object.keys(report.hostile)) t.true(report.hostile[name]! > 0, `hostile ${name} ran`);
+    for (const s of report.series) t.true(s.passed, `${s.name} grows ${s.slopePerMinute.toFixed(1)}/min`);
+    t.true(report.passed);
+  },
+);
+
+test('the verdict is a least-squares slope over the second half, against its limit', (t) => {
+  t.is(
+    slope([
+      [0, 1],
+      [1, 3],
+      [2, 5],
+    ]),
+    2,
+  );
+  // fds leaking 15 a second (the reset leak the soak found) fail; a warm-up that levels off passes.
+  const leak: SoakSample[] = Array.from({ length: 20 }, (_, i) => ({
+    t: i,
+    rssBytes: 1,
+    heapBytes: 1,
+    fds: 50 + 15 * i,
+  }));
+  const fds = judge(leak, soakLimits(20)).find((s) => s.name === 'fds')!;
+  t.false(fds.passed);
+  t.is(Math.round(fds.slopePerMinute), 900);
+  const warm: SoakSample[] = Array.from({ length: 20 }, (_, i) => ({
+    t: i,
+    rssBytes: 2 ** 20 * (80 + Math.min(i, 8) * 2),
+    heapBytes: 2 ** 20 * 20,
+    fds: 60 + (i % 3),
+  }));
+  t.true(judge(warm, soakLimits(20)).every((s) => s.passed));
+  // V8's heap between major collections: a sawtooth whose floor stays put passes over 5 minutes.
+  const saw: SoakSample[] = Array.from({ length: 60 }, (_, i) => ({
+    t: 5 * i,
+    rssBytes: 2 ** 20 * 150,
+    heapBytes: 2 ** 20 * (20 + (i % 12) * 7),
+    fds: 70,
+  }));
+  t.true(judge(saw, soakLimits(300)).every((s) => s.passed));
+});
