@@ -33,12 +33,13 @@ build: bootstrap bpf native
 	@node scripts/build-info.mjs
 	@node scripts/bundle.mjs
 
-# biome (format, lint); dependency-cruiser (.dependency-cruiser.cjs: ztunnel's stage order,
+# biome (format, lint); knip (knip.json: no unused or unlisted dependency); dependency-cruiser (.dependency-cruiser.cjs: ztunnel's stage order,
 # no harness or test support in the products, no cycles; the waypoint's request/forward
 # cycle is a known violation in .dependency-cruiser-known-violations.json).
 lint: bootstrap
 	@pnpm exec biome check .
 	@pnpm exec depcruise packages test --ignore-known --output-type err
+	@pnpm exec knip --include dependencies,unlisted,binaries --no-config-hints
 
 test: build lint
 	@scripts/test.sh

@@ -34,6 +34,5 @@ export function protoType(name: string): protobuf.Type {
   return protoRoot().lookupType(name);
 }
 
-export const TYPE_URL_PREFIX = 'type.googleapis.com/';
 export const ADDRESS_TYPE_URL = 'type.googleapis.com/istio.workload.Address';
 export const AUTHORIZATION_TYPE_URL = 'type.googleapis.com/istio.security.Authorization';

@@ -18,8 +18,6 @@ const REQUEST_LABELS = [
   'response_flags',
 ] as const;
 
-export type RequestLabels = Partial<Record<(typeof REQUEST_LABELS)[number], string>>;
-
 const MS_BUCKETS = [0.5, 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000];
 const BYTE_BUCKETS = [1, 10, 100, 1000, 10_000, 100_000, 1_000_000, 10_000_000];
 

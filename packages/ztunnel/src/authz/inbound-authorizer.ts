@@ -22,9 +22,6 @@ const log = logger('authz');
  */
 export const MAX_MISSING_POLICY_LABELS = 32;
 
-/** Bound on how long a now-denied live connection may stay open after a policy change. */
-export const LIVE_REEVALUATION_DEADLINE_MS = 1000;
-
 /**
  * Authorization's own validity through a control-plane outage (docs/design.md §5): policies are
  * last-known-good until `ageMs()` exceeds `maxMs()`; past that, new connections to a

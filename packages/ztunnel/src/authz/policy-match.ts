@@ -251,8 +251,3 @@ function strMatches(m: Str, value: string): boolean {
       return value !== '';
   }
 }
-
-/** StringMatch semantics on the model type (used by the reference model in tests). */
-export function stringMatches(m: StringMatch, value: string): boolean {
-  return strMatches(toStr(m), value);
-}

@@ -391,18 +391,3 @@ export function bpfMapDelete(mapFd: number, key: Uint8Array): boolean {
   }
   return true;
 }
-
-/** The key after `key` (the first key when undefined), or undefined at the end. */
-export function bpfMapNextKey(
-  mapFd: number,
-  key: Uint8Array | undefined,
-  keySize: number,
-): Buffer | undefined {
-  elemAttr(mapFd, key, SCRATCH_VALUE);
-  if (Number(c.bpf(SYS_BPF, BPF_CMD.mapGetNextKey, attr, 32)) < 0) {
-    const errno = koffi.errno();
-    if (errno === 2) return undefined;
-    throw new SysError('bpf', errno, 'MAP_GET_NEXT_KEY');
-  }
-  return Buffer.from(scratch.subarray(SCRATCH_VALUE, SCRATCH_VALUE + keySize));
-}
