@@ -74,6 +74,15 @@ test('every subcommand: bad input is one line, exit 2 for usage and 1 for runtim
     [['describe', 'pod'], 2, /^zmesh describe: missing required argument 'name'/],
     [['describe', 'all', 'x'], 2, /^zmesh describe: unknown kind "all"/],
     [['describe', 'pod', 'x', ...admin], 1, /^zmesh describe: ZM_ERR_ADMIN_UNREACHABLE/],
+    [['ztunnel-config'], 2, /^zmesh ztunnel-config: missing required argument 'kind'/],
+    [['ztunnel-config', 'pods'], 2, /'pods' is invalid .*workloads, services, policies, certificates/],
+    [['ztunnel-config', 'workloads', '--ztunnel', 'http://x/'], 2, /--ztunnel wants HOST or HOST:PORT/],
+    [['ztunnel-config', 'workloads', '-o', 'wide'], 2, /Allowed choices are table, json, yaml/],
+    [
+      ['ztunnel-config', 'workloads', '--ztunnel', '127.86.9.3:1'],
+      1,
+      /^zmesh ztunnel-config: ZM_ERR_ZTUNNEL_ADMIN_UNREACHABLE: .*127\.86\.9\.3:1 unreachable/,
+    ],
     [['ns', 'l7', 'maybe', 'shop'], 2, /^zmesh ns l7: .*'maybe' is invalid .*on, off/],
     [['ns', 'l7', 'on'], 2, /^zmesh ns l7: missing required argument 'namespace'/],
     [

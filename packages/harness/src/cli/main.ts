@@ -141,6 +141,37 @@ adminOptions(
   process.exitCode = await runDescribe(kind, name, options);
 });
 
+withExamples(
+  program
+    .command('ztunnel-config')
+    .description(
+      "one ztunnel's view from its admin /config_dump, as istioctl ztunnel-config: workloads, services, policies or certificates",
+    )
+    .addArgument(
+      new Argument('<kind>', 'workloads, services, policies or certificates').choices([
+        'workloads',
+        'services',
+        'policies',
+        'certificates',
+      ]),
+    )
+    .option(
+      '--ztunnel <host[:port]>',
+      "the ztunnel's admin address (port 15000 when absent)",
+      '127.0.0.1:15000',
+    )
+    .addOption(
+      new Option('-o, --output <format>', 'table, or json/yaml (that section of /config_dump as it is)')
+        .choices(['table', 'json', 'yaml'])
+        .default('table'),
+    ),
+  'zmesh ztunnel-config workloads --ztunnel 127.50.0.2',
+  'zmesh ztunnel-config certificates -o json',
+).action(async (kind, options) => {
+  const { runZtunnelConfig } = await import('./ztunnel-config-command.js');
+  process.exitCode = await runZtunnelConfig(kind, options);
+});
+
 const ns = program.command('ns').description('namespace-wide operations');
 adminOptions(
   withExamples(

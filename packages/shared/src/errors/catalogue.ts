@@ -155,6 +155,11 @@ export const CATALOGUE = {
     status: 503,
     flag: 'CFG',
   },
+  ZM_ERR_ZTUNNEL_ADMIN_UNREACHABLE: {
+    message: 'ztunnel admin endpoint {admin} unreachable: {reason}',
+    status: 503,
+    flag: 'CFG',
+  },
   ZM_ERR_XDS_BIND_REFUSED: {
     message: 'refusing to serve {service} on {host}: it is plaintext and binds loopback only',
     status: 500,

@@ -187,6 +187,12 @@ export const REMEDIES = {
     remedy:
       'Check that the control plane runs and prints `admin on …`; pass the same path with --admin (or the URL and --admin-token-file), and run the CLI as the user that started the control plane.',
   },
+  ZM_ERR_ZTUNNEL_ADMIN_UNREACHABLE: {
+    cause:
+      '`zmesh ztunnel-config` could not read `/config_dump` from the ztunnel admin address: nothing listening there, or it answered with an error.',
+    remedy:
+      'Give the ztunnel address with --ztunnel HOST[:PORT] (its admin port, 15000 by default); the admin port binds the ztunnel address (the loopback of its namespace), so run the CLI where that address is reachable.',
+  },
   ZM_ERR_XDS_BIND_REFUSED: {
     cause: 'A plaintext control-plane service was asked to bind a non-loopback address.',
     remedy: 'Bind 127.0.0.1 or a Unix socket; TLS for xDS and the CA is not built.',

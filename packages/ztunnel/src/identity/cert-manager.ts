@@ -161,10 +161,12 @@ export class CertManager extends EventEmitter {
     this.slots.delete(identity);
   }
 
-  identities(): Array<{ identity: string; notAfter?: string; failures: number }> {
+  /** For /config_dump; `roots`: the CA certificates issued with the current leaf (chain less the leaf). */
+  identities(): Array<{ identity: string; notAfter?: string; roots: number; failures: number }> {
     return [...this.slots.values()].map((s) => ({
       identity: s.identity,
       notAfter: s.current?.notAfter.toISOString(),
+      roots: Math.max(0, (s.current?.certChainPem.length ?? 1) - 1),
       failures: s.failures,
     }));
   }
