@@ -33,3 +33,72 @@ export const DEFAULT_FLOOD_LIMITS: H2FloodLimits = {
 
 /** Bounded label of the limit a peer exceeded (zmesh_hbone_floods_total{kind}). */
 export type FloodKind = 'empty_frames' | 'continuation' | 'priority' | 'rst_stream' | 'window_update';
+
+/** A limit the peer went over: the connection answers with GOAWAY ENHANCE_YOUR_CALM. */
+export interface FloodBreach {
+  kind: FloodKind;
+  count: number;
+  limit: number;
+}
+
+/**
+ * One connection's counts against its H2FloodLimits, as frames are read (resets are counted
+ * over time by ResetCounter). Each method returns the breach, or undefined while in bounds.
+ */
+export class FloodCounters {
+  readonly #limits: H2FloodLimits;
+  /** Streams the peer ever opened: the PRIORITY/unknown-frame budget grows with them. */
+  #peerOpened = 0;
+  #idleFrames = 0;
+  /** WINDOW_UPDATE frames read, bounded by the DATA frames we sent. */
+  #windowUpdates = 0;
+  #emptyRun = 0;
+  /** CONTINUATION frames of the header block being read. */
+  #blockFrames = 0;
+
+  constructor(limits: H2FloodLimits) {
+    this.#limits = limits;
+  }
+
+  streamOpened(): void {
+    this.#peerOpened++;
+  }
+
+  /** HEADERS, CONTINUATION and DATA: a run of empty ones without END_STREAM is a flood. */
+  empty(length: number, endStream: boolean): FloodBreach | undefined {
+    if (length > 0 || endStream) {
+      this.#emptyRun = 0;
+      return undefined;
+    }
+    const limit = this.#limits.emptyFrames;
+    return ++this.#emptyRun <= limit ? undefined : { kind: 'empty_frames', count: this.#emptyRun, limit };
+  }
+
+  headerBlockStarted(): void {
+    this.#blockFrames = 0;
+  }
+
+  continuation(): FloodBreach | undefined {
+    const limit = this.#limits.continuationFrames;
+    return ++this.#blockFrames <= limit
+      ? undefined
+      : { kind: 'continuation', count: this.#blockFrames, limit };
+  }
+
+  /** PRIORITY and unknown frames cost us nothing but reading; Envoy bounds them per stream opened. */
+  idleFrame(): FloodBreach | undefined {
+    const limit = this.#limits.idleFramesPerStream * (1 + this.#peerOpened);
+    return ++this.#idleFrames <= limit ? undefined : { kind: 'priority', count: this.#idleFrames, limit };
+  }
+
+  /**
+   * WINDOW_UPDATE frames cost a counter update each; a peer owes us some per DATA frame we
+   * send and per stream. Envoy's bound: 5 + 2 × (streams opened + 10 × DATA frames sent).
+   */
+  windowUpdate(dataFramesSent: number): FloodBreach | undefined {
+    const limit = 5 + 2 * (this.#peerOpened + this.#limits.windowUpdatesPerDataFrame * dataFramesSent);
+    return ++this.#windowUpdates <= limit
+      ? undefined
+      : { kind: 'window_update', count: this.#windowUpdates, limit };
+  }
+}

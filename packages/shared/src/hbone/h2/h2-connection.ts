@@ -2,7 +2,13 @@ import { EventEmitter } from 'node:events';
 import type { Duplex } from 'node:stream';
 import { ZmeshError } from '../../errors/index.js';
 import { DataScheduler } from './data-scheduler.js';
-import { DEFAULT_FLOOD_LIMITS, type FloodKind, type H2FloodLimits } from './flood-limits.js';
+import {
+  DEFAULT_FLOOD_LIMITS,
+  type FloodBreach,
+  FloodCounters,
+  type FloodKind,
+  type H2FloodLimits,
+} from './flood-limits.js';
 import {
   ErrorCode,
   Flag,
@@ -80,20 +86,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
   #peerStreams = 0;
   readonly #limits: H2FloodLimits;
   readonly #resets: ResetCounter;
-  /** Streams the peer ever opened: the PRIORITY/unknown-frame budget grows with them. */
-  #peerOpened = 0;
-  #idleFrames = 0;
-  /** WINDOW_UPDATE frames read, bounded by the DATA frames we sent (#countWindowUpdate). */
-  #windowUpdates = 0;
-  #emptyRun = 0;
-  /** CONTINUATION frames of the header block being read. */
-  #blockFrames = 0;
-  /**
-   * The peer's streams closed lately and how (RFC 9113 §5.1): frames on one we reset are
-   * ignored (they may have been in flight), on one closed otherwise they are STREAM_CLOSED.
-   * Bounded: an id that fell out is treated as never opened.
-   */
-  readonly #closedIds = new Map<number, 'closed' | 'reset'>();
+  readonly #floods: FloodCounters;
   #gotSettings = false;
   /** The stream the DATA frame being read belongs to. */
   #current: H2Stream | undefined;
@@ -111,6 +104,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     this.#ids = new StreamIds(opts.role);
     this.#limits = { ...DEFAULT_FLOOD_LIMITS, ...opts.floodLimits };
     this.#resets = new ResetCounter(this.#limits.resets, this.#limits.resetWindowMs);
+    this.#floods = new FloodCounters(this.#limits);
     this.#writer = new FrameWriter(socket);
     this.#data = new DataScheduler(this.#writer, {
       maxFrame: () => this.#peer.maxFrameSize,
@@ -310,7 +304,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
 
   #forget(stream: H2Stream, how: 'closed' | 'reset' = 'closed'): void {
     if (this.#streams.get(stream.id) !== stream) return;
-    this.#remember(stream.id, how);
+    this.#ids.closed(stream.id, how);
     this.#streams.delete(stream.id);
     this.#data.forget(stream);
     if (this.#current === stream) this.#current = undefined;
@@ -349,38 +343,10 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     this.destroy(error);
   }
 
-  #overLimit(kind: FloodKind, count: number, limit: number): undefined {
-    return this.#flood(kind, new ZmeshError('ZM_ERR_HBONE_FLOOD', { kind, count, limit }));
-  }
-
-  /** HEADERS, CONTINUATION and DATA: a run of empty ones without END_STREAM is a flood. */
-  #countEmpty(length: number, flags: number): boolean {
-    if (length > 0 || flags & Flag.END_STREAM) {
-      this.#emptyRun = 0;
-      return true;
-    }
-    if (++this.#emptyRun <= this.#limits.emptyFrames) return true;
-    this.#overLimit('empty_frames', this.#emptyRun, this.#limits.emptyFrames);
-    return false;
-  }
-
-  /** PRIORITY and unknown frames cost us nothing but reading; Envoy bounds them per stream opened. */
-  #countIdleFrame(): boolean {
-    const limit = this.#limits.idleFramesPerStream * (1 + this.#peerOpened);
-    if (++this.#idleFrames <= limit) return true;
-    this.#overLimit('priority', this.#idleFrames, limit);
-    return false;
-  }
-
-  /**
-   * WINDOW_UPDATE frames cost a counter update each; a peer owes us some per DATA frame we
-   * send and per stream. Envoy's bound: 5 + 2 × (streams opened + 10 × DATA frames sent).
-   */
-  #countWindowUpdate(): boolean {
-    const { windowUpdatesPerDataFrame: perData } = this.#limits;
-    const limit = 5 + 2 * (this.#peerOpened + perData * this.#data.framesSent);
-    if (++this.#windowUpdates <= limit) return true;
-    this.#overLimit('window_update', this.#windowUpdates, limit);
+  /** False, after ending the connection, when a count went over its limit. */
+  #within(breach: FloodBreach | undefined): boolean {
+    if (breach === undefined) return true;
+    this.#flood(breach.kind, new ZmeshError('ZM_ERR_HBONE_FLOOD', { ...breach }));
     return false;
   }
 
@@ -402,14 +368,6 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     stream.receiveReset(code);
   }
 
-  #remember(id: number, how: 'closed' | 'reset'): void {
-    if (!this.#ids.isPeers(id)) return;
-    this.#closedIds.set(id, how);
-    if (this.#closedIds.size > CLOSED_IDS_KEPT) {
-      this.#closedIds.delete(this.#closedIds.keys().next().value as number);
-    }
-  }
-
   /**
    * A frame on a peer stream that is neither idle nor open (RFC 9113 §5.1, §5.1.1): ignored
    * if we reset it, STREAM_CLOSED if it closed otherwise, PROTOCOL_ERROR if the id was never
@@ -417,7 +375,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
    */
   #onNotOpen(id: number, what: string): undefined {
     if (this.role !== 'server' || !this.#ids.isPeers(id)) return;
-    const how = this.#closedIds.get(id);
+    const how = this.#ids.howClosed(id);
     if (how === 'reset') return;
     if (how === 'closed')
       return this.#connectionError(ErrorCode.STREAM_CLOSED, `${what} on closed stream ${id}`);
@@ -428,7 +386,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
 
   /** Refuses a stream we never opened a Duplex for. */
   #refuse(id: number, code: number, reason?: string): undefined {
-    this.#remember(id, 'reset');
+    this.#ids.closed(id, 'reset');
     if (reason !== undefined) this.emit('protocolError', protocolError(code, reason, this.role));
     this.#writeControl(rstStreamFrame(id, code));
   }
@@ -443,7 +401,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     this.#current = undefined;
     if (!this.#expectFrame(FrameType.DATA, streamId)) return;
     if (streamId === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
-    if (!this.#countEmpty(length, _flags)) return;
+    if (!this.#within(this.#floods.empty(length, (_flags & Flag.END_STREAM) !== 0))) return;
     const grant = this.#windows.connectionArrival(length);
     if (grant === false) {
       return this.#connectionError(ErrorCode.FLOW_CONTROL_ERROR, 'DATA beyond the connection window');
@@ -488,19 +446,17 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     switch (type) {
       case FrameType.HEADERS:
         if (streamId === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS on stream 0');
-        if (!this.#countEmpty(payload.length, flags)) return;
-        this.#blockFrames = 0;
+        if (!this.#within(this.#floods.empty(payload.length, (flags & Flag.END_STREAM) !== 0))) return;
+        this.#floods.headerBlockStarted();
         return this.#onBlock(this.#blocks.headers(streamId, flags, payload));
       case FrameType.CONTINUATION:
-        if (!this.#countEmpty(payload.length, 0)) return;
-        if (++this.#blockFrames > this.#limits.continuationFrames) {
-          return this.#overLimit('continuation', this.#blockFrames, this.#limits.continuationFrames);
-        }
+        if (!this.#within(this.#floods.empty(payload.length, false))) return;
+        if (!this.#within(this.#floods.continuation())) return;
         return this.#onBlock(this.#blocks.continuation(flags, payload));
       case FrameType.SETTINGS:
         return this.#onSettings(flags, streamId, payload);
       case FrameType.WINDOW_UPDATE:
-        if (!this.#countWindowUpdate()) return;
+        if (!this.#within(this.#floods.windowUpdate(this.#data.framesSent))) return;
         return this.#onWindowUpdate(streamId, payload);
       case FrameType.RST_STREAM:
         return this.#onReset(streamId, payload);
@@ -510,7 +466,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
         return this.#onGoaway(streamId, payload);
       case FrameType.PRIORITY:
         if (streamId === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
-        if (!this.#countIdleFrame()) return;
+        if (!this.#within(this.#floods.idleFrame())) return;
         if (payload.length !== 5)
           return this.#refuse(streamId, ErrorCode.FRAME_SIZE_ERROR, 'PRIORITY not 5 bytes');
         if ((payload.readUInt32BE(0) & 0x7fffffff) === streamId) return this.#onSelfDependency(streamId);
@@ -518,7 +474,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
       case FrameType.PUSH_PROMISE:
         return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'PUSH_PROMISE with push disabled');
       default:
-        this.#countIdleFrame();
+        this.#within(this.#floods.idleFrame());
         return; // RFC 9113 §5.5: frames of unknown types are ignored (but counted)
     }
   }
@@ -554,7 +510,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
   #onRequest(block: HeaderBlock): undefined {
     const id = block.streamId;
     this.#ids.peerOpened(id);
-    this.#peerOpened++;
+    this.#floods.streamOpened();
     if (this.#goawaySent) return this.#refuse(id, ErrorCode.REFUSED_STREAM);
     if (block.dependsOnItself) return this.#refuse(id, ErrorCode.PROTOCOL_ERROR, SELF_DEPENDENCY);
     if (block.listBytes > this.#local.maxHeaderListSize) {
@@ -708,8 +664,6 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
   }
 }
 
-/** Closed peer stream ids remembered (see #closedIds): about a second of churn at high rates. */
-const CLOSED_IDS_KEPT = 1024;
 const SELF_DEPENDENCY = 'stream depends on itself (RFC 9113 §5.3.1)';
 
 function protocolError(code: number, reason: string, role: 'client' | 'server'): ZmeshError {

@@ -9,6 +9,7 @@ export class StreamIds {
   readonly #role: 'client' | 'server';
   #next = 1;
   #lastPeer = 0;
+  readonly #closedIds = new Map<number, 'closed' | 'reset'>();
 
   constructor(role: 'client' | 'server') {
     this.#role = role;
@@ -32,6 +33,23 @@ export class StreamIds {
     this.#lastPeer = id;
   }
 
+  /**
+   * The peer stream `id` closed, and how (RFC 9113 §5.1): frames on one we reset are ignored
+   * (they may have been in flight), on one closed otherwise they are STREAM_CLOSED. Bounded:
+   * an id that fell out is treated as never opened.
+   */
+  closed(id: number, how: 'closed' | 'reset'): void {
+    if (!this.isPeers(id)) return;
+    this.#closedIds.set(id, how);
+    if (this.#closedIds.size > CLOSED_IDS_KEPT) {
+      this.#closedIds.delete(this.#closedIds.keys().next().value as number);
+    }
+  }
+
+  howClosed(id: number): 'closed' | 'reset' | undefined {
+    return this.#closedIds.get(id);
+  }
+
   isPeers(id: number): boolean {
     return (id % 2 === 1) === (this.#role === 'server');
   }
@@ -41,3 +59,6 @@ export class StreamIds {
     return this.isPeers(id) ? id > this.#lastPeer : id >= this.#next;
   }
 }
+
+/** Closed peer stream ids remembered: about a second of churn at high rates. */
+const CLOSED_IDS_KEPT = 1024;
