@@ -29,12 +29,12 @@ export interface BenchReport {
 }
 
 /** Rates (`…/s`) are better higher; times, memory and CPU are better lower. */
-export function higherIsBetter(unit: string): boolean {
+function higherIsBetter(unit: string): boolean {
   return unit.endsWith('/s');
 }
 
 /** Metrics measured against the direct path: "added" values have no meaningful ratio to direct. */
-export function isAdded(metric: string): boolean {
+function isAdded(metric: string): boolean {
   return metric.startsWith('added');
 }
 

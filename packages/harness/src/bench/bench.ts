@@ -52,7 +52,7 @@ const ADDR: BenchAddresses = {
   fillerPrefix: '127.41.1',
 };
 const LOAD_CPU = '1';
-export const ZMESH_PATH = 'zmesh ztunnel pair';
+const ZMESH_PATH = 'zmesh ztunnel pair';
 const PINNING = `proxies on CPU ${PROXY_CPU}; load generators, servers and this process on CPU ${LOAD_CPU} (taskset)`;
 
 /**

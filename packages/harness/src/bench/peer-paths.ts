@@ -2,7 +2,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
-import { startZtunnelProcess, stopChild, waitReady, ZMESH_BIN } from '../local/ztunnel-process.js';
+import { startZtunnelProcess, stopChild, waitReady } from '../local/ztunnel-process.js';
 import { type Endpoint, waitListening } from './endpoint.js';
 import type { Target, TargetName } from './targets.js';
 
@@ -257,5 +257,3 @@ export async function missing(bin: string): Promise<string | undefined> {
   const found = (await execa('which', [bin], { reject: false })).exitCode === 0;
   return found ? undefined : `${bin} not installed (apt-get install ${bin}; scripts/bootstrap.sh does)`;
 }
-
-export { ZMESH_BIN };
