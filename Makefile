@@ -33,13 +33,14 @@ build: bootstrap bpf native
 	@node scripts/build-info.mjs
 	@node scripts/bundle.mjs
 
-# biome (format, lint); knip (knip.json: no unused or unlisted dependency); dependency-cruiser (.dependency-cruiser.cjs: ztunnel's stage order,
+# biome (format, lint); knip (knip.json: no unused file, export, type or dependency, no unlisted
+# dependency or binary; an export only a spawned script uses is tagged `@public` with the reason); dependency-cruiser (.dependency-cruiser.cjs: ztunnel's stage order,
 # no harness or test support in the products, no cycles; the waypoint's request/forward
 # cycle is a known violation in .dependency-cruiser-known-violations.json).
 lint: bootstrap
 	@pnpm exec biome check .
 	@pnpm exec depcruise packages test --ignore-known --output-type err
-	@pnpm exec knip --include dependencies,unlisted,binaries --no-config-hints
+	@pnpm exec knip --no-config-hints
 
 test: build lint
 	@scripts/test.sh
