@@ -50,7 +50,7 @@ export interface EnrolledPodsInputs {
 }
 
 /**
- * Enrolled pods in capture mode (DESIGN §6), as the node agent adds and removes them.
+ * Enrolled pods in capture mode (docs/design.md §6), as the node agent adds and removes them.
  * Capture is attached first and fails closed: from the acknowledgement on, every outbound
  * connect of the pod lands on this pod's own 15001 listener, whose connections go to the
  * attribute stage (`onCaptured`), which refuses them until the pod's configuration and
