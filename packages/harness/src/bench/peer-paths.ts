@@ -136,7 +136,7 @@ function socatArgs(listen: Endpoint, to: Endpoint): string[] {
 export function ztunnelPath(
   dir: string,
   addr: BenchAddresses,
-  opts: { name?: string; bin?: string } = {},
+  opts: { name?: string; bin?: string; env?: Readonly<Record<string, string>> } = {},
 ): PathSpec {
   return {
     name: opts.name ?? 'zmesh ztunnel pair',
@@ -158,6 +158,7 @@ export function ztunnelPath(
           cpu: PROXY_CPU,
           log: 'error',
           bin: opts.bin,
+          ...(opts.env ? { env: opts.env } : {}),
           // The bench measures the data path's capacity, not the per-tenant connection-rate
           // quota (500/s by default), which would cap "new connections per second".
           args,
