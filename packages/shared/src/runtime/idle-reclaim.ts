@@ -25,8 +25,8 @@ export const QUIET_UTILIZATION = 0.01;
  * (Node 20: RSS 93-94 → 69-70 MB). Node 20's V8 judged the rate low 5 s after the young
  * collection; Node 24's smooths it and judged it low at 5.5-7 s only sometimes (the young
  * generation test kept 64 MB in 3 of 4 runs at 5.5 s), hence 7.5 s. V8's memory-reducing
- * collection (gc flavor `last-resort`) always gives it back; it is the reclaim on Node 24
- * (`keepsEmptiedPages`).
+ * collection (gc flavor `last-resort`) always gives it back, but paused a 100-pod ztunnel
+ * for 1.9 s on a loaded machine, and that pause then spaced reclaims 190 s apart.
  */
 export const QUIET_BEFORE_RECLAIM_MS = 7500;
 /**
@@ -168,13 +168,13 @@ export class IdleReclaim {
  * generation pages in place, each still holding a few live ones: after start-up with 100
  * pods, 28.5 MB of pages for 19 MB live, all resident. Compacting moves the survivors
  * together and releases the emptied pages (RSS 93 → 84 MB; the pause 20 → 37 ms, once).
- * V8 reads the flag at each full collection, so it is on for this one only. Where V8 keeps
- * the emptied pages (`keepsEmptiedPages`) it is V8's memory-reducing collection instead.
+ * V8 reads the flag at each full collection, so it is on for this one only. On Node 24
+ * the emptied pages stay resident (only the memory-reducing `last-resort` collection
+ * returns them): the open regression in docs/performance.md, "Node 20 vs Node 24".
  */
 export function compactingGc(): (() => void) | undefined {
   const gc = exposedGc();
   if (gc === undefined) return undefined;
-  if (keepsEmptiedPages()) return () => gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
   return () => {
     setFlagsFromString('--compact-on-every-full-gc');
     try {
@@ -192,23 +192,7 @@ export function youngGc(): (() => void) | undefined {
   return () => gc({ type: 'minor' });
 }
 
-/**
- * V8 12 and later (Node 22, 24) keep the pages a compacting collection empties resident: a
- * 100-pod ztunnel's anonymous RSS went 31 → 36 MB across it, where Node 20's went 24 → 18.
- * The memory-reducing collection (`last-resort`: full collections until one frees nothing,
- * then the emptied pages released) returns them, 31 → 23 MB, at ~3× the pause (0.34 →
- * 1.08 s on a loaded machine), which `MAX_PAUSE_SHARE` then spaces out
- * (docs/performance.md, "Node 20 vs Node 24").
- */
-function keepsEmptiedPages(): boolean {
-  return Number(process.versions.v8.split('.')[0]) >= 12;
-}
-
-type Gc = (options?: {
-  type: 'minor' | 'major';
-  execution?: 'sync' | 'async';
-  flavor?: 'regular' | 'last-resort';
-}) => void;
+type Gc = (options?: { type: 'minor' | 'major' }) => void;
 
 function exposedGc(): Gc | undefined {
   const gc = (globalThis as { gc?: Gc }).gc;
