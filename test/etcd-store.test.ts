@@ -1,0 +1,104 @@
+import { ConfigStore } from '@zmesh/control-plane';
+import { EtcdStateStore, parseEtcdUrl } from '@zmesh/control-plane/etcd';
+import test from 'ava';
+import { type EtcdCluster, etcdUnavailable, startEtcdCluster } from './helpers/etcd.js';
+
+/** 127.133.1.0/24 is this file's (etcd members). */
+const HOST = '127.133.1.1';
+const unavailable = etcdUnavailable();
+let cluster: EtcdCluster | undefined;
+const opened: EtcdStateStore[] = [];
+
+if (unavailable) test.skip(`etcd store tests skipped: ${unavailable}`, () => {});
+else {
+  test.before(async () => {
+    cluster = await startEtcdCluster(HOST, 3);
+  });
+  test.after.always(async () => {
+    for (const s of opened) await s.close();
+    await cluster?.stop();
+  });
+}
+const run = unavailable ? test.serial.skip : test.serial;
+
+async function replica(): Promise<{ store: EtcdStateStore; config: ConfigStore }> {
+  const store = await EtcdStateStore.open(cluster!.url);
+  opened.push(store);
+  return { store, config: new ConfigStore({ shared: store }) };
+}
+
+const ns = (name: string) => `kind: Namespace\nmetadata: { name: ${name} }\n`;
+
+async function until(what: string, cond: () => boolean, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+test('etcd:// URLs: members listed, anything else refused with the reason', (t) => {
+  t.deepEqual(parseEtcdUrl('etcd://127.0.0.1:2379,[::1]:2380'), [
+    'http://127.0.0.1:2379',
+    'http://[::1]:2380',
+  ]);
+  for (const bad of ['http://a:1', 'etcd://', 'etcd://host', 'etcd://a:1,,b:2', 'etcd://a:1/x'])
+    t.throws(() => parseEtcdUrl(bad), { message: /ZM_ERR_STATE_STORE|cannot be used/ }, bad);
+});
+
+run('an apply on one replica reaches the other through the watch, at the same generation', async (t) => {
+  const a = await replica();
+  const b = await replica();
+  const applied = await a.config.submit({ applyYaml: ns('one') });
+  t.true(applied.ok);
+  const generation = applied.ok ? applied.value.generation : 0;
+  await until('replica b to see it', () => b.config.view().generation === generation);
+  t.true(b.config.view().objects.has('Namespace//one'));
+  const removed = await b.config.submit({ remove: ['Namespace//one'] });
+  t.true(removed.ok);
+  await until('replica a to see the delete', () => !a.config.view().objects.has('Namespace//one'));
+  t.is(a.config.view().generation, b.config.view().generation);
+  // A third replica started now loads the same state at the same generation.
+  const c = await replica();
+  t.is(c.config.view().generation, b.config.view().generation);
+});
+
+run('concurrent applies on two replicas: both committed, none overwrites the other', async (t) => {
+  const a = await replica();
+  const b = await replica();
+  const results = await Promise.all(
+    Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).config.submit({ applyYaml: ns(`c-${i}`) })),
+  );
+  t.true(
+    results.every((r) => r.ok),
+    JSON.stringify(results.filter((r) => !r.ok)),
+  );
+  const fresh = await replica();
+  for (let i = 0; i < 10; i++) t.true(fresh.config.view().objects.has(`Namespace//c-${i}`), `c-${i}`);
+  const generations = results.map((r) => (r.ok ? r.value.generation : 0));
+  t.is(new Set(generations).size, generations.length, 'each apply is its own commit');
+});
+
+run('a refused apply writes nothing; the sync methods refuse on a shared store', async (t) => {
+  const a = await replica();
+  const before = a.config.view().generation;
+  const refused = await a.config.submit({
+    applyYaml: 'kind: Pod\nmetadata: { name: p, namespace: nowhere }\n',
+  });
+  t.false(refused.ok);
+  t.is((await a.store.refresh()).generation, before);
+  const sync = a.config.applyYaml(ns('x'));
+  t.false(sync.ok);
+  t.regex(sync.ok ? '' : sync.error.join(), /through submit/);
+});
+
+run('a named value is created once, whichever replica asks first', async (t) => {
+  const a = await replica();
+  const b = await replica();
+  const [x, y] = await Promise.all([
+    a.store.metaOrCreate('k', async () => 'from-a'),
+    b.store.metaOrCreate('k', async () => 'from-b'),
+  ]);
+  t.is(x, y);
+  t.is(await a.store.metaOrCreate('k', async () => 'later'), x);
+});
