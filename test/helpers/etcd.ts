@@ -34,7 +34,7 @@ export interface EtcdCluster {
   stop(): Promise<void>;
 }
 
-async function freePort(host: string): Promise<number> {
+export async function freePort(host: string): Promise<number> {
   const server = createServer();
   await new Promise<void>((ok, fail) => {
     server.once('error', fail);
