@@ -1,3 +1,6 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { ConfigStore } from '@zmesh/control-plane';
 import { EtcdStateStore, parseEtcdUrl } from '@zmesh/control-plane/etcd';
 import test from 'ava';
@@ -102,3 +105,27 @@ run('a named value is created once, whichever replica asks first', async (t) => 
   t.is(x, y);
   t.is(await a.store.metaOrCreate('k', async () => 'later'), x);
 });
+
+run(
+  "a replica's config directory is its own: served beside the shared objects, never written to etcd",
+  async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'zmesh-etcd-dir-'));
+    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    await writeFile(join(dir, 'ns.yaml'), ns('from-file'));
+    const a = await replica();
+    const withDir = new ConfigStore({ shared: a.store, dir });
+    const loaded = await withDir.reload();
+    t.true(loaded.ok);
+    t.true(withDir.view().objects.has('Namespace//from-file'));
+    const generation = withDir.view().generation;
+    t.is(generation, (await a.store.refresh()).generation, "a reload keeps the store's generation");
+    t.false(a.store.snapshot().objects.has('Namespace//from-file'), 'files are not written to etcd');
+    const b = await replica();
+    const applied = await b.config.submit({ applyYaml: ns('from-b') });
+    t.true(applied.ok);
+    await until('the shared apply to reach the replica with a directory', () =>
+      withDir.view().objects.has('Namespace//from-b'),
+    );
+    t.true(withDir.view().objects.has('Namespace//from-file'), 'its files stay served');
+  },
+);

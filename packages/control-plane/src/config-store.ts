@@ -42,7 +42,9 @@ export interface ConfigStoreOptions {
   /**
    * A store shared with other replicas (etcd): the view starts from its snapshot, follows
    * every commit it reports, and changes go through `submit` (one compare-on-revision
-   * transaction each). Excludes `state` and `dir`.
+   * transaction each). Excludes `state`. With `dir` too, the directory's files are this
+   * replica's own (the same ConfigMap on every pod): a reload serves them at once and
+   * writes nothing to the shared store, so the generation stays the store's.
    */
   shared?: SharedStateStore;
   /** Admission beyond `admit` (the control plane's compile-and-validate of waypoint configs); run once `admit` passes. */
@@ -308,7 +310,8 @@ export class ConfigStore extends EventEmitter {
   ): Result<StoreView> {
     const prepared = this.#prepare(files, applied, changed, source);
     if (!prepared.ok) return prepared;
-    const generation = this.#view.generation + 1;
+    // On a shared store only the directory's files come here (reloads): the generation is the store's.
+    const generation = this.#view.generation + (this.#opts.shared ? 0 : 1);
     try {
       this.#opts.state?.commit({ put: prepared.value.put, remove: prepared.value.remove, generation });
     } catch (e) {

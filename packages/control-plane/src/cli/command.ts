@@ -34,7 +34,7 @@ export function controlPlaneCommand(): Command {
     .option('--no-state-dir', 'keep state in memory only: a restart forgets every applied object')
     .option(
       '--store <url>',
-      'share state with other replicas in etcd: etcd://host:port[,host:port...] (instead of --state-dir; not with --config)',
+      'share state with other replicas in etcd: etcd://host:port[,host:port...] (instead of --state-dir)',
     )
     .option('--roots-file <file>', 'write the trusted roots here for proxies to watch')
     .option(

@@ -63,11 +63,6 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
         });
     }
     if (options.store !== undefined) {
-      if (options.config !== undefined)
-        throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
-          source: '--config',
-          reason: 'not with --store: every replica would serve its own files; zmesh apply them instead',
-        });
       if (typeof options.stateDir === 'string')
         throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
           source: '--state-dir',
