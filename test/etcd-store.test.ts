@@ -1,9 +1,10 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { ConfigStore } from '@zmesh/control-plane';
 import { EtcdStateStore, parseEtcdUrl } from '@zmesh/control-plane/etcd';
 import test from 'ava';
+import { execa } from 'execa';
 import { type EtcdCluster, etcdUnavailable, startEtcdCluster } from './helpers/etcd.js';
 
 /** 127.133.1.0/24 is this file's (etcd members). */
@@ -23,6 +24,8 @@ else {
   });
 }
 const run = unavailable ? test.serial.skip : test.serial;
+
+const ZMESH = resolve(import.meta.dirname, '../../bin/zmesh');
 
 async function replica(): Promise<{ store: EtcdStateStore; config: ConfigStore }> {
   const store = await EtcdStateStore.open(cluster!.url);
@@ -47,6 +50,37 @@ test('etcd:// URLs: members listed, anything else refused with the reason', (t) 
   ]);
   for (const bad of ['http://a:1', 'etcd://', 'etcd://host', 'etcd://a:1,,b:2', 'etcd://a:1/x'])
     t.throws(() => parseEtcdUrl(bad), { message: /ZM_ERR_STATE_STORE|cannot be used/ }, bad);
+});
+
+test('zmesh control-plane --store: a bad URL, an unreachable etcd or --state-dir beside it is one line and exit 1', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'zmesh-etcd-cli-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const cases: Array<[string[], RegExp]> = [
+    [['--store', 'http://a:1'], /ZM_ERR_STATE_STORE: .*expected etcd:\/\/host:port/],
+    // Nothing listens on port 1: refused at once, never an empty start.
+    [
+      ['--store', 'etcd://127.133.1.9:1'],
+      /ZM_ERR_STATE_STORE: state store etcd:\/\/127\.133\.1\.9:1 cannot be used: .*ECONNREFUSED/,
+    ],
+    [
+      ['--store', 'etcd://127.133.1.9:1', '--state-dir', join(dir, 's')],
+      /ZM_ERR_CONFIG_INVALID: .*--state-dir: not with --store/,
+    ],
+  ];
+  for (const [args, reason] of cases) {
+    const r = await execa(
+      ZMESH,
+      ['control-plane', ...args, '--port', '0', '--admin-socket', join(dir, 'a.sock')],
+      {
+        reject: false,
+        timeout: 20_000,
+      },
+    );
+    t.is(r.exitCode, 1, args.join(' '));
+    const lines = r.stderr.trim().split('\n');
+    t.is(lines.length, 1, r.stderr);
+    t.regex(lines[0]!, reason);
+  }
 });
 
 run('an apply on one replica reaches the other through the watch, at the same generation', async (t) => {

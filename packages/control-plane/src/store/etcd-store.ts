@@ -237,5 +237,6 @@ export class EtcdStateStore implements SharedStateStore {
 }
 
 function describe(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
+  // grpc-js appends an empty "Resolution note:" to connection errors.
+  return (e instanceof Error ? e.message : String(e)).replace(/\.?\s*Resolution note:\s*$/, '');
 }
