@@ -201,7 +201,8 @@ export class ConfigStore extends EventEmitter {
   }
 
   #local(edit: ConfigEdit): Result<StoreView> {
-    const source = sourceOf(edit);
+    // What refusals are counted under: the operation, a bounded label (reasons name the file).
+    const source = kindOf(edit);
     if (this.#opts.shared !== undefined)
       return this.#reject([`${source}: a shared store is changed through submit()`], source);
     const computed = this.#edit(edit);
@@ -210,7 +211,8 @@ export class ConfigStore extends EventEmitter {
   }
 
   async #submitShared(shared: SharedStateStore, edit: ConfigEdit): Promise<Result<StoreView>> {
-    const source = sourceOf(edit);
+    // What refusals are counted under: the operation, a bounded label (reasons name the file).
+    const source = kindOf(edit);
     for (let attempt = 1; ; attempt++) {
       const computed = this.#edit(edit);
       if (!computed.ok) return this.#reject(computed.error, source);
@@ -387,6 +389,10 @@ async function readDirectory(dir: string, io: string[]): Promise<Result<SourceDo
     }
   }
   return reasons.length > 0 ? err(reasons) : ok(out);
+}
+
+function kindOf(edit: ConfigEdit): 'apply' | 'delete' {
+  return 'remove' in edit || 'removeYaml' in edit ? 'delete' : 'apply';
 }
 
 function sourceOf(edit: ConfigEdit): string {
