@@ -239,5 +239,22 @@ if (unavailable) test.skip(`control-plane HA test skipped: ${unavailable}`, () =
       );
     });
     t.pass('proxy-status converged');
+
+    // Quorum lost (a second member killed): an apply is refused with the reason, never
+    // acknowledged; the replica keeps serving what it has and traffic flows.
+    await etcd.kill(
+      (await etcd.leader().catch(() => undefined)) ?? etcd.members.find((m) => m.child.exitCode === null)!,
+    );
+    const lostAt = Date.now();
+    const noQuorum = await adminRequest(r1.admin, '/apply?source=no-quorum', {
+      method: 'POST',
+      body: yamlOf([podDoc('team-b', 'no-quorum', ip('6.1'), 'node-b')]),
+    });
+    t.log(
+      `without quorum: apply answered ${noQuorum.status} after ${Date.now() - lostAt} ms: ${noQuorum.text}`,
+    );
+    t.false(noQuorum.ok, 'nothing is acknowledged that etcd did not commit');
+    t.regex(noQuorum.text, /state store/);
+    t.true(await echoes(ip('1.1'), 18000), 'proxies keep their config: traffic flows');
   },
 );

@@ -222,7 +222,7 @@ export class ConfigStore extends EventEmitter {
       try {
         generation = await shared.commitIf(prepared.value, this.#view.generation);
       } catch (e) {
-        return this.#reject([`state store: ${(e as Error).message}`], source);
+        return this.#reject([(e as Error).message], source); // ZM_ERR_STATE_STORE's: names the store
       }
       if (generation !== undefined) {
         // The watch may have brought this commit (or a later one) already.
@@ -235,7 +235,7 @@ export class ConfigStore extends EventEmitter {
       try {
         this.#adopt(await shared.refresh());
       } catch (e) {
-        return this.#reject([`state store: ${(e as Error).message}`], source);
+        return this.#reject([(e as Error).message], source);
       }
     }
   }
