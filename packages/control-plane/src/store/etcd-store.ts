@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { logger, ZmeshError } from '@zmesh/shared';
 import { Etcd3, type IKeyValue, type IWatchResponse, type Watcher } from 'etcd3';
 import { objectKey, type StoreObject } from '../k8s-objects.js';
@@ -98,18 +99,31 @@ export class EtcdStateStore implements SharedStateStore {
   }
 
   async commitIf(change: Omit<StateChange, 'generation'>, basedOn: number): Promise<number | undefined> {
+    // The commit's own mark: a txn the client retried after a lost answer (or that failed
+    // on the way back) is recognised as committed instead of being applied twice.
+    const mark = randomUUID();
     const ops = [
       ...change.remove.map((k) => this.#client.delete().key(OBJECTS + k)),
       ...change.put.map((o) => this.#client.put(OBJECTS + objectKey(o)).value(JSON.stringify(o))),
-      this.#client.put(GENERATION).value(String(Date.now())),
+      this.#client.put(GENERATION).value(mark),
     ];
-    const res = await this.#call(() =>
-      this.#client
+    let failure: unknown;
+    try {
+      const res = await this.#client
         .if(GENERATION, 'Mod', '==', basedOn)
         .then(...ops)
-        .commit(),
-    );
-    return res.succeeded ? Number(res.header.revision) : undefined;
+        .commit();
+      if (res.succeeded) return Number(res.header.revision);
+    } catch (e) {
+      failure = e;
+    }
+    const current = await this.#call(() => this.#client.get(GENERATION).exec()).catch((e) => {
+      throw failure === undefined ? e : storeError(this.location, describe(failure));
+    });
+    const kv = current.kvs[0];
+    if (kv?.value.toString() === mark) return Number(kv.mod_revision);
+    if (failure !== undefined) throw storeError(this.location, describe(failure));
+    return undefined;
   }
 
   onChange(listener: (state: StoredState) => void): void {
