@@ -68,11 +68,11 @@ export class EtcdStateStore implements SharedStateStore {
     const store = new EtcdStateStore(url, client);
     try {
       await store.refresh();
+      await store.#watch();
     } catch (e) {
       client.close();
       throw e instanceof ZmeshError ? e : storeError(url, describe(e));
     }
-    await store.#watch();
     return store;
   }
 
@@ -154,7 +154,9 @@ export class EtcdStateStore implements SharedStateStore {
 
   async close(): Promise<void> {
     this.#closed = true;
-    await this.#watcher?.cancel().catch(() => undefined);
+    // Bounded: with etcd unreachable the cancel would wait for it; closing the client ends it anyway.
+    const cancelled = this.#watcher?.cancel().catch(() => undefined);
+    await Promise.race([cancelled, new Promise((r) => setTimeout(r, CALL_TIMEOUT_MS).unref())]);
     this.#client.close();
   }
 
@@ -171,8 +173,10 @@ export class EtcdStateStore implements SharedStateStore {
       this.#unreachable = undefined;
     });
     watcher.on('disconnected', (e) => {
+      // Once per loss: the client retries (jittered backoff) until a member answers.
+      const level = this.#unreachable === undefined ? 'warn' : 'debug';
       this.#unreachable = `watch disconnected: ${describe(e)}`;
-      log.warn(
+      log[level](
         { store: this.location, err: describe(e) },
         'state store watch lost; serving the last state, retrying',
       );
