@@ -258,7 +258,8 @@ if (unavailable) test.skip(`control-plane HA test skipped: ${unavailable}`, () =
       `without quorum: apply answered ${noQuorum.status} after ${Date.now() - lostAt} ms: ${noQuorum.text}`,
     );
     t.false(noQuorum.ok, 'nothing is acknowledged that etcd did not commit');
-    t.regex(noQuorum.text, /state store/);
+    t.is(noQuorum.status, 503, 'the store, not the change, is at fault');
+    t.regex(noQuorum.text, /ZM_ERR_STATE_STORE/);
     t.true(await echoes(ip('1.1'), 18000), 'proxies keep their config: traffic flows');
   },
 );

@@ -176,6 +176,9 @@ async function handle(cp: ControlPlane, req: IncomingMessage, res: ServerRespons
         url.pathname === '/apply' ? { applyYaml: body, source } : { removeYaml: body, source },
       );
     }
+    // The store could not be written: nothing changed, and retrying later may succeed.
+    if (!result.ok && 'unavailable' in result)
+      return reply(res, 503, { code: 'ZM_ERR_STATE_STORE', reasons: result.error });
     return result.ok
       ? reply(res, 200, { generation: result.value.generation })
       : reply(res, 400, { code: 'ZM_ERR_CONFIG_INVALID', reasons: result.error });

@@ -69,6 +69,16 @@ export type ConfigEdit =
   | { remove: readonly string[] }
   | { removeYaml: string; source?: string };
 
+/**
+ * A change refused because the store could not be written (etcd unreachable, a disk error):
+ * not the change's fault, so the admin answers 503 ZM_ERR_STATE_STORE and it may be retried.
+ */
+export interface StoreUnavailable {
+  ok: false;
+  error: string[];
+  unavailable: true;
+}
+
 /** Times a shared-store change is recomputed when other replicas keep committing first. */
 const MAX_SHARED_ATTEMPTS = 5;
 
@@ -192,7 +202,7 @@ export class ConfigStore extends EventEmitter {
    * a shared one, one transaction that commits only if no replica committed since this view
    * (else the view catches up and the change is recomputed and admitted again).
    */
-  submit(edit: ConfigEdit): Promise<Result<StoreView>> {
+  submit(edit: ConfigEdit): Promise<Result<StoreView> | StoreUnavailable> {
     const shared = this.#opts.shared;
     if (shared === undefined) return Promise.resolve(this.#local(edit));
     const run = this.#submitting.then(() => this.#submitShared(shared, edit));
@@ -200,7 +210,7 @@ export class ConfigStore extends EventEmitter {
     return run;
   }
 
-  #local(edit: ConfigEdit): Result<StoreView> {
+  #local(edit: ConfigEdit): Result<StoreView> | StoreUnavailable {
     // What refusals are counted under: the operation, a bounded label (reasons name the file).
     const source = kindOf(edit);
     if (this.#opts.shared !== undefined)
@@ -210,7 +220,10 @@ export class ConfigStore extends EventEmitter {
     return this.#commit(this.#files, computed.value.applied, computed.value.changed, source);
   }
 
-  async #submitShared(shared: SharedStateStore, edit: ConfigEdit): Promise<Result<StoreView>> {
+  async #submitShared(
+    shared: SharedStateStore,
+    edit: ConfigEdit,
+  ): Promise<Result<StoreView> | StoreUnavailable> {
     // What refusals are counted under: the operation, a bounded label (reasons name the file).
     const source = kindOf(edit);
     for (let attempt = 1; ; attempt++) {
@@ -222,7 +235,7 @@ export class ConfigStore extends EventEmitter {
       try {
         generation = await shared.commitIf(prepared.value, this.#view.generation);
       } catch (e) {
-        return this.#reject([(e as Error).message], source); // ZM_ERR_STATE_STORE's: names the store
+        return this.#unavailable((e as Error).message, source); // ZM_ERR_STATE_STORE's: names the store
       }
       if (generation !== undefined) {
         // The watch may have brought this commit (or a later one) already.
@@ -235,7 +248,7 @@ export class ConfigStore extends EventEmitter {
       try {
         this.#adopt(await shared.refresh());
       } catch (e) {
-        return this.#reject([(e as Error).message], source);
+        return this.#unavailable((e as Error).message, source);
       }
     }
   }
@@ -309,7 +322,7 @@ export class ConfigStore extends EventEmitter {
     applied: Map<string, StoreObject>,
     changed: ReadonlyMap<string, string>,
     source: string,
-  ): Result<StoreView> {
+  ): Result<StoreView> | StoreUnavailable {
     const prepared = this.#prepare(files, applied, changed, source);
     if (!prepared.ok) return prepared;
     // On a shared store only the directory's files come here (reloads): the generation is the store's.
@@ -317,7 +330,7 @@ export class ConfigStore extends EventEmitter {
     try {
       this.#opts.state?.commit({ put: prepared.value.put, remove: prepared.value.remove, generation });
     } catch (e) {
-      return this.#reject([`state store: ${(e as Error).message}`], source);
+      return this.#unavailable(`state store: ${(e as Error).message}`, source);
     }
     this.#install(prepared.value, generation);
     return ok(this.#view);
@@ -351,6 +364,11 @@ export class ConfigStore extends EventEmitter {
     );
     this.#view = Object.freeze({ generation, objects: p.objects });
     this.emit('change', this.#view);
+  }
+
+  #unavailable(reason: string, source: string): StoreUnavailable {
+    this.#reject([reason], source);
+    return { ok: false, error: [reason], unavailable: true };
   }
 
   #reject<T>(reasons: string[], source: string): Result<T> {
