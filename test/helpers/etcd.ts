@@ -15,7 +15,7 @@ export function etcdUnavailable(): string | undefined {
   }
 }
 
-export interface EtcdMember {
+interface EtcdMember {
   name: string;
   /** host:port of its client URL. */
   client: string;

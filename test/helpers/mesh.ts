@@ -308,7 +308,7 @@ ${forwards.map((f) => `  - { workload: Kubernetes//Pod/team-a/client, listen: "$
 }
 
 /** The default topology as the control plane takes it (Kubernetes-shaped documents). */
-function baseDocs(block: number): unknown[] {
+export function baseDocs(block: number): unknown[] {
   const ns = (name: string) => ({
     kind: 'Namespace',
     metadata: { name, labels: { 'istio.io/dataplane-mode': 'ambient' } },
