@@ -90,6 +90,12 @@ export class ControlPlane {
 
   /** Throws ZM_ERR_STATE_STORE when the state store cannot be read. */
   constructor(opts: ControlPlaneOptions) {
+    // Replicas must share the key, or a token minted by one is refused by the others.
+    if (opts.shared && opts.tokenKey === undefined)
+      throw new ZmeshError('ZM_ERR_STATE_STORE', {
+        dir: opts.shared.location,
+        reason: 'a shared store needs the shared node-token key (tokenKey: await sharedNodeTokenKey(store))',
+      });
     this.state = opts.state ?? new MemoryStateStore();
     const validate = opts.validateWaypointConfig;
     this.#shared = opts.shared;
