@@ -17,7 +17,7 @@ import { type FieldMatcher, type Matcher, parseFieldSelector, parseLabelSelector
  * selector is DELETED to it); `409 Conflict` on a stale resourceVersion (update, patch, delete
  * preconditions) and `409 AlreadyExists`; status subresources; merge and JSON patches;
  * ownerReferences with background garbage collection and orphaning; a deleted namespace
- * takes its objects. Not: admission, defaulting, validation, RBAC, pagination, server-side
+ * takes its objects; Services get a cluster IP. Not: admission, defaulting, validation, RBAC, pagination, server-side
  * apply, foreground deletion, finalizers, strategic merge (read as a merge patch).
  */
 export interface ApiServerDoubleOptions {
@@ -548,10 +548,22 @@ export class ApiServerDouble {
     };
     // A type with a status subresource ignores status on create, as the API server's strategies do.
     if (type.status) delete object.status;
+    if (type.kind === 'Service') this.#allocateClusterIp(object);
     objects.set(key, object);
     this.#emit(type, { rv: this.#rv, type: 'ADDED', object });
     return clone(object);
   }
+
+  /** The one piece of defaulting done: a Service gets a cluster IP (10.96.0.0/16) unless headless or ExternalName. */
+  #allocateClusterIp(service: KubeObject): void {
+    const spec = (service.spec ?? {}) as { clusterIP?: string; clusterIPs?: string[]; type?: string };
+    if (spec.type === 'ExternalName' || (spec.clusterIP !== undefined && spec.clusterIP !== '')) return;
+    this.#nextIp++;
+    const ip = `10.96.${this.#nextIp >> 8}.${this.#nextIp & 255}`;
+    service.spec = { ...spec, clusterIP: ip, clusterIPs: [ip] };
+  }
+
+  #nextIp = 0;
 
   /** `main`: all but status; `status`: status only; `all`: both (test setup). */
   #update(
