@@ -1,10 +1,14 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { ControlPlane, KubeController } from '@zmesh/control-plane';
 import { ApiServerDouble, type KubeObject } from '@zmesh/harness';
+import { decodeWaypointConfig } from '@zmesh/waypoint';
 import test, { type ExecutionContext } from 'ava';
+import { execa } from 'execa';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
+
+const ZMESH = resolve(import.meta.dirname, '../../bin/zmesh');
 
 /**
  * `zmesh control-plane --kubernetes` against the API-server double, with the real
@@ -57,7 +61,14 @@ async function cluster(t: ExecutionContext, objects: KubeObject[]) {
     await rm(dir, { recursive: true, force: true });
   });
   const replica = async (identity: string) => {
-    const cp = new ControlPlane({ trustDomain: 'cluster.local' });
+    // As the daemon wires it: admission runs the waypoint's own decoder.
+    const cp = new ControlPlane({
+      trustDomain: 'cluster.local',
+      validateWaypointConfig: (config) => {
+        const decoded = decodeWaypointConfig(config, 'waypoint');
+        return decoded.ok ? [] : decoded.error;
+      },
+    });
     const kube = new KubeController(cp, {
       kubeconfig,
       identity,
@@ -77,7 +88,7 @@ async function cluster(t: ExecutionContext, objects: KubeObject[]) {
     started.push({ cp, kube });
     return { cp, kube };
   };
-  return { api, replica };
+  return { api, replica, kubeconfig, dir };
 }
 
 const has = (cp: ControlPlane, key: string) => cp.store.view().objects.has(key);
@@ -119,11 +130,11 @@ test('ns l7 on|off labels the Namespace through the API, and the label reaches t
   const { cp } = await replica('cp-0');
   const users = () => cp.waypointStatus().find((w) => w.waypoint === 'shop/waypoint')?.users ?? -1;
   t.is(users(), 0);
-  const on = await cp.setNamespaceL7('shop', 'waypoint', 300);
+  const on = await cp.setNamespaceL7('shop', 'waypoint', 3000);
   t.true(on.ok, JSON.stringify(on));
   t.is(api.get('', 'v1', 'namespaces', '', 'shop')?.metadata.labels?.['istio.io/use-waypoint'], 'waypoint');
   t.true(users() > 0, 'the pod now goes through the waypoint');
-  const off = await cp.setNamespaceL7('shop', undefined, 300);
+  const off = await cp.setNamespaceL7('shop', undefined, 3000);
   t.true(off.ok);
   t.is(api.get('', 'v1', 'namespaces', '', 'shop')?.metadata.labels?.['istio.io/use-waypoint'], undefined);
   t.is(users(), 0);
@@ -290,4 +301,64 @@ test('two replicas: one Lease holder writes, both serve; the holder stepping dow
     () => api.get('apps', 'v1', 'deployments', 'shop', 'waypoint') !== undefined,
     'the new leader writing',
   );
+});
+
+test('zmesh control-plane --kubernetes: ns l7 labels through the API; killed (SIGKILL), its Lease expires and the other replica leads', async (t) => {
+  const { api, replica, kubeconfig, dir } = await cluster(t, [
+    ns('shop', { 'istio.io/dataplane-mode': 'ambient' }),
+    pod('a', '10.34.3.1'),
+    gateway(),
+  ]);
+  const admin = join(dir, 'admin.sock');
+  const child = execa(
+    ZMESH,
+    [
+      'control-plane',
+      '--kubernetes',
+      '--kubeconfig',
+      kubeconfig,
+      '--no-state-dir',
+      '--host',
+      '127.34.0.3',
+      '--port',
+      '0',
+      '--admin-socket',
+      admin,
+      '--pod-name',
+      'cp-a',
+      '--pod-namespace',
+      'zmesh-system',
+      '--lease-duration',
+      '2',
+    ],
+    { reject: false },
+  );
+  t.teardown(() => {
+    child.kill('SIGKILL');
+  });
+  const lease = () =>
+    (api.get('coordination.k8s.io', 'v1', 'leases', 'zmesh-system', 'zmesh-control-plane')?.spec ?? {}) as {
+      holderIdentity?: string;
+    };
+  await until(() => lease().holderIdentity === 'cp-a', 'cp-a holding the Lease', 20_000);
+  const on = await execa(
+    ZMESH,
+    ['ns', 'l7', 'on', 'shop', '--waypoint', 'waypoint', '--admin', admin, '--timeout', '1'],
+    {
+      reject: false,
+    },
+  );
+  // No waypoint proxy runs here, so the rollout reports it not ACKed (exit 1); the label is set.
+  t.regex(`${on.stdout}${on.stderr}`, /L7 on .*waypoint shop\/waypoint \(NOT_CONNECTED/s);
+  t.is(api.get('', 'v1', 'namespaces', '', 'shop')?.metadata.labels?.['istio.io/use-waypoint'], 'waypoint');
+  const b = await replica('cp-b');
+  t.false(b.kube.elector.leading);
+  child.kill('SIGKILL');
+  await child;
+  const killedAt = Date.now();
+  await until(() => b.kube.elector.leading, 'cp-b taking over after the Lease expires', 10_000);
+  const took = Date.now() - killedAt;
+  t.log(`cp-b led ${took} ms after cp-a was killed (lease 2 s)`);
+  t.true(took < 6000);
+  t.is(lease().holderIdentity, 'cp-b');
 });

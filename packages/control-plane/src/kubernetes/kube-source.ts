@@ -216,8 +216,16 @@ export class KubeSource extends EventEmitter {
   }
 }
 
-/** A pod is served once scheduled, with an IP, and still running (not host-network: it is the node). */
+/**
+ * A pod is served once scheduled, with an IP, and still running (not host-network: it is the
+ * node). A Service a Gateway controls is the waypoint's own: the Gateway stands for it (its
+ * status carries the Service's address), as a YAML config has only the Gateway.
+ */
 function served(o: RawObject): boolean {
+  if (o.kind === 'Service') {
+    const owners = (o.metadata?.ownerReferences ?? []) as Array<{ kind?: string; controller?: boolean }>;
+    return !owners.some((r) => r.kind === 'Gateway' && r.controller === true);
+  }
   if (o.kind !== 'Pod') return true;
   const spec = (o.spec ?? {}) as { nodeName?: string; hostNetwork?: boolean };
   const status = (o.status ?? {}) as { podIP?: string; phase?: string };
