@@ -4,13 +4,20 @@ import {
   CustomObjectsApi,
   KubeConfig,
   type KubernetesObject,
+  KubernetesObjectApi,
   makeInformer,
   PatchStrategy,
   setHeaderOptions,
   type V1Pod,
   Watch,
 } from '@kubernetes/client-node';
-import { ApiServerDouble } from '@zmesh/harness';
+import {
+  ApiServerDouble,
+  DEFAULT_IMAGE,
+  DEFAULT_NAMESPACE,
+  DEFAULT_VALUES,
+  installObjects,
+} from '@zmesh/harness';
 import test from 'ava';
 
 /**
@@ -317,4 +324,27 @@ test('ownerReferences: deleting the owner garbage-collects dependents (backgroun
   // Deleting the namespace takes what is in it.
   await core.deleteNamespace({ name: 'shop' });
   t.deepEqual(api.objects('', 'v1', 'serviceaccounts'), []);
+});
+
+test('every object `zmesh install` prints is created through the client, as kubectl apply would', async (t) => {
+  const { api, kc } = await started();
+  t.teardown(() => api.close());
+  const objects = installObjects({
+    namespace: DEFAULT_NAMESPACE,
+    image: DEFAULT_IMAGE,
+    values: DEFAULT_VALUES,
+  });
+  const client = KubernetesObjectApi.makeApiClient(kc);
+  for (const o of objects) await client.create(o as KubernetesObject);
+  const deployment = api.get('apps', 'v1', 'deployments', DEFAULT_NAMESPACE, 'zmesh-control-plane');
+  t.truthy(deployment?.metadata.uid);
+  t.truthy(api.get('gateway.networking.k8s.io', 'v1', 'gatewayclasses', '', 'zmesh-waypoint'));
+  t.truthy(api.get('apps', 'v1', 'daemonsets', DEFAULT_NAMESPACE, 'ztunnel'));
+  const listed = await client.list('rbac.authorization.k8s.io/v1', 'ClusterRole');
+  t.true(listed.items.some((r) => r.metadata?.name === 'zmesh-control-plane'));
+  t.is(
+    objects.length,
+    api.requests.filter((r) => r.method === 'POST' && r.status === 201).length,
+    'each object created once',
+  );
 });

@@ -167,8 +167,13 @@ function controlPlaneContainer(o: InstallOptions): IContainer {
       // Replicas share no store until the etcd backend exists; a per-pod SQLite file would
       // make them diverge, and the root filesystem is read-only.
       '--no-state-dir',
+      // Controller mode: informers on the API, a Lease for the writer (POD_NAME, POD_NAMESPACE).
+      '--kubernetes',
     ],
-    env: env(o.values),
+    env: env(o.values, [
+      { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+      { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+    ]),
     ports: [{ name: 'grpc-xds', containerPort: XDS_PORT, protocol: 'TCP' }],
     readinessProbe: { tcpSocket: { port: XDS_PORT }, periodSeconds: 5 },
     resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '512Mi' } },
@@ -272,10 +277,12 @@ function crdRules() {
       resources: ['authorizationpolicies/status'],
       verbs: ['update', 'patch'],
     },
-    // Each waypoint's ServiceAccount, Deployment and Service, owned by its Gateway.
+    // `zmesh ns l7 on|off` sets istio.io/use-waypoint on the Namespace.
+    { apiGroups: [''], resources: ['namespaces'], verbs: ['patch'] },
+    // Each waypoint's ServiceAccount, roots ConfigMap, Deployment and Service, owned by its Gateway.
     {
       apiGroups: [''],
-      resources: ['services', 'serviceaccounts'],
+      resources: ['services', 'serviceaccounts', 'configmaps'],
       verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'],
     },
     {
@@ -337,9 +344,8 @@ function installModels(o: InstallOptions): Model[] {
           metadata: { labels: labels(CONTROL_PLANE) },
           spec: {
             serviceAccountName: CONTROL_PLANE,
-            // The control plane does not call the API server from main's code yet; the
-            // controller mode (issue 34) will need the token back.
-            automountServiceAccountToken: false,
+            // Controller mode reads and writes through the API with this ServiceAccount's token.
+            automountServiceAccountToken: true,
             priorityClassName: 'system-cluster-critical',
             securityContext: { runAsNonRoot: true, fsGroup: 65532 },
             topologySpreadConstraints: [
