@@ -362,3 +362,26 @@ test('zmesh control-plane --kubernetes: ns l7 labels through the API; killed (SI
   t.true(took < 6000);
   t.is(lease().holderIdentity, 'cp-b');
 });
+
+test('a refused object in the first list keeps only itself out: the namespace labelled for its waypoint and every pod are served', async (t) => {
+  const pods = Array.from({ length: 20 }, (_, i) => pod(`p${i}`, `10.34.4.${i + 1}`));
+  const { replica } = await cluster(t, [
+    ns('shop', { 'istio.io/dataplane-mode': 'ambient', 'istio.io/use-waypoint': 'waypoint' }),
+    gateway(),
+    ...pods,
+    {
+      apiVersion: 'security.istio.io/v1',
+      kind: 'AuthorizationPolicy',
+      metadata: { name: 'bad', namespace: 'shop' },
+      spec: { action: 'REJECT' },
+    },
+  ]);
+  const { cp, kube } = await replica('cp-0');
+  t.deepEqual([...kube.source.refused().keys()], ['AuthorizationPolicy/shop/bad']);
+  t.true(pods.every((p) => has(cp, `Pod/shop/${p.metadata.name}`)));
+  t.is(
+    (cp.store.view().objects.get('Namespace//shop')?.metadata.labels ?? {})['istio.io/use-waypoint'],
+    'waypoint',
+  );
+  t.is(cp.waypointStatus().find((w) => w.waypoint === 'shop/waypoint')?.users, 20);
+});
