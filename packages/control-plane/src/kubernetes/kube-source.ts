@@ -256,11 +256,11 @@ function served(o: RawObject): boolean {
   }
   if (o.kind !== 'Pod') return true;
   const spec = (o.spec ?? {}) as { nodeName?: string; hostNetwork?: boolean };
-  const status = (o.status ?? {}) as { podIP?: string; phase?: string };
+  const status = (o.status ?? {}) as { podIP?: string; podIPs?: unknown[]; phase?: string };
   return (
     Boolean(spec.nodeName) &&
     !spec.hostNetwork &&
-    Boolean(status.podIP) &&
+    (Boolean(status.podIP) || (status.podIPs?.length ?? 0) > 0) &&
     status.phase !== 'Succeeded' &&
     status.phase !== 'Failed'
   );

@@ -95,7 +95,10 @@ export class KubeWriter {
         return {
           ...(current ?? {}),
           conditions: keepTransitions(conditions, current?.conditions as Condition[] | undefined),
-          ...(address ? { addresses: [{ type: 'IPAddress', value: address }] } : {}),
+          // A Gateway that asks for an address (spec.addresses) keeps it; else its Service's.
+          ...(address && !(spec as { addresses?: unknown[] }).addresses?.length
+            ? { addresses: [{ type: 'IPAddress', value: address }] }
+            : {}),
         };
       });
     }

@@ -58,8 +58,13 @@ export class LeaseElector extends EventEmitter {
     this.#opts = { ...opts, leaseSeconds, retryMs: opts.retryMs ?? (leaseSeconds * 1000) / 3 };
   }
 
+  /**
+   * Leading, and renewed within the renew deadline (two thirds of the lease, as client-go's
+   * 10 s of 15 s): a leader whose renewals stall stops acting as one before another replica
+   * can take the Lease (after the whole lease), so two never write at once.
+   */
   get leading(): boolean {
-    return this.#leading;
+    return this.#leading && Date.now() - this.#renewedAt < (this.#opts.leaseSeconds * 1000 * 2) / 3;
   }
 
   start(): void {
