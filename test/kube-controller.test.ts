@@ -270,6 +270,9 @@ test('HTTPRoute and refused AuthorizationPolicy status; a stale status write (40
   t.like(policyStatus()?.conditions[0], { type: 'Accepted', status: 'False', reason: 'Invalid' });
   t.regex(policyStatus()?.conditions[0]?.message ?? '', /spec\.action/);
   t.false(has(cp, 'AuthorizationPolicy/shop/bad'), 'the refused policy is not served');
+  const metrics = await cp.metrics.registry.metrics();
+  t.regex(metrics, /^zmesh_cp_kubernetes_refused_objects 1$/m);
+  t.regex(metrics, /^zmesh_cp_kubernetes_leader 1$/m);
   t.true(has(cp, 'HTTPRoute/shop/r'), 'the rest of the batch is');
 });
 

@@ -1,6 +1,7 @@
 import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { err, logger, ok, type Result } from '@zmesh/shared';
 import type { ControlPlane } from '../control-plane.js';
+import type { ControlPlaneMetrics } from '../cp-metrics.js';
 import { USE_WAYPOINT_LABEL } from '../k8s-objects.js';
 import { KubeSource } from './kube-source.js';
 import { KubeWriter } from './kube-writer.js';
@@ -37,8 +38,10 @@ export class KubeController {
   readonly elector: LeaseElector;
   readonly writer: KubeWriter;
   #timer: NodeJS.Timeout | undefined;
+  readonly #metrics: ControlPlaneMetrics;
 
   constructor(cp: ControlPlane, opts: KubeControllerOptions) {
+    this.#metrics = cp.metrics;
     this.kc = new KubeConfig();
     if (opts.kubeconfig === undefined) this.kc.loadFromCluster();
     else this.kc.loadFromFile(opts.kubeconfig);
@@ -53,8 +56,12 @@ export class KubeController {
       identity: opts.identity,
       ...(opts.leaseSeconds === undefined ? {} : { leaseSeconds: opts.leaseSeconds }),
     });
-    this.writer = new KubeWriter(this.kc, this.source, opts.waypoint, (key) =>
-      cp.waypointStatus().some((w) => w.waypoint === key && w.ackedBy.length > 0),
+    this.writer = new KubeWriter(
+      this.kc,
+      this.source,
+      opts.waypoint,
+      (key) => cp.waypointStatus().some((w) => w.waypoint === key && w.ackedBy.length > 0),
+      (write) => cp.metrics.kubernetesWriteFailures.inc({ write }),
     );
     const core = this.kc.makeApiClient(CoreV1Api);
     cp.namespaceLabeler = async (namespace, waypoint): Promise<Result<void>> => {
@@ -79,8 +86,16 @@ export class KubeController {
     const reconcile = () => {
       if (this.elector.leading) void this.writer.reconcile();
     };
-    this.source.on('synced', reconcile);
-    this.elector.on('leading', reconcile);
+    this.source.on('synced', () => {
+      this.#metrics.kubernetesRefused.set(this.source.refused().size);
+      reconcile();
+    });
+    this.elector.on('leading', () => {
+      this.#metrics.kubernetesLeader.set(1);
+      reconcile();
+    });
+    this.elector.on('following', () => this.#metrics.kubernetesLeader.set(0));
+    this.#metrics.kubernetesRefused.set(this.source.refused().size);
     this.elector.start();
     this.#timer = setInterval(reconcile, RESYNC_MS).unref();
     log.info({ server: this.kc.getCurrentCluster()?.server }, 'reading config from the Kubernetes API');

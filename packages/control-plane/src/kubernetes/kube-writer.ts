@@ -42,6 +42,7 @@ export class KubeWriter {
   readonly #source: KubeSource;
   readonly #template: WaypointTemplate;
   readonly #waypointReady: (key: string) => boolean;
+  readonly #failed: (write: 'waypoint' | 'status') => void;
   #running: Promise<void> | undefined;
   #again = false;
   /** Counted for tests and metrics: status writes retried after a 409. */
@@ -52,7 +53,9 @@ export class KubeWriter {
     source: KubeSource,
     template: WaypointTemplate,
     waypointReady: (namespaceName: string) => boolean,
+    failed: (write: 'waypoint' | 'status') => void = () => undefined,
   ) {
+    this.#failed = failed;
     this.#objects = KubernetesObjectApi.makeApiClient(kc);
     this.#custom = kc.makeApiClient(CustomObjectsApi);
     this.#source = source;
@@ -203,6 +206,7 @@ export class KubeWriter {
       } catch (e) {
         const code = (e as { code?: number }).code;
         if (code === 409) this.#again = true;
+        else this.#failed('waypoint');
         log.warn(
           { kind: d.kind, object: `${gw.namespace}/${ref.metadata.name}`, code, err: (e as Error).message },
           'waypoint object not written',
@@ -240,8 +244,10 @@ export class KubeWriter {
       } catch (e) {
         const code = (e as { code?: number }).code;
         if (code !== 409) {
-          if (code !== 404)
+          if (code !== 404) {
+            this.#failed('status');
             log.warn({ object: `${raw.kind} ${m.namespace}/${m.name}`, code }, 'status not written');
+          }
           return;
         }
         this.conflicts++;
@@ -251,6 +257,7 @@ export class KubeWriter {
         if (object === undefined) return;
       }
     }
+    this.#failed('status');
     log.warn({ object: `${raw.kind} ${m.namespace}/${m.name}` }, 'status not written: conflicts persisted');
   }
 }
