@@ -124,6 +124,13 @@ meshTest(
         'waypoint',
       );
       t.deepEqual(await until([403, 403], ...admin), [403, 403], 'labelled again: through the waypoint');
+      // The web Pod deleted in the API: its node's agent (watching spec.nodeName) removes its capture.
+      t.regex(await mesh.metrics('node-b'), /^zmesh_pods_enrolled 1$/m);
+      api.remove({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'web', namespace: 'shop' } });
+      const deadline = Date.now() + 15_000;
+      while (!/^zmesh_pods_enrolled 0$/m.test(await mesh.metrics('node-b')) && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 100));
+      t.regex(await mesh.metrics('node-b'), /^zmesh_pods_enrolled 0$/m, 'its capture removed');
     } finally {
       await mesh.down();
     }

@@ -1,5 +1,6 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { CoreV1Api, KubeConfig, type KubernetesObject, ListWatch, Watch } from '@kubernetes/client-node';
 import { CertificateAuthority, logger, ZdsServer } from '@zmesh/shared';
 import { BpfCapture } from '@zmesh/ztunnel';
 import type { ResultPromise } from 'execa';
@@ -103,6 +104,8 @@ export class LocalMesh {
   /** Waypoint processes by their Gateway's `namespace/name`. */
   private readonly waypoints = new Map<string, ResultPromise>();
   private readonly enrolled = new Set<string>();
+  /** Controller mode: each node's watch of its own Pods in the API. */
+  private readonly podWatches: ListWatch<KubernetesObject>[] = [];
   /** Control-plane mode only. */
   controlPlane: MeshControlPlane | undefined;
   private readonly keysDirs = new Map<string, TempDir>();
@@ -139,6 +142,7 @@ export class LocalMesh {
       for (const pod of cluster.pods)
         if ((options.enroll?.(pod) ?? true) && !runsWaypoint(pod)) await mesh.enroll(pod);
       await mesh.waitReady();
+      if (mesh.cpMode?.kubernetes) await mesh.watchPodsFromApi(mesh.cpMode.kubernetes);
       for (const w of spec.waypoints ?? []) await mesh.startWaypoint(w);
       return mesh;
     } catch (e) {
@@ -187,6 +191,39 @@ export class LocalMesh {
   async unenroll(pod: PodInfo): Promise<void> {
     await this.agent(pod.node).removePod(pod.uid);
     this.enrolled.delete(pod.uid);
+  }
+
+  /**
+   * Controller mode: each node's agent watches the Pods scheduled on its node (a field
+   * selector on spec.nodeName, as a node agent does) and removes a deleted Pod's capture over
+   * ZDS (DelWorkload). Enrolment itself stays the harness's, from its own pod list.
+   */
+  private async watchPodsFromApi(api: ApiServerDouble): Promise<void> {
+    const kc = new KubeConfig();
+    kc.loadFromString(api.kubeconfig());
+    const core = kc.makeApiClient(CoreV1Api);
+    for (const node of this.cluster.nodes) {
+      const fieldSelector = `spec.nodeName=${node.name}`;
+      const watch = new ListWatch<KubernetesObject>(
+        '/api/v1/pods',
+        new Watch(kc),
+        () => core.listPodForAllNamespaces({ fieldSelector }),
+        false,
+        undefined,
+        fieldSelector,
+      );
+      watch.on('delete', (o) => {
+        const pod = this.cluster.pods.find(
+          (p) => p.node === node.name && p.name === o.metadata?.name && p.namespace === o.metadata?.namespace,
+        );
+        if (pod && this.enrolled.has(pod.uid))
+          void this.unenroll(pod).catch((e: unknown) =>
+            log.warn({ pod: pod.name, err: (e as Error).message }, 'unenroll after API delete failed'),
+          );
+      });
+      await watch.start();
+      this.podWatches.push(watch);
+    }
   }
 
   /** A node's agent side of ZDS (tests stop it, or stand a hostile agent in its place). */
@@ -289,6 +326,8 @@ export class LocalMesh {
   }
 
   async down(): Promise<void> {
+    await Promise.all(this.podWatches.map((w) => w.stop()));
+    this.podWatches.length = 0;
     await Promise.all([...this.waypoints.values()].map((w) => stopChild(w)));
     this.waypoints.clear();
     await Promise.all([...this.ztunnels.keys()].map((n) => this.stopZtunnel(n)));
