@@ -1,7 +1,8 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { ControlPlane, KubeController } from '@zmesh/control-plane';
+import { ControlPlane } from '@zmesh/control-plane';
+import { KubeController } from '@zmesh/control-plane/kubernetes';
 import { ApiServerDouble, type KubeObject } from '@zmesh/harness';
 import { decodeWaypointConfig } from '@zmesh/waypoint';
 import test, { type ExecutionContext } from 'ava';

@@ -41,9 +41,6 @@ export {
 } from './control-plane.js';
 export { ControlPlaneMetrics } from './cp-metrics.js';
 export * from './k8s-objects.js';
-export { KubeController, type KubeControllerOptions, LEASE_NAME } from './kubernetes/kube-controller.js';
-export { LeaseElector, type LeaseElectorOptions } from './kubernetes/lease-elector.js';
-export { type WaypointTemplate, waypointObjects } from './kubernetes/waypoint-objects.js';
 export {
   DEFAULT_ACK_TIMEOUT_MS,
   DEFAULT_WAYPOINT_NAME,

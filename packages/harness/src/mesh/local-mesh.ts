@@ -1,6 +1,6 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CoreV1Api, KubeConfig, type KubernetesObject, ListWatch, Watch } from '@kubernetes/client-node';
+import type { KubernetesObject, ListWatch } from '@kubernetes/client-node';
 import { CertificateAuthority, logger, ZdsServer } from '@zmesh/shared';
 import { BpfCapture } from '@zmesh/ztunnel';
 import type { ResultPromise } from 'execa';
@@ -199,6 +199,8 @@ export class LocalMesh {
    * ZDS (DelWorkload). Enrolment itself stays the harness's, from its own pod list.
    */
   private async watchPodsFromApi(api: ApiServerDouble): Promise<void> {
+    // Loaded here only: the harness's other commands start without the client.
+    const { CoreV1Api, KubeConfig, ListWatch, Watch } = await import('@kubernetes/client-node');
     const kc = new KubeConfig();
     kc.loadFromString(api.kubeconfig());
     const core = kc.makeApiClient(CoreV1Api);
