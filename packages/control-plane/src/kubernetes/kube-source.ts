@@ -14,7 +14,7 @@ import { type Kind, objectKey } from '../k8s-objects.js';
 const log = logger('kube-source');
 
 /** Informer events within this window commit as one change (one generation, one push). */
-export const DEFAULT_BATCH_MS = 20;
+const DEFAULT_BATCH_MS = 20;
 /** After an informer fails (list refused, server gone), it restarts after this, doubling up to 30 s. */
 const RESTART_BASE_MS = 500;
 const RESTART_MAX_MS = 30_000;
@@ -41,7 +41,7 @@ const custom = (kind: Kind, group: string, plural: string): Watched => ({
  * What the controller reads. EndpointSlices are not: the compiler derives endpoints from
  * Pods and Service selectors, as it does from YAML.
  */
-export const WATCHED: readonly Watched[] = [
+const WATCHED: readonly Watched[] = [
   {
     kind: 'Namespace',
     apiVersion: 'v1',

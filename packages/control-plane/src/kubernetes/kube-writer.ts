@@ -13,7 +13,7 @@ import { type WaypointTemplate, waypointObjects } from './waypoint-objects.js';
 
 const log = logger('kube-writer');
 
-export const CONTROLLER_NAME = 'zmesh.io/waypoint-controller';
+const CONTROLLER_NAME = 'zmesh.io/waypoint-controller';
 /** A status write that meets 409 Conflict re-reads the object and tries again, this many times. */
 const CONFLICT_RETRIES = 4;
 

@@ -21,7 +21,7 @@ export interface GatewayRef {
   uid: string;
 }
 
-export const GATEWAY_NAME_LABEL = 'gateway.networking.k8s.io/gateway-name';
+const GATEWAY_NAME_LABEL = 'gateway.networking.k8s.io/gateway-name';
 const HBONE_PORT = 15008;
 
 /**

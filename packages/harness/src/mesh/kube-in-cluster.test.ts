@@ -6,6 +6,7 @@ import { L7_POLICY_YAML } from '../demo/l7-lab.js';
 import { ApiServerDouble, type KubeObject } from '../kube-api/api-server-double.js';
 import { ZMESH_BIN } from '../local/ztunnel-process.js';
 import { LocalMesh, type MeshSpec, VIP_PREFIX } from './local-mesh.js';
+import { METHOD_ECHO_SERVER, REQUESTS_CLIENT } from './pod-programs.js';
 
 /*
  * The netns cluster with the API-server double as its API: the control plane runs
@@ -32,20 +33,6 @@ const SPEC: MeshSpec = {
   waypoints: [{ name: 'waypoint', namespace: 'shop', pod: 'waypoint' }],
 };
 
-const WEB = `require('http').createServer((req, res) => { req.resume(); res.end(req.method + ' ' + req.url); })
-  .listen(8080, '::', () => console.log('listening'));`;
-
-const REQUESTS = `
-const out = [];
-(async () => {
-  for (const arg of process.argv.slice(1)) {
-    const [method, url] = arg.split(' ');
-    try { out.push((await fetch(url, { method, signal: AbortSignal.timeout(5000) })).status); }
-    catch (e) { out.push(String(e.cause?.code ?? e.name)); }
-  }
-  console.log(JSON.stringify(out));
-})();`;
-
 meshTest(
   `the netns cluster on the API double: waypoint from its Deployment, the namespace label through the API decides L7${why}`,
   async (t) => {
@@ -54,7 +41,7 @@ meshTest(
     await api.start();
     t.teardown(() => api.close());
     const mesh = await LocalMesh.up(SPEC, { controlPlane: { kubernetes: api }, ztunnelLog: 'error' });
-    const web = mesh.cluster.runInPod(mesh.pod('web'), ['node', '-e', WEB], {
+    const web = mesh.cluster.runInPod(mesh.pod('web'), ['node', '-e', METHOD_ECHO_SERVER], {
       reject: false,
       stdin: 'ignore',
     });
@@ -70,7 +57,7 @@ meshTest(
       const frontend = mesh.pod('frontend');
       const podUrl = `http://${mesh.pod('web').ipv4}:8080`;
       const send = async (...requests: string[]) => {
-        const r = await mesh.cluster.exec(frontend, ['node', '-e', REQUESTS, ...requests], {
+        const r = await mesh.cluster.exec(frontend, ['node', '-e', REQUESTS_CLIENT, ...requests], {
           timeoutMs: 30_000,
         });
         return JSON.parse(r.stdout.trim() || '[]') as Array<number | string>;
