@@ -143,13 +143,14 @@ export class Ztunnel {
     const self = this;
     new Gauge({
       name: 'zmesh_drain_connections',
-      help: 'While draining (upgrade): connections still open, by side (outbound captured, inbound HBONE)',
+      help: 'While draining (upgrade): connections still open, by side (outbound captured, inbound HBONE, plaintext PERMISSIVE)',
       labelNames: ['side'],
       registers: [this.metrics.registry],
       collect() {
-        const open = self.draining ? self.drainingConnections() : { outbound: 0, inbound: 0 };
+        const open = self.draining ? self.drainingConnections() : { outbound: 0, inbound: 0, plaintext: 0 };
         this.set({ side: 'outbound' }, open.outbound);
         this.set({ side: 'inbound' }, open.inbound);
+        this.set({ side: 'plaintext' }, open.plaintext);
       },
     });
     const certQueue = new FairScheduler({
@@ -328,6 +329,7 @@ export class Ztunnel {
         status: this.certs.get(spiffeIdOf(w)) && this.inbound.has(w.uid) ? 'ready' : 'pending',
       })),
       enrolled: this.captured?.uids(),
+      plaintextRedirects: this.redirects?.uids(),
       forwards: this.forwardConfigs,
       certificates: this.certs.identities(),
       policies: { version: this.authorizer.store.version, items: this.authorizer.store.list() },
@@ -358,7 +360,7 @@ export class Ztunnel {
     for (;;) {
       const open = this.drainingConnections();
       const now = Date.now();
-      if (open.outbound + open.inbound === 0 || now >= deadline) {
+      if (open.outbound + open.inbound + open.plaintext === 0 || now >= deadline) {
         const fields = { node: this.options.node, ...open, ms: now - started };
         if (now >= deadline) log.warn(fields, 'drain grace passed: closing the connections left');
         else log.info(fields, 'drained: last connection closed');
@@ -374,11 +376,15 @@ export class Ztunnel {
     await this.stop();
   }
 
-  /** Connections a drain waits for. */
-  private drainingConnections(): { outbound: number; inbound: number } {
+  /** Connections a drain waits for: captured outbound, HBONE inbound and PERMISSIVE plaintext. */
+  private drainingConnections(): { outbound: number; inbound: number; plaintext: number } {
     let inbound = 0;
     for (const l of this.inbound.values()) inbound += l.connectionCount();
-    return { outbound: this.captured?.liveConnections() ?? 0, inbound };
+    return {
+      outbound: this.captured?.liveConnections() ?? 0,
+      inbound,
+      plaintext: this.plaintext.liveConnections(),
+    };
   }
 
   async stop(): Promise<void> {
@@ -390,6 +396,7 @@ export class Ztunnel {
     // After a drain the successor serves the pods and relies on the redirect rules.
     if (this.draining) this.redirects?.stopAccepting();
     else await this.redirects?.close();
+    this.plaintext.closeAll();
     this.pool.close();
     this.tenancy.close();
     await Promise.all([...this.forwards.values()].map((f) => f.close()));
@@ -488,12 +495,16 @@ export class Ztunnel {
   }
 
   private onRotated(identity: string, cred: Credential): void {
+    let missing = false;
     for (const w of this.localWorkloads()) {
       if (spiffeIdOf(w) !== identity) continue;
       const listener = this.inbound.get(w.uid);
       if (listener) listener.updateCredential(cred);
-      else void this.ensureInbound(w, cred);
+      else missing = true;
     }
+    // A first certificate: a reconcile pass makes the listener and what hangs on it (the
+    // PERMISSIVE redirect), which a bare listener here missed when config came first.
+    if (missing) void this.queueReconcile();
   }
 
   private async dial(key: PoolKey) {
