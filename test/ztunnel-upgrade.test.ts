@@ -36,6 +36,7 @@ drill(
       t.true((n.exitedAfterMs ?? -1) >= 0, `${n.node}: only after its last connection closed`);
       t.is(n.exitCode, 0);
       t.true(n.rssKb.old > 0 && n.rssKb.new > 0, 'both processes measured during the overlap');
+      t.is(n.metricsServedBy, 2, `${n.node}: old and new both answered the one metrics port (SO_REUSEPORT)`);
     }
     t.true(report.passed);
   },

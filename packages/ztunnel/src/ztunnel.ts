@@ -350,6 +350,7 @@ export class Ztunnel {
     if (this.stopped || this.draining) return;
     this.draining = true;
     this.agent?.close();
+    await this.admin.handOver();
     this.captured?.stopAccepting();
     this.redirects?.stopAccepting();
     const inbound = Promise.all([...this.inbound.values()].map((l) => l.drain(graceMs)));

@@ -89,8 +89,6 @@ export class LocalMesh {
   private readonly ztunnels = new Map<string, ResultPromise>();
   /** Old ztunnels left running (draining) by startSuccessor. */
   private readonly predecessors = new Set<ResultPromise>();
-  /** Ports of nodes whose ztunnel is a successor (the default ports are its predecessor's). */
-  private readonly ports = new Map<string, { admin: number; metrics: number; ready: number }>();
   /** Each node's agent side of ZDS (the harness is the node agent). */
   private readonly agents = new Map<string, ZdsServer>();
   /** Waypoint processes by their Gateway's `namespace/name`. */
@@ -213,6 +211,21 @@ export class LocalMesh {
   }
 
   /**
+   * During an upgrade's overlap two ztunnels answer a node's metrics port (SO_REUSEPORT):
+   * their bodies by process_start_time_seconds, from up to `tries` new connections (each of
+   * which the kernel hashes to one of the listeners), stopping once two have answered.
+   */
+  async metricsOfEach(node: string, tries = 24): Promise<Map<string, string>> {
+    const seen = new Map<string, string>();
+    for (let i = 0; i < tries && seen.size < 2; i++) {
+      const r = await this.admin(node, this.portsOf(node).metrics, '/metrics').catch(() => undefined);
+      const started = /^process_start_time_seconds (\S+)/m.exec(r?.body ?? '')?.[1];
+      if (r && started) seen.set(started, r.body);
+    }
+    return seen;
+  }
+
+  /**
    * Waits until every enrolled, configured pod is ready on its node's ztunnel
    * (certificate and listeners up). Pods left unconfigured stay pending by design.
    */
@@ -249,30 +262,24 @@ export class LocalMesh {
 
   /**
    * An upgrade's first half (docs/upgrade.md): starts a successor ztunnel on `node` beside the
-   * running one, on admin/metrics/ready ports shifted by `portShift` (the pods' ports are
-   * shared, SO_REUSEPORT), and resolves once the node agent has handed it every pod (its
-   * snapshot). The successor becomes the node's ztunnel; the old process is returned
-   * (wrapped: a process is thenable), still running, for the caller to SIGTERM (a drain).
-   * down() ends it too if it is left.
+   * running one, on the same ports (admin, metrics and ready as much as the pods' own:
+   * SO_REUSEPORT), and resolves once the node agent has handed it every pod (its snapshot).
+   * The successor becomes the node's ztunnel; the old process is returned (wrapped: a
+   * process is thenable), still running, for the caller to SIGTERM (a drain). down() ends
+   * it too if it is left.
    */
-  async startSuccessor(node: string, portShift = 1000): Promise<{ old: ResultPromise }> {
+  async startSuccessor(node: string): Promise<{ old: ResultPromise }> {
     const old = this.ztunnels.get(node);
     if (!old) throw new Error(`no ztunnel running on ${node}`);
     this.predecessors.add(old);
     void old.finally(() => this.predecessors.delete(old));
-    const ports = this.portsOf(node);
-    this.ports.set(node, {
-      admin: ports.admin + portShift,
-      metrics: ports.metrics + portShift,
-      ready: ports.ready + portShift,
-    });
     await this.startZtunnel(this.node(node), 2);
     return { old };
   }
 
-  /** A node's ztunnel admin, metrics and readiness ports (shifted after startSuccessor). */
-  portsOf(node: string): { admin: number; metrics: number; ready: number } {
-    return this.ports.get(node) ?? { admin: 15000, metrics: 15020, ready: 15021 };
+  /** A node's ztunnel admin, metrics and readiness ports. */
+  portsOf(_node: string): { admin: number; metrics: number; ready: number } {
+    return { admin: 15000, metrics: 15020, ready: 15021 };
   }
 
   /** Starts a node's ztunnel again; the node agent re-enrolls its pods with the ZDS snapshot. */
@@ -409,16 +416,6 @@ export class LocalMesh {
       this.cluster.cgroupRoot,
       '--capture-scope',
       this.captureScope(node.name),
-      ...(this.ports.has(node.name)
-        ? [
-            '--admin-port',
-            String(this.portsOf(node.name).admin),
-            '--metrics-port',
-            String(this.portsOf(node.name).metrics),
-            '--ready-port',
-            String(this.portsOf(node.name).ready),
-          ]
-        : []),
       ...(this.options.ztunnelArgs ?? []),
     ];
     const cpus = this.options.ztunnelCpus;

@@ -22,6 +22,11 @@ export interface NodeUpgrade {
   servedWhileDraining: boolean;
   /** Its zmesh_drain_connections lines at that moment. */
   draining: string;
+  /**
+   * Processes (by process_start_time_seconds) that answered on the node's one metrics port
+   * during the overlap, before the SIGTERM: 2 when both serve it (SO_REUSEPORT).
+   */
+  metricsServedBy: number;
   /** RSS (kB) of the old and the new ztunnel's process trees during the overlap. */
   rssKb: { old: number; new: number };
   /** ms from the client ending its long-lived connections to the old process's exit (negative: before). */
@@ -87,6 +92,7 @@ export async function runUpgradeDrill(opts: UpgradeDrillOptions = {}): Promise<U
           servedWhileDraining: false,
           draining: '',
           rssKb: { old: treeRssKb(old.pid), new: treeRssKb(mesh.ztunnelPid(node)) },
+          metricsServedBy: (await mesh.metricsOfEach(node)).size,
           exitedAfterMs: undefined,
           exitCode: undefined,
         } as NodeUpgrade,
@@ -99,8 +105,11 @@ export async function runUpgradeDrill(opts: UpgradeDrillOptions = {}): Promise<U
       if (old.pid !== undefined) process.kill(old.pid, 'SIGTERM');
       await new Promise((r) => setTimeout(r, overlapMs));
       entry.report.servedWhileDraining = entry.exitedAt === 0;
-      const metrics = await mesh.admin(node, 15020, '/metrics').catch(() => undefined);
-      entry.report.draining = (metrics?.body.match(/^zmesh_drain_connections.*$/gm) ?? []).join(', ');
+      // Both processes answer the metrics port: the old one is the one with a drain under way.
+      const draining = [...(await mesh.metricsOfEach(node)).values()].find((b) =>
+        /^zmesh_drain_connections\{.*\} [1-9]/m.test(b),
+      );
+      entry.report.draining = (draining?.match(/^zmesh_drain_connections.*$/gm) ?? []).join(', ');
       echo(`${node}: old ztunnel draining: ${entry.report.draining || 'gone'}`);
     }
 
@@ -119,7 +128,13 @@ export async function runUpgradeDrill(opts: UpgradeDrillOptions = {}): Promise<U
       traffic.newOk > 0 &&
       traffic.newFailed === 0 &&
       traffic.liveBroken === 0 &&
-      nodes.every((n) => n.servedWhileDraining && n.exitCode === 0 && (n.exitedAfterMs ?? -1) >= 0);
+      nodes.every(
+        (n) =>
+          n.servedWhileDraining &&
+          n.metricsServedBy === 2 &&
+          n.exitCode === 0 &&
+          (n.exitedAfterMs ?? -1) >= 0,
+      );
     return { traffic, nodes, passed };
   } finally {
     for (const c of children) c.kill('SIGKILL');
