@@ -32,7 +32,12 @@ import { connectInNetns, listenInNetns } from './capture/netns-listener.js';
 import { PlaintextRedirects } from './capture/plaintext-redirect.js';
 import { TransparentConnector } from './capture/transparent-connect.js';
 import { ZdsClient } from './capture/zds-client.js';
-import { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
+import {
+  type AppConnector,
+  localSourceAppConnector,
+  loopbackAppConnector,
+  sourceAddressCounter,
+} from './forward/app-connector.js';
 import { type CertificateSigner, CertManager, DEFAULT_MAX_CSRS_IN_FLIGHT } from './identity/cert-manager.js';
 import { InboundListener, type ListenTarget } from './inbound/inbound-listener.js';
 import { PlaintextInbound } from './inbound/plaintext-inbound.js';
@@ -126,6 +131,8 @@ export class Ztunnel {
   private readonly captured?: EnrolledPods;
   private readonly agent?: ZdsClient;
   private readonly transparent?: TransparentConnector;
+  /** The last hop to an app that is not in a captured pod (explicit-proxy mode, or a test's). */
+  private readonly hostConnector: AppConnector;
   private reconciling: Promise<void> = Promise.resolve();
   /** Why the configuration is not complete yet (control-plane mode), if it is not. */
   private configIncomplete: () => string | undefined = () => undefined;
@@ -192,7 +199,7 @@ export class Ztunnel {
       state: () => this.state,
       connectApp: (uid) => {
         const w = this.state.workload(uid);
-        return w ? this.appConnector(w) : (this.options.connectApp ?? loopbackAppConnector);
+        return w ? this.appConnector(w) : this.hostConnector;
       },
       authorizer: this.authorizer,
       accessLog: this.accessLog,
@@ -232,6 +239,11 @@ export class Ztunnel {
       });
       this.transparent = new TransparentConnector(this.metrics.registry);
     }
+    this.hostConnector =
+      options.connectApp ??
+      (this.transparent
+        ? loopbackAppConnector
+        : localSourceAppConnector(sourceAddressCounter(this.metrics.registry)));
     this.admin = new AdminServers({
       host: options.address,
       ports: options.ports ?? DEFAULT_PORTS,
@@ -547,7 +559,7 @@ export class Ztunnel {
   private appConnector(w: Workload): AppConnector {
     const pod = this.captured?.get(w.uid);
     const transparent = this.transparent;
-    if (!pod || !transparent) return this.options.connectApp ?? loopbackAppConnector;
+    if (!pod || !transparent) return this.hostConnector;
     const opts = { sendBufferBytes: this.tenancy.appSendBufferBytes };
     return (_w, host, port, source) => whenConnected(transparent.connect(pod, host, port, source, opts));
   }
