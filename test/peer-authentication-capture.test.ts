@@ -150,7 +150,7 @@ spec:
 meshTest(
   'PERMISSIVE plaintext rides a ztunnel upgrade: none refused, held connections finish on the old one',
   async (t) => {
-    t.timeout(60_000);
+    t.timeout(90_000);
     const server = mesh.pod('server');
     await mesh.controlPlane!.apply(pa('PERMISSIVE'), 'permissive-upgrade');
     t.is((await until('outsider', server.ipv4, true)).ok, 1, 'PERMISSIVE in force');
@@ -163,26 +163,25 @@ meshTest(
     // A real plaintext client outside the mesh: a new connection every 50 ms, 3 held and pinging.
     const client = mesh.cluster.runInPod(
       mesh.pod('outsider'),
-      ['node', '-e', UPGRADE_CLIENT, server.ipv4, '9090', '7000', '3'],
-      { reject: false, stdout: 'pipe' },
+      // Runs until told `stop` (60 s at most), however long the successor takes to be ready.
+      ['node', '-e', UPGRADE_CLIENT, server.ipv4, '9090', '60000', '3'],
+      { reject: false, stdout: 'pipe', stdin: 'pipe' },
     );
     servers.push(client);
     await new Promise((r) => setTimeout(r, 1000));
-    const { old } = await mesh.startSuccessor('node-a');
+    const { old, oldPid } = await mesh.startSuccessor('node-a');
     let oldExited = 0;
     void old.finally(() => {
       oldExited = Date.now();
     });
-    await mesh.waitReady();
-    // The successor has its own 15006 listener in the pod (SO_REUSEPORT) before the old one drains.
+    // The successor has its own 15006 listener in the pod (SO_REUSEPORT) before the old one
+    // drains; its config_dump, not the old one's, which answers the shared admin port too.
     const deadline = Date.now() + 8000;
     for (;;) {
-      const dump = JSON.parse(
-        (await mesh.admin('node-a', mesh.portsOf('node-a').admin, '/config_dump')).body,
-      );
-      if ((dump.plaintextRedirects ?? []).includes('Kubernetes//Pod/team-b/server')) break;
-      if (Date.now() > deadline)
-        throw new Error(`successor never redirected: ${JSON.stringify(dump.plaintextRedirects)}`);
+      const dump = await mesh.configDump('node-a', oldPid);
+      const redirected = (dump.plaintextRedirects ?? []) as string[];
+      if (redirected.includes('Kubernetes//Pod/team-b/server')) break;
+      if (Date.now() > deadline) throw new Error(`successor never redirected: ${JSON.stringify(redirected)}`);
       await new Promise((r) => setTimeout(r, 100));
     }
     if (old.pid !== undefined) process.kill(old.pid, 'SIGTERM');
@@ -194,6 +193,8 @@ meshTest(
       bodies.some((b) => /zmesh_drain_connections\{side="plaintext"\} [1-9]/.test(b)),
       'counted as draining',
     );
+    await new Promise((r) => setTimeout(r, 1000)); // new connections, to the successor alone
+    client.stdin?.end('stop\n');
     const r = JSON.parse(
       String((await client).stdout)
         .trim()

@@ -17,7 +17,7 @@ if (unavailable) test.skip(`ztunnel upgrade drill skipped: ${unavailable}`, () =
 drill(
   'ztunnel upgrades on the destination and the source node refuse no new connection and break no long-lived one',
   async (t) => {
-    t.timeout(40_000);
+    t.timeout(60_000);
     const report = await runUpgradeDrill({ longLived: 5, durationMs: 12_000, echo: (l) => t.log(l) });
     const r = report.traffic;
     t.log(JSON.stringify(report));

@@ -331,6 +331,8 @@ export class Ztunnel {
   configDump(): unknown {
     return {
       node: this.options.node,
+      // Which process answered: during an upgrade's overlap two share the admin port.
+      pid: process.pid,
       version: this.state.version,
       workloads: [...this.state.workloads()],
       services: [...this.state.services()],

@@ -229,7 +229,7 @@ export class LocalMesh {
    * Waits until every enrolled, configured pod is ready on its node's ztunnel
    * (certificate and listeners up). Pods left unconfigured stay pending by design.
    */
-  async waitReady(timeoutMs = 20_000): Promise<void> {
+  async waitReady(timeoutMs = 20_000, notPid?: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (const node of this.cluster.nodes) {
       const want = this.cluster.pods.filter(
@@ -239,10 +239,12 @@ export class LocalMesh {
         const r = await this.admin(node.name, this.portsOf(node.name).admin, '/config_dump').catch(
           () => undefined,
         );
-        const local =
+        const dump =
           r?.status === 200
-            ? (JSON.parse(r.body) as { local: Array<{ uid: string; status: string }> }).local
-            : [];
+            ? (JSON.parse(r.body) as { pid: number; local: Array<{ uid: string; status: string }> })
+            : undefined;
+        // During an upgrade's overlap the old process answers the shared port too: not its word.
+        const local = dump && dump.pid !== notPid ? dump.local : [];
         const ready = new Set(local.filter((l) => l.status === 'ready').map((l) => l.uid));
         if (want.every((p) => ready.has(this.workloadUid(p)))) break;
         if (Date.now() > deadline)
@@ -263,18 +265,38 @@ export class LocalMesh {
   /**
    * An upgrade's first half (docs/upgrade.md): starts a successor ztunnel on `node` beside the
    * running one, on the same ports (admin, metrics and ready as much as the pods' own:
-   * SO_REUSEPORT), and resolves once the node agent has handed it every pod (its snapshot).
+   * SO_REUSEPORT), and resolves once the node agent has handed it every pod (its snapshot)
+   * and it reports them ready.
    * The successor becomes the node's ztunnel; the old process is returned (wrapped: a
    * process is thenable), still running, for the caller to SIGTERM (a drain). down() ends
    * it too if it is left.
    */
-  async startSuccessor(node: string): Promise<{ old: ResultPromise }> {
+  async startSuccessor(node: string): Promise<{ old: ResultPromise; oldPid: number }> {
     const old = this.ztunnels.get(node);
     if (!old) throw new Error(`no ztunnel running on ${node}`);
+    const oldPid = (await this.configDump(node)).pid;
     this.predecessors.add(old);
     void old.finally(() => this.predecessors.delete(old));
     await this.startZtunnel(this.node(node), 2);
-    return { old };
+    // Ready means the successor's own word, its listeners up beside the old one's.
+    await this.waitReady(20_000, oldPid);
+    return { old, oldPid };
+  }
+
+  /**
+   * A node's ztunnel config_dump; with `notPid`, one from any other process (during an
+   * upgrade's overlap both answer the shared admin port), polled for up to 5 s.
+   */
+  async configDump(node: string, notPid?: number): Promise<{ pid: number } & Record<string, unknown>> {
+    const deadline = Date.now() + 5000;
+    for (;;) {
+      const r = await this.admin(node, this.portsOf(node).admin, '/config_dump').catch(() => undefined);
+      const dump = r?.status === 200 ? (JSON.parse(r.body) as { pid: number }) : undefined;
+      if (dump && dump.pid !== notPid) return dump;
+      if (Date.now() > deadline)
+        throw new Error(`no config_dump on ${node} from a process other than ${notPid}`);
+      await new Promise((res) => setTimeout(res, 50));
+    }
   }
 
   /** A node's ztunnel admin, metrics and readiness ports. */

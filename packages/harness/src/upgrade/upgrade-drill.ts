@@ -9,7 +9,10 @@ const PORT = 8080;
 export interface UpgradeDrillOptions {
   /** Long-lived connections held through both upgrades (default 5). */
   longLived?: number;
-  /** How long the client runs (default 12 s; both upgrades happen in its first 8 s or so). */
+  /**
+   * How long the client runs at least (default 12 s); it runs on until 1 s after the last
+   * upgrade's overlap, however long the successors take to be ready.
+   */
   durationMs?: number;
   /** How long each old ztunnel is watched after SIGTERM before the next node (default 1.5 s). */
   overlapMs?: number;
@@ -24,7 +27,7 @@ export interface NodeUpgrade {
   draining: string;
   /**
    * Processes (by process_start_time_seconds) that answered on the node's one metrics port
-   * during the overlap, before the SIGTERM: 2 when both serve it (SO_REUSEPORT).
+   * during the overlap (the old one, draining, keeps it): 2 when both serve it (SO_REUSEPORT).
    */
   metricsServedBy: number;
   /** RSS (kB) of the old and the new ztunnel's process trees during the overlap. */
@@ -72,17 +75,26 @@ export async function runUpgradeDrill(opts: UpgradeDrillOptions = {}): Promise<U
     await mesh.waitReady();
     const client = mesh.cluster.runInPod(
       mesh.pod('client'),
-      ['node', '-e', UPGRADE_CLIENT, server.ipv4, String(PORT), String(durationMs), String(longLived)],
-      { reject: false, stdout: 'pipe' },
+      // A cap far beyond durationMs: the drill says `stop` once both upgrades are done.
+      [
+        'node',
+        '-e',
+        UPGRADE_CLIENT,
+        server.ipv4,
+        String(PORT),
+        String(durationMs + 120_000),
+        String(longLived),
+      ],
+      { reject: false, stdout: 'pipe', stdin: 'pipe' },
     );
     children.push(client);
+    const clientStarted = Date.now();
     await new Promise((r) => setTimeout(r, 1500));
 
     const olds: Array<{ node: string; old: ResultPromise; exitedAt: number; report: NodeUpgrade }> = [];
     for (const node of ['node-b', 'node-a']) {
       echo(`${node}: starting a successor ztunnel`);
       const { old } = await mesh.startSuccessor(node);
-      await mesh.waitReady();
       const entry = {
         node,
         old,
@@ -92,7 +104,7 @@ export async function runUpgradeDrill(opts: UpgradeDrillOptions = {}): Promise<U
           servedWhileDraining: false,
           draining: '',
           rssKb: { old: treeRssKb(old.pid), new: treeRssKb(mesh.ztunnelPid(node)) },
-          metricsServedBy: (await mesh.metricsOfEach(node)).size,
+          metricsServedBy: 0,
           exitedAfterMs: undefined,
           exitCode: undefined,
         } as NodeUpgrade,
@@ -106,13 +118,15 @@ export async function runUpgradeDrill(opts: UpgradeDrillOptions = {}): Promise<U
       await new Promise((r) => setTimeout(r, overlapMs));
       entry.report.servedWhileDraining = entry.exitedAt === 0;
       // Both processes answer the metrics port: the old one is the one with a drain under way.
-      const draining = [...(await mesh.metricsOfEach(node)).values()].find((b) =>
-        /^zmesh_drain_connections\{.*\} [1-9]/m.test(b),
-      );
+      const answers = await mesh.metricsOfEach(node);
+      entry.report.metricsServedBy = answers.size;
+      const draining = [...answers.values()].find((b) => /^zmesh_drain_connections\{.*\} [1-9]/m.test(b));
       entry.report.draining = (draining?.match(/^zmesh_drain_connections.*$/gm) ?? []).join(', ');
       echo(`${node}: old ztunnel draining: ${entry.report.draining || 'gone'}`);
     }
 
+    await new Promise((r) => setTimeout(r, Math.max(1000, clientStarted + durationMs - Date.now())));
+    client.stdin?.end('stop\n');
     const r = await client;
     const traffic = JSON.parse(String(r.stdout).trim().split('\n').pop() ?? '{}') as UpgradeTrafficResult;
     for (const o of olds) {
