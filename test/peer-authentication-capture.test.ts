@@ -187,6 +187,10 @@ meshTest(
     if (old.pid !== undefined) process.kill(old.pid, 'SIGTERM');
     await new Promise((r) => setTimeout(r, 1500));
     t.is(oldExited, 0, 'the old ztunnel still runs: it keeps its plaintext connections');
+    // Draining, it has left the shared admin port to the successor (its metrics stay).
+    const pids = new Set<number>();
+    for (let i = 0; i < 10; i++) pids.add((await mesh.configDump('node-a')).pid);
+    t.false(pids.has(oldPid), `admin answered only by the successor: ${[...pids].join(', ')}`);
     // Both processes answer the node's metrics port; the old one counts what it drains.
     const bodies = [...(await mesh.metricsOfEach('node-a')).values()];
     t.true(
