@@ -79,6 +79,17 @@ test('every subcommand: bad input is one line, exit 2 for usage and 1 for runtim
     [['ztunnel-config', 'workloads', '--ztunnel', 'http://x/'], 2, /--ztunnel wants HOST or HOST:PORT/],
     [['ztunnel-config', 'workloads', '-o', 'wide'], 2, /Allowed choices are table, json, yaml/],
     [
+      ['ztunnel-config', 'connections', '--ztunnel', '127.86.9.3', '--node', 'a'],
+      2,
+      /--ztunnel and --node exclude each other/,
+    ],
+    [
+      ['ztunnel-config', 'connections', '--node', 'a', ...admin],
+      1,
+      /^zmesh ztunnel-config: ZM_ERR_ADMIN_UNREACHABLE/,
+    ],
+    [['ztunnel-config', 'connections', '--node'], 2, /option '--node <name>' argument missing/],
+    [
       ['ztunnel-config', 'workloads', '--ztunnel', '127.86.9.3:1'],
       1,
       /^zmesh ztunnel-config: ZM_ERR_ZTUNNEL_ADMIN_UNREACHABLE: .*127\.86\.9\.3:1 unreachable/,

@@ -3,10 +3,17 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ControlPlane, startAdminServer } from '@zmesh/control-plane';
-import { type AdminTarget, CertificateAuthority, TrustBundle, type Workload } from '@zmesh/shared';
+import {
+  type AdminTarget,
+  CertificateAuthority,
+  formatHostPort,
+  TrustBundle,
+  type Workload,
+} from '@zmesh/shared';
 import {
   CaClient,
   type ConfigUpdate,
+  DEFAULT_PORTS,
   drainOnCertChange,
   type ForwardConfig,
   LocalCaSigner,
@@ -189,6 +196,7 @@ async function startWithControlPlane(
       address: xds,
       node,
       proxyAddress: address,
+      adminAddress: formatHostPort(address, DEFAULT_PORTS.admin),
       token,
       backoff: { initialMs: 50, maxMs: 500 },
       ...(cpOpts.authzMaxStalenessMs ? { authzMaxStalenessMs: cpOpts.authzMaxStalenessMs } : {}),

@@ -141,32 +141,44 @@ adminOptions(
   process.exitCode = await runDescribe(kind, name, options);
 });
 
-withExamples(
-  program
-    .command('ztunnel-config')
-    .description(
-      "one ztunnel's view from its admin /config_dump, as istioctl ztunnel-config: workloads, services, policies or certificates",
-    )
-    .addArgument(
-      new Argument('<kind>', 'workloads, services, policies or certificates').choices([
-        'workloads',
-        'services',
-        'policies',
-        'certificates',
-      ]),
-    )
-    .option(
-      '--ztunnel <host[:port]>',
-      "the ztunnel's admin address (port 15000 when absent)",
-      '127.0.0.1:15000',
-    )
-    .addOption(
-      new Option('-o, --output <format>', 'table, or json/yaml (that section of /config_dump as it is)')
-        .choices(['table', 'json', 'yaml'])
-        .default('table'),
-    ),
-  'zmesh ztunnel-config workloads --ztunnel 127.50.0.2',
-  'zmesh ztunnel-config certificates -o json',
+adminOptions(
+  withExamples(
+    program
+      .command('ztunnel-config')
+      .description(
+        "ztunnels' views from their admin /config_dump, as istioctl ztunnel-config: workloads, services, policies, certificates or live connections; every node's ztunnel the control plane knows (narrowed by --node), or one by --ztunnel",
+      )
+      .addArgument(
+        new Argument('<kind>', 'workloads, services, policies, certificates or connections').choices([
+          'workloads',
+          'services',
+          'policies',
+          'certificates',
+          'connections',
+        ]),
+      )
+      .option(
+        '--ztunnel <host[:port]>',
+        "one ztunnel's admin address (port 15000 when absent); default: the ztunnels the control plane knows, else 127.0.0.1:15000",
+      )
+      .option(
+        '--node <name>',
+        "only this node's ztunnel, found through the control plane (--admin); repeat for several",
+        (v: string, all: string[]) => all.concat(v),
+        [] as string[],
+      )
+      .addOption(
+        new Option(
+          '-o, --output <format>',
+          'table, or json/yaml: with --ztunnel that section of /config_dump as it is; through the control plane [{node, admin, items}]',
+        )
+          .choices(['table', 'json', 'yaml'])
+          .default('table'),
+      ),
+    'zmesh ztunnel-config workloads --ztunnel 127.50.0.2',
+    'zmesh ztunnel-config connections --node node-a',
+    'zmesh ztunnel-config certificates -o json',
+  ),
 ).action(async (kind, options) => {
   const { runZtunnelConfig } = await import('./ztunnel-config-command.js');
   process.exitCode = await runZtunnelConfig(kind, options);
