@@ -235,9 +235,10 @@ test('apply -f DIR and -f -, then get as a table, wide, json, and a refused dire
 
   await mkdir(join(dir, 'bad'));
   await writeFile(join(dir, 'bad', 'pod.yaml'), CONFIG_A.replace('127.73.2.1', 'not-an-ip'));
+  const bad = await execa(ZMESH, ['apply', '-f', join(dir, 'bad'), '--admin', admin], { reject: false });
   const runs = await pool(
     [
-      ['apply', '-f', join(dir, 'bad')],
+      ['describe', 'pod', 'server', '-n', 'team-b'],
       ['get', 'pods', '-n', 'team-b'],
       ['get', 'all', '-A'],
       ['get', 'pod', 'server', '-n', 'team-b', '-o', 'wide'],
@@ -253,27 +254,41 @@ test('apply -f DIR and -f -, then get as a table, wide, json, and a refused dire
         (r): R => ({ exitCode: r.exitCode, stdout: r.stdout, stderr: r.stderr }),
       ),
   );
-  const [bad, pods, all, wide, json, none, missing, described, undescribed] = runs.map((r) => {
+  const [refusedPod, pods, all, wide, json, none, missing, described, undescribed] = runs.map((r) => {
     if (r === undefined) throw new Error('no result');
     return r;
   }) as [R, R, R, R, R, R, R, R, R];
 
   t.is(bad.exitCode, 1);
   t.regex(bad.stderr, /^zmesh apply: ZM_ERR_CONFIG_INVALID: refused .*bad, nothing changed/);
-  t.is(
-    pods.stdout,
-    ['NAMESPACE   NAME     SUMMARY', 'team-b      server   node=node-a sa=server ip=127.73.2.1'].join('\n'),
+  // The refusal is an event on the object it named (which keeps its applied version).
+  t.is(refusedPod.exitCode, 0, refusedPod.stderr);
+  t.regex(
+    refusedPod.stdout,
+    /\n {2}Warning +Refused +\d+s +apply +\S+bad#1 \(Pod team-b\/server\): status\.podIP\[0\]: "not-an-ip" is not an IP address\n {2}Normal +Served/,
   );
+  // AGE is kubectl's (the last column here): its value follows the clock.
+  const aged = (s: string) => s.replace(/ {3}\d+[smhd]$/gm, '   <age>');
   t.is(
-    all.stdout,
+    aged(pods.stdout),
     [
-      'KIND        NAMESPACE   NAME     SUMMARY',
-      'Namespace   -           team-b   mode=ambient',
-      'Pod         team-b      server   node=node-a sa=server ip=127.73.2.1',
-      'Service     team-b      server   clusterIP=127.73.96.10',
+      'NAMESPACE   NAME     SUMMARY                               AGE',
+      'team-b      server   node=node-a sa=server ip=127.73.2.1   <age>',
     ].join('\n'),
   );
-  t.regex(wide.stdout, /^NAMESPACE +NAME +SUMMARY +LABELS\nteam-b +server +node=node-a .* +app=server$/);
+  t.is(
+    aged(all.stdout),
+    [
+      'KIND        NAMESPACE   NAME     SUMMARY                               AGE',
+      'Namespace   -           team-b   mode=ambient                          <age>',
+      'Pod         team-b      server   node=node-a sa=server ip=127.73.2.1   <age>',
+      'Service     team-b      server   clusterIP=127.73.96.10                <age>',
+    ].join('\n'),
+  );
+  t.regex(
+    wide.stdout,
+    /^NAMESPACE +NAME +SUMMARY +AGE +LABELS\nteam-b +server +node=node-a .* +\d+[smhd] +app=server$/,
+  );
   const parsed = JSON.parse(json.stdout) as { generation: number; objects: Array<{ kind: string }> };
   t.deepEqual(
     parsed.objects.map((o) => o.kind),
@@ -285,13 +300,14 @@ test('apply -f DIR and -f -, then get as a table, wide, json, and a refused dire
   t.is(missing.stderr, 'no Pod nope in namespace team-b');
   t.is(described.exitCode, 0, described.stderr);
   t.is(
-    described.stdout,
+    described.stdout.replace(/creationTimestamp: \S+/, 'creationTimestamp: <time>'),
     [
       'kind: Service',
       'metadata:',
       '  name: server',
       '  namespace: team-b',
       '  labels: {}',
+      '  creationTimestamp: <time>',
       'spec:',
       '  clusterIPs:',
       '    - 127.73.96.10',
@@ -302,8 +318,8 @@ test('apply -f DIR and -f -, then get as a table, wide, json, and a refused dire
       '    app: server',
       '',
       'Events:',
-      '  TYPE     REASON   FROM   MESSAGE',
-      '  Normal   Served   -      0 of 0 connected proxies are in sync with the current config',
+      '  TYPE     REASON   AGE   FROM   MESSAGE',
+      '  Normal   Served   -     -      0 of 0 connected proxies are in sync with the current config',
     ].join('\n'),
   );
   t.is(undescribed.exitCode, 1);
@@ -336,11 +352,42 @@ test('golden: describe events (NACKed, pending, a waypoint not ready)', (t) => {
   ];
   const gateway = { kind: 'Gateway', metadata: { name: 'waypoint', namespace: 'shop' } };
   const waypoints = [{ waypoint: 'shop/waypoint', users: 2, ackedBy: [], ready: false }];
-  t.deepEqual(describeEvents(pod, proxies, waypoints), [
-    ['Warning', 'NACKed', 'ztunnel~node-a', 'istio.workload.Address Kubernetes//Pod/shop/web: bad address'],
+  const recorded = [
+    {
+      time: '2026-12-04T11:59:00.000Z',
+      type: 'Warning',
+      reason: 'Refused',
+      from: 'web.yaml',
+      message: 'web.yaml#0 (Pod shop/web): status.podIPs: 10.0.0.9 is also the IP of Pod/shop/db',
+    },
+    {
+      time: '2026-12-04T11:59:50.000Z',
+      type: 'Normal',
+      reason: 'WaypointBound',
+      from: 'control-plane',
+      message: 'uses waypoint shop/waypoint',
+    },
+  ];
+  t.deepEqual(describeEvents(pod, proxies, waypoints, recorded, Date.parse('2026-12-04T12:00:00Z')), [
+    [
+      'Warning',
+      'Refused',
+      '60s',
+      'web.yaml',
+      'web.yaml#0 (Pod shop/web): status.podIPs: 10.0.0.9 is also the IP of Pod/shop/db',
+    ],
+    ['Normal', 'WaypointBound', '10s', 'control-plane', 'uses waypoint shop/waypoint'],
+    [
+      'Warning',
+      'NACKed',
+      '-',
+      'ztunnel~node-a',
+      'istio.workload.Address Kubernetes//Pod/shop/web: bad address',
+    ],
     [
       'Normal',
       'Pending',
+      '-',
       'ztunnel~node-a',
       'istio.workload.Address Kubernetes//Pod/shop/web: sent, not yet ACKed',
     ],
@@ -349,6 +396,7 @@ test('golden: describe events (NACKed, pending, a waypoint not ready)', (t) => {
     [
       'Warning',
       'WaypointNotReady',
+      '-',
       '-',
       '2 workloads/services use it; no connected waypoint has ACKed its config (fail closed)',
     ],
@@ -403,12 +451,13 @@ test('golden: the proxy-status table', (t) => {
       [
         {
           kind: 'Gateway',
-          metadata: { name: 'wp', namespace: 'shop' },
+          metadata: { name: 'wp', namespace: 'shop', creationTimestamp: '2026-12-04T08:30:00Z' },
           spec: { gatewayClassName: 'istio-waypoint' },
         },
       ],
       { wide: false, kindColumn: false },
+      Date.parse('2026-12-04T12:00:00Z'),
     ),
-    'NAMESPACE   NAME   SUMMARY\nshop        wp     class=istio-waypoint',
+    'NAMESPACE   NAME   SUMMARY                AGE\nshop        wp     class=istio-waypoint   3h',
   );
 });

@@ -190,6 +190,10 @@ export class ConfigStore extends EventEmitter {
     let refused = admit(objects, originOf);
     if (refused.length === 0 && this.#opts.admit) refused = this.#opts.admit(objects, originOf);
     if (refused.length > 0) return this.#reject(refused, source);
+    // Created once, kept through replacements (kubectl's AGE): a new object takes the old one's.
+    const now = new Date().toISOString();
+    for (const [key, o] of objects)
+      o.metadata.creationTimestamp ??= this.#view.objects.get(key)?.metadata.creationTimestamp ?? now;
     const generation = this.#view.generation + 1;
     const stored = this.#store(applied, generation);
     if (!stored.ok) return this.#reject(stored.error, source);
