@@ -94,6 +94,12 @@ test('every subcommand: bad input is one line, exit 2 for usage and 1 for runtim
       1,
       /^zmesh ztunnel-config: ZM_ERR_ZTUNNEL_ADMIN_UNREACHABLE: .*127\.86\.9\.3:1 unreachable/,
     ],
+    [['x', 'describe', 'pod'], 2, /^zmesh x describe pod: missing required argument 'pod'/],
+    [['x', 'describe', 'pod', 'a/b/c'], 2, /^zmesh x describe pod: want NAMESPACE\/NAME/],
+    [['x', 'describe', 'pod', 'a/b', '--ztunnel', 'http://x/'], 2, /--ztunnel wants HOST or HOST:PORT/],
+    [['x', 'describe', 'pod', 'a/b', '-o', 'wide'], 2, /Allowed choices are text, json, yaml/],
+    [['x', 'describe', 'pod', 'a/b', ...admin], 1, /^zmesh x describe pod: ZM_ERR_ADMIN_UNREACHABLE/],
+    [['x', 'frob'], 2, /^zmesh x: unknown command 'frob'/],
     [['ns', 'l7', 'maybe', 'shop'], 2, /^zmesh ns l7: .*'maybe' is invalid .*on, off/],
     [['ns', 'l7', 'on'], 2, /^zmesh ns l7: missing required argument 'namespace'/],
     [

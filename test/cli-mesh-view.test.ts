@@ -1,5 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import { resolve } from 'node:path';
+import { podDescriptionText } from '@zmesh/harness';
 import test from 'ava';
 import { execa } from 'execa';
 import { startEcho, startMesh, waitFor, type XdsMesh } from './helpers/mesh.js';
@@ -19,7 +20,24 @@ let closeAll: () => Promise<void>;
 test.before(async () => {
   mesh = await startMesh(BLOCK, {
     forwards: [{ port: CLIENT_PORT, to: `127.${BLOCK}.2.1:7000` }],
-    controlPlane: {},
+    controlPlane: {
+      extraDocs: [
+        {
+          kind: 'AuthorizationPolicy',
+          metadata: { name: 'allow-client', namespace: 'team-b' },
+          spec: {
+            selector: { matchLabels: { app: 'server' } },
+            action: 'ALLOW',
+            rules: [{ from: [{ source: { principals: ['cluster.local/ns/team-a/sa/client'] } }] }],
+          },
+        },
+        {
+          kind: 'AuthorizationPolicy',
+          metadata: { name: 'no-debug-port', namespace: 'team-b' },
+          spec: { action: 'DENY', rules: [{ to: [{ operation: { ports: ['9999'] } }] }] },
+        },
+      ],
+    },
   });
   const echo = await startEcho(mesh.ip.server, 7000);
   closeAll = async () => {
@@ -59,7 +77,11 @@ node-b    spiffe://cluster.local/ns/team-b/sa/server   Valid   <time>      1`),
     [
       'ZTUNNEL   NAMESPACE      NAME                            ACTION   SCOPE',
       'node-a    istio-system   istio_converted_static_strict   DENY     WORKLOAD_SELECTOR',
+      'node-a    team-b         allow-client                    ALLOW    WORKLOAD_SELECTOR',
+      'node-a    team-b         no-debug-port                   DENY     NAMESPACE',
       'node-b    istio-system   istio_converted_static_strict   DENY     WORKLOAD_SELECTOR',
+      'node-b    team-b         allow-client                    ALLOW    WORKLOAD_SELECTOR',
+      'node-b    team-b         no-debug-port                   DENY     NAMESPACE',
     ].join('\n'),
   );
   t.is(unknown.exitCode, 1);
@@ -118,4 +140,75 @@ test('ztunnel-config connections: a live tunnel shows at both ends, and is gone 
   await waitFor(() => mesh.a.connections.size === 0 && mesh.b.connections.size === 0, 5000);
   const closed = await zmesh('ztunnel-config', 'connections', '--node', 'node-a');
   t.is(closed.stdout, 'ZTUNNEL   WORKLOAD   DIRECTION   LOCAL   REMOTE   PEER   PROTOCOL   AGE');
+});
+
+test('x describe pod: its ztunnel, identity, certificate, waypoint and the policies that apply with why', async (t) => {
+  const [server, json, missing, bad] = await Promise.all([
+    zmesh('x', 'describe', 'pod', 'team-b/server'),
+    zmesh('x', 'describe', 'pod', 'team-a/client', '-o', 'json'),
+    zmesh('x', 'describe', 'pod', 'team-b/nope'),
+    zmesh('x', 'describe', 'pod', 'Team_B/x'),
+  ]);
+  t.is(server.exitCode, 0, server.stderr);
+  t.is(
+    server.stdout
+      .replace(/ztunnel~\S+/, 'ztunnel~<id>')
+      .replace(/not after \S+ \(in \d+m\)/, 'not after <time> (in <age>)'),
+    [
+      'Pod:          team-b/server',
+      'Node:         node-b',
+      `Ztunnel:      ztunnel~<id> (admin 127.${BLOCK}.0.3:15000), connected`,
+      'Identity:     spiffe://cluster.local/ns/team-b/sa/server',
+      'Certificate:  Valid, not after <time> (in <age>)',
+      'Waypoint:     none',
+      'Policies:',
+      '  NAMESPACE      NAME                            ACTION   WHY',
+      '  team-b         no-debug-port                   DENY     no selector: every workload in namespace team-b',
+      "  team-b         allow-client                    ALLOW    its selector matches the pod's labels (app=server)",
+      '  istio-system   istio_converted_static_strict   DENY     PeerAuthentication, folded in as Istio does',
+    ].join('\n'),
+  );
+  const client = JSON.parse(json.stdout) as { identity: string; node: string; policies: unknown[] };
+  t.is(client.identity, 'spiffe://cluster.local/ns/team-a/sa/client');
+  t.is(client.node, 'node-a');
+  t.is(missing.exitCode, 1);
+  t.is(missing.stderr, 'zmesh x describe: no Pod nope in namespace team-b');
+  t.is(bad.exitCode, 2);
+  t.regex(bad.stderr, /^zmesh x describe pod: want NAMESPACE\/NAME/);
+});
+
+test('golden: x describe pod text with a waypoint not ready, an expired certificate and a pending policy', (t) => {
+  const now = Date.parse('2026-12-04T12:00:00Z');
+  t.is(
+    podDescriptionText(
+      {
+        pod: 'shop/web',
+        node: 'node-a',
+        ztunnel: { proxy: 'ztunnel~10.0.0.2~x', admin: '10.0.0.2:15000', connected: false },
+        identity: 'spiffe://cluster.local/ns/shop/sa/web',
+        certificate: { state: 'Expired', notAfter: '2026-12-04T11:00:00.000Z' },
+        waypoint: { name: 'shop/waypoint', ready: false, ackedBy: [] },
+        policies: [
+          {
+            namespace: 'shop',
+            name: 'gone',
+            action: '-',
+            why: 'named for the workload but not received by this ztunnel: its traffic fails closed',
+          },
+        ],
+      },
+      now,
+    ),
+    [
+      'Pod:          shop/web',
+      'Node:         node-a',
+      'Ztunnel:      ztunnel~10.0.0.2~x (admin 10.0.0.2:15000), DISCONNECTED',
+      'Identity:     spiffe://cluster.local/ns/shop/sa/web',
+      'Certificate:  Expired, not after 2026-12-04T11:00:00.000Z (expired)',
+      'Waypoint:     shop/waypoint, NOT READY: no connected waypoint has ACKed its config; traffic to the pod fails closed',
+      'Policies:',
+      '  NAMESPACE   NAME   ACTION   WHY',
+      '  shop        gone   -        named for the workload but not received by this ztunnel: its traffic fails closed',
+    ].join('\n'),
+  );
 });

@@ -1,5 +1,6 @@
 export * from './bypass/index.js';
 export { describeEvents } from './cli/describe-command.js';
+export { type PodDescription, podDescriptionText } from './cli/describe-pod-command.js';
 export { getTable } from './cli/get-command.js';
 export { type ProxyRow, proxyStatusTable } from './cli/operator-commands.js';
 export { type ConfigDump, ztunnelConfigTable, ztunnelConfigTables } from './cli/ztunnel-config-command.js';

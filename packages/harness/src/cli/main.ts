@@ -184,6 +184,34 @@ adminOptions(
   process.exitCode = await runZtunnelConfig(kind, options);
 });
 
+const experimental = program.command('x').description('experimental commands (as istioctl x)');
+adminOptions(
+  withExamples(
+    experimental
+      .command('describe')
+      .description('explain how the mesh treats an object')
+      .command('pod')
+      .description(
+        "which ztunnel serves a pod (its node's), its identity and certificate expiry, its waypoint, and the L4 policies that apply to it and why",
+      )
+      .argument('<pod>', 'NAMESPACE/NAME (NAME alone: namespace default)')
+      .option(
+        '--ztunnel <host[:port]>',
+        "read the pod's ztunnel here instead of at the admin address it announced to the control plane",
+      )
+      .addOption(
+        new Option('-o, --output <format>', 'text, or json/yaml for scripts')
+          .choices(['text', 'json', 'yaml'])
+          .default('text'),
+      ),
+    'zmesh x describe pod shop/web',
+    'zmesh x describe pod shop/web -o json',
+  ),
+).action(async (pod: string, options) => {
+  const { runDescribePod } = await import('./describe-pod-command.js');
+  process.exitCode = await runDescribePod(pod, options);
+});
+
 const ns = program.command('ns').description('namespace-wide operations');
 adminOptions(
   withExamples(
@@ -410,6 +438,8 @@ const EXAMPLES: Record<string, string[]> = {
   install: ['zmesh install --ca-dir ./ca | kubectl apply -f -', 'zmesh install --check-crds crds.yaml'],
   cluster: ['zmesh cluster up --nodes 2 --pods 3', 'zmesh cluster status --json', 'zmesh cluster down'],
   ns: ['zmesh ns l7 on shop'],
+  x: ['zmesh x describe pod shop/web'],
+  'x describe': ['zmesh x describe pod shop/web'],
   harness: ['zmesh harness bypass', 'zmesh harness noisy-neighbor --quick'],
   'harness waypoint-bench': ['zmesh harness waypoint-bench --quick'],
   'harness capture-bench': ['zmesh harness capture-bench --quick --json capture.json'],
