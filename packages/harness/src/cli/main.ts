@@ -451,6 +451,7 @@ const EXAMPLES: Record<string, string[]> = {
   dashboard: [
     'zmesh dashboard --admin /run/zmesh/admin.sock --ztunnel 127.50.0.2 --ztunnel 127.50.0.3 --waypoint 127.50.3.1',
   ],
+  'harness soak': ['zmesh harness soak', 'zmesh harness soak --seconds 60 --json soak.json'],
   'harness upgrade': ['zmesh harness upgrade', 'zmesh harness upgrade --long-lived 50 --json upgrade.json'],
   'harness outage': [
     'zmesh harness outage',

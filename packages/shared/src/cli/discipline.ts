@@ -46,6 +46,11 @@ function usageLine(cmd: Command, str: string): string {
  */
 export async function runCli(program: Command, argv: readonly string[] = process.argv): Promise<void> {
   discipline(program);
+  // `zmesh … | head`: the reader left; that is the end of the output, not a crash.
+  process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code !== 'EPIPE') throw e;
+    process.exit(process.exitCode ?? 0);
+  });
   let running = program.name();
   program.hook('preAction', (_, action) => {
     running = commandPath(action);
