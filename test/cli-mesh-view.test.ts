@@ -1,6 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import { resolve } from 'node:path';
-import { podDescriptionText } from '@zmesh/harness';
+import { collectMesh, podDescriptionText } from '@zmesh/harness';
 import test from 'ava';
 import { execa } from 'execa';
 import { startEcho, startMesh, waitFor, type XdsMesh } from './helpers/mesh.js';
@@ -210,5 +210,16 @@ test('golden: x describe pod text with a waypoint not ready, an expired certific
       '  NAMESPACE   NAME   ACTION   WHY',
       '  shop        gone   -        named for the workload but not received by this ztunnel: its traffic fails closed',
     ].join('\n'),
+  );
+});
+
+test('the dashboard without --ztunnel reads every ztunnel that announced its admin address', async (t) => {
+  const view = await collectMesh(mesh.admin, []);
+  t.deepEqual(
+    view.ztunnels.map((z) => [z.address, z.node, z.reachable, z.connected]),
+    [
+      [`127.${BLOCK}.0.2`, 'node-a', true, true],
+      [`127.${BLOCK}.0.3`, 'node-b', true, true],
+    ],
   );
 });

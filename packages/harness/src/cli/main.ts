@@ -246,7 +246,7 @@ adminOptions(
     .option('--listen <host:port>', 'loopback address to serve on', '127.0.0.1:15300')
     .option(
       '--ztunnel <address>',
-      "a node's ztunnel address (its 15000/15020/15021 endpoints); repeat per node",
+      "a node's ztunnel address (its 15000/15020/15021 endpoints); repeat per node; default: every ztunnel the control plane knows",
       (v: string, all: string[]) => all.concat(v),
       [] as string[],
     )
