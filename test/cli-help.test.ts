@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import test from 'ava';
 import { execa } from 'execa';
+import { pool } from './helpers/pool.js';
 
 const ZMESH = resolve(import.meta.dirname, '../../bin/zmesh');
 
@@ -18,8 +19,8 @@ test('every command and subcommand: --help has a description, required flags mar
   const seen: Array<{ path: string[]; help: string }> = [];
   let level: string[][] = [[]];
   while (level.length > 0) {
-    const helps = await Promise.all(
-      level.map((path) => execa(ZMESH, [...path, '--help'], { timeout: 20_000 }).then((r) => r.stdout)),
+    const helps = await pool(level, 4, (path) =>
+      execa(ZMESH, [...path, '--help'], { timeout: 60_000 }).then((r) => r.stdout),
     );
     const next: string[][] = [];
     level.forEach((path, i) => {
