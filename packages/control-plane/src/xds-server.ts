@@ -308,7 +308,7 @@ function cached(name: string, payloadType: string, bytes: Uint8Array, rank: numb
 }
 
 /** `unix:/absolute/path` (grpc-js's Unix-domain address form). */
-export function isUnixAddress(host: string): boolean {
+function isUnixAddress(host: string): boolean {
   return /^unix:\//.test(host);
 }
 
@@ -320,7 +320,7 @@ export function isLoopback(host: string): boolean {
  * A proxy's announced admin endpoint, kept only as `IP:port` (`[v6]:port`): the CLI dials
  * what proxy-status reports, so a name or anything else a proxy claims is dropped.
  */
-export function adminAddress(claimed: string | undefined): string | undefined {
+function adminAddress(claimed: string | undefined): string | undefined {
   if (claimed === undefined) return undefined;
   const m = /^(?:(\d{1,3}(?:\.\d{1,3}){3})|\[([0-9a-fA-F:.]+)\]):(\d{1,5})$/.exec(claimed);
   const ip = m?.[1] ?? m?.[2];

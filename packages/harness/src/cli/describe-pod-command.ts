@@ -95,7 +95,7 @@ export async function runDescribePod(
 }
 
 /** The description from the pod, its ztunnel's dump (if read), the applied policies and waypoint status. */
-export function describePod(
+function describePod(
   pod: PodObj,
   dump: ConfigDump | undefined,
   policyObjects: PolicyObj[],

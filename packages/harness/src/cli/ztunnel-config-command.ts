@@ -3,13 +3,7 @@ import { type AdminOptions, type ProxyRow, target } from './operator-commands.js
 import { age, structured, table } from './table.js';
 
 /** What `zmesh ztunnel-config` shows, as istioctl names it. */
-export const ZTUNNEL_CONFIG_KINDS = [
-  'workloads',
-  'services',
-  'policies',
-  'certificates',
-  'connections',
-] as const;
+const ZTUNNEL_CONFIG_KINDS = ['workloads', 'services', 'policies', 'certificates', 'connections'] as const;
 export type ZtunnelConfigKind = (typeof ZTUNNEL_CONFIG_KINDS)[number];
 
 export interface ZtunnelConfigOptions extends AdminOptions {
@@ -25,7 +19,7 @@ interface GatewayRef {
   address?: { address: string };
 }
 
-export interface Connection {
+interface Connection {
   workload: string;
   direction: 'inbound' | 'outbound';
   local: string;
@@ -75,7 +69,7 @@ export function ztunnelAddress(value: string): string {
 }
 
 /** Where a ztunnel's admin answers, and the node it serves (when the control plane said). */
-export interface ZtunnelRef {
+interface ZtunnelRef {
   node: string;
   admin: string;
 }
@@ -88,7 +82,7 @@ const LOCAL_ZTUNNEL = '127.0.0.1:15000';
  * knows with an announced admin address (its proxy-status), narrowed by `--node`. Without
  * `--node`, an unreachable control plane (or one that knows none) leaves the local one.
  */
-export async function ztunnelsToRead(opts: ZtunnelConfigOptions): Promise<ZtunnelRef[] | undefined> {
+async function ztunnelsToRead(opts: ZtunnelConfigOptions): Promise<ZtunnelRef[] | undefined> {
   if (opts.ztunnel !== undefined) {
     if (opts.node?.length) throw new UsageError('--ztunnel and --node exclude each other');
     return undefined;

@@ -15,7 +15,7 @@ export interface OpenConnection {
 }
 
 /** Listed per dump at most; the total is always exact. */
-export const MAX_LISTED_CONNECTIONS = 1000;
+const MAX_LISTED_CONNECTIONS = 1000;
 
 /**
  * The ztunnel's live connections, for its admin `/config_dump` (istioctl's
