@@ -51,7 +51,8 @@ test.after.always(() => closeAll?.());
 const zmesh = (...argv: string[]) =>
   execa(ZMESH, [...argv, '--admin', mesh.admin.admin], {
     reject: false,
-    timeout: 20_000,
+    // Generous: 8 helpers' tests share 2 cores, and this process also runs the mesh.
+    timeout: 90_000,
     env: { ZMESH_DEBUG: '' },
   });
 
@@ -214,7 +215,10 @@ test('golden: x describe pod text with a waypoint not ready, an expired certific
 });
 
 test('the dashboard without --ztunnel reads every ztunnel that announced its admin address', async (t) => {
-  const view = await collectMesh(mesh.admin, []);
+  // The dashboard gives each fetch 1.5 s; on a loaded machine a round may miss, the next one not.
+  let view = await collectMesh(mesh.admin, []);
+  for (let i = 0; i < 20 && !view.ztunnels.every((z) => z.reachable && z.node); i++)
+    view = await collectMesh(mesh.admin, []);
   t.deepEqual(
     view.ztunnels.map((z) => [z.address, z.node, z.reachable, z.connected]),
     [
