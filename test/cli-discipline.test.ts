@@ -268,6 +268,7 @@ test('apply -f DIR and -f -, then get as a table, wide, json, and a refused dire
       ['get', 'pod', 'nope', '-n', 'team-b'],
       ['describe', 'svc', 'server', '-n', 'team-b'],
       ['describe', 'pod', 'nope', '-n', 'team-b'],
+      ['get', 'svc', 'server', '-n', 'team-b', '-o', 'yaml'],
     ],
     3,
     (argv) =>
@@ -275,10 +276,14 @@ test('apply -f DIR and -f -, then get as a table, wide, json, and a refused dire
         (r): R => ({ exitCode: r.exitCode, stdout: r.stdout, stderr: r.stderr }),
       ),
   );
-  const [refusedPod, pods, all, wide, json, none, missing, described, undescribed] = runs.map((r) => {
+  const [refusedPod, pods, all, wide, json, none, missing, described, undescribed, yaml] = runs.map((r) => {
     if (r === undefined) throw new Error('no result');
     return r;
-  }) as [R, R, R, R, R, R, R, R, R];
+  }) as [R, R, R, R, R, R, R, R, R, R];
+  t.regex(
+    yaml.stdout,
+    /^generation: \d+\nobjects:\n {2}- kind: Service\n {4}metadata:\n {6}name: server\n {6}namespace: team-b\n {6}labels: \{\}\n {6}creationTimestamp: \d{4}-\d\d-\d\dT[\d:.]+Z\n/,
+  );
 
   t.is(bad.exitCode, 1);
   t.regex(bad.stderr, /^zmesh apply: ZM_ERR_CONFIG_INVALID: refused .*bad, nothing changed/);
