@@ -1,3 +1,4 @@
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -5,6 +6,7 @@ import { describeEvents, getTable, type ProxyRow, proxyStatusTable } from '@zmes
 import { adminRequest } from '@zmesh/shared';
 import test from 'ava';
 import { execa, type ResultPromise } from 'execa';
+import { limiter, pool } from './helpers/pool.js';
 
 const ZMESH = resolve(import.meta.dirname, '../../bin/zmesh');
 interface R {
@@ -14,151 +16,181 @@ interface R {
 }
 const NO_SOCKET = '/nonexistent/zmesh-cli-discipline.sock';
 
-/** Runs `cases` with at most `limit` zmesh processes at once (each costs ~0.3 s of CPU). */
-async function pool<T, R>(cases: T[], limit: number, run: (c: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array(cases.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: limit }, async () => {
-      while (next < cases.length) {
-        const i = next++;
-        out[i] = await run(cases[i] as T);
-      }
-    }),
-  );
-  return out;
-}
-
-test('every subcommand: bad input is one line, exit 2 for usage and 1 for runtime, no stack trace', async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), 'zmesh-cli-discipline-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  await mkdir(join(dir, 'bad'));
-  await mkdir(join(dir, 'empty'));
-  await writeFile(join(dir, 'bad', 'a.yaml'), 'kind: Namespace\nmetadata: { name: a }\n');
-  await writeFile(join(dir, 'bad', 'b.yaml'), 'kind: [unclosed\n');
-  await writeFile(join(dir, 'mesh.yaml'), 'workloads: []\n');
-  await writeFile(join(dir, 'wp.yaml'), 'waypoint: { name: wp, namespace: shop }\n');
-  const admin = ['--admin', NO_SOCKET];
-  // [argv, exit code, what the one line must say]
-  const cases: Array<[string[], number, RegExp]> = [
-    [['nosuch'], 2, /^zmesh: unknown command 'nosuch'/],
-    [['--bogus'], 2, /^zmesh: unknown option '--bogus'/],
-    [['apply'], 2, /^zmesh apply: required option '-f, --file/],
-    [['apply', '-f', 'x.yaml', '--bogus'], 2, /^zmesh apply: unknown option '--bogus'/],
+// The bad-input table: every subcommand's bad input is one line, exit 2 for usage and 1 for
+// runtime, no stack trace. Files it needs:
+// (Made synchronously: ava wants every test declared before the file's first await.)
+const dir = mkdtempSync(join(tmpdir(), 'zmesh-cli-discipline-'));
+test.after.always(() => rm(dir, { recursive: true, force: true }));
+mkdirSync(join(dir, 'bad'));
+mkdirSync(join(dir, 'empty'));
+writeFileSync(join(dir, 'bad', 'a.yaml'), 'kind: Namespace\nmetadata: { name: a }\n');
+writeFileSync(join(dir, 'bad', 'b.yaml'), 'kind: [unclosed\n');
+writeFileSync(join(dir, 'mesh.yaml'), 'workloads: []\n');
+writeFileSync(join(dir, 'wp.yaml'), 'waypoint: { name: wp, namespace: shop }\n');
+const admin = ['--admin', NO_SOCKET];
+// [argv, exit code, what the one line must say]
+const cases: Array<[string[], number, RegExp]> = [
+  [['nosuch'], 2, /^zmesh: unknown command 'nosuch'/],
+  [['--bogus'], 2, /^zmesh: unknown option '--bogus'/],
+  [['apply'], 2, /^zmesh apply: required option '-f, --file/],
+  [['apply', '-f', 'x.yaml', '--bogus'], 2, /^zmesh apply: unknown option '--bogus'/],
+  [
+    ['apply', '-f', join(dir, 'missing.yaml'), ...admin],
+    1,
+    /ZM_ERR_CONFIG_INVALID: .*missing\.yaml: no such file/,
+  ],
+  [['apply', '-f', join(dir, 'empty'), ...admin], 1, /ZM_ERR_CONFIG_INVALID: .*no \.yaml or \.yml file/],
+  [['apply', '-f', join(dir, 'bad'), ...admin], 1, /^zmesh apply: ZM_ERR_ADMIN_UNREACHABLE/],
+  [['apply', '-f', 'x.yaml', '--admin', '127.77.0.1:15014'], 2, /--admin <socket\|url>.*lacks http:\/\//],
+  [['apply', '-f', 'x.yaml', '--admin', 'http://127.77.0.1/x'], 2, /--admin <socket\|url>.*explicit port/],
+  [['delete'], 2, /^zmesh delete: give either -f FILE or KIND NAME/],
+  [['delete', 'pod', 'a', ...admin], 1, /^zmesh delete: ZM_ERR_ADMIN_UNREACHABLE/],
+  [
+    ['proxy-status', ...admin],
+    1,
+    /^zmesh proxy-status: ZM_ERR_ADMIN_UNREACHABLE: .*zmesh-cli-discipline\.sock/,
+  ],
+  [
+    ['proxy-status', '-o', 'xml'],
+    2,
+    /'-o, --output <format>' argument 'xml' is invalid\. Allowed choices are table, json, yaml/,
+  ],
+  [['get'], 2, /^zmesh get: missing required argument 'kind'/],
+  [['get', 'frobs'], 2, /^zmesh get: unknown kind "frobs": want Namespace, Pod/],
+  [['get', 'pods', '-n', 'a', '-A'], 2, /-n and -A exclude each other/],
+  [['get', 'pods', '-o', 'csv'], 2, /Allowed choices are table, wide, json, yaml/],
+  [['get', 'pods', ...admin], 1, /^zmesh get: ZM_ERR_ADMIN_UNREACHABLE/],
+  [['describe', 'pod'], 2, /^zmesh describe: missing required argument 'name'/],
+  [['describe', 'all', 'x'], 2, /^zmesh describe: unknown kind "all"/],
+  [['describe', 'pod', 'x', ...admin], 1, /^zmesh describe: ZM_ERR_ADMIN_UNREACHABLE/],
+  [['ztunnel-config'], 2, /^zmesh ztunnel-config: missing required argument 'kind'/],
+  [['ztunnel-config', 'pods'], 2, /'pods' is invalid .*workloads, services, policies, certificates/],
+  [['ztunnel-config', 'workloads', '--ztunnel', 'http://x/'], 2, /--ztunnel wants HOST or HOST:PORT/],
+  [['ztunnel-config', 'workloads', '-o', 'wide'], 2, /Allowed choices are table, json, yaml/],
+  [
+    ['ztunnel-config', 'connections', '--ztunnel', '127.86.9.3', '--node', 'a'],
+    2,
+    /--ztunnel and --node exclude each other/,
+  ],
+  [
+    ['ztunnel-config', 'connections', '--node', 'a', ...admin],
+    1,
+    /^zmesh ztunnel-config: ZM_ERR_ADMIN_UNREACHABLE/,
+  ],
+  [['ztunnel-config', 'connections', '--node'], 2, /option '--node <name>' argument missing/],
+  [
+    ['ztunnel-config', 'workloads', '--ztunnel', '127.86.9.3:1'],
+    1,
+    /^zmesh ztunnel-config: ZM_ERR_ZTUNNEL_ADMIN_UNREACHABLE: .*127\.86\.9\.3:1 unreachable/,
+  ],
+  [['x', 'describe', 'pod'], 2, /^zmesh x describe pod: missing required argument 'pod'/],
+  [['x', 'describe', 'pod', 'a/b/c'], 2, /^zmesh x describe pod: want NAMESPACE\/NAME/],
+  [['x', 'describe', 'pod', 'a/b', '--ztunnel', 'http://x/'], 2, /--ztunnel wants HOST or HOST:PORT/],
+  [['x', 'describe', 'pod', 'a/b', '-o', 'wide'], 2, /Allowed choices are text, json, yaml/],
+  [['x', 'describe', 'pod', 'a/b', ...admin], 1, /^zmesh x describe pod: ZM_ERR_ADMIN_UNREACHABLE/],
+  [['x', 'frob'], 2, /^zmesh x: unknown command 'frob': want describe/],
+  [['x'], 2, /^zmesh x: missing command: want describe/],
+  [['ns'], 2, /^zmesh ns: missing command: want l7/],
+  [['harness', 'nope'], 2, /^zmesh harness: unknown command 'nope': want waypoint-bench, capture-bench/],
+  [['dashboard', '--listen', '0.0.0.0:15300'], 2, /^zmesh dashboard: --listen must be a loopback HOST:PORT/],
+  [['dashboard', '--bogus'], 2, /^zmesh dashboard: unknown option '--bogus'/],
+  [['install', '-o', 'xml'], 2, /argument 'xml' is invalid\. want yaml or json/],
+  [
+    ['install', '--values', join(dir, 'missing.yaml')],
+    2,
+    /^zmesh install: ZM_ERR_INSTALL_INPUT: .*cannot read/,
+  ],
+  [['harness', 'noisy-neighbor', '--fairness', 'maybe'], 2, /want on or off or both/],
+  [['harness', 'noisy-neighbor', '--rounds', '0'], 2, /'--rounds <n>' argument '0' is invalid/],
+  [['harness', 'soak', '--seconds', 'abc'], 2, /^zmesh harness soak: --minutes\/--seconds must give between/],
+  [['harness', 'upgrade', '--long-lived', 'abc'], 2, /^zmesh harness upgrade: --long-lived: want 1\.\.500/],
+  [['harness', 'capture-bench', '--bogus'], 2, /^zmesh harness capture-bench: unknown option/],
+  [['harness', 'waypoint-bench', '--bogus'], 2, /^zmesh harness waypoint-bench: unknown option/],
+  [['harness', 'bypass', '--bogus'], 2, /^zmesh harness bypass: unknown option/],
+  [['demo', '--bogus'], 2, /^zmesh demo: unknown option/],
+  [['bench', '--bogus'], 2, /^zmesh bench: unknown option/],
+  [['cluster', 'up', '--nodes', '0'], 2, /'--nodes <n>' argument '0' is invalid/],
+  [
+    ['cluster', 'up', '--spec', join(dir, 'missing.yaml')],
+    1,
+    /^zmesh cluster: ZM_ERR_CONFIG_INVALID: .*no such file/,
+  ],
+  [['ns', 'l7', 'maybe', 'shop'], 2, /^zmesh ns l7: .*'maybe' is invalid .*on, off/],
+  [['ns', 'l7', 'on'], 2, /^zmesh ns l7: missing required argument 'namespace'/],
+  [
+    ['ns', 'l7', 'on', 'shop', '--timeout', 'abc'],
+    2,
+    /--timeout <seconds>' argument 'abc' is invalid\. want a number 0\.\.120/,
+  ],
+  [['ns', 'l7', 'on', 'shop', ...admin], 1, /^zmesh ns l7: ZM_ERR_ADMIN_UNREACHABLE/],
+  [['cluster'], 2, /^zmesh cluster: missing required argument 'action'/],
+  [['version', '--bogus'], 2, /^zmesh version: unknown option '--bogus'/],
+  [['ztunnel', '--bogus'], 2, /^zmesh ztunnel: unknown option '--bogus'/],
+  [['ztunnel', '--fairness'], 2, /^zmesh ztunnel: option '--fairness <on\|off>' argument missing/],
+  [['waypoint', '--bogus'], 2, /^zmesh waypoint: unknown option '--bogus'/],
+  [['control-plane', '--bogus'], 2, /^zmesh control-plane: unknown option '--bogus'/],
+  [
+    ['control-plane', '--admin-port', 'abc'],
+    2,
+    /'--admin-port <port>' argument 'abc' is invalid\. want an integer 0\.\.65535/,
+  ],
+  [
+    ['control-plane', '--no-state-dir', '--config', join(dir, 'missing')],
+    1,
+    /^zmesh control-plane: ZM_ERR_CONFIG_INVALID: .*missing/,
+  ],
+  [
+    ['ztunnel', '--fairness', 'maybe'],
+    2,
+    /'--fairness <on\|off>' argument 'maybe' is invalid\. want on or off/,
+  ],
+  [['ztunnel', '--passthrough', 'sometimes'], 2, /want allow or deny/],
+  [['waypoint', '--port', '70000'], 2, /'--port <port>' argument '70000' is invalid/],
+  // 127.86.9.0/24: these cases'; nothing binds, the CA directory is read first.
+  [
     [
-      ['apply', '-f', join(dir, 'missing.yaml'), ...admin],
-      1,
-      /ZM_ERR_CONFIG_INVALID: .*missing\.yaml: no such file/,
+      'ztunnel',
+      '--node',
+      'n',
+      '--config',
+      join(dir, 'mesh.yaml'),
+      '--ca-dir',
+      join(dir, 'empty'),
+      '--address',
+      '127.86.9.1',
     ],
-    [['apply', '-f', join(dir, 'empty'), ...admin], 1, /ZM_ERR_CONFIG_INVALID: .*no \.yaml or \.yml file/],
-    [['apply', '-f', join(dir, 'bad'), ...admin], 1, /^zmesh apply: ZM_ERR_ADMIN_UNREACHABLE/],
-    [['apply', '-f', 'x.yaml', '--admin', '127.77.0.1:15014'], 2, /--admin <socket\|url>.*lacks http:\/\//],
-    [['apply', '-f', 'x.yaml', '--admin', 'http://127.77.0.1/x'], 2, /--admin <socket\|url>.*explicit port/],
-    [['delete'], 2, /^zmesh delete: give either -f FILE or KIND NAME/],
-    [['delete', 'pod', 'a', ...admin], 1, /^zmesh delete: ZM_ERR_ADMIN_UNREACHABLE/],
-    [
-      ['proxy-status', ...admin],
-      1,
-      /^zmesh proxy-status: ZM_ERR_ADMIN_UNREACHABLE: .*zmesh-cli-discipline\.sock/,
-    ],
-    [
-      ['proxy-status', '-o', 'xml'],
-      2,
-      /'-o, --output <format>' argument 'xml' is invalid\. Allowed choices are table, json, yaml/,
-    ],
-    [['get'], 2, /^zmesh get: missing required argument 'kind'/],
-    [['get', 'frobs'], 2, /^zmesh get: unknown kind "frobs": want Namespace, Pod/],
-    [['get', 'pods', '-n', 'a', '-A'], 2, /-n and -A exclude each other/],
-    [['get', 'pods', '-o', 'csv'], 2, /Allowed choices are table, wide, json, yaml/],
-    [['get', 'pods', ...admin], 1, /^zmesh get: ZM_ERR_ADMIN_UNREACHABLE/],
-    [['describe', 'pod'], 2, /^zmesh describe: missing required argument 'name'/],
-    [['describe', 'all', 'x'], 2, /^zmesh describe: unknown kind "all"/],
-    [['describe', 'pod', 'x', ...admin], 1, /^zmesh describe: ZM_ERR_ADMIN_UNREACHABLE/],
-    [['ztunnel-config'], 2, /^zmesh ztunnel-config: missing required argument 'kind'/],
-    [['ztunnel-config', 'pods'], 2, /'pods' is invalid .*workloads, services, policies, certificates/],
-    [['ztunnel-config', 'workloads', '--ztunnel', 'http://x/'], 2, /--ztunnel wants HOST or HOST:PORT/],
-    [['ztunnel-config', 'workloads', '-o', 'wide'], 2, /Allowed choices are table, json, yaml/],
-    [
-      ['ztunnel-config', 'workloads', '--ztunnel', '127.86.9.3:1'],
-      1,
-      /^zmesh ztunnel-config: ZM_ERR_ZTUNNEL_ADMIN_UNREACHABLE: .*127\.86\.9\.3:1 unreachable/,
-    ],
-    [['ns', 'l7', 'maybe', 'shop'], 2, /^zmesh ns l7: .*'maybe' is invalid .*on, off/],
-    [['ns', 'l7', 'on'], 2, /^zmesh ns l7: missing required argument 'namespace'/],
-    [
-      ['ns', 'l7', 'on', 'shop', '--timeout', 'abc'],
-      2,
-      /--timeout <seconds>' argument 'abc' is invalid\. want a number 0\.\.120/,
-    ],
-    [['ns', 'l7', 'on', 'shop', ...admin], 1, /^zmesh ns l7: ZM_ERR_ADMIN_UNREACHABLE/],
-    [['cluster'], 2, /^zmesh cluster: missing required argument 'action'/],
-    [['version', '--bogus'], 2, /^zmesh version: unknown option '--bogus'/],
-    [['ztunnel', '--bogus'], 2, /^zmesh ztunnel: unknown option '--bogus'/],
-    [['ztunnel', '--fairness'], 2, /^zmesh ztunnel: option '--fairness <on\|off>' argument missing/],
-    [['waypoint', '--bogus'], 2, /^zmesh waypoint: unknown option '--bogus'/],
-    [['control-plane', '--bogus'], 2, /^zmesh control-plane: unknown option '--bogus'/],
-    [
-      ['control-plane', '--admin-port', 'abc'],
-      2,
-      /'--admin-port <port>' argument 'abc' is invalid\. want an integer 0\.\.65535/,
-    ],
-    [
-      ['control-plane', '--no-state-dir', '--config', join(dir, 'missing')],
-      1,
-      /^zmesh control-plane: ZM_ERR_CONFIG_INVALID: .*missing/,
-    ],
-    [
-      ['ztunnel', '--fairness', 'maybe'],
-      2,
-      /'--fairness <on\|off>' argument 'maybe' is invalid\. want on or off/,
-    ],
-    [['ztunnel', '--passthrough', 'sometimes'], 2, /want allow or deny/],
-    [['waypoint', '--port', '70000'], 2, /'--port <port>' argument '70000' is invalid/],
-    // 127.86.9.0/24: these cases'; nothing binds, the CA directory is read first.
-    [
-      [
-        'ztunnel',
-        '--node',
-        'n',
-        '--config',
-        join(dir, 'mesh.yaml'),
-        '--ca-dir',
-        join(dir, 'empty'),
-        '--address',
-        '127.86.9.1',
-      ],
-      1,
-      /^zmesh ztunnel: ZM_ERR_CONFIG_INVALID: .*root-cert\.pem: missing; a CA directory holds/,
-    ],
-    [
-      [
-        'waypoint',
-        '--config',
-        join(dir, 'wp.yaml'),
-        '--ca-dir',
-        join(dir, 'empty'),
-        '--address',
-        '127.86.9.2',
-      ],
-      1,
-      /^zmesh waypoint: ZM_ERR_CONFIG_INVALID: .*root-cert\.pem: missing/,
-    ],
-    [['cluster', 'sideways'], 2, /Allowed choices are up, down, status/],
-    [['harness', 'outage', '--duration', 'soon'], 2, /'--duration <seconds>' argument 'soon' is invalid/],
-  ];
-  const results = await pool(cases, 4, ([argv]) =>
-    execa(ZMESH, argv, { reject: false, timeout: 15_000, env: { ZMESH_DEBUG: '' } }),
-  );
-  cases.forEach(([argv, code, want], i) => {
-    const r = results[i]!;
-    const what = `zmesh ${argv.join(' ')}: ${r.stderr}`;
-    t.is(r.exitCode, code, what);
-    const lines = r.stderr.split('\n').filter((l) => l.trim() !== '');
-    t.is(lines.length, 1, what);
-    t.regex(lines[0] ?? '', want, what);
-    t.notRegex(r.stderr, /\n\s+at |Error:/, what);
+    1,
+    /^zmesh ztunnel: ZM_ERR_CONFIG_INVALID: .*root-cert\.pem: missing; a CA directory holds/,
+  ],
+  [
+    ['waypoint', '--config', join(dir, 'wp.yaml'), '--ca-dir', join(dir, 'empty'), '--address', '127.86.9.2'],
+    1,
+    /^zmesh waypoint: ZM_ERR_CONFIG_INVALID: .*root-cert\.pem: missing/,
+  ],
+  [['cluster', 'sideways'], 2, /Allowed choices are up, down, status/],
+  [['harness', 'outage', '--duration', 'soon'], 2, /'--duration <seconds>' argument 'soon' is invalid/],
+];
+// In tests of ten cases (each one's end restarts ava's timeout), four zmesh processes at once in all.
+const slot = limiter(4);
+for (let from = 0; from < cases.length; from += 10) {
+  const chunk = cases.slice(from, from + 10);
+  test(`bad input is one line, exit 2 for usage and 1 for runtime, no stack trace: ${chunk.map(([a]) => a.slice(0, 2).join(' ')).join(', ')}`, async (t) => {
+    const results = await Promise.all(
+      chunk.map(([argv]) =>
+        slot(() => execa(ZMESH, argv, { reject: false, timeout: 60_000, env: { ZMESH_DEBUG: '' } })),
+      ),
+    );
+    chunk.forEach(([argv, code, want], i) => {
+      const r = results[i]!;
+      const what = `zmesh ${argv.join(' ')}: ${r.stderr}`;
+      t.is(r.exitCode, code, what);
+      const lines = r.stderr.split('\n').filter((l) => l.trim() !== '');
+      t.is(lines.length, 1, what);
+      t.regex(lines[0] ?? '', want, what);
+      t.notRegex(r.stderr, /\n\s+at |Error:/, what);
+    });
   });
-});
+}
 
 test('--version prints what zmesh version prints; --help has an example; ZMESH_DEBUG=1 adds the stack', async (t) => {
   const [flag, cmd, help, debug] = await Promise.all([
@@ -224,9 +256,10 @@ test('apply -f DIR and -f -, then get as a table, wide, json, and a refused dire
 
   await mkdir(join(dir, 'bad'));
   await writeFile(join(dir, 'bad', 'pod.yaml'), CONFIG_A.replace('127.73.2.1', 'not-an-ip'));
+  const bad = await execa(ZMESH, ['apply', '-f', join(dir, 'bad'), '--admin', admin], { reject: false });
   const runs = await pool(
     [
-      ['apply', '-f', join(dir, 'bad')],
+      ['describe', 'pod', 'server', '-n', 'team-b'],
       ['get', 'pods', '-n', 'team-b'],
       ['get', 'all', '-A'],
       ['get', 'pod', 'server', '-n', 'team-b', '-o', 'wide'],
@@ -235,6 +268,7 @@ test('apply -f DIR and -f -, then get as a table, wide, json, and a refused dire
       ['get', 'pod', 'nope', '-n', 'team-b'],
       ['describe', 'svc', 'server', '-n', 'team-b'],
       ['describe', 'pod', 'nope', '-n', 'team-b'],
+      ['get', 'svc', 'server', '-n', 'team-b', '-o', 'yaml'],
     ],
     3,
     (argv) =>
@@ -242,27 +276,45 @@ test('apply -f DIR and -f -, then get as a table, wide, json, and a refused dire
         (r): R => ({ exitCode: r.exitCode, stdout: r.stdout, stderr: r.stderr }),
       ),
   );
-  const [bad, pods, all, wide, json, none, missing, described, undescribed] = runs.map((r) => {
+  const [refusedPod, pods, all, wide, json, none, missing, described, undescribed, yaml] = runs.map((r) => {
     if (r === undefined) throw new Error('no result');
     return r;
-  }) as [R, R, R, R, R, R, R, R, R];
+  }) as [R, R, R, R, R, R, R, R, R, R];
+  t.regex(
+    yaml.stdout,
+    /^generation: \d+\nobjects:\n {2}- kind: Service\n {4}metadata:\n {6}name: server\n {6}namespace: team-b\n {6}labels: \{\}\n {6}creationTimestamp: \d{4}-\d\d-\d\dT[\d:.]+Z\n/,
+  );
 
   t.is(bad.exitCode, 1);
   t.regex(bad.stderr, /^zmesh apply: ZM_ERR_CONFIG_INVALID: refused .*bad, nothing changed/);
-  t.is(
-    pods.stdout,
-    ['NAMESPACE   NAME     SUMMARY', 'team-b      server   node=node-a sa=server ip=127.73.2.1'].join('\n'),
+  // The refusal is an event on the object it named (which keeps its applied version).
+  t.is(refusedPod.exitCode, 0, refusedPod.stderr);
+  t.regex(
+    refusedPod.stdout,
+    /\n {2}Warning +Refused +\d+s +apply +\S+bad#1 \(Pod team-b\/server\): status\.podIP\[0\]: "not-an-ip" is not an IP address\n {2}Normal +Served/,
   );
+  // AGE is kubectl's (the last column here): its value follows the clock.
+  const aged = (s: string) => s.replace(/ {3}\d+[smhd]$/gm, '   <age>');
   t.is(
-    all.stdout,
+    aged(pods.stdout),
     [
-      'KIND        NAMESPACE   NAME     SUMMARY',
-      'Namespace   -           team-b   mode=ambient',
-      'Pod         team-b      server   node=node-a sa=server ip=127.73.2.1',
-      'Service     team-b      server   clusterIP=127.73.96.10',
+      'NAMESPACE   NAME     SUMMARY                               AGE',
+      'team-b      server   node=node-a sa=server ip=127.73.2.1   <age>',
     ].join('\n'),
   );
-  t.regex(wide.stdout, /^NAMESPACE +NAME +SUMMARY +LABELS\nteam-b +server +node=node-a .* +app=server$/);
+  t.is(
+    aged(all.stdout),
+    [
+      'KIND        NAMESPACE   NAME     SUMMARY                               AGE',
+      'Namespace   -           team-b   mode=ambient                          <age>',
+      'Pod         team-b      server   node=node-a sa=server ip=127.73.2.1   <age>',
+      'Service     team-b      server   clusterIP=127.73.96.10                <age>',
+    ].join('\n'),
+  );
+  t.regex(
+    wide.stdout,
+    /^NAMESPACE +NAME +SUMMARY +AGE +LABELS\nteam-b +server +node=node-a .* +\d+[smhd] +app=server$/,
+  );
   const parsed = JSON.parse(json.stdout) as { generation: number; objects: Array<{ kind: string }> };
   t.deepEqual(
     parsed.objects.map((o) => o.kind),
@@ -274,13 +326,14 @@ test('apply -f DIR and -f -, then get as a table, wide, json, and a refused dire
   t.is(missing.stderr, 'no Pod nope in namespace team-b');
   t.is(described.exitCode, 0, described.stderr);
   t.is(
-    described.stdout,
+    described.stdout.replace(/creationTimestamp: \S+/, 'creationTimestamp: <time>'),
     [
       'kind: Service',
       'metadata:',
       '  name: server',
       '  namespace: team-b',
       '  labels: {}',
+      '  creationTimestamp: <time>',
       'spec:',
       '  clusterIPs:',
       '    - 127.73.96.10',
@@ -291,8 +344,8 @@ test('apply -f DIR and -f -, then get as a table, wide, json, and a refused dire
       '    app: server',
       '',
       'Events:',
-      '  TYPE     REASON   FROM   MESSAGE',
-      '  Normal   Served   -      0 of 0 connected proxies are in sync with the current config',
+      '  TYPE     REASON   AGE   FROM   MESSAGE',
+      '  Normal   Served   -     -      0 of 0 connected proxies are in sync with the current config',
     ].join('\n'),
   );
   t.is(undescribed.exitCode, 1);
@@ -325,11 +378,42 @@ test('golden: describe events (NACKed, pending, a waypoint not ready)', (t) => {
   ];
   const gateway = { kind: 'Gateway', metadata: { name: 'waypoint', namespace: 'shop' } };
   const waypoints = [{ waypoint: 'shop/waypoint', users: 2, ackedBy: [], ready: false }];
-  t.deepEqual(describeEvents(pod, proxies, waypoints), [
-    ['Warning', 'NACKed', 'ztunnel~node-a', 'istio.workload.Address Kubernetes//Pod/shop/web: bad address'],
+  const recorded = [
+    {
+      time: '2026-12-04T11:59:00.000Z',
+      type: 'Warning',
+      reason: 'Refused',
+      from: 'web.yaml',
+      message: 'web.yaml#0 (Pod shop/web): status.podIPs: 10.0.0.9 is also the IP of Pod/shop/db',
+    },
+    {
+      time: '2026-12-04T11:59:50.000Z',
+      type: 'Normal',
+      reason: 'WaypointBound',
+      from: 'control-plane',
+      message: 'uses waypoint shop/waypoint',
+    },
+  ];
+  t.deepEqual(describeEvents(pod, proxies, waypoints, recorded, Date.parse('2026-12-04T12:00:00Z')), [
+    [
+      'Warning',
+      'Refused',
+      '60s',
+      'web.yaml',
+      'web.yaml#0 (Pod shop/web): status.podIPs: 10.0.0.9 is also the IP of Pod/shop/db',
+    ],
+    ['Normal', 'WaypointBound', '10s', 'control-plane', 'uses waypoint shop/waypoint'],
+    [
+      'Warning',
+      'NACKed',
+      '-',
+      'ztunnel~node-a',
+      'istio.workload.Address Kubernetes//Pod/shop/web: bad address',
+    ],
     [
       'Normal',
       'Pending',
+      '-',
       'ztunnel~node-a',
       'istio.workload.Address Kubernetes//Pod/shop/web: sent, not yet ACKed',
     ],
@@ -338,6 +422,7 @@ test('golden: describe events (NACKed, pending, a waypoint not ready)', (t) => {
     [
       'Warning',
       'WaypointNotReady',
+      '-',
       '-',
       '2 workloads/services use it; no connected waypoint has ACKed its config (fail closed)',
     ],
@@ -392,12 +477,13 @@ test('golden: the proxy-status table', (t) => {
       [
         {
           kind: 'Gateway',
-          metadata: { name: 'wp', namespace: 'shop' },
+          metadata: { name: 'wp', namespace: 'shop', creationTimestamp: '2026-12-04T08:30:00Z' },
           spec: { gatewayClassName: 'istio-waypoint' },
         },
       ],
       { wide: false, kindColumn: false },
+      Date.parse('2026-12-04T12:00:00Z'),
     ),
-    'NAMESPACE   NAME   SUMMARY\nshop        wp     class=istio-waypoint',
+    'NAMESPACE   NAME   SUMMARY                AGE\nshop        wp     class=istio-waypoint   3h',
   );
 });

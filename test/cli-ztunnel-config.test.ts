@@ -1,6 +1,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { type ConfigDump, ztunnelConfigTables } from '@zmesh/harness';
 import { adminRequest, CertificateAuthority } from '@zmesh/shared';
 import test from 'ava';
 import { execa, type ResultPromise } from 'execa';
@@ -97,4 +98,61 @@ test('ztunnel-config workloads|services|policies|certificates: golden tables and
     /^zmesh ztunnel-config: ZM_ERR_ZTUNNEL_ADMIN_UNREACHABLE: ztunnel admin endpoint http:\/\/127\.88\.0\.2:15000 unreachable: .*ECONNREFUSED/,
   );
   t.is(unreachable.stderr.trim().split('\n').length, 1);
+});
+
+test('golden: the connections table across two ztunnels (ZTUNNEL column, rows sorted, kubectl ages)', (t) => {
+  const now = Date.parse('2026-12-04T12:00:00Z');
+  const dump = (items: NonNullable<ConfigDump['connections']>['items']) =>
+    ({ connections: { total: items.length, items } }) as ConfigDump;
+  t.is(
+    ztunnelConfigTables(
+      'connections',
+      [
+        {
+          node: 'node-a',
+          dump: dump([
+            {
+              workload: 'shop/web',
+              direction: 'outbound',
+              local: '10.0.1.5:40222',
+              remote: '10.0.2.7:15008',
+              peer: 'spiffe://cluster.local/ns/shop/sa/db',
+              protocol: 'HBONE',
+              since: now - 3_700_000,
+            },
+            {
+              workload: 'shop/web',
+              direction: 'inbound',
+              local: '10.0.1.5:8080',
+              remote: '10.0.3.1:51000',
+              peer: 'spiffe://cluster.local/ns/edge/sa/gw',
+              protocol: 'HBONE',
+              since: now - 4000,
+            },
+          ]),
+        },
+        {
+          node: 'node-b',
+          dump: dump([
+            {
+              workload: 'shop/db',
+              direction: 'outbound',
+              local: '10.0.2.7:39000',
+              remote: '203.0.113.9:443',
+              peer: '',
+              protocol: 'TCP',
+              since: now - 90_000,
+            },
+          ]),
+        },
+      ],
+      now,
+    ),
+    [
+      'ZTUNNEL   WORKLOAD   DIRECTION   LOCAL            REMOTE            PEER                                   PROTOCOL   AGE',
+      'node-a    shop/web   inbound     10.0.1.5:8080    10.0.3.1:51000    spiffe://cluster.local/ns/edge/sa/gw   HBONE      4s',
+      'node-a    shop/web   outbound    10.0.1.5:40222   10.0.2.7:15008    spiffe://cluster.local/ns/shop/sa/db   HBONE      61m',
+      'node-b    shop/db    outbound    10.0.2.7:39000   203.0.113.9:443   -                                      TCP        90s',
+    ].join('\n'),
+  );
 });

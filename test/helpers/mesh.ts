@@ -3,10 +3,17 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ControlPlane, startAdminServer } from '@zmesh/control-plane';
-import { type AdminTarget, CertificateAuthority, TrustBundle, type Workload } from '@zmesh/shared';
+import {
+  type AdminTarget,
+  CertificateAuthority,
+  formatHostPort,
+  TrustBundle,
+  type Workload,
+} from '@zmesh/shared';
 import {
   CaClient,
   type ConfigUpdate,
+  DEFAULT_PORTS,
   drainOnCertChange,
   type ForwardConfig,
   LocalCaSigner,
@@ -252,6 +259,7 @@ export async function startXdsNode(o: XdsNodeOptions): Promise<XdsNode> {
     address: o.xds,
     node: o.node,
     proxyAddress: o.address,
+    adminAddress: formatHostPort(o.address, DEFAULT_PORTS.admin),
     token: o.token,
     backoff: { initialMs: 50, maxMs: 500 },
     ...(o.authzMaxStalenessMs ? { authzMaxStalenessMs: o.authzMaxStalenessMs } : {}),

@@ -34,7 +34,8 @@ export interface AdminServer {
 
 /**
  * The control plane's operator API: `GET /proxy-status`, `GET /waypoint-status`,
- * `GET /objects` (the generation and every object's `Kind/namespace/name`),
+ * `GET /objects` (the generation and every object's `Kind/namespace/name`), `GET /events`
+ * (`?object=Kind/namespace/name`: refused changes and waypoint bindings, oldest first),
  * `POST /apply` and `POST /delete` (multi-document YAML, or `?kind=&namespace=&name=`;
  * 400 with ZM_ERR_CONFIG_INVALID and every reason when refused), `POST /namespace-l7`,
  * `POST /node-token?node=<name>`, `GET /metrics` (Prometheus), `GET /healthz` and
@@ -150,6 +151,8 @@ async function handle(cp: ControlPlane, req: IncomingMessage, res: ServerRespons
     return reply(res, 200, cp.waypointStatus());
   if (req.method === 'GET' && url.pathname === '/healthz') return reply(res, 200, { ok: true });
   if (req.method === 'GET' && url.pathname === '/objects') return objects(cp, url, res);
+  if (req.method === 'GET' && url.pathname === '/events')
+    return reply(res, 200, cp.events.list(url.searchParams.get('object') ?? undefined));
   if (req.method === 'GET' && url.pathname === '/healthz/ready') {
     const r = cp.readiness();
     return reply(res, r.ready ? 200 : 503, r);

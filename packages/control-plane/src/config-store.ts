@@ -362,6 +362,10 @@ export class ConfigStore extends EventEmitter {
     let refused = admit(objects, originOf);
     if (refused.length === 0 && this.#opts.admit) refused = this.#opts.admit(objects, originOf);
     if (refused.length > 0) return this.#reject(refused, source);
+    // Created once, kept through replacements (kubectl's AGE): a new object takes the old one's.
+    const now = new Date().toISOString();
+    for (const [key, o] of objects)
+      o.metadata.creationTimestamp ??= this.#view.objects.get(key)?.metadata.creationTimestamp ?? now;
     const put = [...applied].filter(([k, o]) => this.#applied.get(k) !== o).map(([, o]) => o);
     const remove = [...this.#applied.keys()].filter((k) => !applied.has(k));
     return ok({ files, applied, objects, changed, put, remove });

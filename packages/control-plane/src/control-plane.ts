@@ -13,6 +13,7 @@ import type { SignCsr } from './ca-service.js';
 import { type CompiledConfig, Compiler } from './compiler.js';
 import { ConfigStore, type StoreView } from './config-store.js';
 import { ControlPlaneMetrics } from './cp-metrics.js';
+import { EventLog } from './events.js';
 import { isWaypointClass, USE_WAYPOINT_LABEL, WAYPOINT_CLASS } from './k8s-objects.js';
 import { type RolloutReport, setNamespaceWaypoint, waitForAcks } from './namespace-waypoint.js';
 import { NodeTokens } from './node-tokens.js';
@@ -79,6 +80,8 @@ export class ControlPlane {
   readonly tokens: NodeTokens;
   readonly state: StateStore;
   readonly metrics: ControlPlaneMetrics;
+  /** Refused changes and waypoint bindings, for `zmesh describe` (GET /events). */
+  readonly events = new EventLog();
   readonly #compiler: Compiler;
   #compiled: CompiledConfig | undefined;
   /** Set once the first load committed: before it, the control plane cannot serve. */
@@ -147,7 +150,9 @@ export class ControlPlane {
     });
     if (!opts.shared) this.server.cache.seedVersions(storedVersions(this.state));
     this.store.on('change', (view: StoreView) => {
+      const before = this.#compiled;
       this.#compiled = this.#compiler.compile(view);
+      this.events.compiled(before, this.#compiled);
       if (opts.shared) this.server.setConfig(this.#compiled, view.generation);
       else {
         this.server.setConfig(this.#compiled);
@@ -156,9 +161,10 @@ export class ControlPlane {
       this.metrics.configChanges.inc();
       this.metrics.configGeneration.set(view.generation);
     });
-    this.store.on('rejected', (_reasons: string[], source: string) =>
-      this.metrics.configRejections.inc({ source: source ?? 'apply' }),
-    );
+    this.store.on('rejected', (reasons: string[], source: string) => {
+      this.metrics.configRejections.inc({ source: source ?? 'apply' });
+      this.events.refused(reasons, source ?? 'apply');
+    });
     if (opts.watch) this.store.watch();
   }
 

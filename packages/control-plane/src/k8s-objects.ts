@@ -8,6 +8,8 @@ export interface Meta {
   namespace: string;
   uid?: string;
   labels: Record<string, string>;
+  /** Set by the store when the key is first committed (ISO-8601), kept through replacements. */
+  creationTimestamp?: string;
 }
 
 export interface NamespaceObject {

@@ -25,6 +25,8 @@ export interface ProxyRecord {
   readonly node: string;
   connected: boolean;
   lastContact: number;
+  /** `host:port` of the proxy's admin endpoint, as its node metadata (ADMIN_ADDRESS) said. */
+  admin?: string | undefined;
   readonly types: Map<string, TypeStatus>;
   /** The control plane refused this proxy's last stream (token, node claim): why and when. */
   refused?: { reason: string; at: number } | undefined;
@@ -46,6 +48,8 @@ export interface ProxyReport {
   node: string;
   connected: boolean;
   lastContactSecondsAgo: number;
+  /** The admin endpoint the proxy announced (`host:port`, an IP literal), or null. */
+  admin: string | null;
   /**
    * Set when the control plane refused the proxy's last stream: it holds whatever it had
    * before, and gets nothing new. A proxy only ever refused is listed by the id it claimed.
@@ -121,6 +125,7 @@ export class ProxyStatusRegistry {
         node: r.node,
         connected: r.connected,
         lastContactSecondsAgo: ago(r.lastContact),
+        admin: r.admin ?? null,
         refused: r.refused ? { reason: r.refused.reason, secondsAgo: ago(r.refused.at) } : null,
         types: Object.fromEntries(
           [...r.types].map(([typeUrl, t]) => [typeUrl, typeReport(cache, typeUrl, t)]),
@@ -133,6 +138,7 @@ export class ProxyStatusRegistry {
         node: r.node,
         connected: false,
         lastContactSecondsAgo: ago(r.at),
+        admin: null,
         refused: { reason: r.reason, secondsAgo: ago(r.at) },
         types: {},
       }),

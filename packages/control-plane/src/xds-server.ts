@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import {
   ADDRESS_TYPE_URL,
@@ -250,6 +251,7 @@ export class XdsServer {
         }
         const record = this.proxies.record(id, node);
         record.connected = true;
+        record.admin = adminAddress(structString(req.node?.metadata, 'ADMIN_ADDRESS'));
         session = new AdsSession(
           call,
           record,
@@ -316,4 +318,17 @@ function isUnixAddress(host: string): boolean {
 
 export function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+/**
+ * A proxy's announced admin endpoint, kept only as `IP:port` (`[v6]:port`): the CLI dials
+ * what proxy-status reports, so a name or anything else a proxy claims is dropped.
+ */
+function adminAddress(claimed: string | undefined): string | undefined {
+  if (claimed === undefined) return undefined;
+  const m = /^(?:(\d{1,3}(?:\.\d{1,3}){3})|\[([0-9a-fA-F:.]+)\]):(\d{1,5})$/.exec(claimed);
+  const ip = m?.[1] ?? m?.[2];
+  const port = Number(m?.[3]);
+  if (ip === undefined || isIP(ip) === 0 || port < 1 || port > 65535) return undefined;
+  return claimed;
 }

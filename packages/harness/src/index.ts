@@ -1,9 +1,11 @@
 export * from './bypass/index.js';
 export { describeEvents } from './cli/describe-command.js';
+export { type PodDescription, podDescriptionText } from './cli/describe-pod-command.js';
 export { getTable } from './cli/get-command.js';
 export { type ProxyRow, proxyStatusTable } from './cli/operator-commands.js';
-export { type ConfigDump, ztunnelConfigTable } from './cli/ztunnel-config-command.js';
+export { type ConfigDump, ztunnelConfigTable, ztunnelConfigTables } from './cli/ztunnel-config-command.js';
 export * from './cluster/index.js';
+export { collectMesh } from './dashboard/collect.js';
 export { L7_POLICY_YAML, L7_ROUTE_YAML, type L7Lab, type L7LabOptions, startL7Lab } from './demo/l7-lab.js';
 export * from './install/index.js';
 export * from './kube-api/index.js';

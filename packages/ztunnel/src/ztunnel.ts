@@ -38,6 +38,7 @@ import {
   loopbackAppConnector,
   sourceAddressCounter,
 } from './forward/app-connector.js';
+import { ConnectionTable } from './forward/connection-table.js';
 import { type CertificateSigner, CertManager, DEFAULT_MAX_CSRS_IN_FLIGHT } from './identity/cert-manager.js';
 import { InboundListener, type ListenTarget } from './inbound/inbound-listener.js';
 import { PlaintextInbound } from './inbound/plaintext-inbound.js';
@@ -118,6 +119,8 @@ export class Ztunnel {
   private readonly redirects?: PlaintextRedirects;
   readonly tenancy: TenantAdmission;
   readonly accessLog: AccessLog;
+  /** Open connections, both directions (admin `/config_dump` `connections`). */
+  readonly connections = new ConnectionTable();
   private state = ProxyState.empty();
   private forwardConfigs: readonly ForwardConfig[] = [];
   private readonly inbound = new Map<string, InboundListener>();
@@ -216,6 +219,7 @@ export class Ztunnel {
       tenancy: this.tenancy,
       refusals: new RefusalLog(undefined, undefined, logger('outbound')),
       accessLog: this.accessLog,
+      connections: this.connections,
     };
     if (options.capture) {
       const attribution = new CapturedPods({
@@ -349,6 +353,7 @@ export class Ztunnel {
       policies: { version: this.authorizer.store.version, items: this.authorizer.store.list() },
       pool: this.pool.stats(),
       tenants: this.tenancy.byteStats(),
+      connections: this.connections.dump(),
     };
   }
 
@@ -455,6 +460,7 @@ export class Ztunnel {
       metrics: this.metrics,
       authorizer: this.authorizer,
       accessLog: this.accessLog,
+      connections: this.connections,
       ...(this.tenancy.inboundCopy ? { copy: this.tenancy.inboundCopy } : {}),
       streamWindows: this.tenancy.streamWindows,
       preauth: this.preauth,

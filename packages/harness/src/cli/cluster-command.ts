@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { ZmeshError } from '@zmesh/shared';
 import { Cluster, type ClusterSpec, type ClusterStatus, gridSpec } from '../cluster/index.js';
 
 export interface ClusterCommandOptions {
@@ -48,7 +49,14 @@ export async function runCluster(
 }
 
 function specFrom(opts: ClusterCommandOptions): ClusterSpec | string {
-  if (opts.spec !== undefined) return readFileSync(opts.spec, 'utf8');
+  if (opts.spec !== undefined) {
+    try {
+      return readFileSync(opts.spec, 'utf8');
+    } catch (e) {
+      const reason = (e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (e as Error).message;
+      throw new ZmeshError('ZM_ERR_CONFIG_INVALID', { source: `--spec ${opts.spec}`, reason });
+    }
+  }
   return gridSpec(Number(opts.nodes ?? 2), Number(opts.pods ?? 2));
 }
 

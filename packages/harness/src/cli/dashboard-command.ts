@@ -38,7 +38,7 @@ export async function runDashboard(o: DashboardCommandOptions): Promise<number> 
       waypoints: o.waypoint,
     });
     console.log(
-      `zmesh dashboard: ${d.url} (control plane ${o.admin}, ${o.ztunnel.length} ztunnels, ${o.waypoint.length} waypoints)`,
+      `zmesh dashboard: ${d.url} (control plane ${o.admin}, ${o.ztunnel.length || 'its'} ztunnels, ${o.waypoint.length} waypoints)`,
     );
     await new Promise<void>((resolve) => {
       process.once('SIGINT', resolve);

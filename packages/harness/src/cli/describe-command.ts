@@ -2,7 +2,7 @@ import { resolveKind } from '@zmesh/control-plane/kinds';
 import { adminRequest, UsageError } from '@zmesh/shared/cli';
 import { stringify } from 'yaml';
 import { type AdminOptions, type ProxyRow, printRefusal, type Refusal, target } from './operator-commands.js';
-import { table } from './table.js';
+import { age, table } from './table.js';
 
 interface Obj {
   kind: string;
@@ -31,12 +31,46 @@ function names(o: Obj, resource: string): boolean {
   );
 }
 
+/** An event the control plane recorded (GET /events): a refused change, a waypoint (un)bound. */
+export interface RecordedEvent {
+  time: string;
+  type: string;
+  reason: string;
+  from: string;
+  message: string;
+}
+
 /**
- * The events `zmesh describe` lists for one object, from proxy-status and waypoint-status:
- * rejected (NACKed) or pending at a proxy, a waypoint Gateway's readiness, and when none of
- * those, that every connected proxy is in sync (exported for golden tests).
+ * The events `zmesh describe` lists for one object, as rows TYPE, REASON, AGE, FROM, MESSAGE:
+ * first those the control plane recorded (refused, waypoint bound or unbound), oldest first;
+ * then the state now, from proxy-status and waypoint-status: rejected (NACKed) or pending at
+ * a proxy, a waypoint Gateway's readiness, and when none of those, that every connected
+ * proxy is in sync (exported for golden tests).
  */
-export function describeEvents(o: Obj, proxies: ProxyRow[], waypoints: WaypointRow[]): string[][] {
+export function describeEvents(
+  o: Obj,
+  proxies: ProxyRow[],
+  waypoints: WaypointRow[],
+  recorded: RecordedEvent[] = [],
+  now = Date.now(),
+): string[][] {
+  return [
+    ...recordedRows(recorded, now),
+    ...currentEvents(o, proxies, waypoints).map(([type, reason, from, message]) => [
+      type as string,
+      reason as string,
+      '-',
+      from as string,
+      message as string,
+    ]),
+  ];
+}
+
+function recordedRows(recorded: RecordedEvent[], now: number): string[][] {
+  return recorded.map((e) => [e.type, e.reason, age((now - Date.parse(e.time)) / 1000), e.from, e.message]);
+}
+
+function currentEvents(o: Obj, proxies: ProxyRow[], waypoints: WaypointRow[]): string[][] {
   const events: string[][] = [];
   for (const p of proxies) {
     if (p.refused) events.push(['Warning', 'ProxyRefused', p.proxy, p.refused.reason]);
@@ -92,10 +126,16 @@ export async function runDescribe(
   const out = res.json<{ objects: Obj[] } & Refusal>();
   if (!res.ok) return printRefusal('describe', 'refused', res.status, out);
   const o = out.objects[0];
+  const key = `${kind}/${kind === 'Namespace' ? '' : namespace}/${name}`;
+  const recorded = await adminRequest(t, `/events?${new URLSearchParams({ object: key })}`).then((r) =>
+    r.ok ? r.json<RecordedEvent[]>() : [],
+  );
   if (o === undefined) {
     console.error(
       `zmesh describe: no ${kind} ${name}${kind === 'Namespace' ? '' : ` in namespace ${namespace}`}`,
     );
+    // A refused object was never stored: why it was refused is all there is to show.
+    if (recorded.length > 0) printEvents(recordedRows(recorded, Date.now()));
     return 1;
   }
   const [proxies, waypoints] = await Promise.all([
@@ -103,12 +143,16 @@ export async function runDescribe(
     adminRequest(t, '/waypoint-status').then((r) => r.json<WaypointRow[]>()),
   ]);
   console.log(stringify(o).trimEnd());
+  printEvents(describeEvents(o, proxies, waypoints, recorded));
+  return 0;
+}
+
+function printEvents(rows: string[][]): void {
   console.log('\nEvents:');
   console.log(
-    table(['TYPE', 'REASON', 'FROM', 'MESSAGE'], describeEvents(o, proxies, waypoints))
+    table(['TYPE', 'REASON', 'AGE', 'FROM', 'MESSAGE'], rows)
       .split('\n')
       .map((l) => `  ${l}`)
       .join('\n'),
   );
-  return 0;
 }

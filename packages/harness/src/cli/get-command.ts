@@ -1,7 +1,7 @@
 import { resolveKind } from '@zmesh/control-plane/kinds';
 import { adminRequest, UsageError } from '@zmesh/shared/cli';
 import { type AdminOptions, printRefusal, type Refusal, target } from './operator-commands.js';
-import { structured, table } from './table.js';
+import { age, structured, table } from './table.js';
 
 export interface GetOptions extends AdminOptions {
   namespace?: string;
@@ -11,7 +11,7 @@ export interface GetOptions extends AdminOptions {
 
 interface Obj {
   kind: string;
-  metadata: { name: string; namespace: string; labels?: Record<string, string> };
+  metadata: { name: string; namespace: string; labels?: Record<string, string>; creationTimestamp?: string };
   spec?: Record<string, unknown>;
   status?: Record<string, unknown>;
 }
@@ -47,16 +47,25 @@ export async function runGet(kindText: string, name: string | undefined, opts: G
   return 0;
 }
 
-/** The table `zmesh get` prints (exported for golden tests). */
-export function getTable(objects: Obj[], opts: { wide: boolean; kindColumn: boolean }): string {
-  const headers = [...(opts.kindColumn ? ['KIND'] : []), 'NAMESPACE', 'NAME', 'SUMMARY'];
+/**
+ * The table `zmesh get` prints (exported for golden tests): AGE as kubectl's, from the
+ * control plane's creationTimestamp (`-` when it has none); wide adds LABELS.
+ */
+export function getTable(
+  objects: Obj[],
+  opts: { wide: boolean; kindColumn: boolean },
+  now = Date.now(),
+): string {
+  const headers = [...(opts.kindColumn ? ['KIND'] : []), 'NAMESPACE', 'NAME', 'SUMMARY', 'AGE'];
   if (opts.wide) headers.push('LABELS');
   const rows = objects.map((o) => {
+    const created = Date.parse(o.metadata.creationTimestamp ?? '');
     const row = [
       ...(opts.kindColumn ? [o.kind] : []),
       o.metadata.namespace || '-',
       o.metadata.name,
       summary(o) || '-',
+      Number.isNaN(created) ? '-' : age((now - created) / 1000),
     ];
     if (opts.wide)
       row.push(

@@ -141,35 +141,75 @@ adminOptions(
   process.exitCode = await runDescribe(kind, name, options);
 });
 
-withExamples(
-  program
-    .command('ztunnel-config')
-    .description(
-      "one ztunnel's view from its admin /config_dump, as istioctl ztunnel-config: workloads, services, policies or certificates",
-    )
-    .addArgument(
-      new Argument('<kind>', 'workloads, services, policies or certificates').choices([
-        'workloads',
-        'services',
-        'policies',
-        'certificates',
-      ]),
-    )
-    .option(
-      '--ztunnel <host[:port]>',
-      "the ztunnel's admin address (port 15000 when absent)",
-      '127.0.0.1:15000',
-    )
-    .addOption(
-      new Option('-o, --output <format>', 'table, or json/yaml (that section of /config_dump as it is)')
-        .choices(['table', 'json', 'yaml'])
-        .default('table'),
-    ),
-  'zmesh ztunnel-config workloads --ztunnel 127.50.0.2',
-  'zmesh ztunnel-config certificates -o json',
+adminOptions(
+  withExamples(
+    program
+      .command('ztunnel-config')
+      .description(
+        "ztunnels' views from their admin /config_dump, as istioctl ztunnel-config: workloads, services, policies, certificates or live connections; every node's ztunnel the control plane knows (narrowed by --node), or one by --ztunnel",
+      )
+      .addArgument(
+        new Argument('<kind>', 'workloads, services, policies, certificates or connections').choices([
+          'workloads',
+          'services',
+          'policies',
+          'certificates',
+          'connections',
+        ]),
+      )
+      .option(
+        '--ztunnel <host[:port]>',
+        "one ztunnel's admin address (port 15000 when absent); default: the ztunnels the control plane knows, else 127.0.0.1:15000",
+      )
+      .option(
+        '--node <name>',
+        "only this node's ztunnel, found through the control plane (--admin); repeat for several",
+        (v: string, all: string[]) => all.concat(v),
+        [] as string[],
+      )
+      .addOption(
+        new Option(
+          '-o, --output <format>',
+          'table, or json/yaml: with --ztunnel that section of /config_dump as it is; through the control plane [{node, admin, items}]',
+        )
+          .choices(['table', 'json', 'yaml'])
+          .default('table'),
+      ),
+    'zmesh ztunnel-config workloads --ztunnel 127.50.0.2',
+    'zmesh ztunnel-config connections --node node-a',
+    'zmesh ztunnel-config certificates -o json',
+  ),
 ).action(async (kind, options) => {
   const { runZtunnelConfig } = await import('./ztunnel-config-command.js');
   process.exitCode = await runZtunnelConfig(kind, options);
+});
+
+const experimental = program.command('x').description('experimental commands (as istioctl x)');
+adminOptions(
+  withExamples(
+    experimental
+      .command('describe')
+      .description('explain how the mesh treats an object')
+      .command('pod')
+      .description(
+        "which ztunnel serves a pod (its node's), its identity and certificate expiry, its waypoint, and the L4 policies that apply to it and why",
+      )
+      .argument('<pod>', 'NAMESPACE/NAME (NAME alone: namespace default)')
+      .option(
+        '--ztunnel <host[:port]>',
+        "read the pod's ztunnel here instead of at the admin address it announced to the control plane",
+      )
+      .addOption(
+        new Option('-o, --output <format>', 'text, or json/yaml for scripts')
+          .choices(['text', 'json', 'yaml'])
+          .default('text'),
+      ),
+    'zmesh x describe pod shop/web',
+    'zmesh x describe pod shop/web -o json',
+  ),
+).action(async (pod: string, options) => {
+  const { runDescribePod } = await import('./describe-pod-command.js');
+  process.exitCode = await runDescribePod(pod, options);
 });
 
 const ns = program.command('ns').description('namespace-wide operations');
@@ -206,7 +246,7 @@ adminOptions(
     .option('--listen <host:port>', 'loopback address to serve on', '127.0.0.1:15300')
     .option(
       '--ztunnel <address>',
-      "a node's ztunnel address (its 15000/15020/15021 endpoints); repeat per node",
+      "a node's ztunnel address (its 15000/15020/15021 endpoints); repeat per node; default: every ztunnel the control plane knows",
       (v: string, all: string[]) => all.concat(v),
       [] as string[],
     )
@@ -406,6 +446,8 @@ const EXAMPLES: Record<string, string[]> = {
   install: ['zmesh install --ca-dir ./ca | kubectl apply -f -', 'zmesh install --check-crds crds.yaml'],
   cluster: ['zmesh cluster up --nodes 2 --pods 3', 'zmesh cluster status --json', 'zmesh cluster down'],
   ns: ['zmesh ns l7 on shop'],
+  x: ['zmesh x describe pod shop/web'],
+  'x describe': ['zmesh x describe pod shop/web'],
   harness: ['zmesh harness bypass', 'zmesh harness noisy-neighbor --quick'],
   'harness waypoint-bench': ['zmesh harness waypoint-bench --quick'],
   'harness capture-bench': ['zmesh harness capture-bench --quick --json capture.json'],
@@ -417,6 +459,7 @@ const EXAMPLES: Record<string, string[]> = {
   dashboard: [
     'zmesh dashboard --admin /run/zmesh/admin.sock --ztunnel 127.50.0.2 --ztunnel 127.50.0.3 --waypoint 127.50.3.1',
   ],
+  'harness soak': ['zmesh harness soak', 'zmesh harness soak --seconds 60 --json soak.json'],
   'harness upgrade': ['zmesh harness upgrade', 'zmesh harness upgrade --long-lived 50 --json upgrade.json'],
   'harness outage': [
     'zmesh harness outage',

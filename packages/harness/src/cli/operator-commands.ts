@@ -106,6 +106,8 @@ export interface ProxyRow {
   node: string;
   connected: boolean;
   lastContactSecondsAgo: number;
+  /** `host:port` of its admin endpoint, as it announced it (ztunnels), or null. */
+  admin?: string | null;
   refused: { reason: string; secondsAgo: number } | null;
   types: Record<string, TypeRow>;
 }

@@ -57,6 +57,8 @@ interface ProxyReport {
   node: string;
   connected: boolean;
   lastContactSecondsAgo: number;
+  /** The admin address a ztunnel announced (`IP:port`), or null. */
+  admin?: string | null;
 }
 
 interface ConfigDump {
@@ -67,7 +69,11 @@ interface ConfigDump {
 
 const FETCH_TIMEOUT_MS = 1500;
 
-/** Collects the control plane's view and each ztunnel's; an unreachable part is shown as such. */
+/**
+ * Collects the control plane's view and each ztunnel's; an unreachable part is shown as
+ * such. Without `ztunnels`, every ztunnel that announced its admin address to the control
+ * plane (proxy-status `admin`) is read at that address's host.
+ */
 export async function collectMesh(
   admin: AdminTarget,
   ztunnels: readonly string[],
@@ -99,8 +105,18 @@ export async function collectMesh(
   }
   const workloads = new Map<string, Workload>();
   const tunnels = new Map<string, TunnelView>();
+  const addresses =
+    ztunnels.length > 0
+      ? ztunnels
+      : [
+          ...new Set(
+            proxies.flatMap((p) =>
+              p.proxy.startsWith('ztunnel~') && p.admin ? [p.admin.replace(/:\d+$/, '')] : [],
+            ),
+          ),
+        ];
   await Promise.all(
-    ztunnels.map(async (address) => {
+    addresses.map(async (address) => {
       const z: ZtunnelView = { address, reachable: false, ready: false, reasons: [], connected: false };
       view.ztunnels.push(z);
       const [ready, dump, metrics] = await Promise.all([

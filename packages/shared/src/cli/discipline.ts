@@ -16,6 +16,17 @@ export class UsageError extends Error {}
 
 /** Every command under `program`: errors as one line, no help dump after them. */
 function discipline(cmd: Command): void {
+  // A group (`zmesh x`, `zmesh ns`) given no command or an unknown one: one line naming its
+  // commands, not commander's help dump on stderr.
+  const group = cmd as Command & { _actionHandler?: unknown };
+  if (cmd.commands.length > 0 && !group._actionHandler && cmd.parent !== null)
+    cmd.allowExcessArguments().action(function (this: Command) {
+      const names = this.commands.map((c) => c.name()).join(', ');
+      const [first] = this.args;
+      throw new UsageError(
+        first === undefined ? `missing command: want ${names}` : `unknown command '${first}': want ${names}`,
+      );
+    });
   cmd.exitOverride();
   cmd.showHelpAfterError(false);
   cmd.configureOutput({
@@ -46,6 +57,11 @@ function usageLine(cmd: Command, str: string): string {
  */
 export async function runCli(program: Command, argv: readonly string[] = process.argv): Promise<void> {
   discipline(program);
+  // `zmesh … | head`: the reader left; that is the end of the output, not a crash.
+  process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code !== 'EPIPE') throw e;
+    process.exit(process.exitCode ?? 0);
+  });
   let running = program.name();
   program.hook('preAction', (_, action) => {
     running = commandPath(action);

@@ -1,4 +1,7 @@
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import test from 'ava';
 
@@ -111,3 +114,35 @@ test('ZMESH_LOG_FORMAT=pretty writes a compact human line', (t) => {
   });
   t.regex(r.stderr.trim(), /^\d{2}:\d{2}:\d{2}\.\d{3} WARN {2}cli {2}port taken {2}port=15000$/);
 });
+
+/** util-linux `script` gives a child a pseudo-terminal; without it the terminal case cannot run. */
+const hasScript = spawnSync('script', ['--version']).error === undefined;
+if (!hasScript) console.warn('logger.test: skipping the terminal case: util-linux `script` is not installed');
+
+(hasScript ? test : test.skip)(
+  'stderr on a terminal gets the human line without ZMESH_LOG_FORMAT; json forces JSON there',
+  (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'zmesh-log-tty-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    const file = join(dir, 'log.mjs');
+    writeFileSync(
+      file,
+      `const L = await import(${JSON.stringify(loggerModule)});\nL.logger('cli').warn({ port: 15000 }, 'port taken');\n`,
+    );
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ZMESH_LOG')));
+    // `script`'s stdout is what the terminal showed.
+    const onTty = (format: string | undefined) =>
+      spawnSync('script', ['-qec', `'${process.execPath}' '${file}'`, '/dev/null'], {
+        encoding: 'utf8',
+        timeout: 20_000,
+        env: { ...env, ZMESH_LOG: 'info', ...(format ? { ZMESH_LOG_FORMAT: format } : {}) },
+      });
+    const pretty = onTty(undefined);
+    t.is(pretty.status, 0, pretty.stdout);
+    t.regex(pretty.stdout.trim(), /^\d{2}:\d{2}:\d{2}\.\d{3} WARN {2}cli {2}port taken {2}port=15000$/);
+    t.regex(
+      onTty('json').stdout.trim(),
+      /^\{"level":"warn","time":"\d{4}-.*"scope":"cli".*"msg":"port taken"\}$/,
+    );
+  },
+);

@@ -150,3 +150,26 @@ test('decisionError maps a denial to ZM_ERR_AUTHZ_DENIED (401)', (t) => {
   t.is(e?.message, 'denied by policy shop/a');
   t.is(decisionError({ allowed: true, reason: 'no-allow-policies', dryRun: [] }), undefined);
 });
+
+test('applicable lists what evaluate looks at, with why: global, namespace, selected once, pending', (t) => {
+  const store = new AuthorizationStore();
+  store.apply([
+    deny('ns-wide'),
+    deny('root', { namespace: 'istio-system' }),
+    deny('mesh', { namespace: 'other', scope: 'GLOBAL' }),
+    deny('picked', { scope: 'WORKLOAD_SELECTOR' }),
+    deny('elsewhere', { namespace: 'other' }),
+  ]);
+  t.deepEqual(
+    store
+      .applicable({ namespace: 'shop', policyNames: ['shop/picked', 'shop/ns-wide', 'shop/missing'] })
+      .map((a) => [a.key, a.why]),
+    [
+      ['istio-system/root', 'global'],
+      ['other/mesh', 'global'],
+      ['shop/ns-wide', 'namespace'],
+      ['shop/picked', 'selected'],
+      ['shop/missing', 'pending'],
+    ],
+  );
+});

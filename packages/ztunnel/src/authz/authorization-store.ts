@@ -156,6 +156,33 @@ export class AuthorizationStore {
   }
 
   /**
+   * Every policy `evaluate` would look at for the destination, and why it is among them
+   * (`zmesh x describe pod`): `global` (scope GLOBAL, or namespace-wide in the root
+   * namespace), `namespace` (namespace-wide in the destination's namespace), `selected` (the
+   * workload names it: its selector matched, or a PeerAuthentication folded in), `pending`
+   * (named, not received: its traffic fails closed).
+   */
+  applicable(
+    dest: AuthzDestination,
+  ): Array<{ key: string; why: 'global' | 'namespace' | 'selected' | 'pending'; policy?: Authorization }> {
+    const out: Array<{
+      key: string;
+      why: 'global' | 'namespace' | 'selected' | 'pending';
+      policy?: Authorization;
+    }> = [];
+    for (const p of this.#lists.get(GLOBAL) ?? NONE)
+      out.push({ key: p.key, why: 'global', policy: p.source });
+    for (const p of this.#namespaceList(dest.namespace))
+      out.push({ key: p.key, why: 'namespace', policy: p.source });
+    for (const name of dest.policyNames) {
+      const p = this.#byKey.get(name);
+      if (p === undefined) out.push({ key: name, why: 'pending' });
+      else if (!out.some((o) => o.key === p.key)) out.push({ key: p.key, why: 'selected', policy: p.source });
+    }
+    return out;
+  }
+
+  /**
    * The workload's own policies not already in its namespace or the global bucket (ztunnel
    * evaluates namespace, global, then workload policies), or the first name not received.
    */

@@ -25,6 +25,7 @@ import {
 import type { InboundAuthorizer } from '../authz/inbound-authorizer.js';
 import type { ConnectionAttributes } from '../authz/policy-match.js';
 import type { AppConnector } from '../forward/app-connector.js';
+import type { ConnectionTable } from '../forward/connection-table.js';
 import { recordClosed, recordOpened, tcpLabels } from '../forward/tcp-metrics.js';
 import type { ProxyState } from '../state/proxy-state.js';
 import { tenantOf } from '../tenancy/tenant-of.js';
@@ -54,6 +55,8 @@ export interface InboundInputs {
   /** The process's fd reserve: may refuse a new connection. */
   gate?: ConnectionGate;
   handshakeTimeoutMs?: number;
+  /** Live connections, for the admin dump. */
+  connections?: ConnectionTable;
 }
 
 /** Where one of the workload's 15008 sockets listens: an address, or a socket made elsewhere (in the pod's netns). */
@@ -231,7 +234,20 @@ export class InboundListener {
     });
     recordOpened(this.inputs.metrics, labels);
     const started = Date.now();
+    const closed = this.inputs.connections?.open({
+      workload: `${workload.namespace}/${workload.name}`,
+      direction: 'inbound',
+      local: formatHostPort(req.request.authority.host, req.request.authority.port),
+      remote: formatHostPort(
+        req.stream.session?.socket?.remoteAddress ?? '',
+        req.stream.session?.socket?.remotePort ?? 0,
+      ),
+      peer: req.peerIdentity,
+      protocol: 'HBONE',
+      since: started,
+    });
     upstream.on('close', () => {
+      closed?.();
       const copy = { sent: upstream.bytesWritten, received: upstream.bytesRead };
       recordClosed(this.inputs.metrics, labels, copy);
       this.inputs.accessLog.record(workload.namespace, {

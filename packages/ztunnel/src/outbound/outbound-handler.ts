@@ -12,6 +12,7 @@ import {
   type Workload,
   ZmeshError,
 } from '@zmesh/shared';
+import type { ConnectionTable } from '../forward/connection-table.js';
 import { recordClosed, recordOpened, tcpLabels } from '../forward/tcp-metrics.js';
 import type { HbonePool } from '../pool/hbone-pool.js';
 import type { ProxyState, Route } from '../state/proxy-state.js';
@@ -35,6 +36,8 @@ export interface OutboundInputs {
   refusals: RefusalLog;
   /** One line per closed or refused connection, under the source namespace's mode. */
   accessLog: AccessLog;
+  /** Live connections, for the admin dump (absent in tests that do not need it). */
+  connections?: ConnectionTable;
 }
 
 /** Where a connection came from, when that can be told to slow down (a captured pod). */
@@ -89,7 +92,19 @@ export async function handleOutbound(
   });
   recordOpened(inputs.metrics, labels);
   inputs.metrics.tunnelSetup.observe({ response_flags: '-' }, (Date.now() - started) / 1000);
-  const copy = await inputs.tenancy.copy(tenant, downstream, upstream);
+  const closed = inputs.connections?.open({
+    workload: `${source.namespace}/${source.name}`,
+    direction: 'outbound',
+    local: formatHostPort(downstream.remoteAddress ?? '', downstream.remotePort ?? 0),
+    remote: formatHostPort(
+      target.kind === 'hbone' ? target.dial.host : target.target.host,
+      target.kind === 'hbone' ? target.dial.port : target.target.port,
+    ),
+    peer: target.kind === 'hbone' ? target.expectedIdentities.join(',') : '',
+    protocol: target.kind === 'hbone' ? 'HBONE' : 'TCP',
+    since: Date.now(),
+  });
+  const copy = await inputs.tenancy.copy(tenant, downstream, upstream).finally(() => closed?.());
   admission.release();
   recordClosed(inputs.metrics, labels, copy);
   const service = inputs.state().serviceByVip(destination.host);

@@ -26,6 +26,8 @@ export interface XdsConfigSourceOptions {
   node: string;
   /** ztunnel's own address, for the Istio-style proxy id. */
   proxyAddress: string;
+  /** `host:port` of ztunnel's admin endpoint, told to the control plane (ADMIN_ADDRESS) for `zmesh ztunnel-config --node`. */
+  adminAddress?: string;
   /** The node token, read at each connect (a function when it can change: the token file). */
   token: string | (() => string);
   /** Re-reads the token when the control plane refuses it (see XdsClientOptions). */
@@ -73,7 +75,10 @@ export class XdsConfigSource extends EventEmitter {
       address: opts.address,
       node: {
         id: `ztunnel~${opts.proxyAddress}~ztunnel-${opts.node}.istio-system~istio-system.svc.cluster.local`,
-        metadata: { NODE_NAME: opts.node },
+        metadata: {
+          NODE_NAME: opts.node,
+          ...(opts.adminAddress === undefined ? {} : { ADMIN_ADDRESS: opts.adminAddress }),
+        },
       },
       token: opts.token,
       ...(opts.refreshToken ? { refreshToken: opts.refreshToken } : {}),

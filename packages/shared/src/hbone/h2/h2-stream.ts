@@ -49,7 +49,11 @@ const WRITE_HIGH_WATER_BYTES = 16 * 1024;
  */
 export class H2Stream extends Duplex {
   readonly id: number;
-  readonly session: { readonly socket: { readonly remoteAddress?: string | undefined } | undefined };
+  readonly session: {
+    readonly socket:
+      | { readonly remoteAddress?: string | undefined; readonly remotePort?: number | undefined }
+      | undefined;
+  };
   rstCode: number | undefined = undefined;
   headersSent: boolean;
   /** Bytes we may still send (the peer's window for us); may go negative after a SETTINGS change. */
@@ -71,7 +75,11 @@ export class H2Stream extends Duplex {
   #lastActive = 0;
 
   constructor(
-    host: StreamHost & { readonly socket: { readonly remoteAddress?: string | undefined } | undefined },
+    host: StreamHost & {
+      readonly socket:
+        | { readonly remoteAddress?: string | undefined; readonly remotePort?: number | undefined }
+        | undefined;
+    },
     id: number,
     windows: { send: number; recv: number },
     headersSent: boolean,
