@@ -99,7 +99,6 @@ authorizationPolicies:
     'authorizationPolicies[0].action: CUSTOM (external authorization) is not supported',
     'when[0].values[0]: address "x" is not an IP address',
     'when[1].key: "connection.sni" is not supported; use one of request.headers[<name>]',
-    'backendRefs[0]: no service team-b/missing',
   ]) {
     t.true(text.includes(needle), `missing reason: ${needle}\n${text}`);
   }

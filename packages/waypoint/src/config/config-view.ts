@@ -56,11 +56,20 @@ export class ConfigView {
       for (const key of Object.keys(w.services))
         this.#endpoints.set(key, [...(this.#endpoints.get(key) ?? []), w]);
     }
+    // GAMMA: a parentRef with a port binds the route to that service port only (MeshPorts).
     for (const s of config.services) {
-      const attached = config.routes.filter((r) =>
-        r.parentRefs.some((p) => p.namespace === s.namespace && p.name === s.name),
-      );
-      if (attached.length > 0) this.#routes.set(serviceKey(s), new RouteTable(attached));
+      for (const { servicePort } of s.ports) {
+        const attached = config.routes.filter((r) =>
+          r.parentRefs.some(
+            (p) =>
+              p.namespace === s.namespace &&
+              p.name === s.name &&
+              (p.port === undefined || p.port === servicePort),
+          ),
+        );
+        if (attached.length > 0)
+          this.#routes.set(`${serviceKey(s)}:${servicePort}`, new RouteTable(attached));
+      }
     }
     for (const p of config.backendPolicies) this.#backendPolicies.set(p.service, p);
   }
@@ -106,8 +115,9 @@ export class ConfigView {
     return this.#byName.get(`${namespace}/${name}`);
   }
 
-  routes(service: Service): RouteTable | undefined {
-    return this.#routes.get(serviceKey(service));
+  /** The routes attached to one port of a service (those whose parentRef names no port, or this one). */
+  routes(service: Service, port: number): RouteTable | undefined {
+    return this.#routes.get(`${serviceKey(service)}:${port}`);
   }
 
   backendPolicy(service: Service): BackendPolicy {

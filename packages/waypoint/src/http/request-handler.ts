@@ -345,8 +345,8 @@ function routeBackend(
   ex: Exchange,
   record: RequestRecord,
 ): { backend: Service; port: number; match?: RouteMatch; backendFilters?: RouteFilters } {
-  const table = view.routes(dest.service);
   const port = dest.port.servicePort;
+  const table = view.routes(dest.service, port);
   if (!table) return { backend: dest.service, port };
   const matched = table.match({
     method: ex.method,
@@ -370,10 +370,17 @@ function routeBackend(
     deps.random,
   );
   const ref = i >= 0 ? refs[i] : undefined;
-  const svc = ref ? view.serviceByName(ref.namespace, ref.name) : undefined;
-  if (!ref || !svc)
-    throw new ZmeshError('ZM_ERR_ROUTE_NO_DESTINATION', {
-      address: ref ? `${ref.namespace}/${ref.name}` : matched.id,
+  // Gateway API: 500 for the traffic a weight-0-only rule or an unresolved backendRef would take.
+  if (!ref)
+    throw new ZmeshError('ZM_ERR_WAYPOINT_NO_BACKEND', {
+      route: matched.id,
+      reason: 'every backendRef has weight 0',
+    });
+  const svc = view.serviceByName(ref.namespace, ref.name);
+  if (!svc)
+    throw new ZmeshError('ZM_ERR_WAYPOINT_NO_BACKEND', {
+      route: matched.id,
+      reason: `BackendNotFound: no service ${ref.namespace}/${ref.name}`,
     });
   return {
     backend: svc,
