@@ -226,7 +226,11 @@ export async function startApp(name: string, host: string, port: number): Promis
         res.end(body);
         return;
       }
-      res.writeHead(status, { ...echoSetHeaders(req.headers), 'content-type': 'application/json', 'x-app': name });
+      res.writeHead(status, {
+        ...echoSetHeaders(req.headers),
+        'content-type': 'application/json',
+        'x-app': name,
+      });
       res.end(body);
     });
   };
