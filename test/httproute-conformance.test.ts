@@ -59,6 +59,16 @@ for (const suite of SUITES) {
         t.is(seen[k], v, `${at}: backend header ${k}`);
       for (const k of c.absentBackendHeaders ?? [])
         t.is(seen[k], undefined, `${at}: backend header ${k} absent`);
+      if (c.mirroredTo) {
+        // The copy is sent once the request is complete and is not waited for: poll briefly.
+        const mirror = appOf(c.mirroredTo);
+        const deadline = Date.now() + 2000;
+        while (mirror.last === undefined && Date.now() < deadline)
+          await new Promise((r) => setTimeout(r, 10));
+        t.truthy(mirror.last, `${at}: mirrored to ${c.mirroredTo}`);
+        for (const [k, v] of Object.entries(c.backendHeaders ?? {}))
+          t.is(mirror.last?.[k], v, `${at}: mirror header ${k}`);
+      }
       for (const [k, v] of Object.entries(c.responseHeaders ?? {}))
         t.is(res.headers[k], v, `${at}: response header ${k}`);
       for (const k of c.absentResponseHeaders ?? [])

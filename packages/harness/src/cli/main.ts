@@ -329,7 +329,10 @@ program
     "another build's bin/zmesh, measured as the 'before' ztunnel pair (and waypoint path)",
   )
   .option('--workloads <names>', 'comma-separated substrings: run only the steps whose labels contain one')
-  .option('--paths <names>', 'comma-separated substrings: measure only the paths whose names contain one')
+  .option(
+    '--paths <names>',
+    'comma-separated substrings: measure only the paths whose names contain one (=name: exactly that name)',
+  )
   .action(async (options) => {
     const { runBench } = await import('../bench/bench.js');
     process.exitCode = await runBench(options);

@@ -193,6 +193,7 @@ httpRoutes:
           - { type: RequestHeaderModifier, requestHeaderModifier: { set: [{ name: X-Set, value: v }], add: [{ name: X-Add, value: a }], remove: [X-Gone] } }
           - { type: ResponseHeaderModifier, responseHeaderModifier: { add: [{ name: X-Resp, value: r }] } }
           - { type: URLRewrite, urlRewrite: { hostname: other.example, path: { type: ReplacePrefixMatch, replacePrefixMatch: /b } } }
+          - { type: RequestMirror, requestMirror: { backendRef: { name: server, port: 80 }, fraction: { numerator: 1, denominator: 4 } } }
         backendRefs: [{ name: server, filters: [{ type: RequestHeaderModifier, requestHeaderModifier: { set: [{ name: X-B, value: b }] } }] }]
         timeouts: { request: 2s, backendRequest: 500ms }
       - matches: [{ path: { type: Exact, value: /old } }]
@@ -212,6 +213,9 @@ httpRoutes:
     hostname: 'other.example',
     path: { type: 'ReplacePrefixMatch', value: '/b' },
   });
+  t.deepEqual(rule!.filters?.mirrors, [
+    { backend: { name: 'server', namespace: 'team-b', port: 80 }, percent: 25 },
+  ]);
   t.deepEqual(rule!.backendRefs[0]!.filters?.requestHeaders?.set, [['x-b', 'b']]);
   t.deepEqual(rule!.timeouts, { requestMs: 2000, backendRequestMs: 500 });
   t.deepEqual(redirect!.filters?.redirect, {
@@ -235,7 +239,7 @@ httpRoutes:
           - { type: ExtensionRef, extensionRef: { name: x } }
           - { type: RequestHeaderModifier, requestHeaderModifier: { set: [{ name: Host, value: h }, { name: x-a, value: "a\\nb" }] } }
           - { type: RequestHeaderModifier, requestHeaderModifier: {} }
-          - { type: RequestMirror, requestMirror: { backendRef: { name: server } } }
+          - { type: RequestMirror, requestMirror: { backendRef: { name: server }, percent: 5, fraction: { numerator: 1 } } }
         backendRefs: [{ name: server, filters: [{ type: URLRewrite, urlRewrite: {} }] }]
         timeouts: { request: 1s, backendRequest: 2s }
       - matches: [{ queryParams: [{ name: a, value: "1" }, { name: a, value: "2" }, { name: b, type: RegularExpression, value: "(" }] }]
@@ -252,7 +256,7 @@ httpRoutes:
     'rules[0].filters[3].requestHeaderModifier.set[0].name: Host cannot be modified',
     'rules[0].filters[3].requestHeaderModifier.set[1].value: may not hold CR, LF or NUL',
     'rules[0].filters[4].type: RequestHeaderModifier may appear only once',
-    'rules[0].filters[5].type: RequestMirror is not allowed here',
+    'rules[0].filters[5].requestMirror: percent and fraction are exclusive',
     'rules[0].filters: RequestRedirect and URLRewrite cannot both be set on one rule',
     'rules[0].filters: RequestRedirect filter must not be used together with backendRefs',
     'rules[0].backendRefs[0].filters[0].type: URLRewrite is not allowed here',

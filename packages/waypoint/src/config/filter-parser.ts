@@ -22,12 +22,12 @@ export type FilterKind =
   | 'URLRewrite'
   | 'RequestMirror';
 
-/** RequestMirror is read (GRPCRoute and HTTPRoute share it) but not yet served: refused until it is. */
 export const HTTP_RULE_FILTERS: readonly FilterKind[] = [
   'RequestHeaderModifier',
   'ResponseHeaderModifier',
   'RequestRedirect',
   'URLRewrite',
+  'RequestMirror',
 ];
 /** Gateway API: what a backendRef's own `filters` may hold (HTTPBackendRef). */
 export const BACKEND_FILTERS: readonly FilterKind[] = ['RequestHeaderModifier', 'ResponseHeaderModifier'];
@@ -237,12 +237,7 @@ function readMirror(r: FieldReader, value: unknown, path: string, ns: string): R
   if (!o) return undefined;
   r.onlyKeys(o, path, ['backendRef', 'percent', 'fraction']);
   const b = r.object(o.backendRef, `${path}.backendRef`);
-  if (!b) return undefined;
-  r.onlyKeys(b, `${path}.backendRef`, ['kind', 'group', 'name', 'namespace', 'port']);
-  if (b.kind !== undefined && b.kind !== 'Service') r.fail(`${path}.backendRef.kind`, 'only Service');
-  const name = r.string(b.name, `${path}.backendRef.name`);
-  const port = b.port === undefined ? undefined : r.port(b.port, `${path}.backendRef.port`);
-  const namespace = r.string(b.namespace, `${path}.backendRef.namespace`, { optional: true }) ?? ns;
+  const backend = b ? readServiceRef(r, b, `${path}.backendRef`, ns, []) : undefined;
   if (o.percent !== undefined && o.fraction !== undefined) r.fail(path, 'percent and fraction are exclusive');
   let percent = 100;
   if (o.percent !== undefined) percent = r.int(o.percent, `${path}.percent`, 0, 100) ?? 100;
@@ -254,6 +249,24 @@ function readMirror(r: FieldReader, value: unknown, path: string, ns: string): R
     if (num > den) r.fail(`${path}.fraction`, 'numerator may not exceed denominator');
     percent = (Math.min(num, den) / den) * 100;
   }
-  if (!name) return undefined;
-  return { backend: { name, namespace, ...(port ? { port } : {}) }, percent };
+  return backend ? { backend, percent } : undefined;
+}
+
+/**
+ * A Gateway API BackendObjectReference to a Service (kind Service or unset; the namespace
+ * defaults to the route's), with whatever extra keys the caller's type allows.
+ */
+export function readServiceRef(
+  r: FieldReader,
+  o: Record<string, unknown>,
+  path: string,
+  ns: string,
+  extraKeys: readonly string[],
+): { name: string; namespace: string; port?: number } | undefined {
+  r.onlyKeys(o, path, ['kind', 'group', 'name', 'namespace', 'port', ...extraKeys]);
+  if (o.kind !== undefined && o.kind !== 'Service') r.fail(`${path}.kind`, 'only Service');
+  const name = r.string(o.name, `${path}.name`);
+  const port = o.port === undefined ? undefined : r.port(o.port, `${path}.port`);
+  const namespace = r.string(o.namespace, `${path}.namespace`, { optional: true }) ?? ns;
+  return name ? { name, namespace, ...(port ? { port } : {}) } : undefined;
 }

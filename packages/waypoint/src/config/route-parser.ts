@@ -1,5 +1,5 @@
 import type { FieldReader } from '@zmesh/shared';
-import { BACKEND_FILTERS, HTTP_RULE_FILTERS, readFilters } from './filter-parser.js';
+import { BACKEND_FILTERS, HTTP_RULE_FILTERS, readFilters, readServiceRef } from './filter-parser.js';
 import {
   type BackendRef,
   DEFAULT_RETRY,
@@ -196,20 +196,14 @@ function readBackend(
 ): BackendRef | undefined {
   const o = r.object(value, path);
   if (!o) return undefined;
-  r.onlyKeys(o, path, ['kind', 'group', 'name', 'namespace', 'port', 'weight', 'filters']);
-  if (o.kind !== undefined && o.kind !== 'Service') r.fail(`${path}.kind`, 'only Service');
+  const ref = readServiceRef(r, o, path, ns, ['weight', 'filters']);
   const filters = readFilters(r, o.filters, `${path}.filters`, {
     allowed: BACKEND_FILTERS,
     matches,
     namespace: ns,
   });
-  const name = r.string(o.name, `${path}.name`);
-  const port = o.port === undefined ? undefined : r.port(o.port, `${path}.port`);
   const weight = r.int(o.weight, `${path}.weight`, 0, 1_000_000, 1) ?? 1;
-  const namespace = r.string(o.namespace, `${path}.namespace`, { optional: true }) ?? ns;
-  return name
-    ? { name, namespace, weight, ...(port ? { port } : {}), ...(filters ? { filters } : {}) }
-    : undefined;
+  return ref ? { ...ref, weight, ...(filters ? { filters } : {}) } : undefined;
 }
 
 function readRetry(r: FieldReader, value: unknown, path: string): RetryPolicy {

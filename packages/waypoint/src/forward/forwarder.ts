@@ -10,6 +10,7 @@ import { DEADLINE_HEADER, grpcTimeoutValue } from '../resilience/deadline.js';
 import { backoffMs, isIdempotent } from '../resilience/retry-budget.js';
 import { applyHeaderModifier } from '../route/route-filters.js';
 import { Cancel } from './cancel.js';
+import { type MirrorTarget, startMirrors } from './mirror.js';
 import { RequestBody } from './request-body.js';
 import { forwardUpgrade } from './upgrade-forwarder.js';
 import { AttemptError, type AttemptResponse, attempt } from './upstream-attempt.js';
@@ -23,6 +24,8 @@ export interface ForwardPlan {
   rule?: RouteRule;
   deadlineAt?: number;
   self: string;
+  /** RequestMirror targets drawn for this request. */
+  mirrors?: readonly MirrorTarget[];
   /** The route's ResponseHeaderModifiers (rule's, then the backendRef's). */
   responseHeaders?: readonly HeaderModifier[];
   /** Cancelled when the client goes away before its response is finished. */
@@ -46,6 +49,7 @@ export async function forward(
 ): Promise<void> {
   if (ex.upgrade) return forwardUpgrade(deps, ex, ex.upgrade, plan, record);
   const body = new RequestBody(ex.req);
+  if (plan.mirrors) startMirrors(ex, body, record.tunnel.upstream, plan.mirrors);
   // The client went away (reset, disconnect, malformed body): stop the attempt in flight.
   const gone = new Cancel();
   ex.res.once('close', () => {

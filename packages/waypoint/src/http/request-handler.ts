@@ -12,8 +12,9 @@ import type { JwtAuthenticator, RequestAuth } from '../authz/jwt-authenticator.j
 import { authorize } from '../authz/l7-authorizer.js';
 import type { ConfigView, Destination, Endpoint } from '../config/config-view.js';
 import { endpointOf } from '../config/config-view.js';
-import type { RouteFilters, RouteMatch, RouteRule } from '../config/waypoint-config.js';
+import type { RequestMirror, RouteFilters, RouteMatch, RouteRule } from '../config/waypoint-config.js';
 import { type ForwardPlan, forward } from '../forward/forwarder.js';
+import type { MirrorTarget } from '../forward/mirror.js';
 import type { UpstreamSet } from '../forward/upstream-set.js';
 import type { BackendCluster } from '../resilience/backend-cluster.js';
 import type { Clock } from '../resilience/clock.js';
@@ -154,6 +155,8 @@ async function pipeline(
   };
   const responseMods = rule && headerModifiers('responseHeaders', rule.filters, target.backendFilters);
   if (responseMods) plan.responseHeaders = responseMods;
+  const mirrors = rule?.filters?.mirrors;
+  if (mirrors) plan.mirrors = mirrorTargets(deps, view, mirrors, tunnel.authority.port);
   await forward(deps, tunnel, ex, plan, record);
 }
 
@@ -276,6 +279,31 @@ type Target = Pick<ForwardPlan, 'cluster' | 'endpoints' | 'serviceName'> & {
   /** The chosen backendRef's own filters. */
   backendFilters?: RouteFilters;
 };
+
+/**
+ * The RequestMirror backends this request goes to: each by its percent. A mirror naming no
+ * service is skipped (apply refuses it; config given directly may still name one).
+ */
+function mirrorTargets(
+  deps: HandlerDeps,
+  view: ConfigView,
+  mirrors: readonly RequestMirror[],
+  port: number,
+): MirrorTarget[] {
+  const out: MirrorTarget[] = [];
+  for (const m of mirrors) {
+    if (m.percent < 100 && deps.random() * 100 >= m.percent) continue;
+    const svc = view.serviceByName(m.backend.namespace, m.backend.name);
+    if (!svc) continue;
+    const key = serviceKey(svc);
+    out.push({
+      cluster: deps.cluster(key, svc, view),
+      endpoints: view.endpoints(svc, m.backend.port ?? port),
+      serviceName: key,
+    });
+  }
+  return out;
+}
 
 /** What a rule with no matches matches (Gateway API): every path. */
 const CATCH_ALL: RouteMatch = { path: { type: 'PathPrefix', value: '/' }, headers: [] };
