@@ -27,3 +27,24 @@ httpRoutes:
   t.truthy(view.routes(v2!, 80), 'no port: every port');
   t.truthy(view.routes(v2!, 8080));
 });
+
+test('backendRefs and mirrors that name no service are listed (ResolvedRefs=False), the route kept', (t) => {
+  const r = parseWaypointConfig(
+    `
+waypoint: { name: waypoint, namespace: ns }
+services:
+  - { name: echo, namespace: ns, addresses: [10.96.0.1], ports: [{ servicePort: 80, targetPort: 8080 }] }
+httpRoutes:
+  - name: r
+    parentRefs: [{ name: echo }]
+    rules:
+      - backendRefs: [{ name: echo }, { name: gone, weight: 1 }]
+        filters: [{ type: RequestMirror, requestMirror: { backendRef: { name: shadow, namespace: other } } }]
+`,
+    't',
+  );
+  if (!r.ok) return t.fail(r.error.join('\n'));
+  const view = new ConfigView(r.value);
+  t.deepEqual(view.unresolvedBackends, ['ns/r#0 -> ns/gone', 'ns/r#0 -> other/shadow']);
+  t.truthy(view.routes(r.value.services[0]!, 80));
+});

@@ -42,6 +42,12 @@ export class ConfigView {
   readonly #backendPolicies = new Map<string, BackendPolicy>();
   readonly #jwtRules = new Map<string, readonly JwtRule[]>();
   readonly #jwtOutputs = new WeakMap<readonly JwtRule[], readonly string[]>();
+  /**
+   * Route backends (backendRefs and RequestMirrors) that name no service here, as
+   * `route#rule -> namespace/name`: Gateway API's ResolvedRefs=False (BackendNotFound). The
+   * route is kept; requests its weight sends there get 500.
+   */
+  readonly unresolvedBackends: readonly string[];
 
   constructor(config: WaypointConfig) {
     this.config = config;
@@ -72,6 +78,13 @@ export class ConfigView {
       }
     }
     for (const p of config.backendPolicies) this.#backendPolicies.set(p.service, p);
+    this.unresolvedBackends = config.routes.flatMap((route) =>
+      route.rules.flatMap((rule, i) =>
+        [...rule.backendRefs, ...(rule.filters?.mirrors ?? []).map((m) => m.backend)]
+          .filter((b) => !this.#byName.has(`${b.namespace}/${b.name}`))
+          .map((b) => `${route.namespace}/${route.name}#${i} -> ${b.namespace}/${b.name}`),
+      ),
+    );
   }
 
   destination(host: string, port: number): Destination | undefined {
