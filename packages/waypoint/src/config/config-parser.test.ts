@@ -237,7 +237,7 @@ httpRoutes:
           - { type: RequestRedirect, requestRedirect: { statusCode: 305, path: { type: ReplacePrefixMatch, replacePrefixMatch: /x } } }
           - { type: URLRewrite, urlRewrite: { hostname: "Bad_Host" } }
           - { type: ExtensionRef, extensionRef: { name: x } }
-          - { type: RequestHeaderModifier, requestHeaderModifier: { set: [{ name: Host, value: h }, { name: x-a, value: "a\\nb" }] } }
+          - { type: RequestHeaderModifier, requestHeaderModifier: { set: [{ name: Host, value: h }, { name: x-a, value: "a\\nb" }], remove: [Transfer-Encoding] } }
           - { type: RequestHeaderModifier, requestHeaderModifier: {} }
           - { type: RequestMirror, requestMirror: { backendRef: { name: server }, percent: 5, fraction: { numerator: 1 } } }
         backendRefs: [{ name: server, filters: [{ type: URLRewrite, urlRewrite: {} }] }]
@@ -255,6 +255,7 @@ httpRoutes:
     'rules[0].filters[2].type: unsupported filter type ExtensionRef',
     'rules[0].filters[3].requestHeaderModifier.set[0].name: Host cannot be modified',
     'rules[0].filters[3].requestHeaderModifier.set[1].value: may not hold CR, LF or NUL',
+    'rules[0].filters[3].requestHeaderModifier.remove[0]: Transfer-Encoding is a framing or hop-by-hop header',
     'rules[0].filters[4].type: RequestHeaderModifier may appear only once',
     'rules[0].filters[5].requestMirror: percent and fraction are exclusive',
     'rules[0].filters: RequestRedirect and URLRewrite cannot both be set on one rule',

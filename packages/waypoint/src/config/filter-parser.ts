@@ -38,6 +38,17 @@ const MAX_HEADER_EDITS = 16;
 const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$/;
 /** RFC 1123 hostname, no wildcard (PreciseHostname). */
 const PRECISE_HOSTNAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const FRAMING = new Set([
+  'content-length',
+  'transfer-encoding',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'upgrade',
+  'http2-settings',
+]);
 const STATUS_CODES: readonly RedirectStatus[] = [301, 302, 303, 307, 308];
 const KEY_OF: Record<FilterKind, string> = {
   RequestHeaderModifier: 'requestHeaderModifier',
@@ -151,6 +162,9 @@ function headerName(r: FieldReader, value: unknown, path: string): string | unde
   const lower = name.toLowerCase();
   // Pseudo-headers cannot match the pattern; Host is routing, not a header to edit (URLRewrite sets it).
   if (lower === 'host') return r.fail(path, 'Host cannot be modified (use URLRewrite hostname)');
+  // Framing and hop-by-hop fields belong to each hop: editing them would unframe a message.
+  if (FRAMING.has(lower))
+    return r.fail(path, `${name} is a framing or hop-by-hop header and cannot be modified`);
   return lower;
 }
 
