@@ -22,7 +22,7 @@ import { incomingBudgetMs } from '../resilience/deadline.js';
 import { planFault } from '../resilience/fault-injector.js';
 import type { TokenBucket } from '../resilience/rate-limiter.js';
 import { headerModifiers, modifyPath, redirectLocation, withPath } from '../route/route-filters.js';
-import { pickWeighted, queryReader } from '../route/route-table.js';
+import { NO_QUERY, pickWeighted, queryReader } from '../route/route-table.js';
 import type { WaypointMetrics } from '../telemetry/waypoint-metrics.js';
 import { type Exchange, replyError, writeHead } from './http-exchange.js';
 import { type RequestRecord, recordRequest } from './request-record.js';
@@ -381,7 +381,7 @@ function routeBackend(
     path: ex.path,
     host: ex.authority,
     header: ex.header,
-    query: queryReader(ex.target),
+    query: table.readsQuery ? queryReader(ex.target) : NO_QUERY,
   });
   // Gateway API: a request that matches no rule of the attached routes gets 404.
   if (!matched)

@@ -10,6 +10,9 @@ export interface RequestFacts {
   query: (name: string) => string | undefined;
 }
 
+/** `query` for a table that reads no query parameters. */
+export const NO_QUERY = (): undefined => undefined;
+
 /** `query` for RequestFacts: parses the target's query once, on first use. */
 export function queryReader(target: string): (name: string) => string | undefined {
   let params: URLSearchParams | undefined;
@@ -51,6 +54,7 @@ interface CompiledMatch {
  */
 export class RouteTable {
   readonly #matches: CompiledMatch[];
+  readonly #readsQuery: boolean;
 
   constructor(routes: readonly HttpRoute[]) {
     const sorted = [...routes].sort((a, b) =>
@@ -75,8 +79,14 @@ export class RouteTable {
           });
       });
     }
+    this.#readsQuery = out.some((m) => (m.match.queryParams?.length ?? 0) > 0);
     // Stable sort keeps route order for equal ranks.
     this.#matches = out.sort((a, b) => compareRank(b.rank, a.rank));
+  }
+
+  /** Whether any match reads query parameters (so a request's query needs parsing at all). */
+  get readsQuery(): boolean {
+    return this.#readsQuery;
   }
 
   get empty(): boolean {
@@ -114,9 +124,16 @@ function compareRank(a: number[], b: number[]): number {
 
 function compile(m: RouteMatch): (req: RequestFacts) => boolean {
   const path = pathTest(m.path);
-  const headers = m.headers.map((h) => valueTest(h, (req) => req.header(h.name)));
+  const headers = m.headers.map((h) =>
+    h.type === 'Exact'
+      ? (req: RequestFacts) => req.header(h.name) === h.value
+      : valueTest(h, (req) => req.header(h.name)),
+  );
   const query = (m.queryParams ?? []).map((q) => valueTest(q, (req) => req.query(q.name)));
   const tests = [...headers, ...query];
+  // The common match (a path, maybe a method, nothing else) tests nothing more per request.
+  if (tests.length === 0)
+    return (req) => (m.method === undefined || req.method === m.method) && path(req.path);
   return (req) =>
     (m.method === undefined || req.method === m.method) && path(req.path) && tests.every((t) => t(req));
 }
