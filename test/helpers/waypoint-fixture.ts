@@ -44,7 +44,7 @@ export interface WaypointMesh {
   stop(): Promise<void>;
 }
 
-export interface App {
+interface App {
   name: string;
   hits: number;
   /** Answer every request with this status (0: normal). */
@@ -191,7 +191,7 @@ services:
  * answers with what it saw. `/status/<code>` answers that code; `/slow/<ms>` waits first;
  * `x-echo-set-header` names response headers to send back.
  */
-export async function startApp(name: string, host: string, port: number): Promise<App> {
+async function startApp(name: string, host: string, port: number): Promise<App> {
   const sockets = new Set<Socket>();
   const app: App = { name, hits: 0, failWith: 0, close: () => {} };
   const handle = (
