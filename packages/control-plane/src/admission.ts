@@ -75,7 +75,7 @@ export function admit(
  * traffic (the waypoint does, for config that reaches it another way); apply refuses it
  * instead, so the mistake is seen when it is made. Route-kind neutral: reads spec.rules.
  */
-export function unresolvedBackendRefs(
+function unresolvedBackendRefs(
   raw: Record<string, unknown>,
   namespace: string,
   services: ReadonlySet<string>,

@@ -128,7 +128,7 @@ export function readFilters(
 }
 
 /** Gateway API HTTPHeaderFilter; names are case-insensitive, so each name once per list. */
-export function readHeaderModifier(r: FieldReader, value: unknown, path: string): HeaderModifier {
+function readHeaderModifier(r: FieldReader, value: unknown, path: string): HeaderModifier {
   const o = r.object(value, path) ?? {};
   r.onlyKeys(o, path, ['set', 'add', 'remove']);
   const pairs = (field: 'set' | 'add'): Array<[string, string]> => {

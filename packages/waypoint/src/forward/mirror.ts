@@ -11,7 +11,7 @@ import type { UpstreamSet } from './upstream-set.js';
 const log = logger('waypoint');
 
 /** A mirrored request that has not answered by then is abandoned: mirrors never hold resources long. */
-export const MIRROR_TIMEOUT_MS = 10_000;
+const MIRROR_TIMEOUT_MS = 10_000;
 
 /** One RequestMirror target chosen for this request (its percent already drawn). */
 export interface MirrorTarget {
