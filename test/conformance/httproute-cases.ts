@@ -54,6 +54,13 @@ const PARENT = 'parentRefs: [{ name: server, port: 80 }]';
 const v1 = '[{ name: server-v1, port: 80 }]';
 const v2 = '[{ name: server-v2, port: 80 }]';
 
+/** A request answered by a redirect: no backend sees it. */
+const redirect = (path: string, status: number, location: string): ConformanceCase => ({
+  request: { path },
+  status,
+  location,
+});
+
 /** Location prefix for the default scheme, host and port (http, `server`, 80). */
 const HERE = 'http://server';
 
@@ -353,20 +360,12 @@ export const SUITES: ConformanceSuite[] = [
         filters: [{ type: RequestRedirect, requestRedirect: { statusCode: 301, path: { type: ReplaceFullPath, replaceFullPath: /replacement-full } } }]
 `,
     cases: [
-      {
-        request: { path: '/original-prefix/lemon' },
-        status: 302,
-        location: `${HERE}/replacement-prefix/lemon`,
-      },
-      { request: { path: '/full/path/original' }, status: 302, location: `${HERE}/full-path-replacement` },
-      { request: { path: '/path-and-host' }, status: 302, location: 'http://example.org/replacement-prefix' },
-      { request: { path: '/path-and-status' }, status: 301, location: `${HERE}/replacement-prefix` },
-      {
-        request: { path: '/full-path-and-host' },
-        status: 302,
-        location: 'http://example.org/replacement-full',
-      },
-      { request: { path: '/full-path-and-status' }, status: 301, location: `${HERE}/replacement-full` },
+      redirect('/original-prefix/lemon', 302, `${HERE}/replacement-prefix/lemon`),
+      redirect('/full/path/original', 302, `${HERE}/full-path-replacement`),
+      redirect('/path-and-host', 302, 'http://example.org/replacement-prefix'),
+      redirect('/path-and-status', 301, `${HERE}/replacement-prefix`),
+      redirect('/full-path-and-host', 302, 'http://example.org/replacement-full'),
+      redirect('/full-path-and-status', 301, `${HERE}/replacement-full`),
     ],
   },
   {
@@ -389,27 +388,11 @@ export const SUITES: ConformanceSuite[] = [
         filters: [{ type: RequestRedirect, requestRedirect: { statusCode: 308, hostname: example.org } }]
 `,
     cases: [
-      {
-        request: { path: '/hostname-redirect' },
-        status: 302,
-        location: 'http://example.org/hostname-redirect',
-      },
-      { request: { path: '/host-and-status' }, status: 301, location: 'http://example.org/host-and-status' },
-      {
-        request: { path: '/host-and-see-other' },
-        status: 303,
-        location: 'http://example.org/host-and-see-other',
-      },
-      {
-        request: { path: '/host-and-temporary' },
-        status: 307,
-        location: 'http://example.org/host-and-temporary',
-      },
-      {
-        request: { path: '/host-and-permanent' },
-        status: 308,
-        location: 'http://example.org/host-and-permanent',
-      },
+      redirect('/hostname-redirect', 302, 'http://example.org/hostname-redirect'),
+      redirect('/host-and-status', 301, 'http://example.org/host-and-status'),
+      redirect('/host-and-see-other', 303, 'http://example.org/host-and-see-other'),
+      redirect('/host-and-temporary', 307, 'http://example.org/host-and-temporary'),
+      redirect('/host-and-permanent', 308, 'http://example.org/host-and-permanent'),
     ],
   },
   {
@@ -433,24 +416,12 @@ export const SUITES: ConformanceSuite[] = [
         filters: [{ type: RequestRedirect, requestRedirect: { port: 8083, hostname: example.org, statusCode: 302 } }]
 `,
     cases: [
-      { request: { path: '/port' }, status: 302, location: 'http://server:8083/port' },
-      { request: { path: '/port-and-host' }, status: 302, location: 'http://example.org:8083/port-and-host' },
-      { request: { path: '/port-and-status' }, status: 301, location: 'http://server:8083/port-and-status' },
-      {
-        request: { path: '/port-and-temporary' },
-        status: 307,
-        location: 'http://server:8083/port-and-temporary',
-      },
-      {
-        request: { path: '/port-and-permanent' },
-        status: 308,
-        location: 'http://server:8083/port-and-permanent',
-      },
-      {
-        request: { path: '/port-and-host-and-status' },
-        status: 302,
-        location: 'http://example.org:8083/port-and-host-and-status',
-      },
+      redirect('/port', 302, 'http://server:8083/port'),
+      redirect('/port-and-host', 302, 'http://example.org:8083/port-and-host'),
+      redirect('/port-and-status', 301, 'http://server:8083/port-and-status'),
+      redirect('/port-and-temporary', 307, 'http://server:8083/port-and-temporary'),
+      redirect('/port-and-permanent', 308, 'http://server:8083/port-and-permanent'),
+      redirect('/port-and-host-and-status', 302, 'http://example.org:8083/port-and-host-and-status'),
     ],
   },
   {
@@ -470,14 +441,10 @@ export const SUITES: ConformanceSuite[] = [
         filters: [{ type: RequestRedirect, requestRedirect: { scheme: https, hostname: example.org, statusCode: 302 } }]
 `,
     cases: [
-      { request: { path: '/scheme' }, status: 302, location: 'https://server/scheme' },
-      { request: { path: '/scheme-and-host' }, status: 302, location: 'https://example.org/scheme-and-host' },
-      { request: { path: '/scheme-and-status' }, status: 301, location: 'https://server/scheme-and-status' },
-      {
-        request: { path: '/scheme-and-host-and-status' },
-        status: 302,
-        location: 'https://example.org/scheme-and-host-and-status',
-      },
+      redirect('/scheme', 302, 'https://server/scheme'),
+      redirect('/scheme-and-host', 302, 'https://example.org/scheme-and-host'),
+      redirect('/scheme-and-status', 301, 'https://server/scheme-and-status'),
+      redirect('/scheme-and-host-and-status', 302, 'https://example.org/scheme-and-host-and-status'),
     ],
   },
   {
