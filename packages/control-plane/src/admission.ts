@@ -1,6 +1,7 @@
 import { convertAuthorizationPolicy } from '@zmesh/shared';
 import {
   type AuthorizationPolicyObject,
+  isWaypointClass,
   type StoreObject,
   USE_WAYPOINT_LABEL,
   WAYPOINT_CLASS,
@@ -30,7 +31,7 @@ export function admit(
   for (const o of objects.values()) {
     if (o.kind === 'Namespace') namespaces.add(o.metadata.name);
     if (o.kind === 'Service') services.add(`${o.metadata.namespace}/${o.metadata.name}`);
-    if (o.kind === 'Gateway' && o.spec.gatewayClassName === WAYPOINT_CLASS)
+    if (o.kind === 'Gateway' && isWaypointClass(o.spec.gatewayClassName))
       waypoints.add(`${o.metadata.namespace}/${o.metadata.name}`);
   }
   const ipOwner = new Map<string, string>();

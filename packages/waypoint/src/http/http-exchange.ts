@@ -29,6 +29,12 @@ export interface Exchange {
   headerEdits?: { remove: readonly string[]; set: Readonly<Record<string, string>> };
   /** The route's RequestHeaderModifiers (rule's, then the backendRef's), after headerEdits. */
   routeHeaders?: readonly HeaderModifier[];
+  /**
+   * The original client's address (the tunnel's source, kernel-given), appended to
+   * `x-forwarded-for` upstream as Envoy does, so an HTTP app behind the waypoint that reads
+   * the header, not its socket, also sees the real client.
+   */
+  clientAddress?: string;
 }
 
 /**
@@ -158,6 +164,13 @@ export function forwardableHeaders(ex: Exchange): Record<string, string | string
   if (ex.headerEdits) {
     for (const name of ex.headerEdits.remove) delete out[name];
     Object.assign(out, ex.headerEdits.set);
+  }
+  if (ex.clientAddress !== undefined) {
+    // Appended (RFC 7239's predecessor convention): what the client itself wrote stays
+    // first, and only the last entry, this hop's, is to be trusted.
+    const sent = out['x-forwarded-for'];
+    const prior = Array.isArray(sent) ? sent.join(', ') : sent;
+    out['x-forwarded-for'] = prior ? `${prior}, ${ex.clientAddress}` : ex.clientAddress;
   }
   if (ex.routeHeaders) for (const mod of ex.routeHeaders) applyHeaderModifier(out, mod);
   return out;
