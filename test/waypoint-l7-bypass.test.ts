@@ -1,6 +1,8 @@
+import * as http2 from 'node:http2';
 import type { WaypointConfig } from '@zmesh/waypoint';
 import test from 'ava';
 import {
+  h2Request,
   type Received,
   rawExchange,
   startRecordingApp,
@@ -194,6 +196,17 @@ const ROWS: Row[] = [
   { name: 'malformed %-encoding /public/%zz', bytes: req('GET /public/%zz HTTP/1.1', [close]), ...both(bad) },
   { name: 'truncated %-encoding /public/%', bytes: req('GET /public/% HTTP/1.1', [close]), ...both(bad) },
   { name: 'fragment /public#x', bytes: req('GET /public#x HTTP/1.1', [close]), ...both(bad) },
+  { name: 'a trailing # on /admin#', bytes: req('GET /admin# HTTP/1.1', [close]), ...both(bad) },
+  { name: 'a trailing ? on /admin?', bytes: req('GET /admin? HTTP/1.1', [close]), ...both(denied) },
+  { name: 'a trailing ? on /admin/?', bytes: req('GET /admin/? HTTP/1.1', [close]), ...both(denied) },
+  { name: 'a trailing slash /admin/', bytes: req('GET /admin/ HTTP/1.1', [close]), ...both(denied) },
+  { name: 'lower-case encoding /%61dmin/x', bytes: req('GET /%61dmin/x HTTP/1.1', [close]), ...both(denied) },
+  {
+    name: 'upper-case encoding /%41DMIN is /ADMIN',
+    bytes: req('GET /%41DMIN HTTP/1.1', [close]),
+    deny: ok('GET /ADMIN'),
+    allow: denied,
+  },
   {
     name: 'the app receives the normalized path: /public/./a/../b',
     bytes: req('GET /public/./a/../b HTTP/1.1', [close]),
@@ -383,6 +396,27 @@ test.serial(
 );
 
 for (const shape of ['deny', 'allow'] as const) {
+  test.serial(
+    `${shape}: over HTTP/2 a host that differs from :authority is refused, never routed`,
+    async (t) => {
+      mesh.waypoint.setConfig(configs[shape]);
+      received.length = 0;
+      const session = http2.connect(`http://${mesh.ip.client}:${mesh.port.client}`);
+      try {
+        for (const path of ['/admin', '/public']) {
+          const res = await h2Request(session, { ':path': path, ':authority': HOST, host: 'other.example' });
+          t.is(res.status, 400, `${path} with host other.example`);
+        }
+        const admin = await h2Request(session, { ':path': '/admin', ':authority': HOST });
+        t.is(admin.status, 403);
+      } finally {
+        session.close();
+      }
+      // (The recording apps speak HTTP/1.1 only, so nothing over h2 is sent on to them here.)
+      t.deepEqual(lines(received), [], 'nothing reached an app');
+    },
+  );
+
   test.serial(`${shape}: an absolute-form target is policy-checked and sent as its path`, async (t) => {
     t.deepEqual((await send(shape, req(`GET http://${HOST}/admin HTTP/1.1`, [close]))).statuses, [403]);
     t.deepEqual((await send(shape, req('GET http://evil.example/admin HTTP/1.1', [close]))).statuses, [400]);

@@ -188,7 +188,8 @@ services:
 
 /**
  * An app that speaks HTTP/1.1 and h2c on one port (it peeks at the HTTP/2 preface) and
- * answers with what it saw. `/status/<code>` answers that code; `/slow/<ms>` waits first.
+ * answers with what it saw. `/status/<code>` answers that code; `/slow/<ms>` waits first;
+ * `x-echo-set-header` names response headers to send back.
  */
 async function startApp(name: string, host: string, port: number): Promise<App> {
   const sockets = new Set<Socket>();
@@ -225,7 +226,11 @@ async function startApp(name: string, host: string, port: number): Promise<App> 
         res.end(body);
         return;
       }
-      res.writeHead(status, { 'content-type': 'application/json', 'x-app': name });
+      res.writeHead(status, {
+        ...echoSetHeaders(req.headers),
+        'content-type': 'application/json',
+        'x-app': name,
+      });
       res.end(body);
     });
   };
@@ -263,6 +268,21 @@ async function startApp(name: string, host: string, port: number): Promise<App> 
     server.close();
   };
   return app;
+}
+
+/**
+ * Response headers the client asked the app for, as the Gateway API echo server does:
+ * `x-echo-set-header: Name:value,Other:value` (for ResponseHeaderModifier cases).
+ */
+function echoSetHeaders(headers: http.IncomingHttpHeaders): Record<string, string> {
+  const ask = headers['x-echo-set-header'];
+  if (typeof ask !== 'string') return {};
+  const out: Record<string, string> = {};
+  for (const pair of ask.split(',')) {
+    const colon = pair.indexOf(':');
+    if (colon > 0) out[pair.slice(0, colon).trim().toLowerCase()] = pair.slice(colon + 1).trim();
+  }
+  return out;
 }
 
 /** One HTTP/1.1 request with a fresh connection; resolves with status, headers and body. */

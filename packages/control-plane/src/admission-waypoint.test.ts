@@ -82,3 +82,33 @@ test('without the decoder (the library default) a bad route passes admission and
     'apply#0 (AuthorizationPolicy shop/ext-authz): spec.action: CUSTOM (external authorization) is not supported by the zmesh waypoint',
   ]);
 });
+
+test('HTTPRoute filters: apply admits what the waypoint serves and refuses what Gateway API forbids, with the path', (t) => {
+  const cp = controlPlane(t);
+  t.true(cp.store.applyYaml(SHOP, 'shop.yaml').ok);
+  const good = `kind: HTTPRoute
+metadata: { name: filtered, namespace: shop }
+spec:
+  parentRefs: [{ kind: Service, name: web }]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /api }, queryParams: [{ name: v, value: "2" }] }]
+      filters:
+        - { type: RequestHeaderModifier, requestHeaderModifier: { add: [{ name: x-api, value: v2 }] } }
+        - { type: URLRewrite, urlRewrite: { path: { type: ReplacePrefixMatch, replacePrefixMatch: /v2 } } }
+        - { type: RequestMirror, requestMirror: { backendRef: { name: web, port: 80 }, percent: 5 } }
+      backendRefs: [{ name: web, port: 80 }]
+      timeouts: { request: 2s, backendRequest: 1s }
+    - matches: [{ path: { type: Exact, value: /old } }]
+      filters: [{ type: RequestRedirect, requestRedirect: { path: { type: ReplaceFullPath, replaceFullPath: /new }, statusCode: 301 } }]
+`;
+  const ok = cp.store.applyYaml(good, 'good.yaml');
+  t.true(ok.ok, ok.ok ? '' : ok.error.join('\n'));
+  const bad = good
+    .replace('name: filtered', 'name: bad')
+    .replace('type: Exact, value: /old', 'type: Exact, value: /old2')
+    .replace('statusCode: 301', 'statusCode: 305');
+  const r = cp.store.applyYaml(bad, 'bad.yaml');
+  t.deepEqual(r.ok ? [] : r.error, [
+    'bad.yaml#0 (HTTPRoute shop/bad): spec.rules[1].filters[0].requestRedirect.statusCode: must be one of 301, 302, 303, 307, 308 (as waypoint shop/waypoint reads it)',
+  ]);
+});

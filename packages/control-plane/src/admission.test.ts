@@ -74,6 +74,33 @@ test('admission refuses a use-waypoint naming no waypoint Gateway, and deleting 
   t.true(store.remove(['Gateway/ns1/waypoint']).ok, '...the Gateway can go');
 });
 
+test('an HTTPRoute backendRef naming no Service is refused (BackendNotFound); deleting a Service a route sends to is too', (t) => {
+  const store = new ConfigStore();
+  const route = `kind: HTTPRoute
+metadata: { name: r, namespace: ns1 }
+spec:
+  parentRefs: [{ kind: Service, name: svc, port: 80 }]
+  rules:
+    - backendRefs: [{ name: svc, port: 80 }, { name: gone, port: 80 }]
+      filters: [{ type: RequestHeaderModifier, requestHeaderModifier: { set: [{ name: x-a, value: "1" }] } }]
+`;
+  const r = store.applyYaml([NAMESPACE_YAML, SERVICE_YAML, route].join('---\n'), 'route.yaml');
+  t.deepEqual(!r.ok && r.error, [
+    'route.yaml#2 (HTTPRoute ns1/r): spec.rules[0].backendRefs[1]: BackendNotFound: no Service ns1/gone (Gateway API ResolvedRefs=False)',
+  ]);
+  const fixed = route.replace(
+    '{ name: gone, port: 80 }',
+    '{ name: svc, namespace: ns1, port: 80, weight: 0 }',
+  );
+  t.true(store.applyYaml([NAMESPACE_YAML, SERVICE_YAML, fixed].join('---\n'), 'route.yaml').ok);
+  const del = store.remove(['Service/ns1/svc']);
+  t.false(del.ok);
+  t.regex(
+    !del.ok ? (del.error[0] ?? '') : '',
+    /HTTPRoute ns1\/r\): spec\.rules\[0\]\.backendRefs\[0\]: BackendNotFound/,
+  );
+});
+
 test('a Pod whose Namespace is not in the config is refused; so is deleting a Namespace that holds pods', (t) => {
   const store = new ConfigStore();
   const r = store.applyYaml(podYaml('a', '10.1.0.1'), 'pod.yaml');

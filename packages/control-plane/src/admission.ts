@@ -27,8 +27,10 @@ export function admit(
     originOf(key) ?? `${o.kind} ${o.metadata.namespace ? `${o.metadata.namespace}/` : ''}${o.metadata.name}`;
   const waypoints = new Set<string>();
   const namespaces = new Set<string>();
+  const services = new Set<string>();
   for (const o of objects.values()) {
     if (o.kind === 'Namespace') namespaces.add(o.metadata.name);
+    if (o.kind === 'Service') services.add(`${o.metadata.namespace}/${o.metadata.name}`);
     if (o.kind === 'Gateway' && isWaypointClass(o.spec.gatewayClassName))
       waypoints.add(`${o.metadata.namespace}/${o.metadata.name}`);
   }
@@ -38,6 +40,9 @@ export function admit(
     if (o.kind === 'AuthorizationPolicy') {
       for (const r of policyReasons(o)) reasons.push(`${at}: ${r}`);
     }
+    if (o.kind === 'HTTPRoute')
+      for (const r of unresolvedBackendRefs(o.raw, o.metadata.namespace, services))
+        reasons.push(`${at}: ${r}`);
     if (o.kind === 'Pod' && !namespaces.has(o.metadata.namespace)) {
       // Its namespace decides ambient enrollment and the waypoint: a pod without one would
       // be served as plaintext, silently out of the mesh.
@@ -63,6 +68,44 @@ export function admit(
     }
   }
   return reasons;
+}
+
+/**
+ * Gateway API ResolvedRefs: a backendRef (or a RequestMirror's) that names no Service is
+ * BackendNotFound. Gateway API would accept the route and answer 500 for that share of its
+ * traffic (the waypoint does, for config that reaches it another way); apply refuses it
+ * instead, so the mistake is seen when it is made. Route-kind neutral: reads spec.rules.
+ */
+function unresolvedBackendRefs(
+  raw: Record<string, unknown>,
+  namespace: string,
+  services: ReadonlySet<string>,
+): string[] {
+  const spec = (raw.spec ?? {}) as { rules?: unknown };
+  const rules = Array.isArray(spec.rules) ? (spec.rules as Array<Record<string, unknown>>) : [];
+  const out: string[] = [];
+  const check = (ref: unknown, path: string) => {
+    if (!ref || typeof ref !== 'object') return;
+    const { kind, name, namespace: ns } = ref as Record<string, unknown>;
+    if (kind !== undefined && kind !== 'Service') return; // the waypoint's decoder refuses other kinds
+    if (typeof name !== 'string') return;
+    const key = `${typeof ns === 'string' ? ns : namespace}/${name}`;
+    if (!services.has(key))
+      out.push(`${path}: BackendNotFound: no Service ${key} (Gateway API ResolvedRefs=False)`);
+  };
+  rules.forEach((rule, i) => {
+    if (!rule || typeof rule !== 'object') return;
+    const refs = Array.isArray(rule.backendRefs) ? rule.backendRefs : [];
+    refs.forEach((b, j) => {
+      check(b, `spec.rules[${i}].backendRefs[${j}]`);
+    });
+    const filters = Array.isArray(rule.filters) ? rule.filters : [];
+    filters.forEach((f, j) => {
+      const mirror = (f as { requestMirror?: { backendRef?: unknown } } | null)?.requestMirror;
+      check(mirror?.backendRef, `spec.rules[${i}].filters[${j}].requestMirror.backendRef`);
+    });
+  });
+  return out;
 }
 
 /** Store objects are immutable and shared between views: each policy is converted once. */

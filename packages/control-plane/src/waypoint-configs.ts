@@ -83,13 +83,21 @@ function attachRoute(r: HttpRouteObject, ownKeys: Set<string>): Raw[] {
   return [defined({ name, namespace, parentRefs: mine, hostnames: spec.hostnames, rules: spec.rules })];
 }
 
+/** The services a route sends to: its backendRefs and its RequestMirror backends. */
 function backendKeys(route: Raw): string[] {
   const rules = (Array.isArray(route.rules) ? route.rules : []) as Raw[];
-  return rules.flatMap((rule) =>
-    ((Array.isArray(rule.backendRefs) ? rule.backendRefs : []) as Ref[]).map(
-      (b) => `${typeof b.namespace === 'string' ? b.namespace : route.namespace}/${String(b.name)}`,
-    ),
-  );
+  const key = (b: Ref) =>
+    `${typeof b.namespace === 'string' ? b.namespace : route.namespace}/${String(b.name)}`;
+  return rules.flatMap((rule) => {
+    const refs = (Array.isArray(rule.backendRefs) ? rule.backendRefs : []) as Ref[];
+    const filters = (Array.isArray(rule.filters) ? rule.filters : []) as Array<{
+      requestMirror?: { backendRef?: Ref };
+    }>;
+    const mirrors = filters.flatMap((f) =>
+      f?.requestMirror?.backendRef ? [f.requestMirror.backendRef] : [],
+    );
+    return [...refs, ...mirrors].map(key);
+  });
 }
 
 function targets(raw: Raw, gateway: string, ownKeys: Set<string>, namespace: string): boolean {

@@ -125,6 +125,11 @@ export class Waypoint {
       { services: config.services.length, routes: config.routes.length, policies: config.policies.length },
       'config applied',
     );
+    if (this.#view.unresolvedBackends.length > 0)
+      log.warn(
+        { backends: this.#view.unresolvedBackends.slice(0, 32), count: this.#view.unresolvedBackends.length },
+        'route backends name no service (BackendNotFound): requests sent there are answered 500',
+      );
   }
 
   /**

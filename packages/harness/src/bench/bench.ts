@@ -205,7 +205,9 @@ async function availablePaths(
   const wanted = opts.paths?.split(',').map((s) => s.trim());
   const out: PathSpec[] = [];
   for (const p of all) {
-    if (wanted && !wanted.some((w) => p.name.includes(w))) continue;
+    // `=name` is the whole name: the waypoint path's name is part of the cluster waypoint path's.
+    if (wanted && !wanted.some((w) => (w.startsWith('=') ? p.name === w.slice(1) : p.name.includes(w))))
+      continue;
     const why = await p.unavailable();
     if (why) console.log(`skip ${p.name}: ${why}`);
     else out.push(p);

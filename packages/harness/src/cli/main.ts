@@ -369,7 +369,10 @@ program
     "another build's bin/zmesh, measured as the 'before' ztunnel pair (and waypoint path)",
   )
   .option('--workloads <names>', 'comma-separated substrings: run only the steps whose labels contain one')
-  .option('--paths <names>', 'comma-separated substrings: measure only the paths whose names contain one')
+  .option(
+    '--paths <names>',
+    'comma-separated substrings: measure only the paths whose names contain one (=name: exactly that name)',
+  )
   .option(
     '--runtimes <list>',
     "only the ztunnel pair, once per Node runtime (comma-separated 'node20', 'node24 --max-semi-space-size=8', or a node's path); prints each ÷ the first",

@@ -211,6 +211,11 @@ export const CATALOGUE = {
   },
   ZM_ERR_WAYPOINT_FAULT: { message: 'fault injected by route {route}', status: 500, flag: 'FI' },
   ZM_ERR_WAYPOINT_NO_ROUTE: { message: 'no route rule of {service} matches {path}', status: 404, flag: 'NR' },
+  ZM_ERR_WAYPOINT_NO_BACKEND: {
+    message: 'route {route} has no backend for this request: {reason}',
+    status: 500,
+    flag: 'NR',
+  },
   ZM_ERR_WAYPOINT_UPSTREAM: { message: 'upstream {endpoint} failed: {reason}', status: 503, flag: 'UF' },
   ZM_ERR_INTERNAL_FAULT: { message: 'internal error: {reason}', status: 500, flag: 'INT' },
 } as const satisfies Record<string, CatalogueEntry>;

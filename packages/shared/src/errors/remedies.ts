@@ -316,6 +316,11 @@ export const REMEDIES = {
     cause: 'No HTTPRoute rule of the service matches the request.',
     remedy: 'Add a rule that matches, or a catch-all rule.',
   },
+  ZM_ERR_WAYPOINT_NO_BACKEND: {
+    cause:
+      'The matched HTTPRoute rule chose a backendRef that does not resolve (BackendNotFound: no such Service), or every backendRef has weight 0; Gateway API answers 500 for the share of traffic that would have gone there.',
+    remedy: 'Create the Service the backendRef names, or fix the name, namespace or weights of the rule.',
+  },
   ZM_ERR_WAYPOINT_UPSTREAM: {
     cause: 'Forwarding to the chosen endpoint failed after retries (connect, reset or a bad response).',
     remedy: 'Check the endpoint and its ztunnel; outlier detection ejects it if it keeps failing.',

@@ -42,6 +42,12 @@ export class ConfigView {
   readonly #backendPolicies = new Map<string, BackendPolicy>();
   readonly #jwtRules = new Map<string, readonly JwtRule[]>();
   readonly #jwtOutputs = new WeakMap<readonly JwtRule[], readonly string[]>();
+  /**
+   * Route backends (backendRefs and RequestMirrors) that name no service here, as
+   * `route#rule -> namespace/name`: Gateway API's ResolvedRefs=False (BackendNotFound). The
+   * route is kept; requests its weight sends there get 500.
+   */
+  readonly unresolvedBackends: readonly string[];
 
   constructor(config: WaypointConfig) {
     this.config = config;
@@ -56,13 +62,29 @@ export class ConfigView {
       for (const key of Object.keys(w.services))
         this.#endpoints.set(key, [...(this.#endpoints.get(key) ?? []), w]);
     }
+    // GAMMA: a parentRef with a port binds the route to that service port only (MeshPorts).
     for (const s of config.services) {
-      const attached = config.routes.filter((r) =>
-        r.parentRefs.some((p) => p.namespace === s.namespace && p.name === s.name),
-      );
-      if (attached.length > 0) this.#routes.set(serviceKey(s), new RouteTable(attached));
+      for (const { servicePort } of s.ports) {
+        const attached = config.routes.filter((r) =>
+          r.parentRefs.some(
+            (p) =>
+              p.namespace === s.namespace &&
+              p.name === s.name &&
+              (p.port === undefined || p.port === servicePort),
+          ),
+        );
+        if (attached.length > 0)
+          this.#routes.set(`${serviceKey(s)}:${servicePort}`, new RouteTable(attached));
+      }
     }
     for (const p of config.backendPolicies) this.#backendPolicies.set(p.service, p);
+    this.unresolvedBackends = config.routes.flatMap((route) =>
+      route.rules.flatMap((rule, i) =>
+        [...rule.backendRefs, ...(rule.filters?.mirrors ?? []).map((m) => m.backend)]
+          .filter((b) => !this.#byName.has(`${b.namespace}/${b.name}`))
+          .map((b) => `${route.namespace}/${route.name}#${i} -> ${b.namespace}/${b.name}`),
+      ),
+    );
   }
 
   destination(host: string, port: number): Destination | undefined {
@@ -106,8 +128,9 @@ export class ConfigView {
     return this.#byName.get(`${namespace}/${name}`);
   }
 
-  routes(service: Service): RouteTable | undefined {
-    return this.#routes.get(serviceKey(service));
+  /** The routes attached to one port of a service (those whose parentRef names no port, or this one). */
+  routes(service: Service, port: number): RouteTable | undefined {
+    return this.#routes.get(`${serviceKey(service)}:${port}`);
   }
 
   backendPolicy(service: Service): BackendPolicy {

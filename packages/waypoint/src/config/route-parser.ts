@@ -1,4 +1,5 @@
 import type { FieldReader } from '@zmesh/shared';
+import { BACKEND_FILTERS, HTTP_RULE_FILTERS, readFilters, readServiceRef } from './filter-parser.js';
 import {
   type BackendRef,
   DEFAULT_RETRY,
@@ -9,6 +10,7 @@ import {
   type RetryPolicy,
   type RouteMatch,
   type RouteRule,
+  type ValueMatch,
 } from './waypoint-config.js';
 
 /** A regex longer than this is refused: routes are matched on every request. */
@@ -52,31 +54,71 @@ export function readRoute(
 function readRule(r: FieldReader, value: unknown, path: string, ns: string): RouteRule | undefined {
   const o = r.object(value, path);
   if (!o) return undefined;
-  r.onlyKeys(o, path, ['matches', 'backendRefs', 'timeouts', 'retry', 'rateLimit', 'fault']);
+  r.onlyKeys(o, path, [
+    'name',
+    'matches',
+    'filters',
+    'backendRefs',
+    'timeouts',
+    'retry',
+    'rateLimit',
+    'fault',
+  ]);
+  const matches = r
+    .array(o.matches, `${path}.matches`)
+    .flatMap((m, i) => readMatch(r, m, `${path}.matches[${i}]`) ?? []);
   const rule: RouteRule = {
-    matches: r
-      .array(o.matches, `${path}.matches`)
-      .flatMap((m, i) => readMatch(r, m, `${path}.matches[${i}]`) ?? []),
+    matches,
     backendRefs: r
       .array(o.backendRefs, `${path}.backendRefs`)
-      .flatMap((b, i) => readBackend(r, b, `${path}.backendRefs[${i}]`, ns) ?? []),
+      .flatMap((b, i) => readBackend(r, b, `${path}.backendRefs[${i}]`, ns, matches) ?? []),
   };
+  const filters = readFilters(r, o.filters, `${path}.filters`, {
+    allowed: HTTP_RULE_FILTERS,
+    matches,
+    namespace: ns,
+  });
+  if (filters) rule.filters = filters;
+  // CEL on HTTPRouteRule: a redirect answers locally, so it has no backend to send to.
+  if (filters?.redirect && rule.backendRefs.length > 0)
+    r.fail(`${path}.filters`, 'RequestRedirect filter must not be used together with backendRefs');
   const timeouts = r.optionalObject(o.timeouts, `${path}.timeouts`);
-  if (timeouts) {
-    r.onlyKeys(timeouts, `${path}.timeouts`, ['request']);
-    const requestMs = r.duration(timeouts.request, `${path}.timeouts.request`);
-    if (requestMs !== undefined) rule.timeouts = { requestMs };
-  }
+  if (timeouts) rule.timeouts = readTimeouts(r, timeouts, `${path}.timeouts`);
   if (o.retry !== undefined) rule.retry = readRetry(r, o.retry, `${path}.retry`);
   if (o.rateLimit !== undefined) rule.rateLimit = readRateLimit(r, o.rateLimit, `${path}.rateLimit`);
   if (o.fault !== undefined) rule.fault = readFault(r, o.fault, `${path}.fault`);
   return rule;
 }
 
+/**
+ * Gateway API HTTPRouteTimeouts: `0s` turns a timeout off; backendRequest may not be longer
+ * than request (CEL on the type), since each attempt runs inside the request.
+ */
+function readTimeouts(
+  r: FieldReader,
+  o: Record<string, unknown>,
+  path: string,
+): { requestMs?: number; backendRequestMs?: number } {
+  r.onlyKeys(o, path, ['request', 'backendRequest']);
+  const requestMs = r.duration(o.request, `${path}.request`);
+  const backendRequestMs = r.duration(o.backendRequest, `${path}.backendRequest`);
+  if (
+    requestMs !== undefined &&
+    backendRequestMs !== undefined &&
+    requestMs > 0 &&
+    (backendRequestMs === 0 || backendRequestMs > requestMs)
+  )
+    r.fail(`${path}.backendRequest`, 'backendRequest timeout cannot be longer than request timeout');
+  return {
+    ...(requestMs !== undefined ? { requestMs } : {}),
+    ...(backendRequestMs !== undefined ? { backendRequestMs } : {}),
+  };
+}
+
 function readMatch(r: FieldReader, value: unknown, path: string): RouteMatch | undefined {
   const o = r.object(value, path);
   if (!o) return undefined;
-  r.onlyKeys(o, path, ['path', 'headers', 'method']);
+  r.onlyKeys(o, path, ['path', 'headers', 'queryParams', 'method']);
   const match: RouteMatch = { headers: [] };
   const p = r.optionalObject(o.path, `${path}.path`);
   if (p) {
@@ -92,24 +134,45 @@ function readMatch(r: FieldReader, value: unknown, path: string): RouteMatch | u
     if (v !== undefined && type === 'RegularExpression') checkRegex(r, v, `${path}.path.value`);
     if (v !== undefined) match.path = { type, value: v };
   }
-  match.headers = r.array(o.headers, `${path}.headers`).flatMap((h, i) => {
-    const q = r.object(h, `${path}.headers[${i}]`);
-    if (!q) return [];
-    const type = r.oneOf(
-      q.type,
-      `${path}.headers[${i}].type`,
-      ['Exact', 'RegularExpression'] as const,
-      'Exact',
-    );
-    const name = r.string(q.name, `${path}.headers[${i}].name`, { pattern: TOKEN });
-    const v =
-      typeof q.value === 'string' ? q.value : r.fail(`${path}.headers[${i}].value`, 'must be a string');
-    if (v !== undefined && type === 'RegularExpression') checkRegex(r, v, `${path}.headers[${i}].value`);
-    return name !== undefined && v !== undefined ? [{ type, name: name.toLowerCase(), value: v }] : [];
-  });
+  match.headers = readValueMatches(r, o.headers, `${path}.headers`, (n) => n.toLowerCase());
+  if (o.queryParams !== undefined) {
+    const q = readValueMatches(r, o.queryParams, `${path}.queryParams`, (n) => n);
+    if (q.length > 0) match.queryParams = q;
+  }
   const method = r.string(o.method, `${path}.method`, { optional: true, pattern: TOKEN });
   if (method) match.method = method.toUpperCase();
   return match;
+}
+
+/**
+ * Header or query-parameter matches (Gateway API HTTPHeaderMatch, HTTPQueryParamMatch): Exact
+ * or RegularExpression on a token name. A name given twice is refused: the spec keeps only
+ * the first, which would silently ignore the second.
+ */
+function readValueMatches(
+  r: FieldReader,
+  value: unknown,
+  path: string,
+  fold: (name: string) => string,
+): ValueMatch[] {
+  const seen = new Set<string>();
+  const list = r.array(value, path);
+  if (list.length > 16) r.fail(path, 'at most 16 entries');
+  return list.flatMap((h, i) => {
+    const at = `${path}[${i}]`;
+    const q = r.object(h, at);
+    if (!q) return [];
+    r.onlyKeys(q, at, ['type', 'name', 'value']);
+    const type = r.oneOf(q.type, `${at}.type`, ['Exact', 'RegularExpression'] as const, 'Exact');
+    const name = r.string(q.name, `${at}.name`, { pattern: TOKEN });
+    const v = typeof q.value === 'string' ? q.value : r.fail(`${at}.value`, 'must be a string');
+    if (v !== undefined && type === 'RegularExpression') checkRegex(r, v, `${at}.value`);
+    if (name === undefined || v === undefined) return [];
+    const key = fold(name);
+    if (seen.has(key)) r.fail(`${at}.name`, `${name} is matched twice`);
+    seen.add(key);
+    return [{ type, name: key, value: v }];
+  });
 }
 
 function checkRegex(r: FieldReader, source: string, path: string): void {
@@ -124,15 +187,23 @@ function checkRegex(r: FieldReader, source: string, path: string): void {
   }
 }
 
-function readBackend(r: FieldReader, value: unknown, path: string, ns: string): BackendRef | undefined {
+function readBackend(
+  r: FieldReader,
+  value: unknown,
+  path: string,
+  ns: string,
+  matches: readonly RouteMatch[],
+): BackendRef | undefined {
   const o = r.object(value, path);
   if (!o) return undefined;
-  r.onlyKeys(o, path, ['kind', 'group', 'name', 'namespace', 'port', 'weight']);
-  const name = r.string(o.name, `${path}.name`);
-  const port = o.port === undefined ? undefined : r.port(o.port, `${path}.port`);
+  const ref = readServiceRef(r, o, path, ns, ['weight', 'filters']);
+  const filters = readFilters(r, o.filters, `${path}.filters`, {
+    allowed: BACKEND_FILTERS,
+    matches,
+    namespace: ns,
+  });
   const weight = r.int(o.weight, `${path}.weight`, 0, 1_000_000, 1) ?? 1;
-  const namespace = r.string(o.namespace, `${path}.namespace`, { optional: true }) ?? ns;
-  return name ? { name, namespace, weight, ...(port ? { port } : {}) } : undefined;
+  return ref ? { ...ref, weight, ...(filters ? { filters } : {}) } : undefined;
 }
 
 function readRetry(r: FieldReader, value: unknown, path: string): RetryPolicy {

@@ -36,9 +36,18 @@ export interface WaypointConfig {
 
 export type PathMatchType = 'Exact' | 'PathPrefix' | 'RegularExpression';
 
+export interface ValueMatch {
+  type: 'Exact' | 'RegularExpression';
+  name: string;
+  value: string;
+}
+
 export interface RouteMatch {
   path?: { type: PathMatchType; value: string };
-  headers: Array<{ type: 'Exact' | 'RegularExpression'; name: string; value: string }>;
+  /** Header names lower case. */
+  headers: ValueMatch[];
+  /** Query parameter names as written (Gateway API: case-sensitive); only the first of a name counts. */
+  queryParams?: ValueMatch[];
   method?: string;
 }
 
@@ -48,6 +57,53 @@ export interface BackendRef {
   namespace: string;
   port?: number;
   weight: number;
+  /** Gateway API allows header modifiers per backendRef; they run after the rule's. */
+  filters?: RouteFilters;
+}
+
+/** Gateway API HTTPHeaderFilter, names lower case: set overwrites, add appends, remove drops. */
+export interface HeaderModifier {
+  set: Array<[name: string, value: string]>;
+  add: Array<[name: string, value: string]>;
+  remove: string[];
+}
+
+/** Gateway API HTTPPathModifier. */
+export type PathModifier =
+  | { type: 'ReplaceFullPath'; value: string }
+  | { type: 'ReplacePrefixMatch'; value: string };
+
+export type RedirectStatus = 301 | 302 | 303 | 307 | 308;
+
+export interface RequestRedirect {
+  scheme?: 'http' | 'https';
+  hostname?: string;
+  port?: number;
+  path?: PathModifier;
+  statusCode: RedirectStatus;
+}
+
+export interface UrlRewrite {
+  hostname?: string;
+  path?: PathModifier;
+}
+
+export interface RequestMirror {
+  backend: Omit<BackendRef, 'weight' | 'filters'>;
+  /** 0–100, fractions allowed (Gateway API `percent` or `fraction`). */
+  percent: number;
+}
+
+/**
+ * A rule's (or backendRef's) Gateway API filters, folded by type: each type appears at most
+ * once (RequestMirror many times), so the order they were written in does not change the result.
+ */
+export interface RouteFilters {
+  requestHeaders?: HeaderModifier;
+  responseHeaders?: HeaderModifier;
+  redirect?: RequestRedirect;
+  rewrite?: UrlRewrite;
+  mirrors?: RequestMirror[];
 }
 
 export interface RetryPolicy {
@@ -78,7 +134,9 @@ export interface RouteRule {
   /** Empty: matches every request (Gateway API: a PathPrefix "/" match). */
   matches: RouteMatch[];
   backendRefs: BackendRef[];
-  timeouts?: { requestMs?: number };
+  filters?: RouteFilters;
+  /** Gateway API HTTPRouteTimeouts: the whole request, and each attempt at a backend. */
+  timeouts?: { requestMs?: number; backendRequestMs?: number };
   retry?: RetryPolicy;
   rateLimit?: RateLimitPolicy;
   fault?: FaultPolicy;

@@ -1,14 +1,16 @@
 import type { Writable } from 'node:stream';
 import { childTraceparent, spiffeIdOf, ZmeshError } from '@zmesh/shared';
 import type { Endpoint } from '../config/config-view.js';
-import type { RetryPolicy, RouteRule } from '../config/waypoint-config.js';
+import type { HeaderModifier, RetryPolicy, RouteRule } from '../config/waypoint-config.js';
 import { type Exchange, forwardableHeaders, responseHeaders, writeHead } from '../http/http-exchange.js';
 import type { HandlerDeps, TunnelContext } from '../http/request-handler.js';
 import type { RequestRecord } from '../http/request-record.js';
 import type { BackendCluster } from '../resilience/backend-cluster.js';
 import { DEADLINE_HEADER, grpcTimeoutValue } from '../resilience/deadline.js';
 import { backoffMs, isIdempotent } from '../resilience/retry-budget.js';
+import { applyHeaderModifier } from '../route/route-filters.js';
 import { Cancel } from './cancel.js';
+import { type MirrorTarget, startMirrors } from './mirror.js';
 import { RequestBody } from './request-body.js';
 import { forwardUpgrade } from './upgrade-forwarder.js';
 import { AttemptError, type AttemptResponse, attempt } from './upstream-attempt.js';
@@ -22,6 +24,10 @@ export interface ForwardPlan {
   rule?: RouteRule;
   deadlineAt?: number;
   self: string;
+  /** RequestMirror targets drawn for this request. */
+  mirrors?: readonly MirrorTarget[];
+  /** The route's ResponseHeaderModifiers (rule's, then the backendRef's). */
+  responseHeaders?: readonly HeaderModifier[];
   /** Cancelled when the client goes away before its response is finished. */
   downstream?: Cancel;
 }
@@ -43,6 +49,7 @@ export async function forward(
 ): Promise<void> {
   if (ex.upgrade) return forwardUpgrade(deps, ex, ex.upgrade, plan, record);
   const body = new RequestBody(ex.req);
+  if (plan.mirrors) startMirrors(ex, body, record.tunnel.upstream, plan.mirrors);
   // The client went away (reset, disconnect, malformed body): stop the attempt in flight.
   const gone = new Cancel();
   ex.res.once('close', () => {
@@ -69,7 +76,7 @@ export async function forward(
   }
   record.requestBytes = requestBytes;
   if ('error' in outcome) throw outcome.error;
-  commit(ex, outcome.response, record, mayRetry ? plan.self : undefined);
+  commit(ex, outcome.response, record, mayRetry ? plan.self : undefined, plan.responseHeaders);
 }
 
 async function attempts(
@@ -180,7 +187,12 @@ async function oneAttempt(
   const cancel = new Cancel();
   plan.downstream?.onCancel(() => cancel.cancel());
   const remaining = plan.deadlineAt === undefined ? undefined : plan.deadlineAt - deps.clock.now();
-  const limit = Math.min(remaining ?? Infinity, plan.rule?.retry?.perTryTimeoutMs ?? Infinity);
+  // Gateway API timeouts.backendRequest bounds each attempt, as a retry's perTryTimeout does ("0s": none).
+  const limit = Math.min(
+    remaining ?? Infinity,
+    plan.rule?.retry?.perTryTimeoutMs ?? Infinity,
+    plan.rule?.timeouts?.backendRequestMs || Infinity,
+  );
   const timer = Number.isFinite(limit) ? setTimeout(() => cancel.cancel(), Math.max(0, limit)) : undefined;
   plan.cluster.hostStarted(endpoint.key);
   try {
@@ -273,9 +285,11 @@ function commit(
   response: AttemptResponse,
   record: RequestRecord,
   retryOwner: string | undefined,
+  modifiers: readonly HeaderModifier[] | undefined,
 ): void {
   const headers = { ...responseHeaders(response.headers), ...record.replyHeaders };
   if (retryOwner) headers[RETRY_OWNER_HEADER] = retryOwner;
+  if (modifiers) for (const mod of modifiers) applyHeaderModifier(headers, mod);
   writeHead(ex.res, response.status, headers);
   const sink = ex.res as unknown as Writable;
   let bytes = 0;

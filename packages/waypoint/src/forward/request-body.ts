@@ -42,6 +42,12 @@ export class RequestBody {
     else this.source.resume();
   }
 
+  /** The whole body once it has arrived, if it fit the buffer (RequestMirror copies it). */
+  kept(): Buffer | undefined {
+    if (!this.#ended || this.#overflow) return undefined;
+    return this.#chunks.length === 1 ? this.#chunks[0] : Buffer.concat(this.#chunks);
+  }
+
   detach(sink: Writable): void {
     if (this.#sink === sink) this.#sink = undefined;
   }

@@ -2,6 +2,8 @@ import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import type { ZmeshError } from '@zmesh/shared';
+import type { HeaderModifier } from '../config/waypoint-config.js';
+import { applyHeaderModifier } from '../route/route-filters.js';
 import { DEFAULT_PATH_NORMALIZATION, type PathNormalization, readRequestTarget } from './request-target.js';
 
 /** One downstream request and its response, the same shape for HTTP/1.1 and HTTP/2. */
@@ -25,6 +27,8 @@ export interface Exchange {
   refused?: { reason: string; detail: string };
   /** Headers to drop and set on the way upstream (RequestAuthentication: the token, its payload). */
   headerEdits?: { remove: readonly string[]; set: Readonly<Record<string, string>> };
+  /** The route's RequestHeaderModifiers (rule's, then the backendRef's), after headerEdits. */
+  routeHeaders?: readonly HeaderModifier[];
   /**
    * The original client's address (the tunnel's source, kernel-given), appended to
    * `x-forwarded-for` upstream as Envoy does, so an HTTP app behind the waypoint that reads
@@ -168,6 +172,7 @@ export function forwardableHeaders(ex: Exchange): Record<string, string | string
     const prior = Array.isArray(sent) ? sent.join(', ') : sent;
     out['x-forwarded-for'] = prior ? `${prior}, ${ex.clientAddress}` : ex.clientAddress;
   }
+  if (ex.routeHeaders) for (const mod of ex.routeHeaders) applyHeaderModifier(out, mod);
   return out;
 }
 

@@ -12,15 +12,17 @@ import type { JwtAuthenticator, RequestAuth } from '../authz/jwt-authenticator.j
 import { authorize } from '../authz/l7-authorizer.js';
 import type { ConfigView, Destination, Endpoint } from '../config/config-view.js';
 import { endpointOf } from '../config/config-view.js';
-import type { RouteRule } from '../config/waypoint-config.js';
+import type { RequestMirror, RouteFilters, RouteMatch, RouteRule } from '../config/waypoint-config.js';
 import { type ForwardPlan, forward } from '../forward/forwarder.js';
+import type { MirrorTarget } from '../forward/mirror.js';
 import type { UpstreamSet } from '../forward/upstream-set.js';
 import type { BackendCluster } from '../resilience/backend-cluster.js';
 import type { Clock } from '../resilience/clock.js';
 import { incomingBudgetMs } from '../resilience/deadline.js';
 import { planFault } from '../resilience/fault-injector.js';
 import type { TokenBucket } from '../resilience/rate-limiter.js';
-import { pickWeighted } from '../route/route-table.js';
+import { headerModifiers, modifyPath, redirectLocation, withPath } from '../route/route-filters.js';
+import { NO_QUERY, pickWeighted, queryReader } from '../route/route-table.js';
 import type { WaypointMetrics } from '../telemetry/waypoint-metrics.js';
 import { type Exchange, replyError, writeHead } from './http-exchange.js';
 import { type RequestRecord, recordRequest } from './request-record.js';
@@ -133,13 +135,29 @@ async function pipeline(
     ex.res.end(body);
     return;
   }
+  if (rule?.filters?.redirect) {
+    redirect(ex, rule.filters.redirect, tunnel.authority.port, target.match);
+    return;
+  }
+  if (rule) applyRouteFilters(ex, rule.filters, target);
   const deadlineAt = deadlineOf(ex, rule, record.started);
   if (deadlineAt !== undefined && deadlineAt <= deps.clock.now())
     throw new ZmeshError('ZM_ERR_WAYPOINT_DEADLINE', {
       budgetMs: deadlineAt - record.started,
       stage: 'the upstream call',
     });
-  const plan: ForwardPlan = { ...target, rule, deadlineAt, self: deps.self };
+  const plan: ForwardPlan = {
+    cluster: target.cluster,
+    endpoints: target.endpoints,
+    serviceName: target.serviceName,
+    rule,
+    deadlineAt,
+    self: deps.self,
+  };
+  const responseMods = rule && headerModifiers('responseHeaders', rule.filters, target.backendFilters);
+  if (responseMods) plan.responseHeaders = responseMods;
+  const mirrors = rule?.filters?.mirrors;
+  if (mirrors) plan.mirrors = mirrorTargets(deps, view, mirrors, tunnel.authority.port);
   await forward(deps, tunnel, ex, plan, record);
 }
 
@@ -256,7 +274,70 @@ function takeToken(deps: HandlerDeps, rule: RouteRule, record: RequestRecord): v
   if (!d.allowed) throw new ZmeshError('ZM_ERR_WAYPOINT_RATE_LIMITED', { route: record.routeId });
 }
 
-type Target = Pick<ForwardPlan, 'cluster' | 'endpoints' | 'serviceName'>;
+type Target = Pick<ForwardPlan, 'cluster' | 'endpoints' | 'serviceName'> & {
+  /** The route match that chose the rule (ReplacePrefixMatch reads its prefix). */
+  match?: RouteMatch;
+  /** The chosen backendRef's own filters. */
+  backendFilters?: RouteFilters;
+};
+
+/**
+ * The RequestMirror backends this request goes to: each by its percent. A mirror naming no
+ * service is skipped (apply refuses it; config given directly may still name one).
+ */
+function mirrorTargets(
+  deps: HandlerDeps,
+  view: ConfigView,
+  mirrors: readonly RequestMirror[],
+  port: number,
+): MirrorTarget[] {
+  const out: MirrorTarget[] = [];
+  for (const m of mirrors) {
+    if (m.percent < 100 && deps.random() * 100 >= m.percent) continue;
+    const svc = view.serviceByName(m.backend.namespace, m.backend.name);
+    if (!svc) continue;
+    const key = serviceKey(svc);
+    out.push({
+      cluster: deps.cluster(key, svc, view),
+      endpoints: view.endpoints(svc, m.backend.port ?? port),
+      serviceName: key,
+    });
+  }
+  return out;
+}
+
+/** What a rule with no matches matches (Gateway API): every path. */
+const CATCH_ALL: RouteMatch = { path: { type: 'PathPrefix', value: '/' }, headers: [] };
+
+/** A RequestRedirect answers here; nothing goes upstream (Gateway API HTTPRequestRedirectFilter). */
+function redirect(
+  ex: Exchange,
+  filter: NonNullable<RouteFilters['redirect']>,
+  port: number,
+  match: RouteMatch | undefined,
+): void {
+  const location = redirectLocation(
+    filter,
+    { authority: ex.authority, path: ex.path, target: ex.target, port },
+    match ?? CATCH_ALL,
+  );
+  writeHead(ex.res, filter.statusCode, { location, 'content-length': '0' });
+  ex.res.end();
+}
+
+/**
+ * URLRewrite (path and host) and the request header modifiers, on the exchange so that both
+ * forwarders (plain and upgrade) send what the route says. Policy has already read the
+ * request as the client sent it.
+ */
+function applyRouteFilters(ex: Exchange, filters: RouteFilters | undefined, target: Target): void {
+  const rewrite = filters?.rewrite;
+  if (rewrite?.path)
+    ex.target = withPath(ex.target, modifyPath(ex.path, rewrite.path, target.match ?? CATCH_ALL));
+  if (rewrite?.hostname) ex.authority = rewrite.hostname;
+  const mods = headerModifiers('requestHeaders', filters, target.backendFilters);
+  if (mods) ex.routeHeaders = mods;
+}
 
 /** The backend service (by route, weighted) and its endpoints, or the one pod the tunnel named. */
 function chooseTarget(
@@ -273,13 +354,16 @@ function chooseTarget(
     record.backend = dest.service;
     return { cluster: deps.cluster(key, dest.service, view), endpoints, serviceName: key };
   }
-  const { backend, port } = routeBackend(deps, view, dest, ex, record);
+  const { backend, port, match, backendFilters } = routeBackend(deps, view, dest, ex, record);
   record.backend = backend;
-  return {
+  const target: Target = {
     cluster: deps.cluster(serviceKey(backend), backend, view),
     endpoints: view.endpoints(backend, port),
     serviceName: serviceKey(backend),
   };
+  if (match) target.match = match;
+  if (backendFilters) target.backendFilters = backendFilters;
+  return target;
 }
 
 /** Route match (404 if routes exist and none matches), then a backendRef by weight. */
@@ -289,11 +373,17 @@ function routeBackend(
   dest: Extract<Destination, { kind: 'service' }>,
   ex: Exchange,
   record: RequestRecord,
-): { backend: Service; port: number } {
-  const table = view.routes(dest.service);
+): { backend: Service; port: number; match?: RouteMatch; backendFilters?: RouteFilters } {
   const port = dest.port.servicePort;
+  const table = view.routes(dest.service, port);
   if (!table) return { backend: dest.service, port };
-  const matched = table.match({ method: ex.method, path: ex.path, host: ex.authority, header: ex.header });
+  const matched = table.match({
+    method: ex.method,
+    path: ex.path,
+    host: ex.authority,
+    header: ex.header,
+    query: table.readsQuery ? queryReader(ex.target) : NO_QUERY,
+  });
   // Gateway API: a request that matches no rule of the attached routes gets 404.
   if (!matched)
     throw new ZmeshError('ZM_ERR_WAYPOINT_NO_ROUTE', {
@@ -303,18 +393,30 @@ function routeBackend(
   record.rule = matched.rule;
   record.routeId = matched.id;
   const refs = matched.rule.backendRefs;
-  if (refs.length === 0) return { backend: dest.service, port };
+  if (refs.length === 0) return { backend: dest.service, port, match: matched.match };
   const i = pickWeighted(
     refs.map((b) => b.weight),
     deps.random,
   );
   const ref = i >= 0 ? refs[i] : undefined;
-  const svc = ref ? view.serviceByName(ref.namespace, ref.name) : undefined;
-  if (!ref || !svc)
-    throw new ZmeshError('ZM_ERR_ROUTE_NO_DESTINATION', {
-      address: ref ? `${ref.namespace}/${ref.name}` : matched.id,
+  // Gateway API: 500 for the traffic a weight-0-only rule or an unresolved backendRef would take.
+  if (!ref)
+    throw new ZmeshError('ZM_ERR_WAYPOINT_NO_BACKEND', {
+      route: matched.id,
+      reason: 'every backendRef has weight 0',
     });
-  return { backend: svc, port: ref.port ?? port };
+  const svc = view.serviceByName(ref.namespace, ref.name);
+  if (!svc)
+    throw new ZmeshError('ZM_ERR_WAYPOINT_NO_BACKEND', {
+      route: matched.id,
+      reason: `BackendNotFound: no service ${ref.namespace}/${ref.name}`,
+    });
+  return {
+    backend: svc,
+    port: ref.port ?? port,
+    match: matched.match,
+    ...(ref.filters ? { backendFilters: ref.filters } : {}),
+  };
 }
 
 function deadlineOf(ex: Exchange, rule: RouteRule | undefined, started: number): number | undefined {

@@ -1,6 +1,6 @@
 import test from 'ava';
 import type { HttpRoute, RouteMatch } from '../config/waypoint-config.js';
-import { pickWeighted, type RequestFacts, RouteTable } from './route-table.js';
+import { pickWeighted, queryReader, type RequestFacts, RouteTable } from './route-table.js';
 
 const rule = (name: string, matches: RouteMatch[]) => ({
   matches,
@@ -18,7 +18,16 @@ const req = (
   method = 'GET',
   headers: Record<string, string> = {},
   host = 's',
-): RequestFacts => ({ method, path, host, header: (n) => headers[n] });
+): RequestFacts => {
+  const q = path.indexOf('?');
+  return {
+    method,
+    path: q === -1 ? path : path.slice(0, q),
+    host,
+    header: (n) => headers[n],
+    query: queryReader(path),
+  };
+};
 const m = (
   type: 'Exact' | 'PathPrefix' | 'RegularExpression',
   value: string,
@@ -59,6 +68,39 @@ test('Gateway API precedence: exact, longest prefix, method, header count, then 
   ];
   for (const [r, want] of cases)
     t.is(table.match(r)?.rule.backendRefs[0]?.name, want, `${r.method} ${r.path}`);
+});
+
+test('queryParams: exact and regex on the first value of a case-sensitive name; more query matches rank higher', (t) => {
+  const q = (name: string, value: string, type: 'Exact' | 'RegularExpression' = 'Exact') => ({
+    type,
+    name,
+    value,
+  });
+  const t2 = new RouteTable([
+    route('q', [
+      rule('whale', [m('PathPrefix', '/', { queryParams: [q('animal', 'whale')] })]),
+      rule('dolphin', [m('PathPrefix', '/', { queryParams: [q('animal', 'dolphin')] })]),
+      rule('blue-dolphin', [
+        m('PathPrefix', '/', { queryParams: [q('animal', 'dolphin'), q('color', 'blue')] }),
+      ]),
+      rule('re', [m('PathPrefix', '/re', { queryParams: [q('id', '[0-9]+', 'RegularExpression')] })]),
+    ]),
+  ]);
+  const cases: Array<[string, string | undefined]> = [
+    ['/?animal=whale', 'whale'],
+    ['/?animal=whale&other=x', 'whale'],
+    ['/?animal=dolphin&color=blue', 'blue-dolphin'],
+    ['/?animal=dolphin&color=yellow', 'dolphin'],
+    ['/?ANIMAL=whale', undefined],
+    ['/?animal=Whale', undefined],
+    ['/?animal=whaledolphin', undefined],
+    ['/?animal=whale&animal=dolphin', 'whale'],
+    ['/?animal=wh%61le', 'whale'],
+    ['/', undefined],
+    ['/re?id=42', 're'],
+    ['/re?id=42x', undefined],
+  ];
+  for (const [path, want] of cases) t.is(t2.match(req(path))?.rule.backendRefs[0]?.name, want, path);
 });
 
 test('hostnames restrict a route; wildcards match one or more labels', (t) => {

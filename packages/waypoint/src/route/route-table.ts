@@ -1,4 +1,4 @@
-import type { HttpRoute, RouteMatch, RouteRule } from '../config/waypoint-config.js';
+import type { HttpRoute, RouteMatch, RouteRule, ValueMatch } from '../config/waypoint-config.js';
 
 export interface RequestFacts {
   method: string;
@@ -6,11 +6,30 @@ export interface RequestFacts {
   path: string;
   host: string;
   header: (name: string) => string | undefined;
+  /** The first value of a query parameter, decoded; read only by routes with queryParams matches. */
+  query: (name: string) => string | undefined;
+}
+
+/** `query` for a table that reads no query parameters. */
+export const NO_QUERY = (): undefined => undefined;
+
+/** `query` for RequestFacts: parses the target's query once, on first use. */
+export function queryReader(target: string): (name: string) => string | undefined {
+  let params: URLSearchParams | undefined;
+  return (name) => {
+    if (params === undefined) {
+      const q = target.indexOf('?');
+      params = new URLSearchParams(q === -1 ? '' : target.slice(q + 1));
+    }
+    return params.get(name) ?? undefined;
+  };
 }
 
 export interface MatchedRule {
   route: HttpRoute;
   rule: RouteRule;
+  /** The match that selected the rule (URLRewrite/RequestRedirect ReplacePrefixMatch read its prefix). */
+  match: RouteMatch;
   /** `namespace/name#index`: a bounded label for logs. */
   id: string;
 }
@@ -18,6 +37,7 @@ export interface MatchedRule {
 interface CompiledMatch {
   route: HttpRoute;
   rule: RouteRule;
+  match: RouteMatch;
   ruleIndex: number;
   test: (req: RequestFacts) => boolean;
   rank: number[];
@@ -27,13 +47,14 @@ interface CompiledMatch {
 /**
  * The HTTPRoutes attached to one service, flattened to their matches and sorted once by
  * Gateway API precedence (HTTPRouteRule "matches" doc): Exact path, then the longest
- * PathPrefix, then method, then the most header matches, then route order (namespace/name,
- * rule index). RegularExpression precedence is implementation-specific; here it ranks below
+ * PathPrefix, then method, then the most header matches, then the most query-parameter
+ * matches, then route order (namespace/name, rule index). RegularExpression precedence is implementation-specific; here it ranks below
  * every PathPrefix but "/", so that a broad regex cannot shadow a literal route and the
  * catch-all cannot shadow a regex.
  */
 export class RouteTable {
   readonly #matches: CompiledMatch[];
+  readonly #readsQuery: boolean;
 
   constructor(routes: readonly HttpRoute[]) {
     const sorted = [...routes].sort((a, b) =>
@@ -47,11 +68,25 @@ export class RouteTable {
             ? rule.matches
             : [{ path: { type: 'PathPrefix', value: '/' }, headers: [] }];
         for (const m of matches)
-          out.push({ route, rule, ruleIndex, test: compile(m), rank: rankOf(m), hostnames: route.hostnames });
+          out.push({
+            route,
+            rule,
+            match: m,
+            ruleIndex,
+            test: compile(m),
+            rank: rankOf(m),
+            hostnames: route.hostnames,
+          });
       });
     }
+    this.#readsQuery = out.some((m) => (m.match.queryParams?.length ?? 0) > 0);
     // Stable sort keeps route order for equal ranks.
     this.#matches = out.sort((a, b) => compareRank(b.rank, a.rank));
+  }
+
+  /** Whether any match reads query parameters (so a request's query needs parsing at all). */
+  get readsQuery(): boolean {
+    return this.#readsQuery;
   }
 
   get empty(): boolean {
@@ -63,7 +98,12 @@ export class RouteTable {
     for (const m of this.#matches) {
       if (m.hostnames.length > 0 && !m.hostnames.some((h) => hostMatches(h, host))) continue;
       if (m.test(req))
-        return { route: m.route, rule: m.rule, id: `${m.route.namespace}/${m.route.name}#${m.ruleIndex}` };
+        return {
+          route: m.route,
+          rule: m.rule,
+          match: m.match,
+          id: `${m.route.namespace}/${m.route.name}#${m.ruleIndex}`,
+        };
     }
     return undefined;
   }
@@ -74,7 +114,7 @@ function rankOf(m: RouteMatch): number[] {
   const kind = !p ? 2 : p.type === 'Exact' ? 3 : 2;
   // A regex ranks just above the catch-all prefix "/" and below every longer prefix.
   const length = !p ? 1 : p.type === 'RegularExpression' ? 1.5 : p.value.length;
-  return [kind, length, m.method ? 1 : 0, m.headers.length];
+  return [kind, length, m.method ? 1 : 0, m.headers.length, m.queryParams?.length ?? 0];
 }
 
 function compareRank(a: number[], b: number[]): number {
@@ -84,16 +124,30 @@ function compareRank(a: number[], b: number[]): number {
 
 function compile(m: RouteMatch): (req: RequestFacts) => boolean {
   const path = pathTest(m.path);
-  const headers = m.headers.map((h) => {
-    if (h.type === 'Exact') return (req: RequestFacts) => req.header(h.name) === h.value;
-    const re = new RegExp(`^(?:${h.value})$`);
-    return (req: RequestFacts) => {
-      const v = req.header(h.name);
-      return v !== undefined && re.test(v);
-    };
-  });
+  const headers = m.headers.map((h) =>
+    h.type === 'Exact'
+      ? (req: RequestFacts) => req.header(h.name) === h.value
+      : valueTest(h, (req) => req.header(h.name)),
+  );
+  const query = (m.queryParams ?? []).map((q) => valueTest(q, (req) => req.query(q.name)));
+  const tests = [...headers, ...query];
+  // The common match (a path, maybe a method, nothing else) tests nothing more per request.
+  if (tests.length === 0)
+    return (req) => (m.method === undefined || req.method === m.method) && path(req.path);
   return (req) =>
-    (m.method === undefined || req.method === m.method) && path(req.path) && headers.every((t) => t(req));
+    (m.method === undefined || req.method === m.method) && path(req.path) && tests.every((t) => t(req));
+}
+
+function valueTest(
+  v: ValueMatch,
+  read: (req: RequestFacts) => string | undefined,
+): (req: RequestFacts) => boolean {
+  if (v.type === 'Exact') return (req) => read(req) === v.value;
+  const re = new RegExp(`^(?:${v.value})$`);
+  return (req) => {
+    const got = read(req);
+    return got !== undefined && re.test(got);
+  };
 }
 
 function pathTest(p: RouteMatch['path']): (path: string) => boolean {
