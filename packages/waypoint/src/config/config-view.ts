@@ -57,7 +57,7 @@ export class ConfigView {
         this.#endpoints.set(key, [...(this.#endpoints.get(key) ?? []), w]);
     }
     for (const s of config.services) {
-      const attached = config.routes.filter((r) =>
+      const attached = [...config.routes, ...config.grpcRoutes].filter((r) =>
         r.parentRefs.some((p) => p.namespace === s.namespace && p.name === s.name),
       );
       if (attached.length > 0) this.#routes.set(serviceKey(s), new RouteTable(attached));

@@ -26,17 +26,7 @@ export function readRoute(
   if (!o) return undefined;
   r.onlyKeys(o, path, ['name', 'namespace', 'parentRefs', 'hostnames', 'rules']);
   const namespace = r.string(o.namespace, `${path}.namespace`, { optional: true }) ?? defaultNs;
-  const parentRefs = r.array(o.parentRefs, `${path}.parentRefs`).flatMap((p, i) => {
-    const q = r.object(p, `${path}.parentRefs[${i}]`);
-    if (!q) return [];
-    r.onlyKeys(q, `${path}.parentRefs[${i}]`, ['kind', 'group', 'name', 'namespace', 'port']);
-    if (q.kind !== undefined && q.kind !== 'Service') r.fail(`${path}.parentRefs[${i}].kind`, 'only Service');
-    const name = r.string(q.name, `${path}.parentRefs[${i}].name`);
-    const port = q.port === undefined ? undefined : r.port(q.port, `${path}.parentRefs[${i}].port`);
-    const ns = r.string(q.namespace, `${path}.parentRefs[${i}].namespace`, { optional: true }) ?? namespace;
-    return name ? [{ name, namespace: ns, ...(port ? { port } : {}) }] : [];
-  });
-  if (parentRefs.length === 0) r.fail(`${path}.parentRefs`, 'needs at least one Service');
+  const parentRefs = readParentRefs(r, o.parentRefs, `${path}.parentRefs`, namespace);
   const rules = r
     .array(o.rules, `${path}.rules`)
     .flatMap((x, i) => readRule(r, x, `${path}.rules[${i}]`, namespace) ?? []);
@@ -47,6 +37,27 @@ export function readRoute(
     hostnames: (r.strings(o.hostnames, `${path}.hostnames`) ?? []).map((h) => h.toLowerCase()),
     rules,
   };
+}
+
+/** GAMMA parentRefs (kind Service), shared by HTTPRoute and GRPCRoute. */
+export function readParentRefs(
+  r: FieldReader,
+  value: unknown,
+  path: string,
+  namespace: string,
+): HttpRoute['parentRefs'] {
+  const parentRefs = r.array(value, path).flatMap((p, i) => {
+    const q = r.object(p, `${path}[${i}]`);
+    if (!q) return [];
+    r.onlyKeys(q, `${path}[${i}]`, ['kind', 'group', 'name', 'namespace', 'port']);
+    if (q.kind !== undefined && q.kind !== 'Service') r.fail(`${path}[${i}].kind`, 'only Service');
+    const name = r.string(q.name, `${path}[${i}].name`);
+    const port = q.port === undefined ? undefined : r.port(q.port, `${path}[${i}].port`);
+    const ns = r.string(q.namespace, `${path}[${i}].namespace`, { optional: true }) ?? namespace;
+    return name ? [{ name, namespace: ns, ...(port ? { port } : {}) }] : [];
+  });
+  if (parentRefs.length === 0) r.fail(`${path}`, 'needs at least one Service');
+  return parentRefs;
 }
 
 function readRule(r: FieldReader, value: unknown, path: string, ns: string): RouteRule | undefined {
@@ -92,27 +103,26 @@ function readMatch(r: FieldReader, value: unknown, path: string): RouteMatch | u
     if (v !== undefined && type === 'RegularExpression') checkRegex(r, v, `${path}.path.value`);
     if (v !== undefined) match.path = { type, value: v };
   }
-  match.headers = r.array(o.headers, `${path}.headers`).flatMap((h, i) => {
-    const q = r.object(h, `${path}.headers[${i}]`);
-    if (!q) return [];
-    const type = r.oneOf(
-      q.type,
-      `${path}.headers[${i}].type`,
-      ['Exact', 'RegularExpression'] as const,
-      'Exact',
-    );
-    const name = r.string(q.name, `${path}.headers[${i}].name`, { pattern: TOKEN });
-    const v =
-      typeof q.value === 'string' ? q.value : r.fail(`${path}.headers[${i}].value`, 'must be a string');
-    if (v !== undefined && type === 'RegularExpression') checkRegex(r, v, `${path}.headers[${i}].value`);
-    return name !== undefined && v !== undefined ? [{ type, name: name.toLowerCase(), value: v }] : [];
-  });
+  match.headers = readHeaderMatches(r, o.headers, `${path}.headers`);
   const method = r.string(o.method, `${path}.method`, { optional: true, pattern: TOKEN });
   if (method) match.method = method.toUpperCase();
   return match;
 }
 
-function checkRegex(r: FieldReader, source: string, path: string): void {
+/** Gateway API header matches (Exact or RegularExpression), names lower-cased. */
+export function readHeaderMatches(r: FieldReader, value: unknown, path: string): RouteMatch['headers'] {
+  return r.array(value, path).flatMap((h, i) => {
+    const q = r.object(h, `${path}[${i}]`);
+    if (!q) return [];
+    const type = r.oneOf(q.type, `${path}[${i}].type`, ['Exact', 'RegularExpression'] as const, 'Exact');
+    const name = r.string(q.name, `${path}[${i}].name`, { pattern: TOKEN });
+    const v = typeof q.value === 'string' ? q.value : r.fail(`${path}[${i}].value`, 'must be a string');
+    if (v !== undefined && type === 'RegularExpression') checkRegex(r, v, `${path}[${i}].value`);
+    return name !== undefined && v !== undefined ? [{ type, name: name.toLowerCase(), value: v }] : [];
+  });
+}
+
+export function checkRegex(r: FieldReader, source: string, path: string): void {
   if (source.length > MAX_REGEX_LENGTH) {
     r.fail(path, `regex longer than ${MAX_REGEX_LENGTH}`);
     return;
@@ -124,7 +134,12 @@ function checkRegex(r: FieldReader, source: string, path: string): void {
   }
 }
 
-function readBackend(r: FieldReader, value: unknown, path: string, ns: string): BackendRef | undefined {
+export function readBackend(
+  r: FieldReader,
+  value: unknown,
+  path: string,
+  ns: string,
+): BackendRef | undefined {
   const o = r.object(value, path);
   if (!o) return undefined;
   r.onlyKeys(o, path, ['kind', 'group', 'name', 'namespace', 'port', 'weight']);
