@@ -43,8 +43,10 @@ const definition: grpc.ServiceDefinition = Object.fromEntries([
   ['Chat', method('Chat', true)] as const,
 ]);
 
+/** Each key's values joined with `,`, as an HTTP server would read repeated headers. */
 function metadataOf(md: grpc.Metadata): Record<string, string> {
-  return Object.fromEntries(Object.entries(md.getMap()).map(([k, v]) => [k, String(v)]));
+  const map = md.toJSON();
+  return Object.fromEntries(Object.entries(map).map(([k, v]) => [k, v.map(String).join(',')]));
 }
 
 /** The echo service on `host:port`, shaped as the waypoint fixture's App. */
