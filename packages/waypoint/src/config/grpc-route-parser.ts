@@ -1,5 +1,5 @@
 import type { FieldReader } from '@zmesh/shared';
-import { checkRegex, readBackend, readHeaderMatches, readParentRefs } from './route-parser.js';
+import { checkRegex, readBackend, readHeaderMatches, readRoute } from './route-parser.js';
 import type { HttpRoute, RouteMatch, RouteRule } from './waypoint-config.js';
 
 /** Gateway API GRPCRoute limits (GRPCRouteSpec CRD: 16 rules, 64 matches each, 128 in all). */
@@ -36,23 +36,12 @@ export function readGrpcRoute(
   path: string,
   defaultNs: string,
 ): HttpRoute | undefined {
-  const o = r.object(value, path);
-  if (!o) return undefined;
-  r.onlyKeys(o, path, ['name', 'namespace', 'parentRefs', 'hostnames', 'rules']);
-  const namespace = r.string(o.namespace, `${path}.namespace`, { optional: true }) ?? defaultNs;
-  const parentRefs = readParentRefs(r, o.parentRefs, `${path}.parentRefs`, namespace);
-  const list = r.array(o.rules, `${path}.rules`);
-  if (list.length > MAX_RULES) r.fail(`${path}.rules`, `at most ${MAX_RULES} rules`);
-  const rules = list.flatMap((x, i) => readGrpcRule(r, x, `${path}.rules[${i}]`, namespace) ?? []);
-  const total = rules.reduce((n, rule) => n + rule.matches.length, 0);
+  const route = readRoute(r, value, path, defaultNs, readGrpcRule);
+  if (!route) return undefined;
+  if (route.rules.length > MAX_RULES) r.fail(`${path}.rules`, `at most ${MAX_RULES} rules`);
+  const total = route.rules.reduce((n, rule) => n + rule.matches.length, 0);
   if (total > MAX_MATCHES) r.fail(`${path}.rules`, `at most ${MAX_MATCHES} matches across all rules`);
-  return {
-    name: r.string(o.name, `${path}.name`) ?? '',
-    namespace,
-    parentRefs,
-    hostnames: (r.strings(o.hostnames, `${path}.hostnames`) ?? []).map((h) => h.toLowerCase()),
-    rules,
-  };
+  return route;
 }
 
 function readGrpcRule(r: FieldReader, value: unknown, path: string, ns: string): RouteRule | undefined {

@@ -16,20 +16,35 @@ export const MAX_REGEX_LENGTH = 1024;
 const RETRY_ON: readonly RetryOn[] = ['5xx', 'gateway-error', 'reset', 'connect-failure'];
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
+/** One rule of a route kind, read into the shared model (HTTPRoute's here, GRPCRoute's in grpc-route-parser). */
+export type RuleReader = (r: FieldReader, value: unknown, path: string, ns: string) => RouteRule | undefined;
+
+/** A route's shell (name, namespace, parentRefs, hostnames) with its rules read by `readRuleOf`. */
 export function readRoute(
   r: FieldReader,
   value: unknown,
   path: string,
   defaultNs: string,
+  readRuleOf: RuleReader = readRule,
 ): HttpRoute | undefined {
   const o = r.object(value, path);
   if (!o) return undefined;
   r.onlyKeys(o, path, ['name', 'namespace', 'parentRefs', 'hostnames', 'rules']);
   const namespace = r.string(o.namespace, `${path}.namespace`, { optional: true }) ?? defaultNs;
-  const parentRefs = readParentRefs(r, o.parentRefs, `${path}.parentRefs`, namespace);
+  const parentRefs = r.array(o.parentRefs, `${path}.parentRefs`).flatMap((p, i) => {
+    const q = r.object(p, `${path}.parentRefs[${i}]`);
+    if (!q) return [];
+    r.onlyKeys(q, `${path}.parentRefs[${i}]`, ['kind', 'group', 'name', 'namespace', 'port']);
+    if (q.kind !== undefined && q.kind !== 'Service') r.fail(`${path}.parentRefs[${i}].kind`, 'only Service');
+    const name = r.string(q.name, `${path}.parentRefs[${i}].name`);
+    const port = q.port === undefined ? undefined : r.port(q.port, `${path}.parentRefs[${i}].port`);
+    const ns = r.string(q.namespace, `${path}.parentRefs[${i}].namespace`, { optional: true }) ?? namespace;
+    return name ? [{ name, namespace: ns, ...(port ? { port } : {}) }] : [];
+  });
+  if (parentRefs.length === 0) r.fail(`${path}.parentRefs`, 'needs at least one Service');
   const rules = r
     .array(o.rules, `${path}.rules`)
-    .flatMap((x, i) => readRule(r, x, `${path}.rules[${i}]`, namespace) ?? []);
+    .flatMap((x, i) => readRuleOf(r, x, `${path}.rules[${i}]`, namespace) ?? []);
   return {
     name: r.string(o.name, `${path}.name`) ?? '',
     namespace,
@@ -37,27 +52,6 @@ export function readRoute(
     hostnames: (r.strings(o.hostnames, `${path}.hostnames`) ?? []).map((h) => h.toLowerCase()),
     rules,
   };
-}
-
-/** GAMMA parentRefs (kind Service), shared by HTTPRoute and GRPCRoute. */
-export function readParentRefs(
-  r: FieldReader,
-  value: unknown,
-  path: string,
-  namespace: string,
-): HttpRoute['parentRefs'] {
-  const parentRefs = r.array(value, path).flatMap((p, i) => {
-    const q = r.object(p, `${path}[${i}]`);
-    if (!q) return [];
-    r.onlyKeys(q, `${path}[${i}]`, ['kind', 'group', 'name', 'namespace', 'port']);
-    if (q.kind !== undefined && q.kind !== 'Service') r.fail(`${path}[${i}].kind`, 'only Service');
-    const name = r.string(q.name, `${path}[${i}].name`);
-    const port = q.port === undefined ? undefined : r.port(q.port, `${path}[${i}].port`);
-    const ns = r.string(q.namespace, `${path}[${i}].namespace`, { optional: true }) ?? namespace;
-    return name ? [{ name, namespace: ns, ...(port ? { port } : {}) }] : [];
-  });
-  if (parentRefs.length === 0) r.fail(`${path}`, 'needs at least one Service');
-  return parentRefs;
 }
 
 function readRule(r: FieldReader, value: unknown, path: string, ns: string): RouteRule | undefined {
