@@ -1,10 +1,11 @@
 import * as grpc from '@grpc/grpc-js';
+import protobuf from 'protobufjs';
 import type { App } from './waypoint-fixture.js';
 
 /**
- * A gRPC echo service for tests through the mesh, on @grpc/grpc-js (client and server), with
- * a JSON codec instead of protobuf: what the mesh sees (HTTP/2, length-prefixed messages,
- * trailers) is the same, and no .proto file has to be compiled. Methods of `zmesh.test.Echo`:
+ * A gRPC echo service for tests through the mesh, on @grpc/grpc-js (client and server) with
+ * protobuf messages (protobufjs, from the JSON form of the .proto below, so nothing is
+ * compiled or parsed at run time). Methods of `zmesh.test.Echo`:
  * `Echo`, `EchoTwo`, `EchoThree`, `Admin` (unary: answer with the serving app, the method and
  * the request metadata) and `Chat` (bidirectional: one answer per message, in order).
  */
@@ -18,10 +19,44 @@ export interface EchoReply {
   n?: number;
 }
 
-const json = {
-  serialize: (v: unknown) => Buffer.from(JSON.stringify(v)),
-  deserialize: (b: Buffer) => JSON.parse(b.toString('utf8')) as unknown,
-};
+/**
+ * package zmesh.test;
+ * message EchoRequest { string text = 1; }
+ * message EchoReply { string app = 1; string method = 2; map<string, string> metadata = 3;
+ *                     string text = 4; uint32 n = 5; }
+ */
+const root = protobuf.Root.fromJSON({
+  nested: {
+    zmesh: {
+      nested: {
+        test: {
+          nested: {
+            EchoRequest: { fields: { text: { type: 'string', id: 1 } } },
+            EchoReply: {
+              fields: {
+                app: { type: 'string', id: 1 },
+                method: { type: 'string', id: 2 },
+                metadata: { keyType: 'string', type: 'string', id: 3 } as protobuf.IMapField,
+                text: { type: 'string', id: 4 },
+                n: { type: 'uint32', id: 5 },
+              },
+            },
+          },
+        },
+      },
+    },
+  },
+});
+
+function codec(type: protobuf.Type) {
+  return {
+    serialize: (v: unknown) =>
+      Buffer.from(type.encode(type.fromObject(v as Record<string, unknown>)).finish()),
+    deserialize: (b: Buffer) => type.toObject(type.decode(b), { defaults: true }),
+  };
+}
+const request = codec(root.lookupType('zmesh.test.EchoRequest'));
+const reply = codec(root.lookupType('zmesh.test.EchoReply'));
 
 const UNARY = ['Echo', 'EchoTwo', 'EchoThree', 'Admin'] as const;
 
@@ -30,10 +65,10 @@ function method(name: string, stream: boolean): grpc.MethodDefinition<unknown, u
     path: `/${ECHO_SERVICE}/${name}`,
     requestStream: stream,
     responseStream: stream,
-    requestSerialize: json.serialize,
-    requestDeserialize: json.deserialize,
-    responseSerialize: json.serialize,
-    responseDeserialize: json.deserialize,
+    requestSerialize: request.serialize,
+    requestDeserialize: request.deserialize,
+    responseSerialize: reply.serialize,
+    responseDeserialize: reply.deserialize,
     originalName: name,
   };
 }
