@@ -57,7 +57,7 @@ export interface XdsMesh extends Mesh {
   stopControlPlane(): Promise<void>;
 }
 
-export interface MeshNode {
+interface MeshNode {
   z: Ztunnel;
   bundle: TrustBundle;
   stop(): Promise<void>;
@@ -99,7 +99,7 @@ export interface ControlPlaneOptions {
   authzMaxStalenessMs?: number;
 }
 
-export const TRUST_DOMAIN = 'cluster.local';
+const TRUST_DOMAIN = 'cluster.local';
 const NODE_POOL = { idleTimeoutMs: 2000 };
 
 export function startMesh(
@@ -272,7 +272,7 @@ ${forwards.map((f) => `  - { workload: Kubernetes//Pod/team-a/client, listen: "$
 }
 
 /** The default topology as the control plane takes it (Kubernetes-shaped documents). */
-export function baseDocs(block: number): unknown[] {
+function baseDocs(block: number): unknown[] {
   const ns = (name: string) => ({
     kind: 'Namespace',
     metadata: { name, labels: { 'istio.io/dataplane-mode': 'ambient' } },

@@ -12,9 +12,9 @@ import type { StateStore } from './store/state-store.js';
 const log = logger('config-store');
 
 /** Editors write a file in several steps; one reload per burst. */
-export const DEFAULT_DEBOUNCE_MS = 100;
+const DEFAULT_DEBOUNCE_MS = 100;
 /** Bounds what one reload reads, so a stray large file cannot stall the control plane. */
-export const MAX_FILE_BYTES = 16 * 1024 * 1024;
+const MAX_FILE_BYTES = 16 * 1024 * 1024;
 
 /** An immutable view of the store; a new one replaces it on every accepted change. */
 export interface StoreView {

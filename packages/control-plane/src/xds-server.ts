@@ -306,7 +306,7 @@ function cached(name: string, payloadType: string, bytes: Uint8Array, rank: numb
 }
 
 /** `unix:/absolute/path` (grpc-js's Unix-domain address form). */
-export function isUnixAddress(host: string): boolean {
+function isUnixAddress(host: string): boolean {
   return /^unix:\//.test(host);
 }
 
