@@ -44,7 +44,7 @@ export interface WaypointMesh {
   stop(): Promise<void>;
 }
 
-interface App {
+export interface App {
   name: string;
   hits: number;
   /** Answer every request with this status (0: normal). */
