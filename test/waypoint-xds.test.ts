@@ -13,6 +13,16 @@ const LAB = { block: '127.74', xdsPort: 25_910, l7Config: false };
 const SPLIT_REQUESTS = 100;
 const WAYPOINT_ID = 'waypoint~127.74.3.9~shop.waypoint~svc.cluster.local';
 
+const GRPC_ROUTE_YAML = `apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: { name: web-grpc, namespace: shop }
+spec:
+  parentRefs: [{ group: "", kind: Service, name: web, port: 80 }]
+  rules:
+    - matches: [{ method: { service: shop.Web, method: Get } }]
+      backendRefs: [{ name: web-v2, port: 80 }]
+`;
+
 /** One request through the frontend's forward listener: `<status> <body's first word>`. */
 function call(lab: L7Lab, method: string, path: string): Promise<string> {
   return new Promise((resolve) => {
@@ -79,6 +89,16 @@ test('the waypoint takes its policy and routes from the control plane over xDS, 
   t.is(counts.v1 + counts.v2, SPLIT_REQUESTS);
   // 90/10 of 100: v2 is Binomial(100, 0.1), mean 10, sd 3; 1..25 fails ~1e-6 of the time.
   t.true(counts.v2 >= 1 && counts.v2 <= 25, `v2 got ${counts.v2}`);
+
+  // A GRPCRoute on the same Service reaches the waypoint the same way; its method match is
+  // a path match, so a plain POST to /shop.Web/Get shows which rule served it.
+  const grpcRoute = await adminRequest(lab.admin, '/apply', { method: 'POST', body: GRPC_ROUTE_YAML });
+  t.is(grpcRoute.status, 200, grpcRoute.text);
+  t.true(
+    await until(async () => (await call(lab, 'POST', '/shop.Web/Get')) === '200 v2'),
+    'the GRPCRoute method match sends /shop.Web/Get to web-v2',
+  );
+  for (let i = 0; i < 10; i++) t.is(await call(lab, 'POST', '/shop.Web/Get'), '200 v2');
 
   await unlink(policyFile);
   t.true(await until(async () => (await call(lab, 'POST', '/admin')).startsWith('200')), 'policy removed');

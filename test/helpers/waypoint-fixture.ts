@@ -44,7 +44,7 @@ export interface WaypointMesh {
   stop(): Promise<void>;
 }
 
-interface App {
+export interface App {
   name: string;
   hits: number;
   /** Answer every request with this status (0: normal). */
@@ -61,6 +61,8 @@ export async function startWaypointMesh(
     random?: () => number;
     /** Passed to the Waypoint as they are (an access log to read, JWKS cache timings). */
     waypoint?: Pick<WaypointOptions, 'accessLog' | 'jwks'>;
+    /** Serves server-v1 and server-v2 on `host:port` instead of `startApp` (a gRPC server, say). */
+    app?: (name: string, host: string, port: number) => Promise<App>;
   } = {},
 ): Promise<WaypointMesh> {
   const ip = {
@@ -145,7 +147,8 @@ services:
   ];
   const ztunnels = await startMesh(block, { forwards: [], config: { workloads, services, forwards } });
   const { ca, bundle, a, b } = ztunnels;
-  const apps = { v1: await startApp('server-v1', ip.v1, 7000), v2: await startApp('server-v2', ip.v2, 7000) };
+  const app = opts.app ?? startApp;
+  const apps = { v1: await app('server-v1', ip.v1, 7000), v2: await app('server-v2', ip.v2, 7000) };
   const echoes = [await startEcho(ip.v1, 7001), await startEcho(ip.v2, 7001)];
   const credential = await ca.issue('spiffe://cluster.local/ns/team-b/sa/waypoint', 3600);
   const startWaypoint = async (cfg: WaypointConfig = base) => {

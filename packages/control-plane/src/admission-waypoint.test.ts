@@ -1,5 +1,6 @@
 import { decodeWaypointConfig } from '@zmesh/waypoint';
 import test from 'ava';
+import { compile } from './compiler.js';
 import { ControlPlane } from './control-plane.js';
 
 const SHOP = `kind: Namespace
@@ -33,6 +34,25 @@ spec:
   parentRefs: [{ kind: Service, name: web }]
   rules:
     - backendRefs: [{ name: web, port: 80, weight: -5 }]
+`;
+
+const route = (rules: string) => `apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: { name: grpc, namespace: shop }
+spec:
+  parentRefs: [{ group: "", kind: Service, name: web, port: 80 }]
+  rules:
+${rules}`;
+
+const GOOD = route(`    - matches: [{ method: { service: pkg.Echo, method: Echo } }]
+      backendRefs: [{ name: web-v2, port: 80 }]
+    - backendRefs: [{ name: web, port: 80 }]
+`);
+
+/** A second Service for GRPCRoute backends. */
+const WEB_V2 = `kind: Service
+metadata: { name: web-v2, namespace: shop }
+spec: { clusterIP: 10.96.0.21, ports: [{ name: http, port: 80, targetPort: 8080 }] }
 `;
 
 function controlPlane(t: { teardown(f: () => Promise<void>): void }): ControlPlane {
@@ -111,4 +131,73 @@ spec:
   t.deepEqual(r.ok ? [] : r.error, [
     'bad.yaml#0 (HTTPRoute shop/bad): spec.rules[1].filters[0].requestRedirect.statusCode: must be one of 301, 302, 303, 307, 308 (as waypoint shop/waypoint reads it)',
   ]);
+});
+
+test('a GRPCRoute on a Service compiles into its waypoint config, with its backends', (t) => {
+  const cp = controlPlane(t);
+  const applied = cp.store.applyYaml(`${SHOP}---\n${WEB_V2}---\n${GOOD}`, 'shop.yaml');
+  t.deepEqual(applied.ok ? [] : applied.error, []);
+  const wp = compile(cp.store.view(), { trustDomain: 'cluster.local' }).waypoints?.find(
+    (w) => w.name === 'shop/waypoint',
+  );
+  t.like(wp?.config, {
+    grpcRoutes: [{ name: 'grpc', namespace: 'shop', parentRefs: [{ kind: 'Service', name: 'web' }] }],
+  });
+  const services = ((wp?.config.services ?? []) as Array<{ name: string }>).map((s) => s.name).sort();
+  t.deepEqual(services, ['web', 'web-v2'], 'the backend the route names is served too');
+  const decoded = decodeWaypointConfig(wp?.config, 'wp');
+  t.true(decoded.ok);
+  if (decoded.ok)
+    t.deepEqual(decoded.value.grpcRoutes[0]?.rules[0]?.matches[0]?.path, {
+      type: 'Exact',
+      value: '/pkg.Echo/Echo',
+    });
+});
+
+test('apply refuses a GRPCRoute the schema refuses (kubernetes-models) and one the waypoint refuses, on the route', (t) => {
+  const cp = controlPlane(t);
+  t.true(cp.store.applyYaml(`${SHOP}---\n${WEB_V2}`, 'shop.yaml').ok);
+  const schema = cp.store.applyYaml(
+    route(`    - backendRefs: [{ name: web, port: 80, weight: -5 }]
+      filters: [{ type: URLRewrite }]
+`),
+    'bad.yaml',
+  );
+  const schemaReasons = schema.ok ? [] : schema.error;
+  t.log(schemaReasons);
+  t.true(schemaReasons.length > 0);
+  t.true(
+    schemaReasons.every((r) =>
+      /^bad\.yaml#0 .*spec\.rules\[0\]\.(backendRefs\[0\]\.weight|filters\[0\]\.type): /.test(r),
+    ),
+    schemaReasons.join('\n'),
+  );
+  const cases: Array<[string, RegExp]> = [
+    [
+      `    - matches: [{ method: { type: Exact } }]\n      backendRefs: [{ name: web, port: 80 }]\n`,
+      /spec\.rules\[0\]\.matches\[0\]\.method: one or both of service or method must be specified/,
+    ],
+    [
+      `    - matches: [{ method: { service: "not a service", method: Echo } }]\n      backendRefs: [{ name: web, port: 80 }]\n`,
+      /spec\.rules\[0\]\.matches\[0\]\.method\.service: must be a service name/,
+    ],
+    [
+      `    - matches: [{ method: { type: RegularExpression, method: "Echo(" } }]\n      backendRefs: [{ name: web, port: 80 }]\n`,
+      /spec\.rules\[0\]\.matches\[0\]\.method\.method: invalid regex/,
+    ],
+    [
+      `    - backendRefs: [{ name: nowhere, port: 80 }]\n`,
+      /spec\.rules\[0\]\.backendRefs\[0\]: BackendNotFound: no Service shop\/nowhere/,
+    ],
+  ];
+  for (const [rules, want] of cases) {
+    const r = cp.store.applyYaml(route(rules), 'bad.yaml');
+    const reasons = r.ok ? [] : r.error;
+    t.log(reasons);
+    t.true(
+      reasons.some((x) => x.startsWith('bad.yaml#0 (GRPCRoute shop/grpc): ') && want.test(x)),
+      `${want}: ${reasons.join('\n')}`,
+    );
+  }
+  t.is(cp.store.view().objects.size, 5, 'none of the GRPCRoutes was stored');
 });

@@ -40,7 +40,7 @@ export function admit(
     if (o.kind === 'AuthorizationPolicy') {
       for (const r of policyReasons(o)) reasons.push(`${at}: ${r}`);
     }
-    if (o.kind === 'HTTPRoute')
+    if (o.kind === 'HTTPRoute' || o.kind === 'GRPCRoute')
       for (const r of unresolvedBackendRefs(o.raw, o.metadata.namespace, services))
         reasons.push(`${at}: ${r}`);
     if (o.kind === 'Pod' && !namespaces.has(o.metadata.namespace)) {
@@ -121,6 +121,9 @@ function policyReasons(p: AuthorizationPolicyObject): readonly string[] {
   return reasons;
 }
 
+/** The waypoint config's route lists, by the store kind their entries came from. */
+const ROUTE_KINDS: Record<string, string> = { httpRoutes: 'HTTPRoute', grpcRoutes: 'GRPCRoute' };
+
 /** Checks one compiled waypoint config as the waypoint will (its own decoder): reasons `path: reason`. */
 export type WaypointValidator = (config: Record<string, unknown>) => readonly string[];
 
@@ -128,6 +131,7 @@ export type WaypointValidator = (config: Record<string, unknown>) => readonly st
  * Admission for what the waypoint validates itself: each waypoint's compiled config goes
  * through the waypoint's decoder (the control-plane daemon wires `decodeWaypointConfig`),
  * and each reason is put on the object it came from — `httpRoutes[i]` on that HTTPRoute,
+ * `grpcRoutes[i]` on that GRPCRoute,
  * `authorizationPolicies[i]` on that AuthorizationPolicy (their `spec` fields pass through
  * as written), anything else on the Gateway.
  */
@@ -140,11 +144,11 @@ export function admitWaypointConfigs(
   for (const w of waypoints) {
     const [namespace = '', gateway = ''] = w.name.split('/');
     for (const reason of validate(w.config)) {
-      const m = /^(httpRoutes|authorizationPolicies)\[(\d+)\]\.(.*)$/s.exec(reason);
+      const m = /^(httpRoutes|grpcRoutes|authorizationPolicies)\[(\d+)\]\.(.*)$/s.exec(reason);
       const list = m ? (w.config[m[1] as string] as Array<{ name?: string; namespace?: string }>) : undefined;
       const entry = m ? list?.[Number(m[2])] : undefined;
       if (m && entry?.name !== undefined) {
-        const kind = m[1] === 'httpRoutes' ? 'HTTPRoute' : 'AuthorizationPolicy';
+        const kind = ROUTE_KINDS[m[1] as string] ?? 'AuthorizationPolicy';
         const key = `${kind}/${entry.namespace ?? namespace}/${entry.name}`;
         const rest = (m[3] as string).replace(/^(rules|hostnames|parentRefs|targetRefs|action)/, 'spec.$1');
         out.add(`${originOf(key) ?? key}: ${rest} (as waypoint ${w.name} reads it)`);

@@ -1,6 +1,6 @@
 /**
  * The Kubernetes and Istio object shapes the control plane reads (the subset it acts on).
- * Parsing keeps what compilation needs, already checked; AuthorizationPolicy and HTTPRoute
+ * Parsing keeps what compilation needs, already checked; AuthorizationPolicy, HTTPRoute and GRPCRoute
  * are kept raw for their own converters.
  */
 export interface Meta {
@@ -64,6 +64,13 @@ export interface HttpRouteObject {
   raw: Record<string, unknown>;
 }
 
+/** Gateway API GRPCRoute, kept raw for the waypoint's route compiler (as HTTPRoute). */
+export interface GrpcRouteObject {
+  kind: 'GRPCRoute';
+  metadata: Meta;
+  raw: Record<string, unknown>;
+}
+
 /** Istio DestinationRule, kept raw: the waypoint's backend policy (pool limits, outliers). */
 export interface DestinationRuleObject {
   kind: 'DestinationRule';
@@ -103,6 +110,7 @@ export type StoreObject =
   | GatewayObject
   | AuthorizationPolicyObject
   | HttpRouteObject
+  | GrpcRouteObject
   | DestinationRuleObject
   | RequestAuthenticationObject
   | PeerAuthenticationObject;
@@ -117,6 +125,7 @@ export const KINDS: readonly Kind[] = [
   'AuthorizationPolicy',
   'Gateway',
   'HTTPRoute',
+  'GRPCRoute',
   'DestinationRule',
   'RequestAuthentication',
   'PeerAuthentication',

@@ -1,4 +1,5 @@
 import { canonicalIp, convertRequestAuthentication } from '@zmesh/shared';
+import { grpcRouteSchemaReasons } from './grpc-route-schema.js';
 import {
   type GatewayObject,
   KINDS,
@@ -48,6 +49,9 @@ export function parseObject(doc: unknown, reasons: string[]): StoreObject | unde
       return { kind: 'AuthorizationPolicy', metadata, raw: doc };
     case 'HTTPRoute':
       return { kind: 'HTTPRoute', metadata, raw: doc };
+    case 'GRPCRoute':
+      reasons.push(...grpcRouteSchemaReasons(doc));
+      return { kind: 'GRPCRoute', metadata, raw: doc };
     case 'DestinationRule':
       return { kind: 'DestinationRule', metadata, raw: doc };
     case 'RequestAuthentication': {

@@ -1,6 +1,6 @@
 import type { Service, Workload } from '@zmesh/shared';
 import { objectsOf, type StoreView } from './config-store.js';
-import type { GatewayObject, HttpRouteObject, PodObject } from './k8s-objects.js';
+import type { GatewayObject, GrpcRouteObject, HttpRouteObject, PodObject } from './k8s-objects.js';
 
 /** One waypoint's config (the shape `decodeWaypointConfig` reads), served as `<ns>/<gateway>`. */
 export interface WaypointResource {
@@ -24,7 +24,7 @@ type Ref = { kind?: unknown; name?: unknown; namespace?: unknown };
 
 /**
  * Per waypoint Gateway: the services that use it (istio.io/use-waypoint, as the compiler
- * resolved it), the services its routes send to, their endpoints, the HTTPRoutes attached
+ * resolved it), the services its routes send to, their endpoints, the HTTPRoutes and GRPCRoutes attached
  * to those services, and the AuthorizationPolicies and RequestAuthentications that target
  * the Gateway or the services.
  * Routes and policies pass through as written: the waypoint validates them and NACKs what
@@ -32,6 +32,7 @@ type Ref = { kind?: unknown; name?: unknown; namespace?: unknown };
  */
 export function compileWaypointConfigs(inputs: Inputs): WaypointResource[] {
   const routes = objectsOf(inputs.view, 'HTTPRoute');
+  const grpcRoutes = objectsOf(inputs.view, 'GRPCRoute');
   const policies = objectsOf(inputs.view, 'AuthorizationPolicy');
   const rules = objectsOf(inputs.view, 'DestinationRule');
   const authns = objectsOf(inputs.view, 'RequestAuthentication');
@@ -42,7 +43,8 @@ export function compileWaypointConfigs(inputs: Inputs): WaypointResource[] {
     const own = inputs.services.filter((s) => s.waypoint?.hostname?.hostname === hostname);
     const ownKeys = new Set(own.map((s) => `${s.namespace}/${s.name}`));
     const attached = routes.flatMap((r) => attachRoute(r, ownKeys));
-    const wanted = new Set([...ownKeys, ...attached.flatMap(backendKeys)]);
+    const attachedGrpc = grpcRoutes.flatMap((r) => attachRoute(r, ownKeys));
+    const wanted = new Set([...ownKeys, ...[...attached, ...attachedGrpc].flatMap(backendKeys)]);
     const services = inputs.services.filter((s) => wanted.has(`${s.namespace}/${s.name}`));
     const hostKeys = new Set(services.map((s) => `${s.namespace}/${s.hostname}`));
     const workloads = inputs.workloads.filter((w) => Object.keys(w.services).some((k) => hostKeys.has(k)));
@@ -56,6 +58,7 @@ export function compileWaypointConfigs(inputs: Inputs): WaypointResource[] {
       services: services.map(serviceEntry),
       workloads: workloads.map(workloadEntry),
       httpRoutes: attached,
+      grpcRoutes: attachedGrpc,
       authorizationPolicies: policies
         .filter((p) => p.metadata.namespace === namespace && targets(p.raw, name, ownKeys, namespace))
         .map((p) => policyEntry(p.raw, p.metadata)),
@@ -69,7 +72,7 @@ export function compileWaypointConfigs(inputs: Inputs): WaypointResource[] {
 }
 
 /** The route with only the parentRefs that name one of this waypoint's services; none: not attached. */
-function attachRoute(r: HttpRouteObject, ownKeys: Set<string>): Raw[] {
+function attachRoute(r: HttpRouteObject | GrpcRouteObject, ownKeys: Set<string>): Raw[] {
   const spec = (r.raw.spec ?? {}) as Raw;
   const { name, namespace } = r.metadata;
   const parents = (Array.isArray(spec.parentRefs) ? spec.parentRefs : []) as Ref[];

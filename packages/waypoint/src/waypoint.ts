@@ -122,7 +122,12 @@ export class Waypoint {
     for (const key of this.#clusters.keys()) if (!keep.has(key)) this.#clusters.delete(key);
     this.waypointMetrics.configApplied.inc({ result: 'applied' });
     log.info(
-      { services: config.services.length, routes: config.routes.length, policies: config.policies.length },
+      {
+        services: config.services.length,
+        routes: config.routes.length,
+        grpcRoutes: config.grpcRoutes.length,
+        policies: config.policies.length,
+      },
       'config applied',
     );
     if (this.#view.unresolvedBackends.length > 0)

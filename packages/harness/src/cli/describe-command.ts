@@ -118,7 +118,7 @@ export async function runDescribe(
   const kind = resolveKind(kindText);
   if (kind === undefined || kind === 'all')
     throw new UsageError(
-      `unknown kind ${JSON.stringify(kindText)}: want Namespace, Pod, Service, ServiceAccount, AuthorizationPolicy, Gateway, HTTPRoute, DestinationRule, RequestAuthentication or PeerAuthentication`,
+      `unknown kind ${JSON.stringify(kindText)}: want Namespace, Pod, Service, ServiceAccount, AuthorizationPolicy, Gateway, HTTPRoute, GRPCRoute, DestinationRule, RequestAuthentication or PeerAuthentication`,
     );
   const t = await target(opts);
   const namespace = opts.namespace ?? 'default';

@@ -24,7 +24,7 @@ export async function runGet(kindText: string, name: string | undefined, opts: G
   const kind = resolveKind(kindText);
   if (kind === undefined)
     throw new UsageError(
-      `unknown kind ${JSON.stringify(kindText)}: want Namespace, Pod, Service, ServiceAccount, AuthorizationPolicy, Gateway, HTTPRoute, DestinationRule, RequestAuthentication, PeerAuthentication or all`,
+      `unknown kind ${JSON.stringify(kindText)}: want Namespace, Pod, Service, ServiceAccount, AuthorizationPolicy, Gateway, HTTPRoute, GRPCRoute, DestinationRule, RequestAuthentication, PeerAuthentication or all`,
     );
   if (opts.allNamespaces && opts.namespace !== undefined)
     throw new UsageError('-n and -A exclude each other');

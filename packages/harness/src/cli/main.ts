@@ -71,7 +71,7 @@ adminOptions(
       .description('delete applied objects: those named in YAML (-f), or one by KIND NAME (-n NS)')
       .argument(
         '[kind]',
-        'Pod, Service, Namespace, ServiceAccount, AuthorizationPolicy, Gateway, HTTPRoute, DestinationRule',
+        'Pod, Service, Namespace, ServiceAccount, AuthorizationPolicy, Gateway, HTTPRoute, GRPCRoute, DestinationRule',
       )
       .argument('[name]')
       .option('-f, --file <file|dir|->', 'YAML naming the objects: a file, a directory, or - for stdin')

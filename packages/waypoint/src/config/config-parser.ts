@@ -14,15 +14,17 @@ import {
   readYamlFile,
   serviceKey,
 } from '@zmesh/shared';
+import { readGrpcRoute } from './grpc-route-parser.js';
 import { readBackendPolicy } from './policy-parser.js';
 import { readRoute } from './route-parser.js';
-import type { WaypointConfig } from './waypoint-config.js';
+import type { HttpRoute, WaypointConfig } from './waypoint-config.js';
 
 const ROOT_KEYS = [
   'waypoint',
   'workloads',
   'services',
   'httpRoutes',
+  'grpcRoutes',
   'authorizationPolicies',
   'requestAuthentications',
   'backendPolicies',
@@ -62,6 +64,9 @@ export function decodeWaypointConfig(doc: unknown, source: string): Result<Waypo
     routes: r
       .array(root.httpRoutes, 'httpRoutes')
       .flatMap((x, i) => readRoute(r, x, `httpRoutes[${i}]`, namespace) ?? []),
+    grpcRoutes: r
+      .array(root.grpcRoutes, 'grpcRoutes')
+      .flatMap((x, i) => readGrpcRoute(r, x, `grpcRoutes[${i}]`, namespace) ?? []),
     policies: r
       .array(root.authorizationPolicies, 'authorizationPolicies')
       .flatMap((x, i) => readPolicy(r, x, `authorizationPolicies[${i}]`, { name, namespace }) ?? []),
@@ -85,13 +90,16 @@ function checkReferences(r: FieldReader, cfg: WaypointConfig): void {
   );
   checkUnique(r, cfg.services.map(serviceKey), 'services', 'namespace/hostname');
   const byName = new Set(cfg.services.map((s) => `${s.namespace}/${s.name}`));
-  cfg.routes.forEach((route, i) => {
-    route.parentRefs.forEach((p, j) => {
-      if (!byName.has(`${p.namespace}/${p.name}`))
-        r.fail(`httpRoutes[${i}].parentRefs[${j}]`, `no service ${p.namespace}/${p.name}`);
+  const check = (routes: readonly HttpRoute[], key: string) =>
+    routes.forEach((route, i) => {
+      route.parentRefs.forEach((p, j) => {
+        if (!byName.has(`${p.namespace}/${p.name}`))
+          r.fail(`${key}[${i}].parentRefs[${j}]`, `no service ${p.namespace}/${p.name}`);
+      });
+      // A backendRef naming no service is not a refusal: Gateway API keeps the route
+      // (ResolvedRefs=False, BackendNotFound) and answers 500 for the traffic it would have
+      // taken (request-handler). The control plane refuses such a route at apply.
     });
-    // A backendRef naming no service is not a refusal: Gateway API keeps the route
-    // (ResolvedRefs=False, BackendNotFound) and answers 500 for the traffic it would have
-    // taken (request-handler). The control plane refuses such a route at apply.
-  });
+  check(cfg.routes, 'httpRoutes');
+  check(cfg.grpcRoutes, 'grpcRoutes');
 }

@@ -65,7 +65,7 @@ export class ConfigView {
     // GAMMA: a parentRef with a port binds the route to that service port only (MeshPorts).
     for (const s of config.services) {
       for (const { servicePort } of s.ports) {
-        const attached = config.routes.filter((r) =>
+        const attached = [...config.routes, ...config.grpcRoutes].filter((r) =>
           r.parentRefs.some(
             (p) =>
               p.namespace === s.namespace &&
@@ -78,7 +78,7 @@ export class ConfigView {
       }
     }
     for (const p of config.backendPolicies) this.#backendPolicies.set(p.service, p);
-    this.unresolvedBackends = config.routes.flatMap((route) =>
+    this.unresolvedBackends = [...config.routes, ...config.grpcRoutes].flatMap((route) =>
       route.rules.flatMap((rule, i) =>
         [...rule.backendRefs, ...(rule.filters?.mirrors ?? []).map((m) => m.backend)]
           .filter((b) => !this.#byName.has(`${b.namespace}/${b.name}`))

@@ -29,6 +29,12 @@ export const HTTP_RULE_FILTERS: readonly FilterKind[] = [
   'URLRewrite',
   'RequestMirror',
 ];
+/** Gateway API GRPCRouteFilter: no redirect or rewrite for gRPC. */
+export const GRPC_RULE_FILTERS: readonly FilterKind[] = [
+  'RequestHeaderModifier',
+  'ResponseHeaderModifier',
+  'RequestMirror',
+];
 /** Gateway API: what a backendRef's own `filters` may hold (HTTPBackendRef). */
 export const BACKEND_FILTERS: readonly FilterKind[] = ['RequestHeaderModifier', 'ResponseHeaderModifier'];
 

@@ -18,11 +18,16 @@ const MAX_REGEX_LENGTH = 1024;
 const RETRY_ON: readonly RetryOn[] = ['5xx', 'gateway-error', 'reset', 'connect-failure'];
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
+/** One rule of a route kind, read into the shared model (HTTPRoute's here, GRPCRoute's in grpc-route-parser). */
+export type RuleReader = (r: FieldReader, value: unknown, path: string, ns: string) => RouteRule | undefined;
+
+/** A route's shell (name, namespace, parentRefs, hostnames) with its rules read by `readRuleOf`. */
 export function readRoute(
   r: FieldReader,
   value: unknown,
   path: string,
   defaultNs: string,
+  readRuleOf: RuleReader = readRule,
 ): HttpRoute | undefined {
   const o = r.object(value, path);
   if (!o) return undefined;
@@ -41,7 +46,7 @@ export function readRoute(
   if (parentRefs.length === 0) r.fail(`${path}.parentRefs`, 'needs at least one Service');
   const rules = r
     .array(o.rules, `${path}.rules`)
-    .flatMap((x, i) => readRule(r, x, `${path}.rules[${i}]`, namespace) ?? []);
+    .flatMap((x, i) => readRuleOf(r, x, `${path}.rules[${i}]`, namespace) ?? []);
   return {
     name: r.string(o.name, `${path}.name`) ?? '',
     namespace,
@@ -175,7 +180,12 @@ function readValueMatches(
   });
 }
 
-function checkRegex(r: FieldReader, source: string, path: string): void {
+/** Gateway API header matches (Exact or RegularExpression), names lower-cased; GRPCRoute's too. */
+export function readHeaderMatches(r: FieldReader, value: unknown, path: string): RouteMatch['headers'] {
+  return readValueMatches(r, value, path, (n) => n.toLowerCase());
+}
+
+export function checkRegex(r: FieldReader, source: string, path: string): void {
   if (source.length > MAX_REGEX_LENGTH) {
     r.fail(path, `regex longer than ${MAX_REGEX_LENGTH}`);
     return;
@@ -187,12 +197,12 @@ function checkRegex(r: FieldReader, source: string, path: string): void {
   }
 }
 
-function readBackend(
+export function readBackend(
   r: FieldReader,
   value: unknown,
   path: string,
   ns: string,
-  matches: readonly RouteMatch[],
+  matches: readonly RouteMatch[] = [],
 ): BackendRef | undefined {
   const o = r.object(value, path);
   if (!o) return undefined;

@@ -28,6 +28,8 @@ export interface WaypointConfig {
   services: Service[];
   workloads: Workload[];
   routes: HttpRoute[];
+  /** GRPCRoutes, read into the same route model (`grpc-route-parser.ts`); one table with `routes`. */
+  grpcRoutes: HttpRoute[];
   policies: L7Policy[];
   /** Istio RequestAuthentications targeting this waypoint or its services (JWT). */
   requestAuthentications: RequestAuthn[];

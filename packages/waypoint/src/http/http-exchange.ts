@@ -210,23 +210,55 @@ export function replyError(ex: Exchange, error: ZmeshError, headers: Record<stri
   }
   const body =
     error.code === 'ZM_ERR_WAYPOINT_DENIED' ? 'RBAC: access denied' : `${error.code}: ${error.message}`;
-  // gRPC clients read grpc-status, not the HTTP status: answer trailers-only (gRPC over HTTP/2 spec).
-  const grpc = (ex.header('content-type') ?? '').startsWith('application/grpc')
-    ? { 'grpc-status': String(grpcStatusOf(error)), 'grpc-message': encodeURIComponent(body) }
-    : {};
+  // gRPC clients read grpc-status, not the HTTP status. As Envoy answers a gRPC request
+  // locally: a trailers-only response, :status 200, the HTTP status mapped to a gRPC code.
+  if (isGrpc(ex)) {
+    const grpc: Record<string, string> = {
+      'content-type': 'application/grpc',
+      'grpc-status': String(grpcStatusOf(error)),
+      'grpc-message': grpcMessage(body),
+      'x-zmesh-error': error.code,
+      ...headers,
+    };
+    // Headers set, not written: end() then sends them with END_STREAM, one HEADERS frame.
+    // writeHead would send them at once and end the stream with an empty DATA frame, which
+    // gRPC clients read as headers without trailers (INTERNAL).
+    for (const [name, value] of Object.entries(grpc)) res.setHeader(name, value);
+    res.statusCode = 200;
+    res.end();
+    return;
+  }
   writeHead(res, error.status, {
     'content-type': 'text/plain',
     'content-length': String(Buffer.byteLength(body)),
     'x-zmesh-error': error.code,
-    ...grpc,
     ...headers,
   });
   res.end(body);
 }
 
-/** Envoy's HTTP → gRPC status mapping for local replies, with deadlines as DEADLINE_EXCEEDED. */
+/** A gRPC request as Envoy tells one: content-type `application/grpc` or `application/grpc+<codec>` (not grpc-web). */
+export function isGrpc(ex: Pick<Exchange, 'header'>): boolean {
+  return /^application\/grpc(?:$|[+;])/i.test(ex.header('content-type') ?? '');
+}
+
+/** grpc-message is percent-encoded outside printable ASCII, and `%` itself (gRPC over HTTP/2 spec). */
+function grpcMessage(text: string): string {
+  return Array.from(Buffer.from(text, 'utf8'), (b) =>
+    b < 0x20 || b > 0x7e || b === 0x25
+      ? `%${b.toString(16).toUpperCase().padStart(2, '0')}`
+      : String.fromCharCode(b),
+  ).join('');
+}
+
+/**
+ * Envoy's HTTP → gRPC status mapping for local replies, with deadlines as DEADLINE_EXCEEDED
+ * and a route with no backend to send to (HTTP 500 in Gateway API) as UNAVAILABLE, which is
+ * what GRPCRouteAllBackendsWeightZero expects.
+ */
 function grpcStatusOf(error: ZmeshError): number {
   if (error.code === 'ZM_ERR_WAYPOINT_DEADLINE') return 4;
+  if (error.code === 'ZM_ERR_WAYPOINT_NO_BACKEND') return 14;
   switch (error.status) {
     case 400:
       return 13;

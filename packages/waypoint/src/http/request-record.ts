@@ -3,7 +3,7 @@ import type { ConfigView, Destination } from '../config/config-view.js';
 import type { RouteRule } from '../config/waypoint-config.js';
 import type { Clock } from '../resilience/clock.js';
 import type { WaypointMetrics } from '../telemetry/waypoint-metrics.js';
-import type { Exchange } from './http-exchange.js';
+import { type Exchange, isGrpc } from './http-exchange.js';
 import type { TunnelContext } from './request-handler.js';
 
 /** What one request did, filled in as it goes; becomes one metric sample and one log line. */
@@ -38,7 +38,7 @@ export function recordRequest(metrics: WaypointMetrics, clock: Clock, log: Logge
     const ms = clock.now() - r.started;
     const status = r.ex.res.statusCode;
     const source = r.view.workloadByIdentity(r.tunnel.peerIdentity);
-    const grpc = (r.ex.header('content-type') ?? '').startsWith('application/grpc');
+    const grpc = isGrpc(r.ex);
     const labels = {
       reporter: 'waypoint',
       source_workload: source?.workloadName ?? r.tunnel.sourceWorkload ?? 'unknown',
