@@ -4,6 +4,7 @@ import {
   type Authorization,
   convertAuthorizationPolicy,
   logger,
+  type Result,
   WAYPOINT_CONFIG_TYPE_URL,
   ZmeshError,
 } from '@zmesh/shared';
@@ -12,11 +13,16 @@ import type { SignCsr } from './ca-service.js';
 import { type CompiledConfig, Compiler } from './compiler.js';
 import { ConfigStore, type StoreView } from './config-store.js';
 import { ControlPlaneMetrics } from './cp-metrics.js';
-import { WAYPOINT_CLASS } from './k8s-objects.js';
+import { isWaypointClass, USE_WAYPOINT_LABEL, WAYPOINT_CLASS } from './k8s-objects.js';
 import { type RolloutReport, setNamespaceWaypoint, waitForAcks } from './namespace-waypoint.js';
 import { NodeTokens } from './node-tokens.js';
 import type { ProxyReport } from './proxy-status.js';
-import { MemoryStateStore, metaOrCreate, type StateStore } from './store/state-store.js';
+import {
+  MemoryStateStore,
+  metaOrCreate,
+  type SharedStateStore,
+  type StateStore,
+} from './store/state-store.js';
 import { XdsServer } from './xds-server.js';
 
 export interface ControlPlaneOptions {
@@ -33,6 +39,12 @@ export interface ControlPlaneOptions {
    * (store/). Default: in memory, nothing survives the process.
    */
   state?: StateStore;
+  /**
+   * A store shared with other replicas (etcd) instead of `state`: every replica serves what
+   * any of them committed, and xDS versions are the store's generation (its revision), so
+   * they agree across replicas. The node-token key then comes from `tokenKey`.
+   */
+  shared?: SharedStateStore;
   /** Default: Istio's conversion (`convertAuthorizationPolicy`); waypoint-targeted policies are dropped. */
   convertPolicy?: (raw: Record<string, unknown>) => Authorization | undefined;
   maxCertTtlSeconds?: number;
@@ -75,13 +87,26 @@ export class ControlPlane {
   readonly #readinessChecks: Array<() => string | undefined> = [];
   #notReadyWaypoints = new Set<string>();
   #waypointTimer: NodeJS.Timeout | undefined;
+  readonly #shared: SharedStateStore | undefined;
+  /**
+   * Set in Kubernetes mode (kubernetes/kube-controller.ts): `ns l7` labels the Namespace
+   * through the API server, and the change reaches the store through the informer.
+   */
+  namespaceLabeler: ((namespace: string, waypoint: string | undefined) => Promise<Result<void>>) | undefined;
 
   /** Throws ZM_ERR_STATE_STORE when the state store cannot be read. */
   constructor(opts: ControlPlaneOptions) {
+    // Replicas must share the key, or a token minted by one is refused by the others.
+    if (opts.shared && opts.tokenKey === undefined)
+      throw new ZmeshError('ZM_ERR_STATE_STORE', {
+        dir: opts.shared.location,
+        reason: 'a shared store needs the shared node-token key (tokenKey: await sharedNodeTokenKey(store))',
+      });
     this.state = opts.state ?? new MemoryStateStore();
     const validate = opts.validateWaypointConfig;
+    this.#shared = opts.shared;
     this.store = new ConfigStore({
-      state: this.state,
+      ...(opts.shared ? { shared: opts.shared } : { state: this.state }),
       ...(opts.configDir === undefined ? {} : { dir: opts.configDir }),
       ...(validate
         ? {
@@ -120,11 +145,14 @@ export class ControlPlane {
       ...(opts.clusterDomain ? { clusterDomain: opts.clusterDomain } : {}),
       convertPolicy: opts.convertPolicy ?? convertForZtunnel,
     });
-    this.server.cache.seedVersions(storedVersions(this.state));
+    if (!opts.shared) this.server.cache.seedVersions(storedVersions(this.state));
     this.store.on('change', (view: StoreView) => {
       this.#compiled = this.#compiler.compile(view);
-      this.server.setConfig(this.#compiled);
-      keepVersions(this.state, this.server.cache.versions());
+      if (opts.shared) this.server.setConfig(this.#compiled, view.generation);
+      else {
+        this.server.setConfig(this.#compiled);
+        keepVersions(this.state, this.server.cache.versions());
+      }
       this.metrics.configChanges.inc();
       this.metrics.configGeneration.set(view.generation);
     });
@@ -248,7 +276,7 @@ export class ControlPlane {
   ): Promise<{ ok: true; value: RolloutReport } | { ok: false; error: string[] }> {
     if (waypoint !== undefined) {
       const gw = this.store.view().objects.get(`Gateway/${namespace}/${waypoint}`);
-      if (gw?.kind !== 'Gateway' || gw.spec.gatewayClassName !== WAYPOINT_CLASS)
+      if (gw?.kind !== 'Gateway' || !isWaypointClass(gw.spec.gatewayClassName))
         return {
           ok: false,
           error: [
@@ -258,8 +286,23 @@ export class ControlPlane {
         };
     }
     const started = Date.now();
-    const applied = setNamespaceWaypoint(this.store, namespace, waypoint);
-    if (!applied.ok) return applied;
+    if (this.namespaceLabeler) {
+      const labelled = await this.namespaceLabeler(namespace, waypoint);
+      if (!labelled.ok) return labelled;
+      const arrived = () => {
+        const ns = this.store.view().objects.get(`Namespace//${namespace}`);
+        return ns?.metadata.labels[USE_WAYPOINT_LABEL] === waypoint;
+      };
+      while (!arrived() && Date.now() - started < timeoutMs) await new Promise((r) => setTimeout(r, 20));
+      if (!arrived())
+        return {
+          ok: false,
+          error: [`namespace ${namespace}: the label did not reach the config within ${timeoutMs} ms`],
+        };
+    } else {
+      const applied = await setNamespaceWaypoint(this.store, namespace, waypoint);
+      if (!applied.ok) return applied;
+    }
     const version = this.server.cache.view(ADDRESS_TYPE_URL).version;
     const waypointVersion = this.server.cache.view(WAYPOINT_CONFIG_TYPE_URL).version;
     const split = await waitForAcks(() => this.proxyStatus(), version, timeoutMs, waypointVersion);
@@ -292,6 +335,7 @@ export class ControlPlane {
     this.store.close();
     await this.server.close();
     this.state.close();
+    await this.#shared?.close();
   }
 }
 
@@ -303,6 +347,12 @@ function nodeTokenKey(state: StateStore): Buffer {
     metaOrCreate(state, TOKEN_KEY, () => randomBytes(32).toString('base64')),
     'base64',
   );
+}
+
+/** The node-token key of a shared store: created by the first replica, used by all. */
+export async function sharedNodeTokenKey(shared: SharedStateStore): Promise<Buffer> {
+  const key = await shared.metaOrCreate(TOKEN_KEY, async () => randomBytes(32).toString('base64'));
+  return Buffer.from(key, 'base64');
 }
 
 function storedVersions(state: StateStore): Record<string, number> {

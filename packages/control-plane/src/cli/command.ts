@@ -32,6 +32,10 @@ export function controlPlaneCommand(): Command {
       `keep applied objects, the node-token key and the CA root here (SQLite, Node 22.5+); default ${defaultStateDir()} (in memory, with a warning, on an older Node)`,
     )
     .option('--no-state-dir', 'keep state in memory only: a restart forgets every applied object')
+    .option(
+      '--store <url>',
+      'share state with other replicas in etcd: etcd://host:port[,host:port...] (instead of --state-dir)',
+    )
     .option('--roots-file <file>', 'write the trusted roots here for proxies to watch')
     .option(
       '--max-cert-ttl <seconds>',
@@ -42,6 +46,37 @@ export function controlPlaneCommand(): Command {
       '--socket <path>',
       'serve xDS and the CA on this Unix socket (mode 0600) instead of --host:--port',
     )
+    .option(
+      '--kubernetes',
+      'read config from the Kubernetes API (informers) instead of --config; elect a leader on a Lease for writes',
+    )
+    .option(
+      '--kubeconfig <file>',
+      'with --kubernetes: this kubeconfig instead of the in-cluster ServiceAccount',
+    )
+    .option(
+      '--pod-namespace <ns>',
+      "with --kubernetes: the control plane's namespace, where its Lease lives (default $POD_NAMESPACE, else zmesh-system)",
+    )
+    .option(
+      '--pod-name <name>',
+      'with --kubernetes: this replica in the Lease (default $POD_NAME, else the host name)',
+    )
+    .option(
+      '--lease-duration <seconds>',
+      'with --kubernetes: how long a leader holds the Lease without renewing',
+      checked(intOption(1, 3600, 'seconds')),
+      '15',
+    )
+    .option(
+      '--waypoint-image <image>',
+      'with --kubernetes: the image of waypoint Deployments (default: this build)',
+    )
+    .option(
+      '--token-audience <aud>',
+      "with --kubernetes: audience of the waypoint's projected token",
+      'zmesh',
+    )
     .action(async (options) => {
       const { runControlPlane } = await import('./control-plane-command.js');
       process.exitCode = await runControlPlane(options);
@@ -50,5 +85,6 @@ export function controlPlaneCommand(): Command {
     cmd,
     'zmesh control-plane --config ./mesh --state-dir /var/lib/zmesh --roots-file ./roots.pem',
     'zmesh control-plane --no-state-dir --ca-dir ./ca --admin-socket /tmp/zmesh/admin.sock',
+    'zmesh control-plane --store etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379 --port 15010',
   );
 }

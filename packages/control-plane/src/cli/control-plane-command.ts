@@ -1,10 +1,17 @@
 import { chmod, rm, stat } from 'node:fs/promises';
-import { defaultAdminSocket, readAdminToken, startFailure, ZmeshError } from '@zmesh/shared';
+import { hostname } from 'node:os';
+import { BUILD_INFO, defaultAdminSocket, readAdminToken, startFailure, ZmeshError } from '@zmesh/shared';
 import { type AdminListen, type AdminServer, startAdminServer } from '../admin-server.js';
-import { loadOrCreateCa, loadOrCreateCaInStore, writeRootsFile } from '../ca-files.js';
-import { ControlPlane } from '../control-plane.js';
+import {
+  loadOrCreateCa,
+  loadOrCreateCaInShared,
+  loadOrCreateCaInStore,
+  writeRootsFile,
+} from '../ca-files.js';
+import { ControlPlane, sharedNodeTokenKey } from '../control-plane.js';
+import type { KubeController } from '../kubernetes/kube-controller.js';
 import { defaultStateDir, SqliteStateStore, sqliteAvailable } from '../store/sqlite-store.js';
-import { MemoryStateStore, type StateStore } from '../store/state-store.js';
+import { MemoryStateStore, type SharedStateStore, type StateStore } from '../store/state-store.js';
 
 export interface ControlPlaneCommandOptions {
   config?: string;
@@ -17,11 +24,20 @@ export interface ControlPlaneCommandOptions {
   caDir?: string;
   /** A directory, or false for `--no-state-dir` (commander's negation); absent: the default. */
   stateDir?: string | boolean;
+  /** `etcd://host:port[,…]`: state shared with other replicas, instead of stateDir. */
+  store?: string;
   rootsFile?: string;
   maxCertTtl?: string;
   host: string;
   /** xDS and CA on this Unix socket (mode 0600) instead of host:port. */
   socket?: string;
+  kubernetes?: boolean;
+  kubeconfig?: string;
+  podNamespace?: string;
+  podName?: string;
+  leaseDuration?: string;
+  waypointImage?: string;
+  tokenAudience?: string;
 }
 
 /**
@@ -34,10 +50,12 @@ export interface ControlPlaneCommandOptions {
  * never an empty start over a store it could not read).
  *
  * State (applied objects, generation, node-token key, and the CA root unless --ca-dir names
- * one) lives in --state-dir (default: `defaultStateDir()`), or in memory with --no-state-dir.
+ * one) lives in --state-dir (default: `defaultStateDir()`), or in memory with --no-state-dir,
+ * or with --store etcd://… in etcd, shared by every replica pointed at it.
  */
 export async function runControlPlane(options: ControlPlaneCommandOptions): Promise<number> {
   let state: StateStore;
+  let shared: SharedStateStore | undefined;
   let cp: ControlPlane;
   let ca: Awaited<ReturnType<typeof loadOrCreateCa>>;
   try {
@@ -53,7 +71,22 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
           reason: '--config wants a directory of YAML files',
         });
     }
-    if (options.stateDir === undefined && !sqliteAvailable()) {
+    if (options.store !== undefined) {
+      if (typeof options.stateDir === 'string')
+        throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
+          source: '--state-dir',
+          reason: 'not with --store: the state lives in the shared store',
+        });
+      if (options.kubernetes)
+        throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
+          source: '--store',
+          reason: 'not with --kubernetes: there the API server holds the config',
+        });
+      // Loaded only here: the etcd client (gRPC, its protos) is for replicated setups.
+      const { EtcdStateStore } = await import('../store/etcd-store.js');
+      shared = await EtcdStateStore.open(options.store);
+      state = new MemoryStateStore();
+    } else if (options.stateDir === undefined && !sqliteAvailable()) {
       // Only the default gives way: a --state-dir that was asked for and cannot be used fails.
       console.error(
         `control plane: state in memory only (a restart forgets applied objects): node:sqlite needs Node 22.5+, this is ${process.version}`,
@@ -71,14 +104,17 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
   }
   try {
     ca =
-      options.caDir === undefined
-        ? await loadOrCreateCaInStore(options.trustDomain, state)
-        : await loadOrCreateCa(options.trustDomain, options.caDir);
+      options.caDir !== undefined
+        ? await loadOrCreateCa(options.trustDomain, options.caDir)
+        : shared
+          ? await loadOrCreateCaInShared(options.trustDomain, shared)
+          : await loadOrCreateCaInStore(options.trustDomain, state);
     // The waypoint's own decoder: admission refuses what a waypoint would NACK.
     const { decodeWaypointConfig } = await import('@zmesh/waypoint');
     cp = new ControlPlane({
       trustDomain: options.trustDomain,
       state,
+      ...(shared ? { shared, tokenKey: await sharedNodeTokenKey(shared) } : {}),
       signCsr: (csr, opts) => ca.signCsr(csr, opts),
       ...(options.maxCertTtl ? { maxCertTtlSeconds: Number(options.maxCertTtl) } : {}),
       ...(options.config ? { configDir: options.config, watch: true } : {}),
@@ -90,9 +126,19 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
     });
   } catch (e) {
     state.close();
+    await shared?.close();
     return startFailure('control-plane', e);
   }
   if (options.rootsFile) await writeRootsFile(options.rootsFile, [ca.rootPem]);
+  let kube: KubeController | undefined;
+  if (options.kubernetes) {
+    try {
+      kube = await startKubernetes(cp, options, ca.rootPem);
+    } catch (e) {
+      await cp.stop();
+      return startFailure('control-plane', e);
+    }
+  }
   if (options.socket) await rm(options.socket, { force: true });
   let port: number;
   let admin: AdminServer;
@@ -110,16 +156,18 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
     admin = await startAdminServer(cp, listen);
   } catch (e) {
     // The xDS server may be up when the admin port is taken: close it before saying why.
+    await kube?.stop();
     await cp.stop();
     return startFailure('control-plane', e);
   }
   const where = options.socket ? `unix:${options.socket}` : `${options.host}:${port} (plaintext, loopback)`;
   console.error(
     `control plane: xDS and CA on ${where}, admin on ${admin.port === 0 ? `unix:${admin.address}` : `${options.host}:${admin.port}`}` +
-      `, state in ${state.location}` +
+      `, state in ${shared?.location ?? state.location}` +
       (options.rootsFile ? `, roots in ${options.rootsFile}` : ''),
   );
   const stop = async () => {
+    await kube?.stop();
     await admin.close();
     await cp.stop();
     process.exit(0);
@@ -127,4 +175,44 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   return 0;
+}
+
+/**
+ * Controller mode: lists and watches the API (the first config is committed before xDS
+ * serves), then elects. Loaded only with --kubernetes, so the YAML mode never loads the client.
+ */
+async function startKubernetes(
+  cp: ControlPlane,
+  options: ControlPlaneCommandOptions,
+  rootsPem: string,
+): Promise<KubeController> {
+  const { KubeController } = await import('../kubernetes/kube-controller.js');
+  const namespace = options.podNamespace ?? process.env.POD_NAMESPACE ?? 'zmesh-system';
+  const fail = (reason: string) => new ZmeshError('ZM_ERR_CONFIG_INVALID', { source: 'kubernetes', reason });
+  if (options.kubeconfig === undefined && !process.env.KUBERNETES_SERVICE_HOST)
+    throw fail('not running in a cluster (KUBERNETES_SERVICE_HOST unset): pass --kubeconfig FILE');
+  let controller: KubeController;
+  try {
+    controller = new KubeController(cp, {
+      ...(options.kubeconfig === undefined ? {} : { kubeconfig: options.kubeconfig }),
+      identity: options.podName ?? process.env.POD_NAME ?? hostname(),
+      namespace,
+      leaseSeconds: Number(options.leaseDuration ?? '15'),
+      waypoint: {
+        image: options.waypointImage ?? `localhost/zmesh:${BUILD_INFO.version}`,
+        xds: `zmesh-control-plane.${namespace}.svc:${options.port}`,
+        trustDomain: options.trustDomain,
+        tokenAudience: options.tokenAudience ?? 'zmesh',
+        rootsPem,
+      },
+    });
+  } catch (e) {
+    throw fail(`kubeconfig ${options.kubeconfig ?? '(in-cluster)'}: ${(e as Error).message}`);
+  }
+  try {
+    await controller.start();
+  } catch (e) {
+    throw fail((e as Error).message);
+  }
+  return controller;
 }

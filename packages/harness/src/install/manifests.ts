@@ -30,6 +30,11 @@ import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 export interface InstallValues {
   /** Control-plane replicas (a PodDisruptionBudget keeps one up when there are two or more). */
   readonly controlPlaneReplicas: number;
+  /**
+   * `etcd://host:port[,…]`: the replicas share their state in etcd (`--store`); more than one
+   * replica needs it. Empty: the embedded store on the pod's `state` volume (`--state-dir`).
+   */
+  readonly stateStore: string;
   readonly trustDomain: string;
   /** Audience of ztunnel's projected ServiceAccount token. */
   readonly tokenAudience: string;
@@ -53,7 +58,9 @@ export interface InstallOptions {
 }
 
 export const DEFAULT_VALUES: InstallValues = {
-  controlPlaneReplicas: 2,
+  // One replica unless the replicas share a store (stateStore): each would keep its own applies.
+  controlPlaneReplicas: 1,
+  stateStore: '',
   trustDomain: 'cluster.local',
   tokenAudience: 'zmesh',
   imagePullPolicy: 'IfNotPresent',
@@ -89,6 +96,8 @@ const PATHS = {
   /** The node-agent (and, later, ZDS) socket directory, shared with the node through a hostPath. */
   agentDir: '/var/run/ztunnel',
   snapshotDir: '/var/lib/zmesh',
+  /** The control plane's embedded store (SQLite), on the `state` volume. */
+  stateDir: '/var/lib/zmesh',
 } as const;
 
 const XDS_PORT = 15010;
@@ -164,11 +173,18 @@ function controlPlaneContainer(o: InstallOptions): IContainer {
       String(XDS_PORT),
       // The admin API (apply, node tokens) stays on its default 0600 Unix socket in the
       // container's /tmp: reached by `kubectl exec … zmesh apply`, never over the network.
-      // Replicas share no store until the etcd backend exists; a per-pod SQLite file would
-      // make them diverge, and the root filesystem is read-only.
-      '--no-state-dir',
+      // State: shared in etcd when given (every replica serves every apply), else the
+      // embedded store on the pod's `state` volume (kept across container restarts).
+      ...(o.values.stateStore ? ['--store', o.values.stateStore] : ['--state-dir', PATHS.stateDir]),
+      // Controller mode: informers on the API, a Lease for the writer (POD_NAME, POD_NAMESPACE).
+      // Not with etcd: that mode's replicas share applied objects, and the API server's objects
+      // would be replaced by each shared commit (the command refuses the pair).
+      ...(o.values.stateStore ? [] : ['--kubernetes']),
     ],
-    env: env(o.values),
+    env: env(o.values, [
+      { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+      { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+    ]),
     ports: [{ name: 'grpc-xds', containerPort: XDS_PORT, protocol: 'TCP' }],
     readinessProbe: { tcpSocket: { port: XDS_PORT }, periodSeconds: 5 },
     resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '512Mi' } },
@@ -177,6 +193,7 @@ function controlPlaneContainer(o: InstallOptions): IContainer {
       { name: 'ca', mountPath: PATHS.caDir, readOnly: true },
       { name: 'mesh-config', mountPath: PATHS.meshConfig, readOnly: true },
       { name: 'tmp', mountPath: '/tmp' },
+      ...(o.values.stateStore ? [] : [{ name: 'state', mountPath: PATHS.stateDir }]),
     ],
   };
 }
@@ -272,10 +289,12 @@ function crdRules() {
       resources: ['authorizationpolicies/status'],
       verbs: ['update', 'patch'],
     },
-    // Each waypoint's ServiceAccount, Deployment and Service, owned by its Gateway.
+    // `zmesh ns l7 on|off` sets istio.io/use-waypoint on the Namespace.
+    { apiGroups: [''], resources: ['namespaces'], verbs: ['patch'] },
+    // Each waypoint's ServiceAccount, roots ConfigMap, Deployment and Service, owned by its Gateway.
     {
       apiGroups: [''],
-      resources: ['services', 'serviceaccounts'],
+      resources: ['services', 'serviceaccounts', 'configmaps'],
       verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'],
     },
     {
@@ -337,9 +356,8 @@ function installModels(o: InstallOptions): Model[] {
           metadata: { labels: labels(CONTROL_PLANE) },
           spec: {
             serviceAccountName: CONTROL_PLANE,
-            // The control plane does not call the API server from main's code yet; the
-            // controller mode (issue 34) will need the token back.
-            automountServiceAccountToken: false,
+            // Controller mode reads and writes through the API with this ServiceAccount's token.
+            automountServiceAccountToken: true,
             priorityClassName: 'system-cluster-critical',
             securityContext: { runAsNonRoot: true, fsGroup: 65532 },
             topologySpreadConstraints: [
@@ -355,15 +373,22 @@ function installModels(o: InstallOptions): Model[] {
               { name: 'ca', secret: { secretName: CA_SECRET, defaultMode: 0o440 } },
               { name: 'mesh-config', configMap: { name: MESH_CONFIGMAP } },
               { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: '16Mi' } },
+              // The embedded store outlives a container restart (crash, OOM kill), not the pod.
+              ...(o.values.stateStore ? [] : [{ name: 'state', emptyDir: { sizeLimit: '256Mi' } }]),
             ],
           },
         },
       },
     }),
-    new PodDisruptionBudget({
-      metadata: meta(CONTROL_PLANE, CONTROL_PLANE),
-      spec: { minAvailable: 1, selector: { matchLabels: selector(CONTROL_PLANE) } },
-    }),
+    // With one replica a budget of one would block every node drain.
+    ...(cpReplicas > 1
+      ? [
+          new PodDisruptionBudget({
+            metadata: meta(CONTROL_PLANE, CONTROL_PLANE),
+            spec: { minAvailable: 1, selector: { matchLabels: selector(CONTROL_PLANE) } },
+          }),
+        ]
+      : []),
     new Service({
       metadata: meta(CONTROL_PLANE, CONTROL_PLANE),
       spec: {

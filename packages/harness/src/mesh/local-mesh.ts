@@ -1,12 +1,14 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { KubernetesObject, ListWatch } from '@kubernetes/client-node';
 import { CertificateAuthority, logger, ZdsServer } from '@zmesh/shared';
 import { BpfCapture } from '@zmesh/ztunnel';
 import type { ResultPromise } from 'execa';
-import { stringify } from 'yaml';
+import { parseAllDocuments, stringify } from 'yaml';
 import { Cluster } from '../cluster/cluster.js';
 import type { ClusterSpec } from '../cluster/cluster-spec.js';
 import type { NodeInfo, PodInfo } from '../cluster/topology.js';
+import type { ApiServerDouble, KubeObject } from '../kube-api/api-server-double.js';
 import { type TempDir, tempDir } from '../local/exit-cleanup.js';
 import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
 import { MeshControlPlane } from './mesh-control-plane.js';
@@ -65,6 +67,12 @@ export interface MeshOptions {
 
 export interface ControlPlaneMode {
   maxCertTtlSeconds?: number;
+  /**
+   * Controller mode: the control plane runs `--kubernetes` against this API-server double,
+   * which the harness fills with the mesh's objects instead of applying YAML; each waypoint
+   * is started from the Deployment the controller made for its Gateway.
+   */
+  kubernetes?: ApiServerDouble;
   /** Start ztunnels with `--persist-keys` (a private tmpfs directory per node under /dev/shm). */
   persistKeys?: boolean | ((node: string) => boolean);
   /** `initialMs:maxMs` for xDS reconnects and certificate retries (time-compressed drills). */
@@ -96,6 +104,8 @@ export class LocalMesh {
   /** Waypoint processes by their Gateway's `namespace/name`. */
   private readonly waypoints = new Map<string, ResultPromise>();
   private readonly enrolled = new Set<string>();
+  /** Controller mode: each node's watch of its own Pods in the API. */
+  private readonly podWatches: ListWatch<KubernetesObject>[] = [];
   /** Control-plane mode only. */
   controlPlane: MeshControlPlane | undefined;
   private readonly keysDirs = new Map<string, TempDir>();
@@ -132,6 +142,7 @@ export class LocalMesh {
       for (const pod of cluster.pods)
         if ((options.enroll?.(pod) ?? true) && !runsWaypoint(pod)) await mesh.enroll(pod);
       await mesh.waitReady();
+      if (mesh.cpMode?.kubernetes) await mesh.watchPodsFromApi(mesh.cpMode.kubernetes);
       for (const w of spec.waypoints ?? []) await mesh.startWaypoint(w);
       return mesh;
     } catch (e) {
@@ -180,6 +191,41 @@ export class LocalMesh {
   async unenroll(pod: PodInfo): Promise<void> {
     await this.agent(pod.node).removePod(pod.uid);
     this.enrolled.delete(pod.uid);
+  }
+
+  /**
+   * Controller mode: each node's agent watches the Pods scheduled on its node (a field
+   * selector on spec.nodeName, as a node agent does) and removes a deleted Pod's capture over
+   * ZDS (DelWorkload). Enrolment itself stays the harness's, from its own pod list.
+   */
+  private async watchPodsFromApi(api: ApiServerDouble): Promise<void> {
+    // Loaded here only: the harness's other commands start without the client.
+    const { CoreV1Api, KubeConfig, ListWatch, Watch } = await import('@kubernetes/client-node');
+    const kc = new KubeConfig();
+    kc.loadFromString(api.kubeconfig());
+    const core = kc.makeApiClient(CoreV1Api);
+    for (const node of this.cluster.nodes) {
+      const fieldSelector = `spec.nodeName=${node.name}`;
+      const watch = new ListWatch<KubernetesObject>(
+        '/api/v1/pods',
+        new Watch(kc),
+        () => core.listPodForAllNamespaces({ fieldSelector }),
+        false,
+        undefined,
+        fieldSelector,
+      );
+      watch.on('delete', (o) => {
+        const pod = this.cluster.pods.find(
+          (p) => p.node === node.name && p.name === o.metadata?.name && p.namespace === o.metadata?.namespace,
+        );
+        if (pod && this.enrolled.has(pod.uid))
+          void this.unenroll(pod).catch((e: unknown) =>
+            log.warn({ pod: pod.name, err: (e as Error).message }, 'unenroll after API delete failed'),
+          );
+      });
+      await watch.start();
+      this.podWatches.push(watch);
+    }
   }
 
   /** A node's agent side of ZDS (tests stop it, or stand a hostile agent in its place). */
@@ -282,6 +328,8 @@ export class LocalMesh {
   }
 
   async down(): Promise<void> {
+    await Promise.all(this.podWatches.map((w) => w.stop()));
+    this.podWatches.length = 0;
     await Promise.all([...this.waypoints.values()].map((w) => stopChild(w)));
     this.waypoints.clear();
     await Promise.all([...this.ztunnels.keys()].map((n) => this.stopZtunnel(n)));
@@ -307,11 +355,21 @@ export class LocalMesh {
   /** Starts the control plane, registers the configured pods and services, mints node tokens. */
   private async startControlPlane(): Promise<void> {
     const mode = this.cpMode ?? {};
+    const configured = this.cluster.pods.filter((p) => !(this.options.unconfigured?.(p) ?? false));
+    const api = mode.kubernetes;
+    let kubeconfig: string | undefined;
+    if (api) {
+      // The API holds the mesh before the control plane lists it, as a cluster would.
+      kubeconfig = join(this.dir, 'kubeconfig');
+      await writeFile(kubeconfig, api.kubeconfig(), { mode: 0o600 });
+      api.put({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: MESH_CP_NAMESPACE } });
+      for (const doc of parseAllDocuments(this.objectsYaml(configured))) api.put(doc.toJS() as KubeObject);
+    }
     this.controlPlane = await MeshControlPlane.start(this.dir, {
       ...(mode.maxCertTtlSeconds ? { maxCertTtlSeconds: mode.maxCertTtlSeconds } : {}),
+      ...(kubeconfig ? { kubeconfig, stateDir: false as const } : {}),
     });
-    const configured = this.cluster.pods.filter((p) => !(this.options.unconfigured?.(p) ?? false));
-    await this.controlPlane.apply(this.objectsYaml(configured), 'mesh.yaml');
+    if (!api) await this.controlPlane.apply(this.objectsYaml(configured), 'mesh.yaml');
     for (const node of this.cluster.nodes) {
       await mkdir(join(this.dir, node.name), { recursive: true, mode: 0o700 });
       await this.controlPlane.writeNodeToken(node.name, join(this.dir, node.name, 'token'));
@@ -355,12 +413,28 @@ export class LocalMesh {
     const gateway = `${w.namespace}/${w.name}`;
     const token = join(this.dir, `waypoint-${w.namespace}-${w.name}.token`);
     await cp.writeNodeToken(pod.node, token);
-    const argv = [
-      ZMESH_BIN,
-      'waypoint',
-      ...['--xds', cp.xdsAddress, '--token-file', token, '--roots-file', cp.rootsFile],
-      ...['--gateway', gateway, '--address', pod.ipv4],
-    ];
+    const api = this.cpMode?.kubernetes;
+    const argv = api
+      ? [
+          ZMESH_BIN,
+          ...(await deploymentArgs(
+            api,
+            w,
+            { POD_IP: pod.ipv4 },
+            {
+              '--xds': cp.xdsAddress,
+              '--token-file': token,
+              '--roots-file': cp.rootsFile,
+            },
+            timeoutMs,
+          )),
+        ]
+      : [
+          ZMESH_BIN,
+          'waypoint',
+          ...['--xds', cp.xdsAddress, '--token-file', token, '--roots-file', cp.rootsFile],
+          ...['--gateway', gateway, '--address', pod.ipv4],
+        ];
     if (this.options.waypointCpus) argv.unshift('taskset', '-c', this.options.waypointCpus);
     const child = this.cluster.runPrivilegedInPod(pod, argv, {
       reject: false,
@@ -490,6 +564,42 @@ async function waitSynced(agent: ZdsServer, n: number, timeoutMs = 15_000): Prom
   while (agent.syncedClients < n) {
     if (Date.now() > deadline)
       throw new Error(`${n} ztunnels did not get the ZDS snapshot in ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Where the harness's control plane keeps its Lease in controller mode. */
+const MESH_CP_NAMESPACE = 'zmesh-system';
+
+/**
+ * The args of the waypoint container of the Deployment the controller made for a Gateway,
+ * as a kubelet would run them: `$(VAR)` from `env`, and the values of the flags that name
+ * in-cluster paths and Services replaced with the harness's (`replace`). Waits for the
+ * Deployment to appear.
+ */
+async function deploymentArgs(
+  api: ApiServerDouble,
+  w: WaypointShape,
+  env: Record<string, string>,
+  replace: Record<string, string>,
+  timeoutMs: number,
+): Promise<string[]> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const d = api.get('apps', 'v1', 'deployments', w.namespace, w.name) as
+      | { spec?: { template?: { spec?: { containers?: Array<{ args?: string[] }> } } } }
+      | undefined;
+    const args = d?.spec?.template?.spec?.containers?.[0]?.args;
+    if (args) {
+      const out = args.map((a) => a.replace(/\$\((\w+)\)/g, (m, v: string) => env[v] ?? m));
+      for (const [flag, value] of Object.entries(replace)) {
+        const i = out.indexOf(flag);
+        if (i !== -1) out[i + 1] = value;
+      }
+      return out;
+    }
+    if (Date.now() > deadline)
+      throw new Error(`no Deployment ${w.namespace}/${w.name} after ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }
