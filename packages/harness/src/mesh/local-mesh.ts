@@ -97,8 +97,6 @@ export class LocalMesh {
   private readonly ztunnels = new Map<string, ResultPromise>();
   /** Old ztunnels left running (draining) by startSuccessor. */
   private readonly predecessors = new Set<ResultPromise>();
-  /** Ports of nodes whose ztunnel is a successor (the default ports are its predecessor's). */
-  private readonly ports = new Map<string, { admin: number; metrics: number; ready: number }>();
   /** Each node's agent side of ZDS (the harness is the node agent). */
   private readonly agents = new Map<string, ZdsServer>();
   /** Waypoint processes by their Gateway's `namespace/name`. */
@@ -259,10 +257,25 @@ export class LocalMesh {
   }
 
   /**
+   * During an upgrade's overlap two ztunnels answer a node's metrics port (SO_REUSEPORT):
+   * their bodies by process_start_time_seconds, from up to `tries` new connections (each of
+   * which the kernel hashes to one of the listeners), stopping once two have answered.
+   */
+  async metricsOfEach(node: string, tries = 24): Promise<Map<string, string>> {
+    const seen = new Map<string, string>();
+    for (let i = 0; i < tries && seen.size < 2; i++) {
+      const r = await this.admin(node, this.portsOf(node).metrics, '/metrics').catch(() => undefined);
+      const started = /^process_start_time_seconds (\S+)/m.exec(r?.body ?? '')?.[1];
+      if (r && started) seen.set(started, r.body);
+    }
+    return seen;
+  }
+
+  /**
    * Waits until every enrolled, configured pod is ready on its node's ztunnel
    * (certificate and listeners up). Pods left unconfigured stay pending by design.
    */
-  async waitReady(timeoutMs = 20_000): Promise<void> {
+  async waitReady(timeoutMs = 20_000, notPid?: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (const node of this.cluster.nodes) {
       const want = this.cluster.pods.filter(
@@ -272,10 +285,12 @@ export class LocalMesh {
         const r = await this.admin(node.name, this.portsOf(node.name).admin, '/config_dump').catch(
           () => undefined,
         );
-        const local =
+        const dump =
           r?.status === 200
-            ? (JSON.parse(r.body) as { local: Array<{ uid: string; status: string }> }).local
-            : [];
+            ? (JSON.parse(r.body) as { pid: number; local: Array<{ uid: string; status: string }> })
+            : undefined;
+        // During an upgrade's overlap the old process answers the shared port too: not its word.
+        const local = dump && dump.pid !== notPid ? dump.local : [];
         const ready = new Set(local.filter((l) => l.status === 'ready').map((l) => l.uid));
         if (want.every((p) => ready.has(this.workloadUid(p)))) break;
         if (Date.now() > deadline)
@@ -295,30 +310,44 @@ export class LocalMesh {
 
   /**
    * An upgrade's first half (docs/upgrade.md): starts a successor ztunnel on `node` beside the
-   * running one, on admin/metrics/ready ports shifted by `portShift` (the pods' ports are
-   * shared, SO_REUSEPORT), and resolves once the node agent has handed it every pod (its
-   * snapshot). The successor becomes the node's ztunnel; the old process is returned
-   * (wrapped: a process is thenable), still running, for the caller to SIGTERM (a drain).
-   * down() ends it too if it is left.
+   * running one, on the same ports (admin, metrics and ready as much as the pods' own:
+   * SO_REUSEPORT), and resolves once the node agent has handed it every pod (its snapshot)
+   * and it reports them ready.
+   * The successor becomes the node's ztunnel; the old process is returned (wrapped: a
+   * process is thenable), still running, for the caller to SIGTERM (a drain). down() ends
+   * it too if it is left.
    */
-  async startSuccessor(node: string, portShift = 1000): Promise<{ old: ResultPromise }> {
+  async startSuccessor(node: string): Promise<{ old: ResultPromise; oldPid: number }> {
     const old = this.ztunnels.get(node);
     if (!old) throw new Error(`no ztunnel running on ${node}`);
+    const oldPid = (await this.configDump(node)).pid;
     this.predecessors.add(old);
     void old.finally(() => this.predecessors.delete(old));
-    const ports = this.portsOf(node);
-    this.ports.set(node, {
-      admin: ports.admin + portShift,
-      metrics: ports.metrics + portShift,
-      ready: ports.ready + portShift,
-    });
     await this.startZtunnel(this.node(node), 2);
-    return { old };
+    // Ready means the successor's own word, its listeners up beside the old one's.
+    await this.waitReady(20_000, oldPid);
+    return { old, oldPid };
   }
 
-  /** A node's ztunnel admin, metrics and readiness ports (shifted after startSuccessor). */
-  portsOf(node: string): { admin: number; metrics: number; ready: number } {
-    return this.ports.get(node) ?? { admin: 15000, metrics: 15020, ready: 15021 };
+  /**
+   * A node's ztunnel config_dump; with `notPid`, one from any other process (during an
+   * upgrade's overlap both answer the shared admin port), polled for up to 5 s.
+   */
+  async configDump(node: string, notPid?: number): Promise<{ pid: number } & Record<string, unknown>> {
+    const deadline = Date.now() + 5000;
+    for (;;) {
+      const r = await this.admin(node, this.portsOf(node).admin, '/config_dump').catch(() => undefined);
+      const dump = r?.status === 200 ? (JSON.parse(r.body) as { pid: number }) : undefined;
+      if (dump && dump.pid !== notPid) return dump;
+      if (Date.now() > deadline)
+        throw new Error(`no config_dump on ${node} from a process other than ${notPid}`);
+      await new Promise((res) => setTimeout(res, 50));
+    }
+  }
+
+  /** A node's ztunnel admin, metrics and readiness ports. */
+  portsOf(_node: string): { admin: number; metrics: number; ready: number } {
+    return { admin: 15000, metrics: 15020, ready: 15021 };
   }
 
   /** Starts a node's ztunnel again; the node agent re-enrolls its pods with the ZDS snapshot. */
@@ -483,16 +512,6 @@ export class LocalMesh {
       this.cluster.cgroupRoot,
       '--capture-scope',
       this.captureScope(node.name),
-      ...(this.ports.has(node.name)
-        ? [
-            '--admin-port',
-            String(this.portsOf(node.name).admin),
-            '--metrics-port',
-            String(this.portsOf(node.name).metrics),
-            '--ready-port',
-            String(this.portsOf(node.name).ready),
-          ]
-        : []),
       ...(this.options.ztunnelArgs ?? []),
     ];
     const cpus = this.options.ztunnelCpus;
