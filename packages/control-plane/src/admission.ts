@@ -18,9 +18,15 @@ import {
  * is a policy the compiler serves; references the compiler resolves (a waypoint named by
  * `istio.io/use-waypoint`, a pod's IPs) must resolve here.
  */
+/** `backendRefs: 'status'`: a route's missing backend is left to its status (Kubernetes mode). */
+export interface AdmitChecks {
+  readonly backendRefs?: 'refuse' | 'status';
+}
+
 export function admit(
   objects: ReadonlyMap<string, StoreObject>,
   originOf: (key: string) => string | undefined = () => undefined,
+  checks: AdmitChecks = {},
 ): string[] {
   const reasons: string[] = [];
   const where = (key: string, o: StoreObject) =>
@@ -40,7 +46,7 @@ export function admit(
     if (o.kind === 'AuthorizationPolicy') {
       for (const r of policyReasons(o)) reasons.push(`${at}: ${r}`);
     }
-    if (o.kind === 'HTTPRoute' || o.kind === 'GRPCRoute')
+    if ((o.kind === 'HTTPRoute' || o.kind === 'GRPCRoute') && checks.backendRefs !== 'status')
       for (const r of unresolvedBackendRefs(o.raw, o.metadata.namespace, services))
         reasons.push(`${at}: ${r}`);
     if (o.kind === 'Pod' && !namespaces.has(o.metadata.namespace)) {

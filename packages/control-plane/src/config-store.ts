@@ -4,7 +4,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { err, logger, ok, type Result } from '@zmesh/shared';
 import { parseAllDocuments } from 'yaml';
-import { admit } from './admission.js';
+import { type AdmitChecks, admit } from './admission.js';
 import { objectKey, type StoreObject } from './k8s-objects.js';
 import { parseObject } from './parse-object.js';
 import type { SharedStateStore, StateStore, StoredState } from './store/state-store.js';
@@ -189,7 +189,9 @@ export class ConfigStore extends EventEmitter {
     const applied = new Map(this.#applied);
     for (const key of removed) applied.delete(key);
     for (const [key, o] of parsed.value) applied.set(key, o);
-    return this.#commit(this.#files, applied, new Map(), source);
+    // The API server already holds these: a missing backend is status (ResolvedRefs=False,
+    // kubernetes/kube-writer.ts) and a 500 for its share, as Gateway API says, not a refusal.
+    return this.#commit(this.#files, applied, new Map(), source, { backendRefs: 'status' });
   }
 
   /** Parses multi-document YAML text and applies it. */
@@ -336,8 +338,9 @@ export class ConfigStore extends EventEmitter {
     applied: Map<string, StoreObject>,
     changed: ReadonlyMap<string, string>,
     source: string,
+    checks: AdmitChecks = {},
   ): Result<StoreView> | StoreUnavailable {
-    const prepared = this.#prepare(files, applied, changed, source);
+    const prepared = this.#prepare(files, applied, changed, source, checks);
     if (!prepared.ok) return prepared;
     // On a shared store only the directory's files come here (reloads): the generation is the store's.
     const generation = this.#view.generation + (this.#opts.shared ? 0 : 1);
@@ -356,10 +359,11 @@ export class ConfigStore extends EventEmitter {
     applied: Map<string, StoreObject>,
     changed: ReadonlyMap<string, string>,
     source: string,
+    checks: AdmitChecks = {},
   ): Result<Prepared> {
     const objects = new Map([...files, ...applied]);
     const originOf = (key: string) => changed.get(key) ?? this.#origins.get(key);
-    let refused = admit(objects, originOf);
+    let refused = admit(objects, originOf, checks);
     if (refused.length === 0 && this.#opts.admit) refused = this.#opts.admit(objects, originOf);
     if (refused.length > 0) return this.#reject(refused, source);
     // Created once, kept through replacements (kubectl's AGE): a new object takes the old one's.
