@@ -20,7 +20,7 @@ export { type ConnectHboneOptions, connectHbone } from './hbone-client.js';
 export { countError, type HandshakeFailure, HboneMetrics } from './hbone-metrics.js';
 export { HboneServer, type HboneServerOptions } from './hbone-server.js';
 export { HboneSession, type OpenTunnelRequest } from './hbone-session.js';
-export type { StreamWindowMode } from './hbone-settings.js';
+export type { KeepaliveTiming, StreamWindowMode } from './hbone-settings.js';
 export * as hboneSettings from './hbone-settings.js';
 export type { TunnelAccept, TunnelRequest } from './inbound-session.js';
 export { StreamWindows, streamWindowFor } from './stream-windows.js';

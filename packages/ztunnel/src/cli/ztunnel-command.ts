@@ -50,6 +50,7 @@ export interface ZtunnelCommandOptions {
   maxPreauthPerSource?: string;
   maxPreauth?: string;
   handshakeTimeoutMs?: string;
+  pingIntervalMs?: string;
   fdReserve?: string;
   xds?: string;
   tokenFile?: string;
@@ -216,6 +217,7 @@ const INBOUND_LIMIT_FLAGS = {
   maxPreauthPerSource: ['--max-preauth-per-source', 'maxPreauthPerSource'],
   maxPreauth: ['--max-preauth', 'maxPreauth'],
   handshakeTimeoutMs: ['--handshake-timeout-ms', 'handshakeTimeoutMs'],
+  pingIntervalMs: ['--ping-interval-ms', 'pingIntervalMs'],
   fdReserve: ['--fd-reserve', 'fdReserve'],
 } as const;
 
