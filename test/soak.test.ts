@@ -2,14 +2,14 @@ import { judge, runSoak, type SoakSample, slope, soakLimits, soakTable } from '@
 import test from 'ava';
 
 /**
- * The soak's short form (`zmesh harness soak --seconds 15`): a ztunnel pair on loopback
+ * The soak's short form (`zmesh harness soak --seconds 30`): a ztunnel pair on loopback
  * under good traffic and hostile peers. Loopback only, no root needed.
  */
 test.serial(
   'soak, short form: the server-side ztunnel stays alive and bounded, no good request fails',
   async (t) => {
-    t.timeout(90_000);
-    const report = await runSoak({ seconds: 20, sampleMs: 1000 });
+    t.timeout(150_000);
+    const report = await runSoak({ seconds: 30, sampleMs: 1000 });
     t.log(`\n${soakTable(report)}`);
     t.is(report.died, undefined);
     t.is(report.traffic.failed, 0, report.traffic.firstFailure);
@@ -22,6 +22,7 @@ test.serial(
     t.is(report.mesh.unanswered, 0, 'every rapid-reset and CONTINUATION flood got GOAWAY');
     t.true(report.mesh.slowReadersClosed > 0, `${report.mesh.slowReadersClosed} slow readers closed`);
     t.is(report.mesh.slowReadersHeld, 0, 'no slow reader outlived its deadline');
+    t.is(report.cpRestarts, 1, 'the control plane restarted a quarter in and came back');
     for (const s of report.series) t.true(s.passed, `${s.name} grows ${s.slopePerMinute.toFixed(1)}/min`);
     t.true(report.passed);
   },

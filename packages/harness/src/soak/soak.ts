@@ -4,6 +4,7 @@ import * as net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as tls from 'node:tls';
+import { adminRequest } from '@zmesh/shared';
 import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
 import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
@@ -80,6 +81,8 @@ export interface SoakReport {
   traffic: { requests: number; failed: number; firstFailure?: string };
   hostile: Record<string, number>;
   mesh: MeshPeerOutcome;
+  /** Times the control plane was stopped (SIGTERM), started again and answered /healthz. */
+  cpRestarts: number;
   /** The server-side ztunnel's exit, if it died. */
   died?: string;
   passed: boolean;
@@ -90,6 +93,8 @@ export interface SoakOptions {
   sampleMs?: number;
   /** Growth allowed per minute over the second half (defaults: `soakLimits(seconds)`). */
   limits?: Partial<Record<SoakSeries['name'], number>>;
+  /** Control-plane restart period (default 120 s; a run shorter than two restarts once, a quarter in). */
+  restartEverySeconds?: number;
   echo?: (line: string) => void;
 }
 
@@ -196,6 +201,14 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
   };
   const server = net.createServer((s) => track(s).pipe(s));
   let stopping = false;
+  let cpArgv: string[] = [];
+  const spawnZmesh = (argv: string[], name: string) =>
+    execa(ZMESH_BIN, argv, {
+      reject: false,
+      stdin: 'ignore',
+      stdout: 'ignore',
+      stderr: { file: join(dir, `${name}.log`), append: true },
+    });
   try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -223,13 +236,15 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
         // PINGs every 2 s, so a slow reader meets its deadline (twice that) within a short run.
         ztunnelArgs: ['--handshake-timeout-ms', '2000', '--ping-interval-ms', String(SOAK.pingIntervalMs)],
         readyTimeoutMs: 30_000,
-        spawn: (argv, _role, name) =>
-          execa(ZMESH_BIN, argv, {
-            reject: false,
-            stdin: 'ignore',
-            stdout: 'ignore',
-            stderr: { file: join(dir, `${name}.log`) },
-          }),
+        spawn: (argv, role, name) => {
+          // The control plane restarts during the soak: its state (and so its node-token
+          // key, which the ztunnels' tokens are bound to) must outlive the process.
+          if (role === 'control-plane') {
+            cpArgv = argv.map((a) => (a === '--no-state-dir' ? `--state-dir=${join(dir, 'state')}` : a));
+            return spawnZmesh(cpArgv, name);
+          }
+          return spawnZmesh(argv, name);
+        },
       },
       children,
     );
@@ -338,6 +353,31 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     });
 
     const mesh = await meshPeers(dir, every, () => stopping);
+    // The control plane restarts every `restartEverySeconds` (a quarter into a run shorter
+    // than two periods, leaving time for a start that takes 10 s on a loaded machine): the
+    // ztunnels keep serving from what they have and reconnect.
+    let cpRestarts = 0;
+    const period = opts.restartEverySeconds ?? 120;
+    const restartEvery = (opts.seconds < 2 * period ? opts.seconds / 4 : period) * 1000;
+    loops.push(
+      (async () => {
+        for (let next = performance.now() + restartEvery; ; next += restartEvery) {
+          while (!stopping && performance.now() < next) await new Promise((r) => setTimeout(r, 200));
+          if (stopping || (opts.seconds < 2 * period && cpRestarts > 0)) return;
+          await stopChild(children[0]!);
+          children[0] = spawnZmesh(cpArgv, 'control-plane');
+          const admin = { admin: join(dir, 'admin.sock') };
+          for (const until = performance.now() + 30_000; !stopping && performance.now() < until; ) {
+            if ((await adminRequest(admin, '/healthz').catch(() => undefined))?.ok) {
+              cpRestarts++;
+              echo(`  control plane restarted (${cpRestarts})`);
+              break;
+            }
+            await new Promise((r) => setTimeout(r, 200));
+          }
+        }
+      })(),
+    );
     // A workload that writes 1 MiB through its forward listener and never reads the echo:
     // backpressure must hold it (no deadline: an application may be slow), 3 at a time for 5 s.
     let slowApps = 0;
@@ -382,6 +422,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       traffic,
       hostile,
       mesh,
+      cpRestarts,
       ...(died ? { died } : {}),
       passed:
         died === undefined &&
@@ -516,6 +557,7 @@ export function soakTable(r: SoakReport): string {
       .join(
         ', ',
       )} (${r.mesh.unanswered} not answered by GOAWAY, ${r.mesh.settingsClosed} SETTINGS floods cut); slow readers ${r.mesh.slowReaders}, ${r.mesh.slowReadersClosed} closed at their deadline (slowest ${(r.mesh.slowestCloseMs / 1000).toFixed(1)} s), ${r.mesh.slowReadersHeld} held`,
+    `control plane restarted ${r.cpRestarts} time(s)`,
     r.died ? `ztunnel died: ${r.died}` : 'ztunnel alive',
     `soak ${r.passed ? 'PASSED' : 'FAILED'} after ${r.seconds} s`,
   ].join('\n');
