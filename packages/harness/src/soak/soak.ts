@@ -76,14 +76,17 @@ export interface MeshPeerOutcome {
 
 export interface SoakReport {
   seconds: number;
+  /** The server-side ztunnel (node-b), which the hostile peers hit. */
   samples: SoakSample[];
   series: SoakSeries[];
+  /** The client-side ztunnel (node-a), judged the same way. */
+  client: { samples: SoakSample[]; series: SoakSeries[] };
   traffic: { requests: number; failed: number; firstFailure?: string };
   hostile: Record<string, number>;
   mesh: MeshPeerOutcome;
   /** Times the control plane was stopped (SIGTERM), started again and answered /healthz. */
   cpRestarts: number;
-  /** The server-side ztunnel's exit, if it died. */
+  /** Which ztunnel died and how, if one did. */
   died?: string;
   passed: boolean;
 }
@@ -181,10 +184,12 @@ async function sample(pid: number, metricsUrl: string, t: number): Promise<SoakS
  * `zmesh harness soak`: a ztunnel pair on loopback (the loopback mesh the bench uses,
  * explicit-proxy mode) carries request/response traffic with connection churn while
  * hostile peers hit the server side's HBONE port (15008): pre-TLS idlers, garbage bytes,
- * TLS without a client certificate, HTTP/2 frames in plaintext, and rapid connect/reset
- * through the client side's forward listener. The server-side ztunnel's RSS, fds and V8
- * heap are sampled every `sampleMs`; the soak fails if one grows (the slope of its floor over
- * the second half above its limit, `judge`), if the ztunnel dies, or if a good request fails.
+ * TLS without a client certificate, HTTP/2 frames in plaintext, floods and slow readers with
+ * a valid mesh certificate, and rapid connect/reset and slow workloads through the client
+ * side's forward listener, while the control plane restarts. Both ztunnels' RSS, fds, V8 heap
+ * and event-loop delay are sampled every `sampleMs`; the soak fails if one grows (the slope
+ * of its floor over the second half above its limit, `judge`), if a ztunnel dies, if a flood
+ * goes unanswered or a slow reader outlives its deadline, or if a good request fails.
  */
 export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
   const echo = opts.echo ?? (() => {});
@@ -248,12 +253,18 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       },
       children,
     );
-    const target = children[2]!; // control plane, node-a, node-b, waypoint
-    const pid = target.pid!;
+    const [, clientSide, target] = children; // control plane, node-a, node-b, waypoint
+    const pid = target!.pid!;
+    const clientPid = clientSide!.pid!;
     let died: string | undefined;
-    void target.then((r) => {
-      if (!stopping) died = `exit ${r.exitCode ?? r.signal}`;
-    });
+    for (const [node, child] of [
+      ['node-a', clientSide!],
+      ['node-b', target!],
+    ] as const) {
+      void child.then((r) => {
+        if (!stopping) died ??= `${node}: exit ${r.exitCode ?? r.signal}`;
+      });
+    }
     echo(`soak: ztunnel pair up (server side pid ${pid}); ${opts.seconds} s of traffic and hostile peers`);
 
     const traffic = { requests: 0, failed: 0, firstFailure: undefined as string | undefined };
@@ -396,8 +407,10 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     });
 
     const samples: SoakSample[] = [];
+    const clientSamples: SoakSample[] = [];
     const started = performance.now();
     const metricsUrl = `http://${SOAK.nodeB}:15020/metrics`;
+    const clientMetricsUrl = `http://${SOAK.nodeA}:15020/metrics`;
     while (performance.now() - started < opts.seconds * 1000 && died === undefined) {
       await new Promise((r) => setTimeout(r, sampleMs));
       const t = (performance.now() - started) / 1000;
@@ -405,8 +418,13 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
         died ??= `sampling failed: ${e.message}`;
         return undefined;
       });
-      if (s === undefined) break;
+      const c = await sample(clientPid, clientMetricsUrl, t).catch((e: Error) => {
+        died ??= `node-a sampling failed: ${e.message}`;
+        return undefined;
+      });
+      if (s === undefined || c === undefined) break;
       samples.push(s);
+      clientSamples.push(c);
       echo(
         `  ${t.toFixed(0).padStart(4)} s  rss ${(s.rssBytes / 2 ** 20).toFixed(1)} MiB  fds ${s.fds}  heap ${(s.heapBytes / 2 ** 20).toFixed(1)} MiB  requests ${traffic.requests} (failed ${traffic.failed})`,
       );
@@ -414,11 +432,13 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     stopping = true;
     await Promise.all(loops);
     const series = judge(samples, limits);
+    const clientSeries = judge(clientSamples, limits);
     const meshPassed = mesh.unanswered === 0 && mesh.slowReadersHeld === 0;
     return {
       seconds: opts.seconds,
       samples,
       series,
+      client: { samples: clientSamples, series: clientSeries },
       traffic,
       hostile,
       mesh,
@@ -429,7 +449,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
         traffic.failed === 0 &&
         traffic.requests > 0 &&
         meshPassed &&
-        series.every((s) => s.passed),
+        [...series, ...clientSeries].every((s) => s.passed),
     };
   } finally {
     stopping = true;
@@ -541,9 +561,12 @@ export function soakTable(r: SoakReport): string {
         : name === 'loopDelay'
           ? `${(v * 1000).toFixed(1)} ms`
           : `${(v / 2 ** 20).toFixed(2)} MiB`;
-  const rows = r.series.map(
-    (s) =>
-      `${s.name.padEnd(5)} first ${unit(s.name, s.first)}  last ${unit(s.name, s.last)}  max ${unit(s.name, s.max)}  slope ${unit(s.name, s.slopePerMinute)}/min (limit ${unit(s.name, s.limitPerMinute)})  ${s.passed ? 'ok' : 'GROWS'}`,
+  const rows = [
+    ...r.series.map((s) => ['node-b', s] as const),
+    ...r.client.series.map((s) => ['node-a', s] as const),
+  ].map(
+    ([node, s]) =>
+      `${node} ${s.name.padEnd(9)} first ${unit(s.name, s.first)}  last ${unit(s.name, s.last)}  max ${unit(s.name, s.max)}  slope ${unit(s.name, s.slopePerMinute)}/min (limit ${unit(s.name, s.limitPerMinute)})  ${s.passed ? 'ok' : 'GROWS'}`,
   );
   const hostile = Object.entries(r.hostile)
     .map(([k, v]) => `${k} ${v}`)
@@ -558,7 +581,7 @@ export function soakTable(r: SoakReport): string {
         ', ',
       )} (${r.mesh.unanswered} not answered by GOAWAY, ${r.mesh.settingsClosed} SETTINGS floods cut); slow readers ${r.mesh.slowReaders}, ${r.mesh.slowReadersClosed} closed at their deadline (slowest ${(r.mesh.slowestCloseMs / 1000).toFixed(1)} s), ${r.mesh.slowReadersHeld} held`,
     `control plane restarted ${r.cpRestarts} time(s)`,
-    r.died ? `ztunnel died: ${r.died}` : 'ztunnel alive',
+    r.died ? `ztunnel died: ${r.died}` : 'ztunnels alive',
     `soak ${r.passed ? 'PASSED' : 'FAILED'} after ${r.seconds} s`,
   ].join('\n');
 }
