@@ -7,7 +7,7 @@ STAMP := node_modules/.zmesh-bootstrap
 NODE := .tools/node/bin/node
 export PATH := $(CURDIR)/.tools/node/bin:$(PATH)
 
-.PHONY: all bootstrap build bpf native lint test fuzz demo bench image clean
+.PHONY: all bootstrap build bpf native lint test fuzz demo bench bench-node image clean
 
 all: build
 
@@ -33,13 +33,14 @@ build: bootstrap bpf native
 	@node scripts/build-info.mjs
 	@node scripts/bundle.mjs
 
-# biome (format, lint); knip (knip.json: no unused or unlisted dependency); dependency-cruiser (.dependency-cruiser.cjs: ztunnel's stage order,
+# biome (format, lint); knip (knip.json: no unused file, export, type or dependency, no unlisted
+# dependency or binary; an export only a spawned script uses is tagged `@public` with the reason); dependency-cruiser (.dependency-cruiser.cjs: ztunnel's stage order,
 # no harness or test support in the products, no cycles; the waypoint's request/forward
 # cycle is a known violation in .dependency-cruiser-known-violations.json).
 lint: bootstrap
 	@pnpm exec biome check .
 	@pnpm exec depcruise packages test --ignore-known --output-type err
-	@pnpm exec knip --include dependencies,unlisted,binaries --no-config-hints
+	@pnpm exec knip --no-config-hints
 
 test: build lint
 	@scripts/test.sh
@@ -57,6 +58,14 @@ demo: build
 bench: build
 	@mkdir -p out && bin/zmesh bench --json out/bench.json --png out/bench.png $(if $(BASELINE),--baseline $(BASELINE))
 	@node scripts/perf-section.mjs out/bench.json docs/performance.md
+
+# The ztunnel pair's memory and throughput rows on each Node runtime of RUNTIMES, in one run,
+# each divided by the first (docs/performance.md, "Node 20 vs Node 24"). An item is nodeNN
+# (the checkout's or the machine's Node of that major) or a node's path, then extra node flags,
+# which override bin/zmesh's tuned ones.
+RUNTIMES ?= node20,node24,node24 --max-semi-space-size=1,node24 --max-semi-space-size=4,node24 --max-semi-space-size=8,node24 --turbofan --maglev
+bench-node: build
+	@mkdir -p out && bin/zmesh bench --runtimes '$(RUNTIMES)' --workloads memory,iperf3,HTTP --json out/bench-node.json --png out/bench-node.png
 
 # The OCI image (Containerfile), built with podman from the local build, no registry involved;
 # podman and runc are installed when root and missing. ZMESH_IMAGE=name:tag overrides the tag.

@@ -8,9 +8,9 @@ cd "$(dirname "$0")/.."
 
 # gcc, libc6-dev: the seqpacket N-API addon (packages/shared/native). util-linux: nsenter, unshare, setpriv (harness pods). python3: optional capture side-door test.
 # fonts-dejavu-core: text in the benchmark charts. openssl: the tests' independent check of
-# the certificates zmesh encodes.
+# the certificates zmesh encodes. etcd-server: the control plane's HA store (--store etcd://), started by the tests themselves.
 APT_PACKAGES=(gcc libc6-dev clang llvm libbpf-dev bpftool iproute2 iptables util-linux python3 curl fonts-dejavu-core openssl
-  iperf3 socat stunnel4 haproxy redis-server redis-tools wrk nghttp2-client prometheus)
+  iperf3 socat stunnel4 haproxy redis-server redis-tools wrk nghttp2-client prometheus etcd-server)
 PNPM_VERSION=12.4.2
 # Node 24 LTS, from npm's node-linux-<arch> package (only npm and Debian are reachable here;
 # Debian's nodejs is 20, past end of life). The integrity is npm's, checked after download.

@@ -11,8 +11,9 @@
 // instead: the proxies' bundles where bin/zmesh looks for them, and the control plane's and
 // the operator CLI's entries bundled in place of their dist/cli/main.js, so the image holds
 // no node_modules but koffi (a native addon, copied by image.sh).
-import { rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { cpSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { build } from 'esbuild';
 
 const imageAt = process.argv.indexOf('--image');
@@ -29,6 +30,32 @@ const entries = [
       ]
     : []),
 ];
+
+/**
+ * The etcd client (`--store etcd://`, loaded only then) reads its .proto files from its own
+ * package at run time (`${__dirname}/../proto`): copied beside the bundle, and the path
+ * pointed there.
+ */
+function etcdProtos(outdir) {
+  const pkg = join(
+    dirname(createRequire(join(process.cwd(), 'packages/control-plane/package.json')).resolve('etcd3')),
+    '..',
+  );
+  return {
+    name: 'etcd-protos',
+    setup(b) {
+      b.onLoad({ filter: /etcd3[\\/]lib[\\/]connection-pool\.js$/ }, (args) => {
+        const text = readFileSync(args.path, 'utf8');
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the text of etcd3's source
+        const from = '`${__dirname}/../proto/rpc.proto`';
+        if (!text.includes(from)) throw new Error(`etcd3 changed how it finds its protos: ${args.path}`);
+        cpSync(join(pkg, 'proto'), join(outdir, 'etcd3-proto'), { recursive: true });
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: the replacement source text
+        return { contents: text.replace(from, '`${zmeshBundleDir}/etcd3-proto/rpc.proto`'), loader: 'js' };
+      });
+    },
+  };
+}
 
 // The dashboard page's script (`zmesh dashboard`): browser code with its libraries, bundled
 // at build time so the page loads nothing from elsewhere at run time.
@@ -61,9 +88,11 @@ for (const { pkg, out } of entries) {
     // koffi loads a native addon from its own package; the harness's chart renderer is a
     // native addon too, and only the bench needs it (not in the image).
     external: ['koffi', '@resvg/resvg-js'],
-    // CommonJS dependencies (grpc-js, protobufjs, pino) call require() for Node's modules.
+    plugins: pkg === 'control-plane' ? [etcdProtos(outdir)] : [],
+    // CommonJS dependencies (grpc-js, protobufjs, pino) call require() for Node's modules;
+    // zmeshBundleDir is where a bundled dependency finds files copied beside the bundle.
     banner: {
-      js: "import { createRequire as zmeshRequire } from 'node:module'; const require = zmeshRequire(import.meta.url);",
+      js: "import { createRequire as zmeshRequire } from 'node:module'; const require = zmeshRequire(import.meta.url); const zmeshBundleDir = import.meta.dirname;",
     },
     logLevel: 'warning',
   });

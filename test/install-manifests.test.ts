@@ -41,15 +41,7 @@ test('every committed manifest validates against its Kubernetes 1.36 / Gateway A
   t.true(docs.length >= 10);
   for (const doc of docs) t.notThrows(() => validateManifest(doc), `${doc.kind}/${doc.metadata.name}`);
   const kinds = new Set(docs.map((d) => d.kind));
-  for (const kind of [
-    'Namespace',
-    'ClusterRole',
-    'Deployment',
-    'PodDisruptionBudget',
-    'Service',
-    'DaemonSet',
-    'GatewayClass',
-  ])
+  for (const kind of ['Namespace', 'ClusterRole', 'Deployment', 'Service', 'DaemonSet', 'GatewayClass'])
     t.true(kinds.has(kind), kind);
   // The check is real: a wrong type and an unknown kind are refused.
   const deployment = docs.find((d) => d.kind === 'Deployment')!;
@@ -182,7 +174,10 @@ test('zmesh install: flags, values and --ca-dir change the manifests; bad input 
   const dir = await mkdtemp(join(tmpdir(), 'zmesh-install-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   const values = join(dir, 'values.yaml');
-  await writeFile(values, 'controlPlaneReplicas: 3\nlogLevel: debug\naccessLog: "sample:0.1"\n');
+  await writeFile(
+    values,
+    'controlPlaneReplicas: 3\nstateStore: etcd://etcd-0.etcd:2379,etcd-1.etcd:2379\nlogLevel: debug\naccessLog: "sample:0.1"\n',
+  );
   const caDir = join(dir, 'ca');
   const ok = await install({
     namespace: 'mesh',
@@ -196,6 +191,10 @@ test('zmesh install: flags, values and --ca-dir change the manifests; bad input 
   for (const o of list.items) validateManifest(o);
   const dep = list.items.find((o) => o.kind === 'Deployment') as unknown as { spec: { replicas: number } };
   t.is(dep.spec.replicas, 3);
+  // Replicas share the etcd store (no state volume); a budget keeps one of them up.
+  t.regex(ok.stdout, /"--store",\s*"etcd:\/\/etcd-0\.etcd:2379,etcd-1\.etcd:2379"/);
+  t.notRegex(ok.stdout, /--state-dir/);
+  t.true(list.items.some((o) => o.kind === 'PodDisruptionBudget'));
   t.true(
     list.items
       .filter((o) => o.kind !== 'Namespace' && !o.kind.startsWith('Cluster') && o.kind !== 'GatewayClass')
@@ -228,6 +227,12 @@ test('zmesh install: flags, values and --ca-dir change the manifests; bad input 
   t.regex(bad.stderr[0]!, /^zmesh install: ZM_ERR_INSTALL_INPUT: invalid install input \S+values\.yaml: /);
   t.regex(bad.stderr[0]!, /controlPlaneReplicas: must be an integer 1\.\.15/);
   t.regex(bad.stderr[0]!, /logLevl: unknown field/);
+  // More than one replica, each with its own embedded store, would diverge: refused.
+  const two = join(dir, 'two-replicas.yaml');
+  await writeFile(two, 'controlPlaneReplicas: 2\n');
+  const diverging = await install({ values: two });
+  t.is(diverging.code, 2);
+  t.regex(diverging.stderr[0]!, /controlPlaneReplicas: more than one needs stateStore: etcd:\/\//);
   const badNs = await install({ namespace: 'Not_A_Name' });
   t.deepEqual(badNs.code, 2);
   t.regex(

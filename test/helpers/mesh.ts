@@ -57,7 +57,7 @@ export interface XdsMesh extends Mesh {
   stopControlPlane(): Promise<void>;
 }
 
-export interface MeshNode {
+interface MeshNode {
   z: Ztunnel;
   bundle: TrustBundle;
   stop(): Promise<void>;
@@ -99,7 +99,7 @@ export interface ControlPlaneOptions {
   authzMaxStalenessMs?: number;
 }
 
-export const TRUST_DOMAIN = 'cluster.local';
+const TRUST_DOMAIN = 'cluster.local';
 const NODE_POOL = { idleTimeoutMs: 2000 };
 
 export function startMesh(
@@ -170,57 +170,22 @@ async function startWithControlPlane(
   const started: XdsNode[] = [];
 
   const startNode = async (node: string, address: string, extra: NodeExtra = {}): Promise<XdsNode> => {
-    const xds = extra.xdsAddress ?? `${addr('0.1')}:${xdsPort}`;
-    const token = extra.token ?? cp.issueNodeToken(node);
-    const bundle = new TrustBundle(TRUST_DOMAIN, [ca.rootPem]);
-    const caClient = new CaClient({ address: xds, token: () => token, bundle, timeoutMs: 2000 });
-    const z = new Ztunnel({
+    const handle = await startXdsNode({
       node,
       address,
-      bundle,
-      signer: caClient,
-      defaultMetrics: false,
-      pool: NODE_POOL,
+      xds: extra.xdsAddress ?? `${addr('0.1')}:${xdsPort}`,
+      token: extra.token ?? cp.issueNodeToken(node),
+      rootsPem: [ca.rootPem],
       certTtlSeconds: extra.certTtlSeconds ?? cpOpts.certTtlSeconds ?? 3600,
-    });
-    const undrain = drainOnCertChange(z.certs, z.pool);
-    const source = new XdsConfigSource({
-      ztunnel: z,
-      address: xds,
-      node,
-      proxyAddress: address,
-      token,
-      backoff: { initialMs: 50, maxMs: 500 },
       ...(cpOpts.authzMaxStalenessMs ? { authzMaxStalenessMs: cpOpts.authzMaxStalenessMs } : {}),
       ...(extra.forwards ? { forwards: extra.forwards } : {}),
       ...(extra.snapshotPath ? { snapshotPath: extra.snapshotPath } : {}),
     });
-    await z.start();
-    await source.start();
-    const handle: XdsNode = {
-      z,
-      source,
-      ca: caClient,
-      bundle,
-      stop: async () => {
-        undrain();
-        await source.stop();
-        await z.stop();
-        caClient.close();
-      },
-    };
     started.push(handle);
     return handle;
   };
 
-  const forwards: ForwardConfig[] = opts.forwards.map((f) => ({
-    workloadUid: 'Kubernetes//Pod/team-a/client',
-    listen: { host: addr('1.1'), port: f.port },
-    destination: {
-      host: f.to.slice(0, f.to.lastIndexOf(':')),
-      port: Number(f.to.slice(f.to.lastIndexOf(':') + 1)),
-    },
-  }));
+  const forwards = clientForwards(addr, opts.forwards);
   const a = await startNode('node-a', addr('0.2'), { forwards, snapshotPath: join(dir, 'node-a.snapshot') });
   const b = await startNode('node-b', addr('0.3'), { snapshotPath: join(dir, 'node-b.snapshot') });
   await waitFor(
@@ -251,6 +216,77 @@ async function startWithControlPlane(
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+export interface XdsNodeOptions {
+  node: string;
+  /** The proxy's own loopback address. */
+  address: string;
+  /** Control-plane address(es), comma-separated: ADS and CA fail over in turn. */
+  xds: string;
+  token: string;
+  /** Roots the node trusts (the control plane's CA). */
+  rootsPem: string[];
+  certTtlSeconds: number;
+  authzMaxStalenessMs?: number;
+  forwards?: ForwardConfig[];
+  snapshotPath?: string;
+}
+
+/** A ztunnel in this process fed by a control plane (ADS and CA at `xds`). */
+export async function startXdsNode(o: XdsNodeOptions): Promise<XdsNode> {
+  const bundle = new TrustBundle(TRUST_DOMAIN, o.rootsPem);
+  const caClient = new CaClient({ address: o.xds, token: () => o.token, bundle, timeoutMs: 2000 });
+  const z = new Ztunnel({
+    node: o.node,
+    address: o.address,
+    bundle,
+    signer: caClient,
+    defaultMetrics: false,
+    pool: NODE_POOL,
+    certTtlSeconds: o.certTtlSeconds,
+  });
+  const undrain = drainOnCertChange(z.certs, z.pool);
+  const source = new XdsConfigSource({
+    ztunnel: z,
+    address: o.xds,
+    node: o.node,
+    proxyAddress: o.address,
+    token: o.token,
+    backoff: { initialMs: 50, maxMs: 500 },
+    ...(o.authzMaxStalenessMs ? { authzMaxStalenessMs: o.authzMaxStalenessMs } : {}),
+    ...(o.forwards ? { forwards: o.forwards } : {}),
+    ...(o.snapshotPath ? { snapshotPath: o.snapshotPath } : {}),
+  });
+  await z.start();
+  await source.start();
+  return {
+    z,
+    source,
+    ca: caClient,
+    bundle,
+    stop: async () => {
+      undrain();
+      await source.stop();
+      await z.stop();
+      caClient.close();
+    },
+  };
+}
+
+/** The forwards of the client on node-a, as the ztunnel's config takes them. */
+export function clientForwards(
+  addr: (suffix: string) => string,
+  forwards: MeshOptions['forwards'],
+): ForwardConfig[] {
+  return forwards.map((f) => ({
+    workloadUid: 'Kubernetes//Pod/team-a/client',
+    listen: { host: addr('1.1'), port: f.port },
+    destination: {
+      host: f.to.slice(0, f.to.lastIndexOf(':')),
+      port: Number(f.to.slice(f.to.lastIndexOf(':') + 1)),
+    },
+  }));
 }
 
 /** The default topology as the ztunnel's local config file writes it. */

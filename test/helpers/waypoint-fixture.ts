@@ -44,7 +44,7 @@ export interface WaypointMesh {
   stop(): Promise<void>;
 }
 
-export interface App {
+interface App {
   name: string;
   hits: number;
   /** Answer every request with this status (0: normal). */
@@ -190,7 +190,7 @@ services:
  * An app that speaks HTTP/1.1 and h2c on one port (it peeks at the HTTP/2 preface) and
  * answers with what it saw. `/status/<code>` answers that code; `/slow/<ms>` waits first.
  */
-export async function startApp(name: string, host: string, port: number): Promise<App> {
+async function startApp(name: string, host: string, port: number): Promise<App> {
   const sockets = new Set<Socket>();
   const app: App = { name, hits: 0, failWith: 0, close: () => {} };
   const handle = (

@@ -162,20 +162,23 @@ async function handle(cp: ControlPlane, req: IncomingMessage, res: ServerRespons
   }
   if (req.method === 'POST' && (url.pathname === '/apply' || url.pathname === '/delete')) {
     const source = url.searchParams.get('source') ?? url.pathname.slice(1);
-    // Awaited: a durable store's apply may be asynchronous.
-    let result: Awaited<ReturnType<typeof cp.store.apply>>;
+    // Awaited: a shared store (etcd) commits asynchronously.
+    let result: Awaited<ReturnType<typeof cp.store.submit>>;
     if (url.pathname === '/delete' && url.searchParams.has('kind')) {
       const key = deleteKey(url);
       if (typeof key !== 'string') return reply(res, 400, { code: 'ZM_ERR_CONFIG_INVALID', reasons: key });
-      result = await cp.store.remove([key]);
+      result = await cp.store.submit({ remove: [key] });
     } else {
       const body = await readBody(req);
       if (body === undefined)
         return reply(res, 413, { reasons: [`body larger than ${MAX_APPLY_BYTES} bytes`] });
-      result = await (url.pathname === '/apply'
-        ? cp.store.applyYaml(body, source)
-        : cp.store.removeYaml(body, source));
+      result = await cp.store.submit(
+        url.pathname === '/apply' ? { applyYaml: body, source } : { removeYaml: body, source },
+      );
     }
+    // The store could not be written: nothing changed, and retrying later may succeed.
+    if (!result.ok && 'unavailable' in result)
+      return reply(res, 503, { code: 'ZM_ERR_STATE_STORE', reasons: result.error });
     return result.ok
       ? reply(res, 200, { generation: result.value.generation })
       : reply(res, 400, { code: 'ZM_ERR_CONFIG_INVALID', reasons: result.error });

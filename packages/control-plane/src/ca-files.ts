@@ -1,7 +1,7 @@
 import { mkdir, open, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { CertificateAuthority, logger } from '@zmesh/shared';
-import type { StateStore } from './store/state-store.js';
+import type { SharedStateStore, StateStore } from './store/state-store.js';
 
 const log = logger('ca-files');
 
@@ -46,6 +46,25 @@ export async function loadOrCreateCaInStore(
   state.putMeta({ [CA_CERT]: ca.rootPem, [CA_KEY]: await ca.exportKeyPem() });
   log.info({ store: state.location }, 'created a new root CA');
   return ca;
+}
+
+const CA_PAIR = 'ca-root';
+
+/**
+ * The CA kept in a shared store: created once (certificate and key as one value, by
+ * whichever replica asks first), so every replica signs under the same root.
+ */
+export async function loadOrCreateCaInShared(
+  trustDomain: string,
+  shared: SharedStateStore,
+): Promise<CertificateAuthority> {
+  const pair = await shared.metaOrCreate(CA_PAIR, async () => {
+    const ca = await CertificateAuthority.create({ trustDomain });
+    log.info({ store: shared.location }, 'created a new root CA');
+    return JSON.stringify({ certPem: ca.rootPem, keyPem: await ca.exportKeyPem() });
+  });
+  const { certPem, keyPem } = JSON.parse(pair) as { certPem: string; keyPem: string };
+  return CertificateAuthority.fromPem({ trustDomain, certPem, keyPem });
 }
 
 async function readPair(dir: string): Promise<{ certPem: string; keyPem: string } | undefined> {

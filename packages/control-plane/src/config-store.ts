@@ -7,14 +7,14 @@ import { parseAllDocuments } from 'yaml';
 import { admit } from './admission.js';
 import { objectKey, type StoreObject } from './k8s-objects.js';
 import { parseObject } from './parse-object.js';
-import type { StateStore } from './store/state-store.js';
+import type { SharedStateStore, StateStore, StoredState } from './store/state-store.js';
 
 const log = logger('config-store');
 
 /** Editors write a file in several steps; one reload per burst. */
-export const DEFAULT_DEBOUNCE_MS = 100;
+const DEFAULT_DEBOUNCE_MS = 100;
 /** Bounds what one reload reads, so a stray large file cannot stall the control plane. */
-export const MAX_FILE_BYTES = 16 * 1024 * 1024;
+const MAX_FILE_BYTES = 16 * 1024 * 1024;
 
 /** An immutable view of the store; a new one replaces it on every accepted change. */
 export interface StoreView {
@@ -39,6 +39,14 @@ export interface ConfigStoreOptions {
    * first, in one transaction, and a change the store refuses is refused.
    */
   state?: StateStore;
+  /**
+   * A store shared with other replicas (etcd): the view starts from its snapshot, follows
+   * every commit it reports, and changes go through `submit` (one compare-on-revision
+   * transaction each). Excludes `state`. With `dir` too, the directory's files are this
+   * replica's own (the same ConfigMap on every pod): a reload serves them at once and
+   * writes nothing to the shared store, so the generation stays the store's.
+   */
+  shared?: SharedStateStore;
   /** Admission beyond `admit` (the control plane's compile-and-validate of waypoint configs); run once `admit` passes. */
   admit?: (
     objects: ReadonlyMap<string, StoreObject>,
@@ -54,6 +62,42 @@ export interface ConfigStoreOptions {
  * the way serving will: what it refuses is never stored. Events: 'change' (StoreView),
  * 'rejected' (reasons, source).
  */
+/** One change, for `submit`: what `apply`, `applyYaml`, `remove` and `removeYaml` take. */
+export type ConfigEdit =
+  | { apply: readonly unknown[]; source?: string }
+  | { applyYaml: string; source?: string }
+  | { remove: readonly string[] }
+  | { removeYaml: string; source?: string };
+
+/**
+ * A change refused because the store could not be written (etcd unreachable, a disk error):
+ * not the change's fault, so the admin answers 503 ZM_ERR_STATE_STORE and it may be retried.
+ */
+export interface StoreUnavailable {
+  ok: false;
+  error: string[];
+  unavailable: true;
+}
+
+/** Times a shared-store change is recomputed when other replicas keep committing first. */
+const MAX_SHARED_ATTEMPTS = 5;
+
+/** An admitted change, ready to commit. */
+interface Prepared {
+  files: Map<string, StoreObject>;
+  applied: Map<string, StoreObject>;
+  objects: Map<string, StoreObject>;
+  changed: ReadonlyMap<string, string>;
+  put: StoreObject[];
+  remove: string[];
+}
+
+/** What an edit would make `applied`, before admission. */
+interface Edit {
+  applied: Map<string, StoreObject>;
+  changed: Map<string, string>;
+}
+
 export class ConfigStore extends EventEmitter {
   readonly #opts: ConfigStoreOptions;
   #files = new Map<string, StoreObject>();
@@ -68,16 +112,19 @@ export class ConfigStore extends EventEmitter {
   #restored = false;
   /** Why the last reload could not read the directory (not: found it invalid), if it could not. */
   #unreadable: string | undefined;
+  /** Shared-store changes run one at a time, so this replica never races itself. */
+  #submitting: Promise<unknown> = Promise.resolve();
 
   constructor(opts: ConfigStoreOptions = {}) {
     super();
     this.#opts = opts;
-    if (opts.state) {
-      const stored = opts.state.load();
+    const stored = opts.shared?.snapshot() ?? opts.state?.load();
+    if (stored) {
       this.#applied = new Map(stored.objects);
       this.#view = Object.freeze({ generation: stored.generation, objects: new Map(stored.objects) });
       this.#restored = stored.generation > 0;
     }
+    opts.shared?.onChange((state) => this.#adopt(state));
   }
 
   view(): StoreView {
@@ -90,7 +137,7 @@ export class ConfigStore extends EventEmitter {
    * it is refused and the running config stays.
    */
   health(): string | undefined {
-    return this.#unreadable;
+    return this.#unreadable ?? this.#opts.shared?.health();
   }
 
   /**
@@ -110,7 +157,11 @@ export class ConfigStore extends EventEmitter {
     if (this.#opts.dir === undefined) {
       if (!this.#restored) return ok(this.#view);
       this.#restored = false;
-      return this.#commit(this.#files, this.#applied, new Map(), 'restore');
+      if (this.#opts.shared === undefined)
+        return this.#commit(this.#files, this.#applied, new Map(), 'restore');
+      // Committed (and admitted) by whichever replica wrote it: served as it is.
+      this.emit('change', this.#view);
+      return ok(this.#view);
     }
     const io: string[] = [];
     const read = await readDirectory(this.#opts.dir, io);
@@ -124,16 +175,12 @@ export class ConfigStore extends EventEmitter {
 
   /** Adds or replaces objects (by kind, namespace, name); refused as a whole if any is invalid. */
   apply(docs: readonly unknown[], source = 'apply'): Result<StoreView> {
-    const origins = new Map<string, string>();
-    const parsed = collect([{ source, docs }], origins);
-    if (!parsed.ok) return this.#reject(parsed.error, 'apply');
-    return this.#commit(this.#files, new Map([...this.#applied, ...parsed.value]), origins, 'apply');
+    return this.#local({ apply: docs, source });
   }
 
   /** Parses multi-document YAML text and applies it. */
   applyYaml(text: string, source = 'apply'): Result<StoreView> {
-    const docs = parseYaml(text, source);
-    return docs.ok ? this.apply(docs.value, source) : this.#reject(docs.error, 'apply');
+    return this.#local({ applyYaml: text, source });
   }
 
   /**
@@ -142,6 +189,89 @@ export class ConfigStore extends EventEmitter {
    * does a removal admission refuses (a waypoint Gateway still named by use-waypoint).
    */
   remove(keys: readonly string[]): Result<StoreView> {
+    return this.#local({ remove: keys });
+  }
+
+  /** Parses multi-document YAML and removes the objects it names (`zmesh delete -f`). */
+  removeYaml(text: string, source = 'delete'): Result<StoreView> {
+    return this.#local({ removeYaml: text, source });
+  }
+
+  /**
+   * Any of the changes above, through whichever store this has: at once for a local one; for
+   * a shared one, one transaction that commits only if no replica committed since this view
+   * (else the view catches up and the change is recomputed and admitted again).
+   */
+  submit(edit: ConfigEdit): Promise<Result<StoreView> | StoreUnavailable> {
+    const shared = this.#opts.shared;
+    if (shared === undefined) return Promise.resolve(this.#local(edit));
+    const run = this.#submitting.then(() => this.#submitShared(shared, edit));
+    this.#submitting = run.catch(() => undefined);
+    return run;
+  }
+
+  #local(edit: ConfigEdit): Result<StoreView> | StoreUnavailable {
+    // What refusals are counted under: the operation, a bounded label (reasons name the file).
+    const source = kindOf(edit);
+    if (this.#opts.shared !== undefined)
+      return this.#reject([`${source}: a shared store is changed through submit()`], source);
+    const computed = this.#edit(edit);
+    if (!computed.ok) return this.#reject(computed.error, source);
+    return this.#commit(this.#files, computed.value.applied, computed.value.changed, source);
+  }
+
+  async #submitShared(
+    shared: SharedStateStore,
+    edit: ConfigEdit,
+  ): Promise<Result<StoreView> | StoreUnavailable> {
+    // What refusals are counted under: the operation, a bounded label (reasons name the file).
+    const source = kindOf(edit);
+    for (let attempt = 1; ; attempt++) {
+      const computed = this.#edit(edit);
+      if (!computed.ok) return this.#reject(computed.error, source);
+      const prepared = this.#prepare(this.#files, computed.value.applied, computed.value.changed, source);
+      if (!prepared.ok) return prepared;
+      let generation: number | undefined;
+      try {
+        generation = await shared.commitIf(prepared.value, this.#view.generation);
+      } catch (e) {
+        return this.#unavailable((e as Error).message, source); // ZM_ERR_STATE_STORE's: names the store
+      }
+      if (generation !== undefined) {
+        // The watch may have brought this commit (or a later one) already.
+        if (generation > this.#view.generation) this.#install(prepared.value, generation);
+        return ok(this.#view);
+      }
+      if (attempt >= MAX_SHARED_ATTEMPTS)
+        return this.#reject([`state store: other replicas committed first ${attempt} times; retry`], source);
+      log.info({ source, attempt }, 'another replica committed first; recomputing on its state');
+      try {
+        this.#adopt(await shared.refresh());
+      } catch (e) {
+        return this.#unavailable((e as Error).message, source);
+      }
+    }
+  }
+
+  /** What `edit` makes of the applied objects, computed from the current view. */
+  #edit(edit: ConfigEdit): Result<Edit> {
+    if ('remove' in edit) return this.#removal(edit.remove);
+    let docs: readonly unknown[];
+    if ('apply' in edit) docs = edit.apply;
+    else {
+      const text = 'applyYaml' in edit ? edit.applyYaml : edit.removeYaml;
+      const parsedYaml = parseYaml(text, sourceOf(edit));
+      if (!parsedYaml.ok) return parsedYaml;
+      docs = parsedYaml.value;
+    }
+    const changed = new Map<string, string>();
+    const parsed = collect([{ source: sourceOf(edit), docs }], changed);
+    if (!parsed.ok) return parsed;
+    if ('removeYaml' in edit) return this.#removal([...parsed.value.keys()]);
+    return ok({ applied: new Map([...this.#applied, ...parsed.value]), changed });
+  }
+
+  #removal(keys: readonly string[]): Result<Edit> {
     const applied = new Map(this.#applied);
     const reasons: string[] = [];
     for (const key of keys) {
@@ -153,16 +283,24 @@ export class ConfigStore extends EventEmitter {
           : `${key}: defined in the config directory (${file}); remove it there`,
       );
     }
-    if (reasons.length > 0) return this.#reject(reasons, 'delete');
-    return this.#commit(this.#files, applied, new Map(), 'delete');
+    return reasons.length > 0 ? err(reasons) : ok({ applied, changed: new Map() });
   }
 
-  /** Parses multi-document YAML and removes the objects it names (`zmesh delete -f`). */
-  removeYaml(text: string, source = 'delete'): Result<StoreView> {
-    const docs = parseYaml(text, source);
-    if (!docs.ok) return this.#reject(docs.error, 'delete');
-    const parsed = collect([{ source, docs: docs.value }], new Map());
-    return parsed.ok ? this.remove([...parsed.value.keys()]) : this.#reject(parsed.error, 'delete');
+  /** A state another replica committed (or a full re-read): replaces the applied objects, served at once. */
+  #adopt(state: StoredState): void {
+    if (state.generation <= this.#view.generation) return;
+    const applied = new Map(state.objects);
+    this.#install(
+      {
+        files: this.#files,
+        applied,
+        objects: new Map([...this.#files, ...applied]),
+        changed: new Map(),
+        put: [],
+        remove: [],
+      },
+      state.generation,
+    );
   }
 
   watch(): void {
@@ -184,43 +322,56 @@ export class ConfigStore extends EventEmitter {
     applied: Map<string, StoreObject>,
     changed: ReadonlyMap<string, string>,
     source: string,
-  ): Result<StoreView> {
+  ): Result<StoreView> | StoreUnavailable {
+    const prepared = this.#prepare(files, applied, changed, source);
+    if (!prepared.ok) return prepared;
+    // On a shared store only the directory's files come here (reloads): the generation is the store's.
+    const generation = this.#view.generation + (this.#opts.shared ? 0 : 1);
+    try {
+      this.#opts.state?.commit({ put: prepared.value.put, remove: prepared.value.remove, generation });
+    } catch (e) {
+      return this.#unavailable(`state store: ${(e as Error).message}`, source);
+    }
+    this.#install(prepared.value, generation);
+    return ok(this.#view);
+  }
+
+  /** Admits the would-be view; what changed in `applied` becomes the store's put and remove. */
+  #prepare(
+    files: Map<string, StoreObject>,
+    applied: Map<string, StoreObject>,
+    changed: ReadonlyMap<string, string>,
+    source: string,
+  ): Result<Prepared> {
     const objects = new Map([...files, ...applied]);
     const originOf = (key: string) => changed.get(key) ?? this.#origins.get(key);
     let refused = admit(objects, originOf);
     if (refused.length === 0 && this.#opts.admit) refused = this.#opts.admit(objects, originOf);
     if (refused.length > 0) return this.#reject(refused, source);
-    const generation = this.#view.generation + 1;
-    const stored = this.#store(applied, generation);
-    if (!stored.ok) return this.#reject(stored.error, source);
-    this.#files = files;
-    this.#applied = applied;
+    const put = [...applied].filter(([k, o]) => this.#applied.get(k) !== o).map(([, o]) => o);
+    const remove = [...this.#applied.keys()].filter((k) => !applied.has(k));
+    return ok({ files, applied, objects, changed, put, remove });
+  }
+
+  #install(p: Prepared, generation: number): void {
+    this.#files = p.files;
+    this.#applied = p.applied;
     this.#origins = new Map(
-      [...objects.keys()].flatMap((k) => {
-        const at = changed.get(k) ?? this.#origins.get(k);
+      [...p.objects.keys()].flatMap((k) => {
+        const at = p.changed.get(k) ?? this.#origins.get(k);
         return at === undefined ? [] : [[k, at] as const];
       }),
     );
-    this.#view = Object.freeze({ generation, objects });
+    this.#view = Object.freeze({ generation, objects: p.objects });
     this.emit('change', this.#view);
-    return ok(this.#view);
   }
 
-  /** Commits what changed in `applied` (and the generation) to the state store, as one transaction. */
-  #store(applied: ReadonlyMap<string, StoreObject>, generation: number): Result<void> {
-    const state = this.#opts.state;
-    if (state === undefined) return ok(undefined);
-    const put = [...applied].filter(([k, o]) => this.#applied.get(k) !== o).map(([, o]) => o);
-    const remove = [...this.#applied.keys()].filter((k) => !applied.has(k));
-    try {
-      state.commit({ put, remove, generation });
-      return ok(undefined);
-    } catch (e) {
-      return err([`state store: ${(e as Error).message}`]);
-    }
+  #unavailable(reason: string, source: string): StoreUnavailable {
+    this.#reject([reason], source);
+    return { ok: false, error: [reason], unavailable: true };
   }
 
-  #reject(reasons: string[], source: string): Result<StoreView> {
+  #reject<T>(reasons: string[], source: string): Result<T> {
     log.warn({ source, reasons }, 'config refused; running config unchanged');
     this.emit('rejected', reasons, source);
     return err(reasons);
@@ -256,6 +407,15 @@ async function readDirectory(dir: string, io: string[]): Promise<Result<SourceDo
     }
   }
   return reasons.length > 0 ? err(reasons) : ok(out);
+}
+
+function kindOf(edit: ConfigEdit): 'apply' | 'delete' {
+  return 'remove' in edit || 'removeYaml' in edit ? 'delete' : 'apply';
+}
+
+function sourceOf(edit: ConfigEdit): string {
+  if ('remove' in edit) return 'delete';
+  return edit.source ?? ('removeYaml' in edit ? 'delete' : 'apply');
 }
 
 function parseYaml(text: string, source: string): Result<unknown[]> {

@@ -16,7 +16,12 @@ import { WAYPOINT_CLASS } from './k8s-objects.js';
 import { type RolloutReport, setNamespaceWaypoint, waitForAcks } from './namespace-waypoint.js';
 import { NodeTokens } from './node-tokens.js';
 import type { ProxyReport } from './proxy-status.js';
-import { MemoryStateStore, metaOrCreate, type StateStore } from './store/state-store.js';
+import {
+  MemoryStateStore,
+  metaOrCreate,
+  type SharedStateStore,
+  type StateStore,
+} from './store/state-store.js';
 import { XdsServer } from './xds-server.js';
 
 export interface ControlPlaneOptions {
@@ -33,6 +38,12 @@ export interface ControlPlaneOptions {
    * (store/). Default: in memory, nothing survives the process.
    */
   state?: StateStore;
+  /**
+   * A store shared with other replicas (etcd) instead of `state`: every replica serves what
+   * any of them committed, and xDS versions are the store's generation (its revision), so
+   * they agree across replicas. The node-token key then comes from `tokenKey`.
+   */
+  shared?: SharedStateStore;
   /** Default: Istio's conversion (`convertAuthorizationPolicy`); waypoint-targeted policies are dropped. */
   convertPolicy?: (raw: Record<string, unknown>) => Authorization | undefined;
   maxCertTtlSeconds?: number;
@@ -75,13 +86,21 @@ export class ControlPlane {
   readonly #readinessChecks: Array<() => string | undefined> = [];
   #notReadyWaypoints = new Set<string>();
   #waypointTimer: NodeJS.Timeout | undefined;
+  readonly #shared: SharedStateStore | undefined;
 
   /** Throws ZM_ERR_STATE_STORE when the state store cannot be read. */
   constructor(opts: ControlPlaneOptions) {
+    // Replicas must share the key, or a token minted by one is refused by the others.
+    if (opts.shared && opts.tokenKey === undefined)
+      throw new ZmeshError('ZM_ERR_STATE_STORE', {
+        dir: opts.shared.location,
+        reason: 'a shared store needs the shared node-token key (tokenKey: await sharedNodeTokenKey(store))',
+      });
     this.state = opts.state ?? new MemoryStateStore();
     const validate = opts.validateWaypointConfig;
+    this.#shared = opts.shared;
     this.store = new ConfigStore({
-      state: this.state,
+      ...(opts.shared ? { shared: opts.shared } : { state: this.state }),
       ...(opts.configDir === undefined ? {} : { dir: opts.configDir }),
       ...(validate
         ? {
@@ -120,11 +139,14 @@ export class ControlPlane {
       ...(opts.clusterDomain ? { clusterDomain: opts.clusterDomain } : {}),
       convertPolicy: opts.convertPolicy ?? convertForZtunnel,
     });
-    this.server.cache.seedVersions(storedVersions(this.state));
+    if (!opts.shared) this.server.cache.seedVersions(storedVersions(this.state));
     this.store.on('change', (view: StoreView) => {
       this.#compiled = this.#compiler.compile(view);
-      this.server.setConfig(this.#compiled);
-      keepVersions(this.state, this.server.cache.versions());
+      if (opts.shared) this.server.setConfig(this.#compiled, view.generation);
+      else {
+        this.server.setConfig(this.#compiled);
+        keepVersions(this.state, this.server.cache.versions());
+      }
       this.metrics.configChanges.inc();
       this.metrics.configGeneration.set(view.generation);
     });
@@ -258,7 +280,7 @@ export class ControlPlane {
         };
     }
     const started = Date.now();
-    const applied = setNamespaceWaypoint(this.store, namespace, waypoint);
+    const applied = await setNamespaceWaypoint(this.store, namespace, waypoint);
     if (!applied.ok) return applied;
     const version = this.server.cache.view(ADDRESS_TYPE_URL).version;
     const waypointVersion = this.server.cache.view(WAYPOINT_CONFIG_TYPE_URL).version;
@@ -292,6 +314,7 @@ export class ControlPlane {
     this.store.close();
     await this.server.close();
     this.state.close();
+    await this.#shared?.close();
   }
 }
 
@@ -303,6 +326,12 @@ function nodeTokenKey(state: StateStore): Buffer {
     metaOrCreate(state, TOKEN_KEY, () => randomBytes(32).toString('base64')),
     'base64',
   );
+}
+
+/** The node-token key of a shared store: created by the first replica, used by all. */
+export async function sharedNodeTokenKey(shared: SharedStateStore): Promise<Buffer> {
+  const key = await shared.metaOrCreate(TOKEN_KEY, async () => randomBytes(32).toString('base64'));
+  return Buffer.from(key, 'base64');
 }
 
 function storedVersions(state: StateStore): Record<string, number> {

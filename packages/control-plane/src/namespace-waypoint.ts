@@ -24,20 +24,20 @@ export interface RolloutReport {
  * label lands on the applied copy of the Namespace, keeping its other labels; the compiler
  * then points every service and workload of the namespace at the waypoint.
  */
-export function setNamespaceWaypoint(
+export async function setNamespaceWaypoint(
   store: ConfigStore,
   namespace: string,
   waypoint: string | undefined,
-): Result<number> {
+): Promise<Result<number>> {
   const current = store.view().objects.get(`Namespace//${namespace}`) as NamespaceObject | undefined;
   if (current === undefined) return err([`namespace ${namespace} is not in the config`]);
   const labels = { ...current.metadata.labels };
   if (waypoint === undefined) delete labels[USE_WAYPOINT_LABEL];
   else labels[USE_WAYPOINT_LABEL] = waypoint;
-  const applied = store.apply(
-    [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace, labels } }],
-    `ns l7 ${namespace}`,
-  );
+  const applied = await store.submit({
+    apply: [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace, labels } }],
+    source: `ns l7 ${namespace}`,
+  });
   return applied.ok ? ok(applied.value.generation) : applied;
 }
 

@@ -1,9 +1,9 @@
 import type { ResourceCache } from './resource-cache.js';
 
 /** Proxies that went away are remembered (their pending changes matter) up to this many. */
-export const MAX_PROXY_RECORDS = 10_000;
+const MAX_PROXY_RECORDS = 10_000;
 /** Refused streams remembered by claimed proxy id; the oldest is forgotten beyond this. */
-export const MAX_REFUSED_RECORDS = 256;
+const MAX_REFUSED_RECORDS = 256;
 /** Names listed per type in the report; the count is always exact. */
 const MAX_LISTED_NAMES = 20;
 

@@ -31,20 +31,24 @@ export const MAX_JOURNAL_VERSIONS = 1024;
 export class ResourceCache {
   readonly #types = new Map<string, TypeView>();
   /** Per type: names changed (updated or removed) at each version, oldest first. */
-  readonly #journals = new Map<string, Array<{ version: number; names: readonly string[] }>>();
+  readonly #journals = new Map<string, Array<{ version: number; after: number; names: readonly string[] }>>();
 
   view(typeUrl: string): TypeView {
     return this.#types.get(typeUrl) ?? { version: 0, resources: new Map() };
   }
 
-  /** Replaces the whole set for a type; returns whether anything changed. */
-  replace(typeUrl: string, resources: readonly CachedResource[]): boolean {
+  /**
+   * Replaces the whole set for a type; returns whether anything changed. A change takes
+   * `version` when given and above the current one (versions from a shared store's
+   * generation: not consecutive), else the next.
+   */
+  replace(typeUrl: string, resources: readonly CachedResource[], version?: number): boolean {
     const old = this.view(typeUrl).resources;
     const next = new Map(resources.map((r) => [r.name, r]));
     const changed: string[] = [];
     for (const [name, r] of next) if (old.get(name)?.version !== r.version) changed.push(name);
     for (const name of old.keys()) if (!next.has(name)) changed.push(name);
-    if (changed.length > 0) this.#install(typeUrl, next, changed);
+    if (changed.length > 0) this.#install(typeUrl, next, changed, version);
     return changed.length > 0;
   }
 
@@ -57,7 +61,7 @@ export class ResourceCache {
     if (version === current) return [];
     const journal = this.#journals.get(typeUrl) ?? [];
     const first = journal[0];
-    if (first === undefined || first.version > version + 1) return undefined;
+    if (first === undefined || first.after > version) return undefined;
     const names = new Set<string>();
     for (const entry of journal) if (entry.version > version) for (const n of entry.names) names.add(n);
     return [...names];
@@ -86,15 +90,21 @@ export class ResourceCache {
     this.#install(typeUrl, next, [resource.name]);
   }
 
-  #install(typeUrl: string, resources: Map<string, CachedResource>, changed: readonly string[]): void {
-    const version = this.view(typeUrl).version + 1;
+  #install(
+    typeUrl: string,
+    resources: Map<string, CachedResource>,
+    changed: readonly string[],
+    at?: number,
+  ): void {
+    const after = this.view(typeUrl).version;
+    const version = at !== undefined && at > after ? at : after + 1;
     this.#types.set(typeUrl, { version, resources });
     let journal = this.#journals.get(typeUrl);
     if (journal === undefined) {
       journal = [];
       this.#journals.set(typeUrl, journal);
     }
-    journal.push({ version, names: changed });
+    journal.push({ version, after, names: changed });
     if (journal.length > MAX_JOURNAL_VERSIONS) journal.shift();
   }
 }

@@ -100,8 +100,12 @@ export class XdsServer {
     return this.#tokens.issueNodeToken(node);
   }
 
-  /** Installs a compiled config; proxies receive only what changed. */
-  setConfig(config: CompiledConfig): void {
+  /**
+   * Installs a compiled config; proxies receive only what changed. `version`, when given,
+   * is the version of every type that changes (a shared store's generation, the same on
+   * every replica); else each type counts its own changes.
+   */
+  setConfig(config: CompiledConfig, version?: number): void {
     const addresses: CachedResource[] = [
       ...config.services.map((s) =>
         this.#memo(s, () =>
@@ -137,9 +141,9 @@ export class XdsServer {
     }
     this.#workloadsByNode = byNode;
     this.#waypointNodes = new Map((config.waypoints ?? []).map((w) => [w.name, new Set(w.nodes)]));
-    const addressesChanged = this.cache.replace(ADDRESS_TYPE_URL, addresses);
-    const policiesChanged = this.cache.replace(AUTHORIZATION_TYPE_URL, policies);
-    const waypointsChanged = this.cache.replace(WAYPOINT_CONFIG_TYPE_URL, waypoints);
+    const addressesChanged = this.cache.replace(ADDRESS_TYPE_URL, addresses, version);
+    const policiesChanged = this.cache.replace(AUTHORIZATION_TYPE_URL, policies, version);
+    const waypointsChanged = this.cache.replace(WAYPOINT_CONFIG_TYPE_URL, waypoints, version);
     if (!this.#primed) {
       this.#primed = true;
       for (const s of this.#sessions) s.pushAll();
@@ -306,7 +310,7 @@ function cached(name: string, payloadType: string, bytes: Uint8Array, rank: numb
 }
 
 /** `unix:/absolute/path` (grpc-js's Unix-domain address form). */
-export function isUnixAddress(host: string): boolean {
+function isUnixAddress(host: string): boolean {
   return /^unix:\//.test(host);
 }
 

@@ -30,11 +30,11 @@ const log = logger('waypoint');
  * vCPU per 1,000 rps, against 900-1,000 req/s and 0.51-0.66 after this warm-up (6 runs
  * each). 2,000 requests take ~3 s of one CPU; the gain grows little beyond that.
  */
-export const DEFAULT_WARM_UP_REQUESTS = 2000;
+const DEFAULT_WARM_UP_REQUESTS = 2000;
 /** Tunnels the warm-up's requests share, each a keep-alive HTTP/1.1 connection. */
-export const WARM_UP_TUNNELS = 32;
+const WARM_UP_TUNNELS = 32;
 /** A warm-up that takes longer is cut short: it only speeds start-up, it never holds it. */
-export const WARM_UP_TIMEOUT_MS = 8_000;
+const WARM_UP_TIMEOUT_MS = 8_000;
 const BODY = Buffer.alloc(1024, 'w');
 const HOST = '127.0.0.1';
 /** Never dialled: only the CONNECT authority the warm-up's service answers to. */

@@ -97,7 +97,7 @@ export interface InboundLimits {
 }
 
 export const DEFAULT_PORTS = { admin: 15000, metrics: 15020, ready: 15021 };
-export const DEFAULT_CERT_TTL_SECONDS = 24 * 3600;
+const DEFAULT_CERT_TTL_SECONDS = 24 * 3600;
 
 /**
  * The node proxy. Holds the active state (swapped whole on every update), the

@@ -32,6 +32,10 @@ export function controlPlaneCommand(): Command {
       `keep applied objects, the node-token key and the CA root here (SQLite, Node 22.5+); default ${defaultStateDir()} (in memory, with a warning, on an older Node)`,
     )
     .option('--no-state-dir', 'keep state in memory only: a restart forgets every applied object')
+    .option(
+      '--store <url>',
+      'share state with other replicas in etcd: etcd://host:port[,host:port...] (instead of --state-dir)',
+    )
     .option('--roots-file <file>', 'write the trusted roots here for proxies to watch')
     .option(
       '--max-cert-ttl <seconds>',
@@ -50,5 +54,6 @@ export function controlPlaneCommand(): Command {
     cmd,
     'zmesh control-plane --config ./mesh --state-dir /var/lib/zmesh --roots-file ./roots.pem',
     'zmesh control-plane --no-state-dir --ca-dir ./ca --admin-socket /tmp/zmesh/admin.sock',
+    'zmesh control-plane --store etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379 --port 15010',
   );
 }

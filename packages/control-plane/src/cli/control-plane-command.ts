@@ -1,10 +1,15 @@
 import { chmod, rm, stat } from 'node:fs/promises';
 import { defaultAdminSocket, readAdminToken, startFailure, ZmeshError } from '@zmesh/shared';
 import { type AdminListen, type AdminServer, startAdminServer } from '../admin-server.js';
-import { loadOrCreateCa, loadOrCreateCaInStore, writeRootsFile } from '../ca-files.js';
-import { ControlPlane } from '../control-plane.js';
+import {
+  loadOrCreateCa,
+  loadOrCreateCaInShared,
+  loadOrCreateCaInStore,
+  writeRootsFile,
+} from '../ca-files.js';
+import { ControlPlane, sharedNodeTokenKey } from '../control-plane.js';
 import { defaultStateDir, SqliteStateStore, sqliteAvailable } from '../store/sqlite-store.js';
-import { MemoryStateStore, type StateStore } from '../store/state-store.js';
+import { MemoryStateStore, type SharedStateStore, type StateStore } from '../store/state-store.js';
 
 export interface ControlPlaneCommandOptions {
   config?: string;
@@ -17,6 +22,8 @@ export interface ControlPlaneCommandOptions {
   caDir?: string;
   /** A directory, or false for `--no-state-dir` (commander's negation); absent: the default. */
   stateDir?: string | boolean;
+  /** `etcd://host:port[,…]`: state shared with other replicas, instead of stateDir. */
+  store?: string;
   rootsFile?: string;
   maxCertTtl?: string;
   host: string;
@@ -34,10 +41,12 @@ export interface ControlPlaneCommandOptions {
  * never an empty start over a store it could not read).
  *
  * State (applied objects, generation, node-token key, and the CA root unless --ca-dir names
- * one) lives in --state-dir (default: `defaultStateDir()`), or in memory with --no-state-dir.
+ * one) lives in --state-dir (default: `defaultStateDir()`), or in memory with --no-state-dir,
+ * or with --store etcd://… in etcd, shared by every replica pointed at it.
  */
 export async function runControlPlane(options: ControlPlaneCommandOptions): Promise<number> {
   let state: StateStore;
+  let shared: SharedStateStore | undefined;
   let cp: ControlPlane;
   let ca: Awaited<ReturnType<typeof loadOrCreateCa>>;
   try {
@@ -53,7 +62,17 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
           reason: '--config wants a directory of YAML files',
         });
     }
-    if (options.stateDir === undefined && !sqliteAvailable()) {
+    if (options.store !== undefined) {
+      if (typeof options.stateDir === 'string')
+        throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
+          source: '--state-dir',
+          reason: 'not with --store: the state lives in the shared store',
+        });
+      // Loaded only here: the etcd client (gRPC, its protos) is for replicated setups.
+      const { EtcdStateStore } = await import('../store/etcd-store.js');
+      shared = await EtcdStateStore.open(options.store);
+      state = new MemoryStateStore();
+    } else if (options.stateDir === undefined && !sqliteAvailable()) {
       // Only the default gives way: a --state-dir that was asked for and cannot be used fails.
       console.error(
         `control plane: state in memory only (a restart forgets applied objects): node:sqlite needs Node 22.5+, this is ${process.version}`,
@@ -71,14 +90,17 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
   }
   try {
     ca =
-      options.caDir === undefined
-        ? await loadOrCreateCaInStore(options.trustDomain, state)
-        : await loadOrCreateCa(options.trustDomain, options.caDir);
+      options.caDir !== undefined
+        ? await loadOrCreateCa(options.trustDomain, options.caDir)
+        : shared
+          ? await loadOrCreateCaInShared(options.trustDomain, shared)
+          : await loadOrCreateCaInStore(options.trustDomain, state);
     // The waypoint's own decoder: admission refuses what a waypoint would NACK.
     const { decodeWaypointConfig } = await import('@zmesh/waypoint');
     cp = new ControlPlane({
       trustDomain: options.trustDomain,
       state,
+      ...(shared ? { shared, tokenKey: await sharedNodeTokenKey(shared) } : {}),
       signCsr: (csr, opts) => ca.signCsr(csr, opts),
       ...(options.maxCertTtl ? { maxCertTtlSeconds: Number(options.maxCertTtl) } : {}),
       ...(options.config ? { configDir: options.config, watch: true } : {}),
@@ -90,6 +112,7 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
     });
   } catch (e) {
     state.close();
+    await shared?.close();
     return startFailure('control-plane', e);
   }
   if (options.rootsFile) await writeRootsFile(options.rootsFile, [ca.rootPem]);
@@ -116,7 +139,7 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
   const where = options.socket ? `unix:${options.socket}` : `${options.host}:${port} (plaintext, loopback)`;
   console.error(
     `control plane: xDS and CA on ${where}, admin on ${admin.port === 0 ? `unix:${admin.address}` : `${options.host}:${admin.port}`}` +
-      `, state in ${state.location}` +
+      `, state in ${shared?.location ?? state.location}` +
       (options.rootsFile ? `, roots in ${options.rootsFile}` : ''),
   );
   const stop = async () => {

@@ -180,7 +180,7 @@ function migrate(db: Database): void {
 }
 
 /** The object stored under `key`, or why it cannot be one (a store written by something else). */
-function decodeObject(key: string, body: string): StoreObject | string {
+export function decodeObject(key: string, body: string): StoreObject | string {
   let o: unknown;
   try {
     o = JSON.parse(body);

@@ -68,3 +68,31 @@ export function metaOrCreate(store: StateStore, key: string, create: () => strin
   store.putMeta({ [key]: value });
   return value;
 }
+
+/**
+ * A store several control-plane replicas share (etcd). Reads come from a mirror kept current
+ * by a watch; every write is one transaction that commits only if nobody committed since the
+ * generation it was computed from (compare on revision), so nothing is half-applied and no
+ * replica overwrites another's apply. The generation is the store's revision of that commit,
+ * the same on every replica.
+ */
+export interface SharedStateStore {
+  readonly location: string;
+  /** The state as last read or watched. */
+  snapshot(): StoredState;
+  /** Reads the whole state again (after a conflict, or a watch that cannot resume). */
+  refresh(): Promise<StoredState>;
+  /**
+   * Commits `change` if the generation is still `basedOn`: resolves the new generation, or
+   * undefined when another replica committed first. Rejects (ZM_ERR_STATE_STORE) when the
+   * store cannot be reached; then nothing was written, or the caller's retry finds it was.
+   */
+  commitIf(change: Omit<StateChange, 'generation'>, basedOn: number): Promise<number | undefined>;
+  /** Calls `listener` with each later state any replica commits, in order. */
+  onChange(listener: (state: StoredState) => void): void;
+  /** The value under `key`; created by whichever replica asks first (create-if-absent), so all share it. */
+  metaOrCreate(key: string, create: () => Promise<string>): Promise<string>;
+  /** Why the store cannot be reached now, if it cannot (readiness). */
+  health(): string | undefined;
+  close(): Promise<void>;
+}

@@ -9,6 +9,20 @@ export interface BenchResult {
   unit: string;
 }
 
+/**
+ * One Node runtime the bench's ztunnel pair runs on (`zmesh bench --runtimes`, runtimes.ts): the same
+ * build, started by bin/zmesh with `ZMESH_NODE` (and `ZMESH_NODE_FLAGS` for extra V8 flags,
+ * which come after bin/zmesh's own, so a repeated flag overrides its tuned value).
+ */
+export interface Runtime {
+  /** The item as given: `node20`, `node24 --max-semi-space-size=8`, `/opt/node/bin/node`. */
+  spec: string;
+  node: string;
+  /** `process.version` of `node`. */
+  version: string;
+  flags: string[];
+}
+
 export interface BenchReport {
   results: BenchResult[];
   /**
@@ -25,16 +39,18 @@ export interface BenchReport {
     pinning: string;
     /** The `--baseline` build's git revision (its "before" paths), when there is one. */
     baseline?: string;
+    /** `--runtimes`: the Node runtimes the ztunnel pair ran on, the first the reference. */
+    runtimes?: Runtime[];
   };
 }
 
 /** Rates (`…/s`) are better higher; times, memory and CPU are better lower. */
-export function higherIsBetter(unit: string): boolean {
+function higherIsBetter(unit: string): boolean {
   return unit.endsWith('/s');
 }
 
 /** Metrics measured against the direct path: "added" values have no meaningful ratio to direct. */
-export function isAdded(metric: string): boolean {
+function isAdded(metric: string): boolean {
   return metric.startsWith('added');
 }
 

@@ -7,7 +7,7 @@ import { tempDir } from '../local/exit-cleanup.js';
 import { benchChartPng } from '../report/bench-chart.js';
 import { rewritePerfSection } from '../report/perf-markdown.js';
 import { BenchProgress } from './bench-progress.js';
-import { type BenchReport, type BenchResult, ordered, textTable } from './bench-results.js';
+import { type BenchReport, type BenchResult, ordered, type Runtime, textTable } from './bench-results.js';
 import { BEFORE, checkTargets, targetsText } from './bench-targets.js';
 import {
   CLUSTER_ZMESH_PATH,
@@ -25,6 +25,7 @@ import {
   socatPath,
   ztunnelPath,
 } from './peer-paths.js';
+import { resolveRuntimes, runtimeEnv, runtimePathName, runtimeTable } from './runtimes.js';
 import { onPath, type RunningTargets, startTargets, type Target } from './targets.js';
 import { haproxyHopPath, haproxyPath, nodeHopPath, nodeTlsPath, stunnelPath } from './tls-peers.js';
 import { WAYPOINT_PATH, waypointPath } from './waypoint-path.js';
@@ -41,6 +42,11 @@ export interface BenchOptions {
   paths?: string;
   /** Comma-separated substrings: run only the steps whose labels contain one (profiling). */
   workloads?: string;
+  /**
+   * Comma-separated Node runtimes (runtimes.ts): only the ztunnel pair is measured, once on
+   * each, and each runtime's rows are divided by the first's.
+   */
+  runtimes?: string;
 }
 
 /** The bench's own loopback block (127.40/16 proxies and pods, 127.41/16 the extra pods). */
@@ -52,7 +58,7 @@ const ADDR: BenchAddresses = {
   fillerPrefix: '127.41.1',
 };
 const LOAD_CPU = '1';
-export const ZMESH_PATH = 'zmesh ztunnel pair';
+const ZMESH_PATH = 'zmesh ztunnel pair';
 const PINNING = `proxies on CPU ${PROXY_CPU}; load generators, servers and this process on CPU ${LOAD_CPU} (taskset)`;
 
 /**
@@ -85,6 +91,16 @@ export async function runBench(opts: BenchOptions): Promise<number> {
     console.error(`bench: ${(e as Error).message}`);
     return 1;
   }
+  let runtimes: Runtime[] | undefined;
+  try {
+    runtimes = opts.runtimes === undefined ? undefined : await resolveRuntimes(opts.runtimes);
+    if (runtimes && opts.markdown) throw new Error('--runtimes: --markdown takes a full run');
+  } catch (e) {
+    await running.close();
+    temp.remove();
+    console.error(`bench: ${(e as Error).message}`);
+    return 1;
+  }
   const results: BenchResult[] = [];
   const measured: BenchReport['paths'] = [];
   const failures: string[] = [];
@@ -98,7 +114,11 @@ export async function runBench(opts: BenchOptions): Promise<number> {
       dir,
       targets: new Set(running.targets.map((t) => t.name)),
     };
-    const paths = await availablePaths(opts, dir, ca);
+    const paths = runtimes
+      ? runtimes.map((r) =>
+          ztunnelPath(dir, ADDR, { name: runtimePathName(ZMESH_PATH, r), env: runtimeEnv(r) }),
+        )
+      : await availablePaths(opts, dir, ca);
     console.log(`pinning: ${PINNING}; ${ctx.budget.rounds} round(s), medians reported`);
     const rounds = Array.from({ length: ctx.budget.rounds }, (_, r) => r);
     const stepCount = rounds.reduce(
@@ -134,9 +154,11 @@ export async function runBench(opts: BenchOptions): Promise<number> {
   }
   const medians = medianOfRounds(results);
   medians.push(...addedLatency(medians, (p) => measured.find((m) => m.name === p)?.direct ?? 'direct'));
-  const report: BenchReport = { results: [], paths: measured, run: await runInfo(opts) };
+  const report: BenchReport = { results: [], paths: measured, run: await runInfo(opts, runtimes) };
   report.results = ordered({ ...report, results: medians });
   await emit(report, opts);
+  if (runtimes)
+    console.log(`\nthe ztunnel pair on each runtime:\n${runtimeTable(report, ZMESH_PATH, runtimes)}\n`);
   if (failures.length > 0) console.log(`failed steps (no numbers): ${failures.join('; ')}`);
   return failures.length > 0 ? 2 : 0;
 }
@@ -251,13 +273,14 @@ function summary(rows: BenchResult[]): string {
   return rows.map((r) => `${r.metric} ${r.value.toFixed(r.value >= 100 ? 0 : 2)} ${r.unit}`).join(', ');
 }
 
-async function runInfo(opts: BenchOptions): Promise<BenchReport['run']> {
+async function runInfo(opts: BenchOptions, runtimes?: Runtime[]): Promise<BenchReport['run']> {
   // bin/zmesh sits at the top of its checkout: the revision says what "before" was.
   const rev = opts.baseline
     ? await execa('git', ['-C', dirname(opts.baseline), 'log', '-1', '--format=%h %s'], { reject: false })
     : undefined;
   return {
     ...(opts.baseline ? { baseline: rev?.exitCode === 0 ? rev.stdout.trim() : opts.baseline } : {}),
+    ...(runtimes ? { runtimes } : {}),
     date: new Date().toISOString(),
     quick: Boolean(opts.quick),
     cpus: cpus().length,

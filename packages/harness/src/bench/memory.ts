@@ -74,6 +74,7 @@ async function holdHere(echo: Endpoint, n: number): Promise<() => Promise<void>>
  * In a client pod (run by `holdInPod` through `launch`): opens the idle connections, says
  * "ready", and holds them until its stdin ends. A pod's process is not stopped by a signal
  * to the harness's child (docs/design.md §10), so it ends itself.
+ * @public imported by name from the pod's inline script in `holdInPod`, which knip cannot see.
  */
 export async function holdIdle(echo: Endpoint, n: number): Promise<void> {
   const sockets: Socket[] = [];

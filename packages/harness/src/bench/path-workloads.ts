@@ -95,8 +95,8 @@ export const QUICK: Budget = {
 };
 
 /** The fixed HTTP request rate (docs/design.md §12, CPU per 1,000 requests per second). */
-export const HTTP_RATE = 1000;
-export const HTTP_WORKLOAD = 'HTTP 1 KiB @ 1,000 rps';
+const HTTP_RATE = 1000;
+const HTTP_WORKLOAD = 'HTTP 1 KiB @ 1,000 rps';
 
 export interface StepContext {
   budget: Budget;

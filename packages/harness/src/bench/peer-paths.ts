@@ -2,7 +2,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
-import { startZtunnelProcess, stopChild, waitReady, ZMESH_BIN } from '../local/ztunnel-process.js';
+import { startZtunnelProcess, stopChild, waitReady } from '../local/ztunnel-process.js';
 import { type Endpoint, waitListening } from './endpoint.js';
 import type { Target, TargetName } from './targets.js';
 
@@ -136,7 +136,7 @@ function socatArgs(listen: Endpoint, to: Endpoint): string[] {
 export function ztunnelPath(
   dir: string,
   addr: BenchAddresses,
-  opts: { name?: string; bin?: string } = {},
+  opts: { name?: string; bin?: string; env?: Readonly<Record<string, string>> } = {},
 ): PathSpec {
   return {
     name: opts.name ?? 'zmesh ztunnel pair',
@@ -158,6 +158,7 @@ export function ztunnelPath(
           cpu: PROXY_CPU,
           log: 'error',
           bin: opts.bin,
+          ...(opts.env ? { env: opts.env } : {}),
           // The bench measures the data path's capacity, not the per-tenant connection-rate
           // quota (500/s by default), which would cap "new connections per second".
           args,
@@ -257,5 +258,3 @@ export async function missing(bin: string): Promise<string | undefined> {
   const found = (await execa('which', [bin], { reject: false })).exitCode === 0;
   return found ? undefined : `${bin} not installed (apt-get install ${bin}; scripts/bootstrap.sh does)`;
 }
-
-export { ZMESH_BIN };

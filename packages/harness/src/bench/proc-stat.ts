@@ -5,7 +5,7 @@ import { readFile } from 'node:fs/promises';
 const USER_HZ = 100;
 
 /** A process and every live descendant, read from /proc/<pid>/task/<tid>/children. */
-export async function processTree(root: number): Promise<number[]> {
+async function processTree(root: number): Promise<number[]> {
   const out: number[] = [];
   const queue = [root];
   // Bound: a fork-per-connection relay (socat) has one child per open connection.

@@ -155,8 +155,8 @@ function haproxyProcess(
  * pid is the path's `waypointPid`, so the HTTP step reports its CPU beside the waypoint's:
  * haproxy for what a C L7 proxy costs, `node:https` for what Node's own HTTP costs.
  */
-export const HAPROXY_HOP_PATH = 'haproxy pair + HTTP hop';
-export const NODE_HOP_PATH = 'node:tls pipes + node:https hop';
+const HAPROXY_HOP_PATH = 'haproxy pair + HTTP hop';
+const NODE_HOP_PATH = 'node:tls pipes + node:https hop';
 
 export function haproxyHopPath(dir: string, ca: CertificateAuthority, addr: BenchAddresses): PathSpec {
   return {
@@ -274,7 +274,7 @@ export function nodeTlsPath(dir: string, ca: CertificateAuthority, addr: BenchAd
   };
 }
 
-export const NODE_TLS_PATH = 'node:tls pipe pair';
+const NODE_TLS_PATH = 'node:tls pipe pair';
 
 async function openNodeTls(
   dir: string,

@@ -255,7 +255,7 @@ async function skipWaypoint(lab: BypassLab): Promise<Outcome> {
 }
 
 /** Adds where the packets came from to each attempt's evidence. */
-export function noted(attempts: Attempt[]): Attempt[] {
+function noted(attempts: Attempt[]): Attempt[] {
   return attempts.map((a) => ({
     ...a,
     run: async (lab: BypassLab) => {

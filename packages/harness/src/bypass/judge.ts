@@ -41,7 +41,7 @@ export function judgeProbes(results: ProbeResult[], moves: Movement[], sourceNod
   return { observed: captured ? 'captured' : 'denied', evidence };
 }
 
-export function describeHbone(label: string, r: HboneResult): string {
+function describeHbone(label: string, r: HboneResult): string {
   const parts = [`stage=${r.stage}`];
   if (r.status !== undefined) parts.push(`status=${r.status}`);
   if (r.zmeshError) parts.push(`x-zmesh-error=${r.zmeshError}`);

@@ -1,7 +1,7 @@
 import type { PodInfo } from '../cluster/topology.js';
 
 /** Bound on remembered target events; older ones are dropped first. */
-export const MAX_TARGET_EVENTS = 4000;
+const MAX_TARGET_EVENTS = 4000;
 
 export interface TargetEvent {
   target: string;

@@ -1,5 +1,5 @@
 /** Bound on kept log lines across all nodes; older lines are dropped first. */
-export const MAX_LOG_LINES = 4000;
+const MAX_LOG_LINES = 4000;
 
 export interface LogLine {
   node: string;

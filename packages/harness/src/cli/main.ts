@@ -330,6 +330,10 @@ program
   )
   .option('--workloads <names>', 'comma-separated substrings: run only the steps whose labels contain one')
   .option('--paths <names>', 'comma-separated substrings: measure only the paths whose names contain one')
+  .option(
+    '--runtimes <list>',
+    "only the ztunnel pair, once per Node runtime (comma-separated 'node20', 'node24 --max-semi-space-size=8', or a node's path); prints each ÷ the first",
+  )
   .action(async (options) => {
     const { runBench } = await import('../bench/bench.js');
     process.exitCode = await runBench(options);
@@ -415,7 +419,11 @@ const EXAMPLES: Record<string, string[]> = {
     'zmesh harness outage --duration 30 --cert-ttl 20 --png outage.png',
   ],
   demo: ['zmesh demo'],
-  bench: ['zmesh bench --quick', 'zmesh bench --json bench.json --png bench.png'],
+  bench: [
+    'zmesh bench --quick',
+    'zmesh bench --json bench.json --png bench.png',
+    'zmesh bench --runtimes node20,node24 --workloads memory,iperf3,HTTP',
+  ],
 };
 for (const cmd of program.commands) {
   withExamples(cmd, ...(EXAMPLES[cmd.name()] ?? []));

@@ -55,7 +55,7 @@ export async function runOutage(opts: OutageCommandOptions): Promise<number> {
  * The phases before expiry (serve, new pod, config change, two restarts) take ~8 s after the
  * cut, and certificates expire between half and all of their lifetime after it.
  */
-export const MIN_DRILL_CERT_TTL_SECONDS = 14;
+const MIN_DRILL_CERT_TTL_SECONDS = 14;
 
 function usageError(ttl?: number, duration?: number): string | undefined {
   if (ttl !== undefined && !(ttl >= MIN_DRILL_CERT_TTL_SECONDS))

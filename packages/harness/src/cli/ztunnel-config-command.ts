@@ -2,7 +2,7 @@ import { adminRequest, isZmeshError, UsageError, ZmeshError } from '@zmesh/share
 import { structured, table } from './table.js';
 
 /** What `zmesh ztunnel-config` shows, as istioctl names it. */
-export const ZTUNNEL_CONFIG_KINDS = ['workloads', 'services', 'policies', 'certificates'] as const;
+const ZTUNNEL_CONFIG_KINDS = ['workloads', 'services', 'policies', 'certificates'] as const;
 export type ZtunnelConfigKind = (typeof ZTUNNEL_CONFIG_KINDS)[number];
 
 export interface ZtunnelConfigOptions {
@@ -39,7 +39,7 @@ export interface ConfigDump {
 }
 
 /** `--ztunnel`: HOST or HOST:PORT (port 15000 when absent), no scheme or path. */
-export function ztunnelAddress(value: string): string {
+function ztunnelAddress(value: string): string {
   const m = /^(\[[0-9a-fA-F:.]+\]|[\w.-]+)(?::(\d{1,5}))?$/.exec(value);
   const port = Number(m?.[2] ?? 15000);
   if (!m || port < 1 || port > 65535)

@@ -23,8 +23,8 @@ export interface PodSpec {
 }
 
 /** Bounds that keep every address inside 10.244.<node>.0/24 and fd00:244:<node>::/64. */
-export const MAX_NODES = 200;
-export const MAX_PODS_PER_NODE = 200;
+const MAX_NODES = 200;
+const MAX_PODS_PER_NODE = 200;
 const NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 
 /** Decodes a spec from YAML text; never throws, returns every reason it found. */

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { ClusterSpec } from './cluster-spec.js';
 
 /** Where live clusters are recorded, so that a later process can find and remove them. */
-export const STATE_DIR = process.env.ZMESH_HARNESS_STATE ?? '/run/zmesh-harness';
+const STATE_DIR = process.env.ZMESH_HARNESS_STATE ?? '/run/zmesh-harness';
 
 export interface ClusterState {
   runId: string;

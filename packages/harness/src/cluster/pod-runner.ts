@@ -70,7 +70,7 @@ export interface ExecResult {
 }
 
 /** Default bound on a short command in a pod. */
-export const EXEC_TIMEOUT_MS = 10_000;
+const EXEC_TIMEOUT_MS = 10_000;
 
 /** Runs a short command in a pod and captures its output; never rejects on failure. */
 export async function execInPod(

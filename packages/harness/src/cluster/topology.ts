@@ -9,7 +9,7 @@ import type { ClusterSpec } from './cluster-spec.js';
  */
 export const PREFIX = 'zm-';
 /** Pod Linux uids: UID_BASE + node index * 1000 + pod index (unique per pod). */
-export const UID_BASE = 200_000;
+const UID_BASE = 200_000;
 
 export interface NodeInfo {
   name: string;
@@ -57,7 +57,7 @@ export function newRunId(): string {
   return randomBytes(3).toString('hex');
 }
 
-export function netnsPath(name: string): string {
+function netnsPath(name: string): string {
   return `/run/netns/${name}`;
 }
 

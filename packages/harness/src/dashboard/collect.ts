@@ -13,7 +13,7 @@ export interface MeshView {
   tenants: TenantView[];
 }
 
-export interface TenantView {
+interface TenantView {
   ztunnel: string;
   scheduler: string;
   tenant: string;
@@ -24,7 +24,7 @@ export interface TenantView {
   meanDelaySeconds: number;
 }
 
-export interface ZtunnelView {
+interface ZtunnelView {
   address: string;
   node?: string;
   reachable: boolean;
@@ -39,7 +39,7 @@ export interface ZtunnelView {
   certHorizonSeconds?: number;
 }
 
-export interface TunnelView {
+interface TunnelView {
   source: string;
   destination: string;
   /** Connections open now (opened − closed, as the source's ztunnel counts them). */

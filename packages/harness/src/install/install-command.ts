@@ -157,7 +157,12 @@ async function readValues(file: string): Promise<InstallValues> {
     ),
     logLevel: r.oneOf(obj.logLevel, 'logLevel', ['error', 'warn', 'info', 'debug'], d.logLevel),
     accessLog: str('accessLog', /^(on|off|sample:(0?\.\d+|1(\.0+)?))$/) ?? d.accessLog,
+    stateStore: str('stateStore', /^etcd:\/\/[^\s/]+$/) ?? d.stateStore,
   };
+  if (values.controlPlaneReplicas > 1 && !values.stateStore)
+    r.reasons.push(
+      `${file}: controlPlaneReplicas: more than one needs stateStore: etcd://… (replicas with their own store would each keep different applies)`,
+    );
   if (r.reasons.length > 0)
     throw input(file, r.reasons.map((x) => x.slice(file.length + 2).replace(/^\./, '')).join('; '));
   return values;

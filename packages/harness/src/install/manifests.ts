@@ -30,6 +30,11 @@ import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 export interface InstallValues {
   /** Control-plane replicas (a PodDisruptionBudget keeps one up when there are two or more). */
   readonly controlPlaneReplicas: number;
+  /**
+   * `etcd://host:port[,…]`: the replicas share their state in etcd (`--store`); more than one
+   * replica needs it. Empty: the embedded store on the pod's `state` volume (`--state-dir`).
+   */
+  readonly stateStore: string;
   readonly trustDomain: string;
   /** Audience of ztunnel's projected ServiceAccount token. */
   readonly tokenAudience: string;
@@ -53,7 +58,9 @@ export interface InstallOptions {
 }
 
 export const DEFAULT_VALUES: InstallValues = {
-  controlPlaneReplicas: 2,
+  // One replica unless the replicas share a store (stateStore): each would keep its own applies.
+  controlPlaneReplicas: 1,
+  stateStore: '',
   trustDomain: 'cluster.local',
   tokenAudience: 'zmesh',
   imagePullPolicy: 'IfNotPresent',
@@ -89,6 +96,8 @@ const PATHS = {
   /** The node-agent (and, later, ZDS) socket directory, shared with the node through a hostPath. */
   agentDir: '/var/run/ztunnel',
   snapshotDir: '/var/lib/zmesh',
+  /** The control plane's embedded store (SQLite), on the `state` volume. */
+  stateDir: '/var/lib/zmesh',
 } as const;
 
 const XDS_PORT = 15010;
@@ -164,9 +173,9 @@ function controlPlaneContainer(o: InstallOptions): IContainer {
       String(XDS_PORT),
       // The admin API (apply, node tokens) stays on its default 0600 Unix socket in the
       // container's /tmp: reached by `kubectl exec … zmesh apply`, never over the network.
-      // Replicas share no store until the etcd backend exists; a per-pod SQLite file would
-      // make them diverge, and the root filesystem is read-only.
-      '--no-state-dir',
+      // State: shared in etcd when given (every replica serves every apply), else the
+      // embedded store on the pod's `state` volume (kept across container restarts).
+      ...(o.values.stateStore ? ['--store', o.values.stateStore] : ['--state-dir', PATHS.stateDir]),
     ],
     env: env(o.values),
     ports: [{ name: 'grpc-xds', containerPort: XDS_PORT, protocol: 'TCP' }],
@@ -177,6 +186,7 @@ function controlPlaneContainer(o: InstallOptions): IContainer {
       { name: 'ca', mountPath: PATHS.caDir, readOnly: true },
       { name: 'mesh-config', mountPath: PATHS.meshConfig, readOnly: true },
       { name: 'tmp', mountPath: '/tmp' },
+      ...(o.values.stateStore ? [] : [{ name: 'state', mountPath: PATHS.stateDir }]),
     ],
   };
 }
@@ -355,15 +365,22 @@ function installModels(o: InstallOptions): Model[] {
               { name: 'ca', secret: { secretName: CA_SECRET, defaultMode: 0o440 } },
               { name: 'mesh-config', configMap: { name: MESH_CONFIGMAP } },
               { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: '16Mi' } },
+              // The embedded store outlives a container restart (crash, OOM kill), not the pod.
+              ...(o.values.stateStore ? [] : [{ name: 'state', emptyDir: { sizeLimit: '256Mi' } }]),
             ],
           },
         },
       },
     }),
-    new PodDisruptionBudget({
-      metadata: meta(CONTROL_PLANE, CONTROL_PLANE),
-      spec: { minAvailable: 1, selector: { matchLabels: selector(CONTROL_PLANE) } },
-    }),
+    // With one replica a budget of one would block every node drain.
+    ...(cpReplicas > 1
+      ? [
+          new PodDisruptionBudget({
+            metadata: meta(CONTROL_PLANE, CONTROL_PLANE),
+            spec: { minAvailable: 1, selector: { matchLabels: selector(CONTROL_PLANE) } },
+          }),
+        ]
+      : []),
     new Service({
       metadata: meta(CONTROL_PLANE, CONTROL_PLANE),
       spec: {

@@ -16,6 +16,8 @@ export function startZtunnelProcess(opts: {
   bin?: string;
   /** More `zmesh ztunnel` flags. */
   args?: readonly string[];
+  /** bin/zmesh's environment on top of this process's (ZMESH_NODE, ZMESH_NODE_FLAGS). */
+  env?: Readonly<Record<string, string>>;
 }): ResultPromise {
   const argv = [
     'ztunnel',
@@ -35,7 +37,7 @@ export function startZtunnelProcess(opts: {
     reject: false,
     stdout: 'ignore',
     stderr: opts.quiet ? 'ignore' : 'pipe',
-    env: { ZMESH_LOG: opts.log ?? 'warn' },
+    env: { ...opts.env, ZMESH_LOG: opts.log ?? 'warn' },
   });
   child.stderr?.on('data', (d: Buffer) => process.stderr.write(`  [${opts.node}] ${d}`));
   return child;

@@ -3,9 +3,9 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { peerCred } from '@zmesh/ztunnel';
 
 /** Connections relayed at once; a node's ztunnel holds two (xDS, CA), so this is generous. */
-export const MAX_LINK_CONNECTIONS = 256;
+const MAX_LINK_CONNECTIONS = 256;
 /** Accepts remembered for a drill's reconnect-spread check. */
-export const MAX_RECORDED_ACCEPTS = 10_000;
+const MAX_RECORDED_ACCEPTS = 10_000;
 
 /**
  * The path between the proxies and the control plane's Unix socket, owned by the harness so

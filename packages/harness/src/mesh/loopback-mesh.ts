@@ -4,7 +4,7 @@ import type { ResultPromise } from 'execa';
 import { waitReady } from '../local/ztunnel-process.js';
 import { writeNodeToken } from './mesh-control-plane.js';
 
-export type LoopbackMeshRole = 'control-plane' | 'ztunnel' | 'waypoint';
+type LoopbackMeshRole = 'control-plane' | 'ztunnel' | 'waypoint';
 
 export interface LoopbackMeshOptions {
   /** Scratch directory; `<dir>/cfg` must already hold the control plane's YAML. */

@@ -33,7 +33,7 @@ const GATEWAY_NAME_LABEL = 'gateway.networking.k8s.io/gateway-name';
 const memberLabel = (service: string) => `zmesh-member-${service}`;
 
 /** Kubernetes-shaped Pod YAML for one harness pod (ambient via its namespace). */
-export function podObject(
+function podObject(
   pod: PodInfo,
   services: readonly ServiceShape[],
   waypoints: readonly WaypointShape[] = [],

@@ -2,7 +2,7 @@ import { request } from 'node:http';
 import { connectInNetns } from '@zmesh/ztunnel';
 
 /** Bound on one admin request into a node's namespace. */
-export const NETNS_HTTP_TIMEOUT_MS = 5000;
+const NETNS_HTTP_TIMEOUT_MS = 5000;
 
 /**
  * An HTTP request to a server inside another network namespace (a node's ztunnel admin

@@ -1,5 +1,4 @@
 import { processCpuSecondsSync, residentSetSync } from '../bench/proc-stat.js';
-import type { PodInfo } from '../cluster/topology.js';
 import { LocalMesh } from '../mesh/local-mesh.js';
 import { AGGRESSOR, SERVERS, VICTIM } from './noisy-programs.js';
 
@@ -11,7 +10,7 @@ export type Scenario = (typeof SCENARIOS)[number];
  */
 export const CONTROL = 'control' as const;
 
-export interface VictimStats {
+interface VictimStats {
   p50_ms: number;
   p99_ms: number;
   rps: number;
@@ -21,7 +20,7 @@ export interface VictimStats {
  * One loaded run. `victim.solo` is the reference the ratios divide by: the lower median of every
  * round's solo run with the same fairness setting; `round_solo` is this round's own.
  */
-export interface RoundResult {
+interface RoundResult {
   victim: { solo: VictimStats; loaded: VictimStats };
   round_solo: VictimStats;
   p99_ratio: number;
@@ -56,7 +55,7 @@ export interface NoisyOptions {
 }
 
 /** Load generators run here; the node's ztunnel alone on the other CPU (PROXY_CPU). */
-export const LOAD_CPU = '1';
+const LOAD_CPU = '1';
 /**
  * The aggressor's client and server share the load CPU with the victim's client at a
  * lower priority (nice 10): they get what the victim leaves, and the victim's latency is
@@ -64,7 +63,7 @@ export const LOAD_CPU = '1';
  * quota looped faster, starved the victim's generator and showed up as victim latency.
  */
 const AGGRESSOR_NICE = ['nice', '-n', '10'];
-export const PROXY_CPU = '0';
+const PROXY_CPU = '0';
 
 /**
  * One node: clients and servers of both tenants share its ztunnel, so every byte of both
@@ -379,5 +378,3 @@ async function settle(mesh: LocalMesh, say: (line: string) => void): Promise<voi
   const waited = Date.now() - started;
   if (waited > 2 * SETTLE_SAMPLE_MS) say(`ztunnel settled after ${(waited / 1000).toFixed(1)} s`);
 }
-
-export type { PodInfo };

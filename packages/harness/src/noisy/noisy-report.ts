@@ -7,10 +7,10 @@ export interface Verdict {
 }
 
 /** Targets of issue 8: fairness on keeps the victim within 2× p99 and ≥ 90% rps of solo. */
-export const P99_RATIO_TARGET = 2;
-export const RPS_RATIO_TARGET = 0.9;
+const P99_RATIO_TARGET = 2;
+const RPS_RATIO_TARGET = 0.9;
 /** ztunnel RSS cap for the verdict (docs/design.md §7 node-wide memory cap, with headroom). */
-export const RSS_CAP_MB = 512;
+const RSS_CAP_MB = 512;
 
 export function verdictOf(scenarios: ScenarioResult[]): Verdict {
   const reasons: string[] = [];

@@ -7,7 +7,7 @@ import type { OutageMetric, Scrape } from './metrics-scraper.js';
 import { ALERT_RULES_FILE, promtoolPath } from './promtool.js';
 
 /** One promtool evaluation per scrape; a drill has ~100, this bounds a runaway. */
-export const MAX_EVALUATED_SCRAPES = 1500;
+const MAX_EVALUATED_SCRAPES = 1500;
 
 export interface AlertFiring {
   /** Index of the first scrape at which the alert fires (undefined: never). */

@@ -1,5 +1,5 @@
 /** The outage metrics the drill reads and its alert rules use (docs/design.md §8, §9). */
-export const OUTAGE_METRICS = [
+const OUTAGE_METRICS = [
   'zmesh_xds_connected',
   'zmesh_xds_disconnected_seconds',
   'zmesh_xds_snapshot_age_seconds',
@@ -18,7 +18,7 @@ export interface Scrape {
 }
 
 /** Drill samples at most this many scrapes per node (a CI drill takes ~100). */
-export const MAX_SCRAPES_PER_NODE = 2000;
+const MAX_SCRAPES_PER_NODE = 2000;
 
 /** Parses the Prometheus text format for the outage metrics only. */
 export function parseOutageMetrics(text: string): Partial<Record<OutageMetric, number>> {

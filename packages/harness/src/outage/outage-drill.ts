@@ -22,7 +22,7 @@ const SCRAPE_EVERY_MS = 250;
 /** xDS reconnect and certificate retry bounds: compressed like the certificate lifetime. */
 const DRILL_BACKOFF = '100:1000';
 /** Bound on a restart with persisted keys (docs/design.md §5). */
-export const PERSISTED_RESTART_BUDGET_MS = 2000;
+const PERSISTED_RESTART_BUDGET_MS = 2000;
 const PORT = 8080;
 
 /** Three nodes: keys persisted on a and b, not on c; `newpod` appears during the outage. */

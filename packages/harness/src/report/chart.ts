@@ -44,7 +44,8 @@ export async function barChartPng(
       height: { step: 18 },
       mark: { type: 'bar', tooltip: true },
       encoding: {
-        y: { field: 'series', type: 'nominal', title: null, sort: null },
+        // Series names in full (vega-lite cuts them at 180 px): the bench's paths are long.
+        y: { field: 'series', type: 'nominal', title: null, sort: null, axis: { labelLimit: 600 } },
         x: {
           field: 'value',
           type: 'quantitative',

@@ -18,7 +18,7 @@ export function rewritePerfSection(markdown: string, report: BenchReport, zmeshP
 }
 
 /** The generated section: how it was measured, the targets, and every number with its ratios. */
-export function perfSection(report: BenchReport, zmeshPath: string): string {
+function perfSection(report: BenchReport, zmeshPath: string): string {
   const r = report.run;
   const lines = [
     '## The latest full run',

@@ -134,7 +134,7 @@ export function slope(points: Array<[number, number]>): number {
 }
 
 /** Windows the second half is cut into; the verdict fits their minima. */
-export const SOAK_WINDOWS = 5;
+const SOAK_WINDOWS = 5;
 
 /**
  * Per series: the slope (per minute) of its floor over the second half of the run, against

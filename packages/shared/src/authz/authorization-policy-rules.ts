@@ -236,7 +236,7 @@ function listOf(v: unknown, path: string, reasons: string[]): unknown[] {
   return v;
 }
 
-export function strings(v: unknown, path: string, reasons: string[]): string[] {
+function strings(v: unknown, path: string, reasons: string[]): string[] {
   const out: string[] = [];
   const list = listOf(v, path, reasons);
   for (let i = 0; i < list.length; i++) {

@@ -16,8 +16,8 @@ import { err, ok, type Result } from '../result.js';
 export type Scope = 'GLOBAL' | 'NAMESPACE' | 'WORKLOAD_SELECTOR';
 export type Action = 'ALLOW' | 'DENY';
 
-export const SCOPES: readonly Scope[] = ['GLOBAL', 'NAMESPACE', 'WORKLOAD_SELECTOR'];
-export const ACTIONS: readonly Action[] = ['ALLOW', 'DENY'];
+const SCOPES: readonly Scope[] = ['GLOBAL', 'NAMESPACE', 'WORKLOAD_SELECTOR'];
+const ACTIONS: readonly Action[] = ['ALLOW', 'DENY'];
 
 /** The proto oneof `match_type`; `presence` matches any non-empty value. */
 export type StringMatch =
@@ -178,7 +178,7 @@ function validateStringMatch(s: unknown, path: string, reasons: string[]): void 
   }
 }
 
-export function isPort(p: unknown): p is number {
+function isPort(p: unknown): p is number {
   return typeof p === 'number' && Number.isInteger(p) && p >= 1 && p <= 65535;
 }
 
@@ -187,7 +187,7 @@ export function isRecord(v: unknown): v is Record<string, unknown> {
 }
 
 /** Visits each element of an optional array; a present non-array is a reason. */
-export function eachOf(
+function eachOf(
   v: unknown,
   path: string,
   reasons: string[],

@@ -160,9 +160,9 @@ export const REMEDIES = {
   },
   ZM_ERR_STATE_STORE: {
     cause:
-      'The control plane could not open, read or write its state store (--state-dir): unreadable, corrupt, newer than this zmesh, held by another control plane, or this Node lacks node:sqlite.',
+      'The control plane could not open, read or write its state store: --state-dir unreadable, corrupt, newer than this zmesh, held by another control plane, or this Node lacks node:sqlite; or --store etcd://… malformed or no etcd member reachable.',
     remedy:
-      'Fix the named cause (permissions, disk, the other control plane); restore the directory from a backup rather than deleting it, which forgets every applied object and the node-token key.',
+      'Fix the named cause (permissions, disk, the other control plane, the etcd members or their addresses); restore the directory from a backup rather than deleting it, which forgets every applied object and the node-token key.',
   },
   ZM_ERR_CONFIG_PENDING: {
     cause:

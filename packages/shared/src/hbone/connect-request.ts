@@ -24,12 +24,12 @@ export interface ConnectRejection {
 }
 
 /** Longest legal authority is a full IPv6 literal in brackets plus ":65535" (53 chars). */
-export const MAX_AUTHORITY_LENGTH = 64;
+const MAX_AUTHORITY_LENGTH = 64;
 /** W3C Baggage §3.3.2 limits: 64 members, 8192 bytes. */
-export const MAX_BAGGAGE_MEMBERS = 64;
-export const MAX_BAGGAGE_BYTES = 8192;
+const MAX_BAGGAGE_MEMBERS = 64;
+const MAX_BAGGAGE_BYTES = 8192;
 /** A `forwarded` header longer than this is ignored rather than parsed. */
-export const MAX_FORWARDED_LENGTH = 512;
+const MAX_FORWARDED_LENGTH = 512;
 
 const PORT = /^[1-9][0-9]{0,4}$/;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
@@ -121,7 +121,7 @@ function single(value: string | string[] | number | undefined): string | undefin
 }
 
 /** W3C Trace Context §3.2: version 00, non-zero trace-id and parent-id. */
-export function validTraceparent(value: string): boolean {
+function validTraceparent(value: string): boolean {
   const m = TRACEPARENT.exec(value);
   return m !== null && !/^0+$/.test(m[1]!) && !/^0+$/.test(m[2]!);
 }

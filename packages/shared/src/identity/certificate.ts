@@ -192,7 +192,7 @@ export function uriNames(value: Buffer): string[] {
 }
 
 /** RFC 5280 §4.2.1.2 method 1: SHA-1 of the subjectPublicKey BIT STRING's bits. */
-export function keyIdOf(spki: Buffer): Buffer {
+function keyIdOf(spki: Buffer): Buffer {
   const [, key] = inside(spki, children(spki, 0, spki.length)[0], TAG.SEQUENCE);
   return createHash('sha1').update(readBits(spki, key)).digest();
 }

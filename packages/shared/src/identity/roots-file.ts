@@ -10,7 +10,7 @@ const log = logger('roots-file');
 
 /** A bundle of a few roots is a few KB; anything far larger is not a roots file. */
 export const MAX_ROOTS_FILE_BYTES = 1024 * 1024;
-export const ROOTS_DEBOUNCE_MS = 50;
+const ROOTS_DEBOUNCE_MS = 50;
 
 /** Every CA certificate in a PEM file, or the reasons the file is not a usable roots file. */
 export function parseRootsPem(text: string): Result<string[]> {

@@ -23,7 +23,7 @@ export interface AccessLogPolicy {
 
 export const DEFAULT_ACCESS_LOG_RATE = 100;
 export const DEFAULT_ACCESS_LOG_BURST = 200;
-export const SUMMARY_INTERVAL_MS = 10_000;
+const SUMMARY_INTERVAL_MS = 10_000;
 
 export const DEFAULT_ACCESS_LOG_POLICY: AccessLogPolicy = {
   mode: { kind: 'on' },

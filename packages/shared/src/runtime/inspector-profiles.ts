@@ -5,11 +5,11 @@ import { logger } from '../log/index.js';
 const log = logger('admin');
 
 /** `GET /debug/cpu?seconds=N`: N in 1..MAX, default DEFAULT. */
-export const CPU_PROFILE_DEFAULT_SECONDS = 10;
+const CPU_PROFILE_DEFAULT_SECONDS = 10;
 export const CPU_PROFILE_MAX_SECONDS = 60;
 /** A snapshot larger than this is cut off (the response is aborted, never half-sent as complete). */
 export const HEAP_SNAPSHOT_MAX_BYTES = 512 * 1024 * 1024;
-export const CPU_PROFILE_MAX_BYTES = 64 * 1024 * 1024;
+const CPU_PROFILE_MAX_BYTES = 64 * 1024 * 1024;
 
 /** 127.0.0.0/8, ::1 and their IPv4-mapped forms. */
 export function isLoopback(address: string | undefined): boolean {

@@ -3,7 +3,7 @@ import { protoType } from './proto-root.js';
 import type { WireAny } from './wire-types.js';
 
 /** google.protobuf.Struct as protobufjs's toObject/fromObject see it. */
-export interface WireStructValue {
+interface WireStructValue {
   nullValue?: number;
   numberValue?: number;
   stringValue?: string;

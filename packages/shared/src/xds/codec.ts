@@ -5,4 +5,4 @@
  */
 export { type DecodedAddress, decodeAddress, encodeAddress } from './address-codec.js';
 export { decodeAuthorization, encodeAuthorization } from './authorization-codec.js';
-export { decodeMessage, encodeMessage } from './message-codec.js';
+export { encodeMessage } from './message-codec.js';

@@ -14,7 +14,7 @@ export interface WireExtension {
   config?: WireAny;
 }
 
-export interface WireNetworkAddress {
+interface WireNetworkAddress {
   network?: string;
   address?: Uint8Array;
   length?: number;

@@ -30,7 +30,7 @@ export const MAX_RESPONSE_BYTES = 64 * 1024 * 1024;
 const MAX_BACKOFF_EXPONENT = 30;
 const KEEPALIVE_MS = 30_000;
 /** While synced, the "last known current" stamp is refreshed this often (a few bytes). */
-export const CURRENT_STAMP_EVERY_MS = 30_000;
+const CURRENT_STAMP_EVERY_MS = 30_000;
 /** google.rpc.Code INVALID_ARGUMENT, the status a NACK carries. */
 const INVALID_ARGUMENT = 3;
 

@@ -43,7 +43,7 @@ export interface RequestAuth {
 }
 
 /** What to change on the request that goes upstream. */
-export interface HeaderEdits {
+interface HeaderEdits {
   remove: string[];
   removeParams: string[];
   set: Record<string, string>;

@@ -46,9 +46,9 @@ export interface RunWaypointOptions {
  * What SIGTERM gives requests in flight: Istio's waypoint (Envoy) drains for 5 s by default
  * (terminationDrainDuration); a longer request is cut when it runs out.
  */
-export const DRAIN_GRACE_SECONDS = 10;
+const DRAIN_GRACE_SECONDS = 10;
 
-export const DEFAULT_METRICS_PORT = 15020;
+const DEFAULT_METRICS_PORT = 15020;
 
 /**
  * `zmesh waypoint`: with `--xds`, config and certificate from the control plane; otherwise

@@ -12,7 +12,7 @@ import {
 } from './waypoint-config.js';
 
 /** A regex longer than this is refused: routes are matched on every request. */
-export const MAX_REGEX_LENGTH = 1024;
+const MAX_REGEX_LENGTH = 1024;
 const RETRY_ON: readonly RetryOn[] = ['5xx', 'gateway-error', 'reset', 'connect-failure'];
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 

@@ -13,7 +13,7 @@ import { RequestBody } from './request-body.js';
 import { forwardUpgrade } from './upgrade-forwarder.js';
 import { AttemptError, type AttemptResponse, attempt } from './upstream-attempt.js';
 
-export const RETRY_OWNER_HEADER = 'x-zmesh-retry-owner';
+const RETRY_OWNER_HEADER = 'x-zmesh-retry-owner';
 
 export interface ForwardPlan {
   cluster: BackendCluster;
@@ -26,7 +26,7 @@ export interface ForwardPlan {
   downstream?: Cancel;
 }
 
-export type Outcome = { response: AttemptResponse; endpoint: Endpoint } | { error: ZmeshError };
+type Outcome = { response: AttemptResponse; endpoint: Endpoint } | { error: ZmeshError };
 
 /**
  * Sends the request upstream with the route's retry policy: retries only idempotent

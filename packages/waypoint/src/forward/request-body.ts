@@ -5,7 +5,7 @@ import type { Readable, Writable } from 'node:stream';
  * kept (up to this many bytes) so that a retry can replay it. A longer body is streamed
  * once and the request is not retried.
  */
-export const MAX_REPLAY_BYTES = 1024 * 1024;
+const MAX_REPLAY_BYTES = 1024 * 1024;
 
 /** A request body that one attempt at a time consumes, replayable while it fits the buffer. */
 export class RequestBody {

@@ -12,12 +12,12 @@ import {
 const log = logger('waypoint');
 
 /** Tunnels one HBONE connection carries before another is opened (docs/design.md §4: at most 100). */
-export const MAX_STREAMS_PER_SESSION = 100;
+const MAX_STREAMS_PER_SESSION = 100;
 /** HBONE connections to one endpoint ztunnel; beyond this, opening a tunnel fails (UO). */
-export const MAX_SESSIONS_PER_HOST = 16;
-export const SESSION_IDLE_MS = 30_000;
+const MAX_SESSIONS_PER_HOST = 16;
+const SESSION_IDLE_MS = 30_000;
 /** TLS handshake + SETTINGS to an endpoint's ztunnel. */
-export const CONNECT_TIMEOUT_MS = 5_000;
+const CONNECT_TIMEOUT_MS = 5_000;
 
 export interface TunnelTarget {
   /** The endpoint's address; its ztunnel listens on `hbonePort` there. */

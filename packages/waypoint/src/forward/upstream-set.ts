@@ -8,14 +8,14 @@ import type { TunnelPool } from './tunnel-pool.js';
 const log = logger('waypoint');
 
 /** HTTP/2 sessions to one endpoint from one downstream connection. */
-export const MAX_H2_SESSIONS_PER_ENDPOINT = 4;
+const MAX_H2_SESSIONS_PER_ENDPOINT = 4;
 /** Streams on one upstream HTTP/2 session before another is opened. */
-export const MAX_STREAMS_PER_H2_SESSION = 100;
+const MAX_STREAMS_PER_H2_SESSION = 100;
 /** Idle HTTP/1.1 upstream connections kept per endpoint per downstream connection. */
-export const MAX_FREE_H1_SOCKETS = 2;
+const MAX_FREE_H1_SOCKETS = 2;
 /** HTTP/1.1 upstream connections per endpoint per downstream connection (one request in flight each). */
-export const MAX_H1_SOCKETS = 8;
-export const UPSTREAM_IDLE_MS = 15_000;
+const MAX_H1_SOCKETS = 8;
+const UPSTREAM_IDLE_MS = 15_000;
 
 export interface UpstreamDeps {
   tunnels: TunnelPool;

@@ -207,7 +207,7 @@ export function replyError(ex: Exchange, error: ZmeshError, headers: Record<stri
 }
 
 /** Envoy's HTTP → gRPC status mapping for local replies, with deadlines as DEADLINE_EXCEEDED. */
-export function grpcStatusOf(error: ZmeshError): number {
+function grpcStatusOf(error: ZmeshError): number {
   if (error.code === 'ZM_ERR_WAYPOINT_DEADLINE') return 4;
   switch (error.status) {
     case 400:

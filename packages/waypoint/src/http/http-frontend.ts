@@ -15,15 +15,15 @@ import { type HandlerDeps, handleRequest, type TunnelContext } from './request-h
 const log = logger('waypoint');
 
 /** RFC 9110 leaves the limit to us; Envoy's default max_request_headers_kb is 60, Node's 16 KiB. */
-export const MAX_HEADER_BYTES = 16 * 1024;
-export const MAX_HEADER_PAIRS = 100;
+const MAX_HEADER_BYTES = 16 * 1024;
+const MAX_HEADER_PAIRS = 100;
 /** A client that has not sent full headers by then is cut (slowloris). */
-export const HEADERS_TIMEOUT_MS = 10_000;
+const HEADERS_TIMEOUT_MS = 10_000;
 /** An idle downstream HTTP/1.1 keep-alive connection is closed after this. */
-export const KEEPALIVE_TIMEOUT_MS = 60_000;
+const KEEPALIVE_TIMEOUT_MS = 60_000;
 /** Rapid reset (CVE-2023-44487): peer resets per session within the window before GOAWAY. */
-export const H2_RESET_LIMIT = 100;
-export const H2_RESET_WINDOW_MS = 1000;
+const H2_RESET_LIMIT = 100;
+const H2_RESET_WINDOW_MS = 1000;
 
 /**
  * HTTP/1.1 and HTTP/2 (prior knowledge) servers that never listen: each tunnel's bytes are

@@ -10,7 +10,7 @@ const MAX_METHOD_LENGTH = 20;
  * How long to wait for the client's first bytes. A server-speaks-first protocol (SMTP,
  * MySQL) sends nothing, so silence means opaque TCP, as with Istio's protocol sniffing.
  */
-export const DETECT_TIMEOUT_MS = 300;
+const DETECT_TIMEOUT_MS = 300;
 
 /**
  * Reads just enough of the tunnel to tell HTTP/2 prior knowledge, HTTP/1.1 and anything

@@ -223,7 +223,7 @@ export class AuthorizationStore {
  * ALLOW allows; otherwise deny. Dry-run policies never take part in the decision.
  * `lists` are walked in place (no concatenation): this is the per-connection hot path.
  */
-export function decide(lists: readonly (readonly CompiledPolicy[])[], s: Subject): Decision {
+function decide(lists: readonly (readonly CompiledPolicy[])[], s: Subject): Decision {
   let denyBy: string | undefined;
   let allowBy: string | undefined;
   let allowCount = 0;

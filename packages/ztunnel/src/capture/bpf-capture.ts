@@ -27,7 +27,7 @@ import * as sys from './sys.js';
 const log = logger('capture');
 
 /** Bound on bpftool loads at once: each is a process, and a node may have two cores. */
-export const MAX_CONCURRENT_LOADS = 4;
+const MAX_CONCURRENT_LOADS = 4;
 
 export interface CapturePod {
   /** Directory name under the pin root; [A-Za-z0-9_.-], at most 128 characters. */

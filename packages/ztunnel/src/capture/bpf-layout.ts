@@ -111,7 +111,7 @@ export function exemptKey(addr: Buffer): Buffer {
 }
 
 /** One token in the throttle's units (struct zm_throttle counts billionths). */
-export const THROTTLE_TOKEN = 1_000_000_000n;
+const THROTTLE_TOKEN = 1_000_000_000n;
 
 /**
  * struct zm_throttle (zm_throttle[0]): u64 until_ns, rate (per second), burst_nt,

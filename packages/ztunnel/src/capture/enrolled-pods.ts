@@ -31,7 +31,7 @@ export interface EnrolledPod extends CapturedPod {
  * the others fail with EPERM in the pod; after it, a storm that goes on meets one more
  * refusal in ztunnel, which arms it again.
  */
-export const THROTTLE_HOLD_MS = 1000;
+const THROTTLE_HOLD_MS = 1000;
 
 export interface EnrolledPodsInputs {
   bpf: BpfCapture;
@@ -50,7 +50,7 @@ export interface EnrolledPodsInputs {
 }
 
 /**
- * Enrolled pods in capture mode (DESIGN §6), as the node agent adds and removes them.
+ * Enrolled pods in capture mode (docs/design.md §6), as the node agent adds and removes them.
  * Capture is attached first and fails closed: from the acknowledgement on, every outbound
  * connect of the pod lands on this pod's own 15001 listener, whose connections go to the
  * attribute stage (`onCaptured`), which refuses them until the pod's configuration and
@@ -222,7 +222,7 @@ export class EnrolledPods implements WorkloadHandler {
  * harness's config file), then Istio's `Kubernetes//Pod/<ns>/<name>` from the WorkloadInfo
  * the agent sent (the control plane's).
  */
-export function workloadUidsOf(req: AddWorkloadRequest): string[] {
+function workloadUidsOf(req: AddWorkloadRequest): string[] {
   const info = req.info;
   return info?.name && info.namespace
     ? [req.uid, `Kubernetes//Pod/${info.namespace}/${info.name}`]
@@ -233,6 +233,6 @@ export function workloadUidsOf(req: AddWorkloadRequest): string[] {
  * The BPF pin name of a workload: its uid when that is a safe file name, else a digest. The
  * control plane's uids (`Kubernetes//Pod/ns/name`) hold slashes; the harness's do not.
  */
-export function pinIdOf(uid: string): string {
+function pinIdOf(uid: string): string {
   return POD_ID_PATTERN.test(uid) ? uid : `w-${createHash('sha256').update(uid).digest('hex').slice(0, 40)}`;
 }

@@ -6,7 +6,7 @@ import * as sys from './sys.js';
 const log = logger('capture');
 
 /** Default accept backlog for in-pod listeners (per listener, bounded by somaxconn). */
-export const DEFAULT_BACKLOG = 511;
+const DEFAULT_BACKLOG = 511;
 
 /**
  * The namespace this thread started in, held open for the life of the process so that

@@ -7,7 +7,7 @@ import * as sys from './sys.js';
 const log = logger('capture');
 
 /** Istio's in-pod plaintext inbound port. */
-export const PLAINTEXT_PORT = 15006;
+const PLAINTEXT_PORT = 15006;
 const CHAIN = 'ZMESH_PLAINTEXT';
 
 export interface RedirectTarget {

@@ -14,9 +14,9 @@ const log = logger('capture');
  * ztunnel's socket inside the pod instead of leaving through the pod's interface.
  */
 export const REPLY_MARK = 0x15008;
-export const REPLY_TABLE = 15008;
+const REPLY_TABLE = 15008;
 /** Before `main` (32766), after `local` (0): the pod's own addresses stay local as they are. */
-export const REPLY_RULE_PREF = 15008;
+const REPLY_RULE_PREF = 15008;
 
 const FWMARK_ACCEPT = '/proc/sys/net/ipv4/tcp_fwmark_accept';
 
@@ -94,7 +94,7 @@ export function routeMessage(family: Family, op: 'add' | 'del'): Buffer {
  */
 export type SteeringChange = (netns: Netns, family: Family, op: 'add' | 'del') => string | undefined;
 
-export const netlinkSteering: SteeringChange = (netns, family, op) => {
+const netlinkSteering: SteeringChange = (netns, family, op) => {
   const fd = inNetns(netns, () => sys.netlinkRouteSocket());
   try {
     const benign = op === 'add' ? [EEXIST] : [ENOENT, ESRCH];

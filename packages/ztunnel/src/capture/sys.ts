@@ -23,11 +23,11 @@ export class SysError extends Error {
   }
 }
 
-export const AF_INET = 2;
-export const AF_INET6 = 10;
-export const SOCK_STREAM = 1;
+const AF_INET = 2;
+const AF_INET6 = 10;
+const SOCK_STREAM = 1;
 export const SOCK_NONBLOCK = 0o4000;
-export const SOCK_CLOEXEC = 0o2000000;
+const SOCK_CLOEXEC = 0o2000000;
 export const CLONE_NEWNET = 0x40000000;
 const AF_NETLINK = 16;
 const SOCK_RAW = 3;
@@ -74,7 +74,6 @@ const c = {
     'int getsockopt(int fd, int level, int name, _Out_ void *val, _Inout_ uint32_t *len)',
   ),
   getpeername: libc.func('int getpeername(int fd, _Out_ void *addr, _Inout_ uint32_t *len)'),
-  getsockname: libc.func('int getsockname(int fd, _Out_ void *addr, _Inout_ uint32_t *len)'),
   // syscall(2) is variadic; the x86-64 and aarch64 Linux ABIs pass these integer and
   // pointer arguments identically for a fixed prototype, and a fixed one is cheaper.
   bpf: libc.func('long syscall(long nr, int cmd, void *attr, uint32_t size)'),
@@ -129,7 +128,7 @@ export function listen(fd: number, backlog: number): void {
   check('listen', c.listen(fd, backlog));
 }
 
-export function setsockoptInt(fd: number, level: number, name: number, value: number): void {
+function setsockoptInt(fd: number, level: number, name: number, value: number): void {
   const buf = Buffer.alloc(4);
   buf.writeInt32LE(value);
   check('setsockopt', c.setsockopt(fd, level, name, buf, 4));
@@ -239,12 +238,6 @@ export interface SockAddr {
 export function getpeername(fd: number): SockAddr {
   const buf = Buffer.alloc(28);
   check('getpeername', c.getpeername(fd, buf, [buf.length]));
-  return decodeSockaddr(buf);
-}
-
-export function getsockname(fd: number): SockAddr {
-  const buf = Buffer.alloc(28);
-  check('getsockname', c.getsockname(fd, buf, [buf.length]));
   return decodeSockaddr(buf);
 }
 

@@ -77,7 +77,7 @@ interface Mode {
 }
 
 /** Istio's ztunnel drains for far less; a long-lived connection here keeps its hour. */
-export const DEFAULT_DRAIN_GRACE_SECONDS = 3600;
+const DEFAULT_DRAIN_GRACE_SECONDS = 3600;
 
 /**
  * `zmesh ztunnel`: with --xds, config and certificates come from the control plane (the

@@ -40,7 +40,7 @@ export interface CertManagerOptions {
 }
 
 export const DEFAULT_MAX_CSRS_IN_FLIGHT = 8;
-export const DEFAULT_MAX_EXPIRING_LEAD_MS = 60_000;
+const DEFAULT_MAX_EXPIRING_LEAD_MS = 60_000;
 
 interface Slot {
   identity: string;

@@ -8,7 +8,7 @@ const log = logger('persisted-keys');
 /** statfs(2) f_type of tmpfs (linux/magic.h TMPFS_MAGIC): keys must never reach a disk. */
 export const TMPFS_MAGIC = 0x01021994;
 /** More files than this in the directory is not a node's worth of identities: stop reading. */
-export const MAX_PERSISTED_IDENTITIES = 4096;
+const MAX_PERSISTED_IDENTITIES = 4096;
 const SUFFIX = '.key.json';
 
 interface Stored {

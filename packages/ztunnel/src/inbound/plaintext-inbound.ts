@@ -19,7 +19,7 @@ import { RESERVED_PORTS } from './inbound-listener.js';
 
 const log = logger('inbound');
 
-export type PlaintextResult = 'accepted' | 'denied' | 'refused' | 'upstream_error';
+type PlaintextResult = 'accepted' | 'denied' | 'refused' | 'upstream_error';
 
 export interface PlaintextInputs {
   state: () => ProxyState;

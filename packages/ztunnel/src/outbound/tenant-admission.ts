@@ -38,22 +38,22 @@ export interface Admission {
  * few a TLS handshake; a tenant may hold at most ¾ of them (FairScheduler), so one
  * tenant's storm leaves a quarter to the others even before round-robin applies.
  */
-export const DEFAULT_MAX_SETUPS_IN_FLIGHT = 256;
+const DEFAULT_MAX_SETUPS_IN_FLIGHT = 256;
 /** Pending connects per tenant: 500 connects/s at up to 2 s each under load. */
-export const DEFAULT_MAX_PENDING_CONNECTS = 1024;
+const DEFAULT_MAX_PENDING_CONNECTS = 1024;
 /**
  * Connect rate of the tenant opening connections fastest while the node is contended (the
  * event loop under pressure, more than one tenant moving bytes). Each connection costs
  * ztunnel about 0.5 ms of CPU for both ends; at its own 500/s quota one tenant's storm or
  * hoard took a quarter to half of the loop from the others.
  */
-export const CONTENDED_CONNECT_RATE = 100;
+const CONTENDED_CONNECT_RATE = 100;
 /**
  * What that tenant's bucket holds meanwhile: 20 connects, about 10 ms of ztunnel's CPU.
  * At 100 (a second of the contended rate), the bucket's content was spent in one go on a
  * busy node: a hoard's first 0.4 s put the victim's p99 at 2x.
  */
-export const CONTENDED_CONNECT_BURST = 20;
+const CONTENDED_CONNECT_BURST = 20;
 
 /**
  * Everything the outbound path shares between tenants (docs/design.md §7), in one place: the
@@ -61,7 +61,7 @@ export const CONTENDED_CONNECT_BURST = 20;
  * connection setup and stream admission, and fair byte copying under event-loop lag.
  */
 /** See `appSendBufferBytes`; the kernel doubles it, so 512 KiB per socket in all. */
-export const APP_SEND_BUFFER_BYTES = 256 * 1024;
+const APP_SEND_BUFFER_BYTES = 256 * 1024;
 
 export class TenantAdmission {
   readonly fairness: boolean;

@@ -44,8 +44,8 @@ export interface HbonePoolOptions {
   metrics?: MeshMetrics;
 }
 
-export const DEFAULT_MAX_STREAMS_PER_CONNECTION = 100;
-export const DEFAULT_IDLE_TIMEOUT_MS = 30_000;
+const DEFAULT_MAX_STREAMS_PER_CONNECTION = 100;
+const DEFAULT_IDLE_TIMEOUT_MS = 30_000;
 
 interface Entry {
   id: number;

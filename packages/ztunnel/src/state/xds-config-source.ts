@@ -13,7 +13,7 @@ import type { ForwardListener as ForwardConfig } from './local-config.js';
 
 const log = logger('xds-source');
 
-export const DEFAULT_XDS_BACKOFF = { initialMs: 500, maxMs: 30_000 };
+const DEFAULT_XDS_BACKOFF = { initialMs: 500, maxMs: 30_000 };
 
 export interface XdsConfigSourceOptions {
   /**

@@ -3,7 +3,7 @@
  * from its first few dozen connects: with a second, a tenant had 100 connects in before
  * its rate read 100/s, and ~250 of a hoard's connects landed on a busy node in 0.4 s.
  */
-export const ATTEMPT_WINDOW_MS = 250;
+const ATTEMPT_WINDOW_MS = 250;
 /** A tenant whose decayed count falls below this leaves the table. */
 const FORGET_BELOW = 0.5;
 const PER_SECOND = 1000 / ATTEMPT_WINDOW_MS;

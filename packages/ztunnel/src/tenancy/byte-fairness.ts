@@ -20,7 +20,7 @@ export const DEFAULT_LAG_THRESHOLD_MS = 10;
  * Event-loop utilisation over a tick above which the loop counts as saturated even when
  * each turn is short (many readable sockets, none slow): that also penalises the heaviest.
  */
-export const DEFAULT_BUSY_UTILIZATION = 0.9;
+const DEFAULT_BUSY_UTILIZATION = 0.9;
 /** How long one lag penalty pauses a tenant's reads; bounded so no tenant is stalled for long. */
 export const DEFAULT_PAUSE_MS = 50;
 export const MAX_PAUSE_MS = 250;
@@ -34,7 +34,7 @@ export const DEFAULT_TICK_MS = 10;
 /** Time constant of the decaying per-tenant byte window that ranks consumers. */
 export const DEFAULT_WINDOW_MS = 1000;
 /** 256 KiB in the decayed window: a bulk stream, not a request/response exchange. */
-export const DEFAULT_HEAVY_LINK_BYTES = 256 * 1024;
+const DEFAULT_HEAVY_LINK_BYTES = 256 * 1024;
 /** Bytes written for a tenant but not yet flushed, across all its pairs, before its reads pause. */
 export const DEFAULT_MAX_BUFFERED_PER_TENANT = 4 * 1024 * 1024;
 /**
@@ -50,13 +50,13 @@ export const DEFAULT_MAX_BUFFERED_PER_TENANT = 4 * 1024 * 1024;
  * 7-17 ms every 3-4 s. Flood, 3 rounds: victim p99 1.00x solo (0.93-1.44x) with only
  * sockets parked, against 1.57-2.0x with streams parked too.
  */
-export const DEFAULT_BULK_SLOTS_PER_TENANT = 1;
+const DEFAULT_BULK_SLOTS_PER_TENANT = 1;
 /**
  * Writes smaller than this (a redis command, an RPC ack) are counted but not tracked until
  * flushed: a write callback on every small message cost 5–15% of request rate, and the
  * link's queue bound still caps what they can hold.
  */
-export const UNTRACKED_WRITE_BYTES = 512;
+const UNTRACKED_WRITE_BYTES = 512;
 /**
  * What a bulk link lets queue in its destination while the loop is shared (instead of
  * PUMP_QUEUE_BYTES): a tenant's own requests wait behind its bulk bytes on a shared HBONE
@@ -64,7 +64,7 @@ export const UNTRACKED_WRITE_BYTES = 512;
  * victim p99 0.89-2.90x solo (median round 1.56x) with 64 KiB, 1.38-2.75x (1.94x) with
  * 256 KiB; slow readers 0.68x against 0.92x.
  */
-export const SHARED_BULK_QUEUE_BYTES = 64 * 1024;
+const SHARED_BULK_QUEUE_BYTES = 64 * 1024;
 
 export interface ByteFairnessOptions {
   readonly lagThresholdMs?: number;
@@ -573,7 +573,7 @@ function cleanlyEnded(s: Duplex): boolean {
  * holds for its peer (a socket's unsent tail, a stream's DATA waiting for window) before it
  * is destroyed anyway: a peer that never reads cannot hold it forever.
  */
-export const CLEAN_END_GRACE_MS = 10_000;
+const CLEAN_END_GRACE_MS = 10_000;
 
 /**
  * Ends `s` after its pair closed. Abruptly: destroyed at once, an HTTP/2 stream reset

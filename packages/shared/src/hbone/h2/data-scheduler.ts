@@ -3,7 +3,7 @@ import type { FrameWriter } from './frame-writer.js';
 import type { H2Stream } from './h2-stream.js';
 
 /** Largest DATA frame we send, whatever the peer allows: small enough to interleave streams. */
-export const MAX_DATA_FRAME_BYTES = 64 * 1024;
+const MAX_DATA_FRAME_BYTES = 64 * 1024;
 /**
  * A frame with one payload up to this size is copied into one buffer with its header:
  * cheaper than a second socket write (each corked write is an entry, each writev an array,

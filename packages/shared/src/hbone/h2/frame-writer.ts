@@ -4,13 +4,13 @@ import type { Duplex } from 'node:stream';
  * Bytes queued on the socket beyond which DATA waits for room: the HTTP/2 windows bound
  * what the peer lets us send, this bounds what we hold for a peer that reads slowly.
  */
-export const SOCKET_HIGH_WATER_BYTES = 512 * 1024;
+const SOCKET_HIGH_WATER_BYTES = 512 * 1024;
 /**
  * Control frames (PING and SETTINGS acknowledgements, resets) we let queue beyond that for
  * a peer that sends them but does not read ours: a flood (CVE-2019-9512, -9515) ends the
  * connection instead of growing our memory.
  */
-export const CONTROL_BACKLOG_BYTES = 1024 * 1024;
+const CONTROL_BACKLOG_BYTES = 1024 * 1024;
 /** How long end() lets queued frames (a GOAWAY) leave before the socket is cut. */
 const END_GRACE_MS = 250;
 

@@ -96,7 +96,7 @@ export function settingsFrame(values: ReadonlyMap<number, number>): Buffer {
 
 export const SETTINGS_ACK = frame(FrameType.SETTINGS, Flag.ACK, 0);
 
-export function u32Frame(type: number, streamId: number, value: number): Buffer {
+function u32Frame(type: number, streamId: number, value: number): Buffer {
   const out = frame(type, 0, streamId, Buffer.alloc(4));
   out.writeUInt32BE(value >>> 0, FRAME_HEADER_BYTES);
   return out;

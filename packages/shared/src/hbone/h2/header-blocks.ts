@@ -3,7 +3,7 @@ import { ErrorCode, Flag, FrameType, frame } from './frame.js';
 import { type HeaderField, HpackDecoder } from './hpack.js';
 
 /** A header block (HEADERS + CONTINUATION) larger than this ends the connection (CVE-2024-27316). */
-export const MAX_HEADER_BLOCK_BYTES = 64 * 1024;
+const MAX_HEADER_BLOCK_BYTES = 64 * 1024;
 /** The HPACK dynamic table the peer may use toward us: the default (RFC 7541 §4.2). */
 const HEADER_TABLE_BYTES = 4096;
 

@@ -81,11 +81,11 @@ const STATIC_TABLE: readonly (readonly [string, string])[] = [
 const STATIC_COUNT = STATIC_TABLE.length;
 
 /** SETTINGS_HEADER_TABLE_SIZE initial value (RFC 9113 §6.5.2). */
-export const DEFAULT_MAX_TABLE_SIZE = 4096;
+const DEFAULT_MAX_TABLE_SIZE = 4096;
 /** Far above any CONNECT or ordinary request; a flood of tiny fields is an attack. */
-export const DEFAULT_MAX_FIELDS = 256;
+const DEFAULT_MAX_FIELDS = 256;
 /** One name or value; big enough for large cookies, small enough to refuse a bomb early. */
-export const DEFAULT_MAX_STRING_BYTES = 64 * 1024;
+const DEFAULT_MAX_STRING_BYTES = 64 * 1024;
 /** RFC 7541 §4.1: an entry costs its name and value octets plus 32. */
 const ENTRY_OVERHEAD = 32;
 /** RFC 7541 §5.1 integers we accept fit in an int32; no header block quantity needs more. */

@@ -1,0 +1,260 @@
+import { randomUUID } from 'node:crypto';
+import { logger, ZmeshError } from '@zmesh/shared';
+import { Etcd3, type IKeyValue, type IWatchResponse, type Watcher } from 'etcd3';
+import { objectKey, type StoreObject } from '../k8s-objects.js';
+import { decodeObject } from './sqlite-store.js';
+import type { SharedStateStore, StateChange, StoredState } from './state-store.js';
+
+const log = logger('etcd-store');
+
+/** Every key zmesh writes lives under this prefix, so one etcd cluster can hold other data too. */
+export const ETCD_PREFIX = 'zmesh/';
+const OBJECTS = `${ETCD_PREFIX}objects/`;
+const META = `${ETCD_PREFIX}meta/`;
+/** Written by every commit: its mod revision is the generation, the compare of every write. */
+const GENERATION = `${ETCD_PREFIX}generation`;
+/** How long one etcd call may take before it counts as failed (and is retried on another member). */
+const CALL_TIMEOUT_MS = 3000;
+
+/** `etcd://host:port[,host:port…]` → the client's endpoints; anything else is refused with the reason. */
+export function parseEtcdUrl(url: string): string[] {
+  const m = /^etcd:\/\/([^/?#]+)\/?$/.exec(url);
+  if (!m?.[1]) throw storeError(url, 'expected etcd://host:port[,host:port...]');
+  return m[1].split(',').map((hostPort) => {
+    if (!/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/.test(hostPort))
+      throw storeError(url, `${hostPort || '(empty)'} is not host:port`);
+    return `http://${hostPort}`;
+  });
+}
+
+function storeError(where: string, reason: string): ZmeshError {
+  return new ZmeshError('ZM_ERR_STATE_STORE', { dir: where, reason });
+}
+
+/**
+ * The shared store on etcd (`--store etcd://…`): objects under `zmesh/objects/<Kind/ns/name>`,
+ * named values (CA root, node-token key) under `zmesh/meta/`, and `zmesh/generation`, which
+ * every commit rewrites last in its transaction. A commit compares that key's mod revision
+ * with the generation the change was computed from, so two replicas never interleave: the
+ * second one is told and recomputes. A watch from the loaded revision on keeps the mirror
+ * (and through `onChange` every replica's served config) current; the etcd3 client fails
+ * over between the listed members and resumes the watch where it left off.
+ */
+export class EtcdStateStore implements SharedStateStore {
+  readonly location: string;
+  readonly #client: Etcd3;
+  #objects = new Map<string, StoreObject>();
+  #generation = 0;
+  /** The revision the mirror is current through (the watch resumes after it). */
+  #revision = 0;
+  #watcher: Watcher | undefined;
+  #unreachable: string | undefined;
+  readonly #listeners: Array<(state: StoredState) => void> = [];
+  #closed = false;
+
+  private constructor(location: string, client: Etcd3) {
+    this.location = location;
+    this.#client = client;
+  }
+
+  /** Connects, reads everything and starts the watch; ZM_ERR_STATE_STORE when etcd cannot be read. */
+  static async open(url: string): Promise<EtcdStateStore> {
+    const hosts = parseEtcdUrl(url);
+    const client = new Etcd3({
+      hosts,
+      dialTimeout: CALL_TIMEOUT_MS,
+      defaultCallOptions: (c) => (c.isStream ? {} : { deadline: Date.now() + CALL_TIMEOUT_MS }),
+    });
+    const store = new EtcdStateStore(url, client);
+    try {
+      await store.refresh();
+      await store.#watch();
+    } catch (e) {
+      client.close();
+      throw e instanceof ZmeshError ? e : storeError(url, describe(e));
+    }
+    return store;
+  }
+
+  snapshot(): StoredState {
+    return { objects: new Map(this.#objects), generation: this.#generation };
+  }
+
+  async refresh(): Promise<StoredState> {
+    const res = await this.#call(() => this.#client.getAll().prefix(ETCD_PREFIX).exec());
+    const objects = new Map<string, StoreObject>();
+    let generation = 0;
+    for (const kv of res.kvs) {
+      const key = kv.key.toString();
+      if (key === GENERATION) generation = Number(kv.mod_revision);
+      else if (key.startsWith(OBJECTS)) objects.set(key.slice(OBJECTS.length), this.#decode(kv));
+    }
+    const revision = Number(res.header.revision);
+    if (revision >= this.#revision) {
+      this.#objects = objects;
+      this.#generation = generation;
+      this.#revision = revision;
+    }
+    return this.snapshot();
+  }
+
+  async commitIf(change: Omit<StateChange, 'generation'>, basedOn: number): Promise<number | undefined> {
+    // The commit's own mark: a txn the client retried after a lost answer (or that failed
+    // on the way back) is recognised as committed instead of being applied twice.
+    const mark = randomUUID();
+    const ops = [
+      ...change.remove.map((k) => this.#client.delete().key(OBJECTS + k)),
+      ...change.put.map((o) => this.#client.put(OBJECTS + objectKey(o)).value(JSON.stringify(o))),
+      this.#client.put(GENERATION).value(mark),
+    ];
+    let failure: unknown;
+    try {
+      const res = await this.#client
+        .if(GENERATION, 'Mod', '==', basedOn)
+        .then(...ops)
+        .commit();
+      if (res.succeeded) return Number(res.header.revision);
+    } catch (e) {
+      failure = e;
+    }
+    const current = await this.#call(() => this.#client.get(GENERATION).exec()).catch((e) => {
+      throw failure === undefined ? e : storeError(this.location, describe(failure));
+    });
+    const kv = current.kvs[0];
+    if (kv?.value.toString() === mark) return Number(kv.mod_revision);
+    if (failure !== undefined) throw storeError(this.location, describe(failure));
+    return undefined;
+  }
+
+  onChange(listener: (state: StoredState) => void): void {
+    this.#listeners.push(listener);
+  }
+
+  async metaOrCreate(key: string, create: () => Promise<string>): Promise<string> {
+    const existing = await this.#call(() => this.#client.get(META + key).string());
+    if (existing !== null) return existing;
+    const value = await create();
+    const res = await this.#call(() =>
+      this.#client
+        .if(META + key, 'Create', '==', 0)
+        .then(this.#client.put(META + key).value(value))
+        .else(this.#client.get(META + key))
+        .commit(),
+    );
+    if (res.succeeded) return value;
+    // Another replica created it first: everyone uses that one.
+    const kv = res.responses[0]?.response_range?.kvs[0];
+    if (kv === undefined) throw storeError(this.location, `${key} vanished while it was created`);
+    return kv.value.toString();
+  }
+
+  health(): string | undefined {
+    return this.#unreachable === undefined ? undefined : `state store ${this.location}: ${this.#unreachable}`;
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    // Bounded: with etcd unreachable the cancel would wait for it; closing the client ends it anyway.
+    const cancelled = this.#watcher?.cancel().catch(() => undefined);
+    await Promise.race([cancelled, new Promise((r) => setTimeout(r, CALL_TIMEOUT_MS).unref())]);
+    this.#client.close();
+  }
+
+  async #watch(): Promise<void> {
+    const watcher = await this.#client
+      .watch()
+      .prefix(ETCD_PREFIX)
+      .startRevision(String(this.#revision + 1))
+      .create();
+    this.#watcher = watcher;
+    watcher.on('data', (res) => this.#onWatch(res));
+    watcher.on('connected', () => {
+      if (this.#unreachable !== undefined) log.info({ store: this.location }, 'state store watch resumed');
+      this.#unreachable = undefined;
+    });
+    watcher.on('disconnected', (e) => {
+      // Once per loss: the client retries (jittered backoff) until a member answers.
+      const level = this.#unreachable === undefined ? 'warn' : 'debug';
+      this.#unreachable = `watch disconnected: ${describe(e)}`;
+      log[level](
+        { store: this.location, err: describe(e) },
+        'state store watch lost; serving the last state, retrying',
+      );
+    });
+    // Canceled by etcd (e.g. its history was compacted past our revision): read it all again and watch anew.
+    watcher.on('error', (e) => {
+      if (this.#closed) return;
+      this.#unreachable = `watch failed: ${describe(e)}`;
+      log.warn({ store: this.location, err: describe(e) }, 'state store watch canceled; reloading');
+      void this.#rewatch();
+    });
+  }
+
+  async #rewatch(): Promise<void> {
+    while (!this.#closed) {
+      try {
+        await this.#watcher?.cancel().catch(() => undefined);
+        const before = this.#generation;
+        const state = await this.refresh();
+        if (state.generation > before) this.#emit();
+        await this.#watch();
+        return;
+      } catch (e) {
+        log.warn({ err: describe(e) }, 'state store reload failed; retrying');
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+  }
+
+  /**
+   * Applies watched events revision by revision; each revision that rewrote the generation
+   * key is one commit, and is handed to the listeners whole (the key is the commit's last op).
+   */
+  #onWatch(res: IWatchResponse): void {
+    for (const ev of res.events) {
+      const revision = Number(ev.kv.mod_revision);
+      if (revision <= this.#revision) continue; // already in what refresh() read
+      const key = ev.kv.key.toString();
+      if (key === GENERATION) {
+        this.#generation = revision;
+        this.#revision = revision;
+        this.#emit();
+      } else if (key.startsWith(OBJECTS)) {
+        const name = key.slice(OBJECTS.length);
+        if (ev.type === 'Delete') this.#objects.delete(name);
+        else {
+          try {
+            this.#objects.set(name, this.#decode(ev.kv));
+          } catch (e) {
+            log.error({ key, err: describe(e) }, 'state store holds an object zmesh cannot read; ignored');
+          }
+        }
+      }
+    }
+  }
+
+  #emit(): void {
+    const state = this.snapshot();
+    for (const l of this.#listeners) l(state);
+  }
+
+  #decode(kv: IKeyValue): StoreObject {
+    const key = kv.key.toString().slice(OBJECTS.length);
+    const object = decodeObject(key, kv.value.toString());
+    if (typeof object === 'string') throw storeError(this.location, `object ${key}: ${object}`);
+    return object;
+  }
+
+  async #call<T>(run: () => Promise<T>): Promise<T> {
+    try {
+      return await run();
+    } catch (e) {
+      throw e instanceof ZmeshError ? e : storeError(this.location, describe(e));
+    }
+  }
+}
+
+function describe(e: unknown): string {
+  // grpc-js appends an empty "Resolution note:" to connection errors.
+  return (e instanceof Error ? e.message : String(e)).replace(/\.?\s*Resolution note:\s*$/, '');
+}

@@ -1,0 +1,165 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { ConfigStore } from '@zmesh/control-plane';
+import { EtcdStateStore, parseEtcdUrl } from '@zmesh/control-plane/etcd';
+import test from 'ava';
+import { execa } from 'execa';
+import { type EtcdCluster, etcdUnavailable, startEtcdCluster } from './helpers/etcd.js';
+
+/** 127.133.1.0/24 is this file's (etcd members). */
+const HOST = '127.133.1.1';
+const unavailable = etcdUnavailable();
+let cluster: EtcdCluster | undefined;
+const opened: EtcdStateStore[] = [];
+
+if (unavailable) test.skip(`etcd store tests skipped: ${unavailable}`, () => {});
+else {
+  test.before(async () => {
+    cluster = await startEtcdCluster(HOST, 3);
+  });
+  test.after.always(async () => {
+    for (const s of opened) await s.close();
+    await cluster?.stop();
+  });
+}
+const run = unavailable ? test.serial.skip : test.serial;
+
+const ZMESH = resolve(import.meta.dirname, '../../bin/zmesh');
+
+async function replica(): Promise<{ store: EtcdStateStore; config: ConfigStore }> {
+  const store = await EtcdStateStore.open(cluster!.url);
+  opened.push(store);
+  return { store, config: new ConfigStore({ shared: store }) };
+}
+
+const ns = (name: string) => `kind: Namespace\nmetadata: { name: ${name} }\n`;
+
+async function until(what: string, cond: () => boolean, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+test('etcd:// URLs: members listed, anything else refused with the reason', (t) => {
+  t.deepEqual(parseEtcdUrl('etcd://127.0.0.1:2379,[::1]:2380'), [
+    'http://127.0.0.1:2379',
+    'http://[::1]:2380',
+  ]);
+  for (const bad of ['http://a:1', 'etcd://', 'etcd://host', 'etcd://a:1,,b:2', 'etcd://a:1/x'])
+    t.throws(() => parseEtcdUrl(bad), { message: /ZM_ERR_STATE_STORE|cannot be used/ }, bad);
+});
+
+test('zmesh control-plane --store: a bad URL, an unreachable etcd or --state-dir beside it is one line and exit 1', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'zmesh-etcd-cli-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const cases: Array<[string[], RegExp]> = [
+    [['--store', 'http://a:1'], /ZM_ERR_STATE_STORE: .*expected etcd:\/\/host:port/],
+    // Nothing listens on port 1: refused at once, never an empty start.
+    [
+      ['--store', 'etcd://127.133.1.9:1'],
+      /ZM_ERR_STATE_STORE: state store etcd:\/\/127\.133\.1\.9:1 cannot be used: .*ECONNREFUSED/,
+    ],
+    [
+      ['--store', 'etcd://127.133.1.9:1', '--state-dir', join(dir, 's')],
+      /ZM_ERR_CONFIG_INVALID: .*--state-dir: not with --store/,
+    ],
+  ];
+  for (const [args, reason] of cases) {
+    const r = await execa(
+      ZMESH,
+      ['control-plane', ...args, '--port', '0', '--admin-socket', join(dir, 'a.sock')],
+      {
+        reject: false,
+        timeout: 20_000,
+      },
+    );
+    t.is(r.exitCode, 1, args.join(' '));
+    const lines = r.stderr.trim().split('\n');
+    t.is(lines.length, 1, r.stderr);
+    t.regex(lines[0]!, reason);
+  }
+});
+
+run('an apply on one replica reaches the other through the watch, at the same generation', async (t) => {
+  const a = await replica();
+  const b = await replica();
+  const applied = await a.config.submit({ applyYaml: ns('one') });
+  t.true(applied.ok);
+  const generation = applied.ok ? applied.value.generation : 0;
+  await until('replica b to see it', () => b.config.view().generation === generation);
+  t.true(b.config.view().objects.has('Namespace//one'));
+  const removed = await b.config.submit({ remove: ['Namespace//one'] });
+  t.true(removed.ok);
+  await until('replica a to see the delete', () => !a.config.view().objects.has('Namespace//one'));
+  t.is(a.config.view().generation, b.config.view().generation);
+  // A third replica started now loads the same state at the same generation.
+  const c = await replica();
+  t.is(c.config.view().generation, b.config.view().generation);
+});
+
+run('concurrent applies on two replicas: both committed, none overwrites the other', async (t) => {
+  const a = await replica();
+  const b = await replica();
+  const results = await Promise.all(
+    Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).config.submit({ applyYaml: ns(`c-${i}`) })),
+  );
+  t.true(
+    results.every((r) => r.ok),
+    JSON.stringify(results.filter((r) => !r.ok)),
+  );
+  const fresh = await replica();
+  for (let i = 0; i < 10; i++) t.true(fresh.config.view().objects.has(`Namespace//c-${i}`), `c-${i}`);
+  const generations = results.map((r) => (r.ok ? r.value.generation : 0));
+  t.is(new Set(generations).size, generations.length, 'each apply is its own commit');
+});
+
+run('a refused apply writes nothing; the sync methods refuse on a shared store', async (t) => {
+  const a = await replica();
+  const before = a.config.view().generation;
+  const refused = await a.config.submit({
+    applyYaml: 'kind: Pod\nmetadata: { name: p, namespace: nowhere }\n',
+  });
+  t.false(refused.ok);
+  t.is((await a.store.refresh()).generation, before);
+  const sync = a.config.applyYaml(ns('x'));
+  t.false(sync.ok);
+  t.regex(sync.ok ? '' : sync.error.join(), /through submit/);
+});
+
+run('a named value is created once, whichever replica asks first', async (t) => {
+  const a = await replica();
+  const b = await replica();
+  const [x, y] = await Promise.all([
+    a.store.metaOrCreate('k', async () => 'from-a'),
+    b.store.metaOrCreate('k', async () => 'from-b'),
+  ]);
+  t.is(x, y);
+  t.is(await a.store.metaOrCreate('k', async () => 'later'), x);
+});
+
+run(
+  "a replica's config directory is its own: served beside the shared objects, never written to etcd",
+  async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'zmesh-etcd-dir-'));
+    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    await writeFile(join(dir, 'ns.yaml'), ns('from-file'));
+    const a = await replica();
+    const withDir = new ConfigStore({ shared: a.store, dir });
+    const loaded = await withDir.reload();
+    t.true(loaded.ok);
+    t.true(withDir.view().objects.has('Namespace//from-file'));
+    const generation = withDir.view().generation;
+    t.is(generation, (await a.store.refresh()).generation, "a reload keeps the store's generation");
+    t.false(a.store.snapshot().objects.has('Namespace//from-file'), 'files are not written to etcd');
+    const b = await replica();
+    const applied = await b.config.submit({ applyYaml: ns('from-b') });
+    t.true(applied.ok);
+    await until('the shared apply to reach the replica with a directory', () =>
+      withDir.view().objects.has('Namespace//from-b'),
+    );
+    t.true(withDir.view().objects.has('Namespace//from-file'), 'its files stay served');
+  },
+);
