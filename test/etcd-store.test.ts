@@ -52,7 +52,7 @@ test('etcd:// URLs: members listed, anything else refused with the reason', (t) 
     t.throws(() => parseEtcdUrl(bad), { message: /ZM_ERR_STATE_STORE|cannot be used/ }, bad);
 });
 
-test('zmesh control-plane --store: a bad URL, an unreachable etcd or --state-dir beside it is one line and exit 1', async (t) => {
+test('zmesh control-plane --store: a bad URL, an unreachable etcd or --state-dir or --kubernetes beside it is one line and exit 1', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'zmesh-etcd-cli-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   const cases: Array<[string[], RegExp]> = [
@@ -65,6 +65,11 @@ test('zmesh control-plane --store: a bad URL, an unreachable etcd or --state-dir
     [
       ['--store', 'etcd://127.133.1.9:1', '--state-dir', join(dir, 's')],
       /ZM_ERR_CONFIG_INVALID: .*--state-dir: not with --store/,
+    ],
+    // Controller mode's objects live in the API server; a shared commit would replace them.
+    [
+      ['--store', 'etcd://127.133.1.9:1', '--kubernetes', '--kubeconfig', join(dir, 'k')],
+      /ZM_ERR_CONFIG_INVALID: .*--store: not with --kubernetes/,
     ],
   ];
   for (const [args, reason] of cases) {

@@ -1,4 +1,12 @@
-import { LocalMesh, PEER_SERVER, parseRateResult, RATE_CLIENT } from '@zmesh/harness';
+import {
+  LocalMesh,
+  PEER_SERVER,
+  parseRateResult,
+  RATE_CLIENT,
+  STEADY_SERVER,
+  UPGRADE_CLIENT,
+  type UpgradeTrafficResult,
+} from '@zmesh/harness';
 import { BpfCapture } from '@zmesh/ztunnel';
 import test from 'ava';
 import type { ResultPromise } from 'execa';
@@ -138,3 +146,74 @@ spec:
   t.is((await until('outsider', server.ipv4, true)).ok, 1, 'inside the ipBlock: served');
   t.true((await plaintextTotal('denied')) > denied, 'the refusal was ztunnel’s, counted');
 });
+
+meshTest(
+  'PERMISSIVE plaintext rides a ztunnel upgrade: none refused, held connections finish on the old one',
+  async (t) => {
+    t.timeout(90_000);
+    const server = mesh.pod('server');
+    await mesh.controlPlane!.apply(pa('PERMISSIVE'), 'permissive-upgrade');
+    t.is((await until('outsider', server.ipv4, true)).ok, 1, 'PERMISSIVE in force');
+    const steady = mesh.cluster.runInPod(server, ['node', '-e', STEADY_SERVER, '9090'], {
+      reject: false,
+      stdout: 'pipe',
+    });
+    servers.push(steady);
+    await new Promise<void>((resolve) => steady.stdout?.once('data', () => resolve()));
+    // A real plaintext client outside the mesh: a new connection every 50 ms, 3 held and pinging.
+    const client = mesh.cluster.runInPod(
+      mesh.pod('outsider'),
+      // Runs until told `stop` (60 s at most), however long the successor takes to be ready.
+      ['node', '-e', UPGRADE_CLIENT, server.ipv4, '9090', '60000', '3'],
+      { reject: false, stdout: 'pipe', stdin: 'pipe' },
+    );
+    servers.push(client);
+    await new Promise((r) => setTimeout(r, 1000));
+    const { old, oldPid } = await mesh.startSuccessor('node-a');
+    let oldExited = 0;
+    void old.finally(() => {
+      oldExited = Date.now();
+    });
+    // The successor has its own 15006 listener in the pod (SO_REUSEPORT) before the old one
+    // drains; its config_dump, not the old one's, which answers the shared admin port too.
+    const deadline = Date.now() + 8000;
+    for (;;) {
+      const dump = await mesh.configDump('node-a', oldPid);
+      const redirected = (dump.plaintextRedirects ?? []) as string[];
+      if (redirected.includes('Kubernetes//Pod/team-b/server')) break;
+      if (Date.now() > deadline) throw new Error(`successor never redirected: ${JSON.stringify(redirected)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    if (old.pid !== undefined) process.kill(old.pid, 'SIGTERM');
+    await new Promise((r) => setTimeout(r, 1500));
+    t.is(oldExited, 0, 'the old ztunnel still runs: it keeps its plaintext connections');
+    // Draining, it has left the shared admin port to the successor (its metrics stay).
+    const pids = new Set<number>();
+    for (let i = 0; i < 10; i++) pids.add((await mesh.configDump('node-a')).pid);
+    t.false(pids.has(oldPid), `admin answered only by the successor: ${[...pids].join(', ')}`);
+    // Both processes answer the node's metrics port; the old one counts what it drains.
+    const bodies = [...(await mesh.metricsOfEach('node-a')).values()];
+    t.true(
+      bodies.some((b) => /zmesh_drain_connections\{side="plaintext"\} [1-9]/.test(b)),
+      'counted as draining',
+    );
+    await new Promise((r) => setTimeout(r, 1000)); // new connections, to the successor alone
+    client.stdin?.end('stop\n');
+    const r = JSON.parse(
+      String((await client).stdout)
+        .trim()
+        .split('\n')
+        .pop() ?? '{}',
+    ) as UpgradeTrafficResult;
+    t.log(JSON.stringify(r));
+    t.true(r.newOk > 40, `new plaintext connections went through (${r.newOk})`);
+    t.is(r.newFailed, 0, `none refused: ${JSON.stringify(r.newErrors)}`);
+    t.is(r.liveBroken, 0, `none of the held ones broken: ${JSON.stringify(r.liveErrors)}`);
+    const exit = await Promise.race([
+      old,
+      new Promise<undefined>((res) => setTimeout(() => res(undefined), 8000)),
+    ]);
+    t.is(exit?.exitCode, 0, 'the old ztunnel exited once its last plaintext connection closed');
+    t.true(oldExited >= r.endedAt, 'only after the held connections ended');
+  },
+);

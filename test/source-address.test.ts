@@ -1,5 +1,12 @@
 import { execFileSync } from 'node:child_process';
-import { LocalMesh, PEER_SERVER, parseRateResult, RATE_CLIENT, VIP_PREFIX } from '@zmesh/harness';
+import {
+  LocalMesh,
+  PEER_SERVER,
+  PRIVILEGE_PROBE,
+  parseRateResult,
+  RATE_CLIENT,
+  VIP_PREFIX,
+} from '@zmesh/harness';
 import { BpfCapture } from '@zmesh/ztunnel';
 import test from 'ava';
 import type { ResultPromise } from 'execa';
@@ -15,8 +22,8 @@ const meshTest = reason ? test.serial.skip : test.serial;
 const why = reason ? ` [skipped: needs root and BPF: ${reason}]` : '';
 
 const VIP = `${VIP_PREFIX}41`;
-/** An HTTP server answering with the peer address it saw (getpeername of its socket). */
-const WEB = `require('http').createServer((req, res) => { req.resume(); res.end(String(req.socket.remoteAddress)); })
+/** An HTTP server answering with the peer address it saw (getpeername of its socket) and x-forwarded-for. */
+const WEB = `require('http').createServer((req, res) => { req.resume(); res.end(req.socket.remoteAddress + ' xff=' + req.headers['x-forwarded-for']); })
   .listen(8080, '::', () => console.log('listening'));`;
 
 let mesh: LocalMesh;
@@ -131,7 +138,7 @@ meshTest(`the server's getpeername is the client pod's address, IPv4 and IPv6${w
 });
 
 meshTest(
-  `through a namespace waypoint the app sees the original client, not the waypoint${why}`,
+  `through a namespace waypoint the app sees the original client, not the waypoint, in its socket and in x-forwarded-for${why}`,
   async (t) => {
     const client = mesh.pod('client');
     const waypoint = mesh.pod('waypoint');
@@ -143,7 +150,7 @@ meshTest(
         `fetch(${JSON.stringify(url)}, { signal: AbortSignal.timeout(5000) }).then(async (r) => console.log(r.status, await r.text()), (e) => console.log('ERR', e.cause?.code ?? e.name))`,
       ]);
       const answer = r.stdout.trim();
-      t.is(answer, `200 ::ffff:${client.ipv4}`, `${url}: the web app saw ${answer}`);
+      t.is(answer, `200 ::ffff:${client.ipv4} xff=${client.ipv4}`, `${url}: the web app saw ${answer}`);
       t.false(answer.includes(waypoint.ipv4), 'not the waypoint');
     }
   },
@@ -155,6 +162,49 @@ meshTest(`strict inbound still drops a plaintext connection from outside the mes
   t.is(r.ok, 0, JSON.stringify(r));
   const after = metric(await mesh.metrics('node-b'), 'zmesh_capture_inbound_drops', '');
   t.true(after > before, `drops ${before} → ${after}`);
+});
+
+meshTest(`strict inbound drops plaintext forging a mesh client's address, IPv4 and IPv6${why}`, async (t) => {
+  const client = mesh.pod('client');
+  const server = mesh.pod('server');
+  const outsider = mesh.pod('outsider');
+  // IPv6: IP_FREEBIND binds the client's address. IPv4 (the pod's only route is via its
+  // gateway, which a foreign source cannot use): the address is added to the outsider's
+  // eth0 for the attempt, announcing ARP from its own address so the node's neighbour
+  // table keeps the client where it is.
+  nsexec(outsider.netnsPath, ['sysctl', '-qw', 'net.ipv4.conf.all.arp_announce=2']);
+  nsexec(outsider.netnsPath, ['ip', 'addr', 'add', `${client.ipv4}/32`, 'dev', 'eth0']);
+  const forged = (host: string, ip: string) => ({
+    check: 'freebind_connect',
+    ip,
+    host,
+    port: 8080,
+    timeout: 1.5,
+  });
+  const before = metric(await mesh.metrics('node-b'), 'zmesh_capture_inbound_drops', '');
+  let results: Array<{ ok: boolean; errno: string | null; detail: string }>;
+  try {
+    const r = await mesh.cluster.exec(outsider, [
+      '/usr/bin/python3',
+      '-c',
+      PRIVILEGE_PROBE,
+      JSON.stringify([forged(server.ipv4, client.ipv4), forged(server.ipv6, client.ipv6)]),
+    ]);
+    results = JSON.parse(r.stdout);
+  } finally {
+    nsexec(outsider.netnsPath, ['ip', 'addr', 'del', `${client.ipv4}/32`, 'dev', 'eth0']);
+  }
+  // The forged SYNs left (the kernel let the pod bind and send) and nothing answered: dropped.
+  t.deepEqual(
+    results.map((x) => [x.ok, x.errno]),
+    [
+      [false, 'ETIMEDOUT'],
+      [false, 'ETIMEDOUT'],
+    ],
+    JSON.stringify(results),
+  );
+  const after = metric(await mesh.metrics('node-b'), 'zmesh_capture_inbound_drops', '');
+  t.true(after >= before + 2, `drops ${before} → ${after}`);
 });
 
 meshTest(`unenrolling a pod removes its reply steering${why}`, async (t) => {

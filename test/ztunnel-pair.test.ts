@@ -14,6 +14,7 @@ test.before(async () => {
       { port: 18000, to: '127.21.2.1:7000' },
       { port: 18001, to: '127.21.96.10:80' },
       { port: 18002, to: '127.21.2.1:7001' },
+      { port: 18003, to: '127.21.2.1:7002' },
     ],
   });
   const echo = await startEcho(mesh.ip.server, 7000);
@@ -24,10 +25,17 @@ test.before(async () => {
     s.resume();
   });
   await new Promise<void>((r) => talker.listen({ host: mesh.ip.server, port: 7001 }, r));
+  // 7002: answers with the peer address it sees.
+  const peer = createServer((s) => {
+    s.on('error', () => {});
+    s.end(String(s.remoteAddress));
+  });
+  await new Promise<void>((r) => peer.listen({ host: mesh.ip.server, port: 7002 }, r));
   closeServers = () => {
     for (const s of echo.sockets) s.destroy();
     echo.close();
     talker.close();
+    peer.close();
   };
 });
 
@@ -72,6 +80,23 @@ test.serial('the server half-closes first and the client still delivers its own 
   const back = await roundTrip(mesh.ip.client, 18002, Buffer.alloc(0));
   t.is(back.length, 3 * 1024 * 1024);
 });
+
+test.serial(
+  "explicit mode: the app sees the client workload's address, an address of this host",
+  async (t) => {
+    const count = async (result: string) =>
+      (await mesh.b.metrics.registry.metrics())
+        .split('\n')
+        .filter(
+          (l) => l.startsWith('zmesh_inbound_source_address_total{') && l.includes(`result="${result}"`),
+        )
+        .reduce((n, l) => n + Number(l.split(' ').pop()), 0);
+    const before = await count('preserved');
+    const answer = (await roundTrip(mesh.ip.client, 18003, Buffer.alloc(0))).toString();
+    t.is(answer, mesh.ip.client, 'not ztunnel’s own address');
+    t.is((await count('preserved')) - before, 1, 'counted as preserved');
+  },
+);
 
 test.serial('the destination ztunnel saw the client SPIFFE identity', async (t) => {
   const text = await mesh.b.metrics.registry.metrics();

@@ -17,7 +17,7 @@ if (unavailable) test.skip(`ztunnel upgrade drill skipped: ${unavailable}`, () =
 drill(
   'ztunnel upgrades on the destination and the source node refuse no new connection and break no long-lived one',
   async (t) => {
-    t.timeout(40_000);
+    t.timeout(60_000);
     const report = await runUpgradeDrill({ longLived: 5, durationMs: 12_000, echo: (l) => t.log(l) });
     const r = report.traffic;
     t.log(JSON.stringify(report));
@@ -36,6 +36,7 @@ drill(
       t.true((n.exitedAfterMs ?? -1) >= 0, `${n.node}: only after its last connection closed`);
       t.is(n.exitCode, 0);
       t.true(n.rssKb.old > 0 && n.rssKb.new > 0, 'both processes measured during the overlap');
+      t.is(n.metricsServedBy, 2, `${n.node}: old and new both answered the one metrics port (SO_REUSEPORT)`);
     }
     t.true(report.passed);
   },

@@ -1,6 +1,7 @@
 import { convertAuthorizationPolicy } from '@zmesh/shared';
 import {
   type AuthorizationPolicyObject,
+  isWaypointClass,
   type StoreObject,
   USE_WAYPOINT_LABEL,
   WAYPOINT_CLASS,
@@ -28,7 +29,7 @@ export function admit(
   const namespaces = new Set<string>();
   for (const o of objects.values()) {
     if (o.kind === 'Namespace') namespaces.add(o.metadata.name);
-    if (o.kind === 'Gateway' && o.spec.gatewayClassName === WAYPOINT_CLASS)
+    if (o.kind === 'Gateway' && isWaypointClass(o.spec.gatewayClassName))
       waypoints.add(`${o.metadata.namespace}/${o.metadata.name}`);
   }
   const ipOwner = new Map<string, string>();

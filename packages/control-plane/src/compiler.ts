@@ -3,12 +3,12 @@ import { objectsOf, type StoreView } from './config-store.js';
 import {
   type AuthorizationPolicyObject,
   type GatewayObject,
+  isWaypointClass,
   type NamespaceObject,
   type PeerAuthenticationObject,
   type PodObject,
   type ServiceObject,
   USE_WAYPOINT_LABEL,
-  WAYPOINT_CLASS,
 } from './k8s-objects.js';
 import { PeerAuthentications } from './peer-authentication.js';
 
@@ -74,7 +74,7 @@ export class Compiler {
   compile(view: StoreView): CompiledConfig {
     const namespaces = new Map(objectsOf(view, 'Namespace').map((n) => [n.metadata.name, n]));
     const kubeServices = objectsOf(view, 'Service');
-    const gateways = objectsOf(view, 'Gateway').filter((g) => g.spec.gatewayClassName === WAYPOINT_CLASS);
+    const gateways = objectsOf(view, 'Gateway').filter((g) => isWaypointClass(g.spec.gatewayClassName));
     const policies = objectsOf(view, 'AuthorizationPolicy');
     const services = [
       ...kubeServices.map((s) =>

@@ -178,6 +178,20 @@ export class ConfigStore extends EventEmitter {
     return this.#local({ apply: docs, source });
   }
 
+  /**
+   * Puts and removes objects in one commit, through the same admission: the Kubernetes
+   * source's path (kubernetes/kube-source.ts), where the API server already holds the change.
+   * A removed key the store does not hold is ignored.
+   */
+  sync(docs: readonly unknown[], removed: readonly string[], source: string): Result<StoreView> {
+    const parsed = collect([{ source, docs }], new Map());
+    if (!parsed.ok) return this.#reject(parsed.error, source);
+    const applied = new Map(this.#applied);
+    for (const key of removed) applied.delete(key);
+    for (const [key, o] of parsed.value) applied.set(key, o);
+    return this.#commit(this.#files, applied, new Map(), source);
+  }
+
   /** Parses multi-document YAML text and applies it. */
   applyYaml(text: string, source = 'apply'): Result<StoreView> {
     return this.#local({ applyYaml: text, source });

@@ -4,6 +4,7 @@ import {
   type Authorization,
   convertAuthorizationPolicy,
   logger,
+  type Result,
   WAYPOINT_CONFIG_TYPE_URL,
   ZmeshError,
 } from '@zmesh/shared';
@@ -12,7 +13,7 @@ import type { SignCsr } from './ca-service.js';
 import { type CompiledConfig, Compiler } from './compiler.js';
 import { ConfigStore, type StoreView } from './config-store.js';
 import { ControlPlaneMetrics } from './cp-metrics.js';
-import { WAYPOINT_CLASS } from './k8s-objects.js';
+import { isWaypointClass, USE_WAYPOINT_LABEL, WAYPOINT_CLASS } from './k8s-objects.js';
 import { type RolloutReport, setNamespaceWaypoint, waitForAcks } from './namespace-waypoint.js';
 import { NodeTokens } from './node-tokens.js';
 import type { ProxyReport } from './proxy-status.js';
@@ -87,6 +88,11 @@ export class ControlPlane {
   #notReadyWaypoints = new Set<string>();
   #waypointTimer: NodeJS.Timeout | undefined;
   readonly #shared: SharedStateStore | undefined;
+  /**
+   * Set in Kubernetes mode (kubernetes/kube-controller.ts): `ns l7` labels the Namespace
+   * through the API server, and the change reaches the store through the informer.
+   */
+  namespaceLabeler: ((namespace: string, waypoint: string | undefined) => Promise<Result<void>>) | undefined;
 
   /** Throws ZM_ERR_STATE_STORE when the state store cannot be read. */
   constructor(opts: ControlPlaneOptions) {
@@ -270,7 +276,7 @@ export class ControlPlane {
   ): Promise<{ ok: true; value: RolloutReport } | { ok: false; error: string[] }> {
     if (waypoint !== undefined) {
       const gw = this.store.view().objects.get(`Gateway/${namespace}/${waypoint}`);
-      if (gw?.kind !== 'Gateway' || gw.spec.gatewayClassName !== WAYPOINT_CLASS)
+      if (gw?.kind !== 'Gateway' || !isWaypointClass(gw.spec.gatewayClassName))
         return {
           ok: false,
           error: [
@@ -280,8 +286,23 @@ export class ControlPlane {
         };
     }
     const started = Date.now();
-    const applied = await setNamespaceWaypoint(this.store, namespace, waypoint);
-    if (!applied.ok) return applied;
+    if (this.namespaceLabeler) {
+      const labelled = await this.namespaceLabeler(namespace, waypoint);
+      if (!labelled.ok) return labelled;
+      const arrived = () => {
+        const ns = this.store.view().objects.get(`Namespace//${namespace}`);
+        return ns?.metadata.labels[USE_WAYPOINT_LABEL] === waypoint;
+      };
+      while (!arrived() && Date.now() - started < timeoutMs) await new Promise((r) => setTimeout(r, 20));
+      if (!arrived())
+        return {
+          ok: false,
+          error: [`namespace ${namespace}: the label did not reach the config within ${timeoutMs} ms`],
+        };
+    } else {
+      const applied = await setNamespaceWaypoint(this.store, namespace, waypoint);
+      if (!applied.ok) return applied;
+    }
     const version = this.server.cache.view(ADDRESS_TYPE_URL).version;
     const waypointVersion = this.server.cache.view(WAYPOINT_CONFIG_TYPE_URL).version;
     const split = await waitForAcks(() => this.proxyStatus(), version, timeoutMs, waypointVersion);

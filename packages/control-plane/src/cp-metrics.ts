@@ -72,6 +72,26 @@ export class ControlPlaneMetrics {
     registers: [this.registry],
   });
 
+  /** Controller mode: objects of the API that admission keeps out (each has an Accepted=False condition where its kind has status). */
+  readonly kubernetesRefused = new Gauge({
+    name: 'zmesh_cp_kubernetes_refused_objects',
+    help: 'Kubernetes objects refused by admission and left out of the served config (controller mode)',
+    registers: [this.registry],
+  });
+  /** Controller mode: 1 on the replica holding the Lease (the one that writes), else 0. */
+  readonly kubernetesLeader = new Gauge({
+    name: 'zmesh_cp_kubernetes_leader',
+    help: '1 when this replica holds the leader Lease and writes waypoint objects and status (controller mode)',
+    registers: [this.registry],
+  });
+  /** Controller mode: API writes that failed (not counting 409s that a retry resolved), by what was written. */
+  readonly kubernetesWriteFailures = new Counter({
+    name: 'zmesh_cp_kubernetes_write_failures_total',
+    help: 'Writes to the Kubernetes API that failed, by kind of write (waypoint, status)',
+    labelNames: ['write'] as const,
+    registers: [this.registry],
+  });
+
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics)
       collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });

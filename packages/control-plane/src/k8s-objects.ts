@@ -154,5 +154,11 @@ export function objectKey(o: { kind: string; metadata: { namespace: string; name
 }
 
 export const WAYPOINT_CLASS = 'istio-waypoint';
+/** Gateway classes that make a waypoint: Istio's and zmesh's own (`zmesh install` prints its GatewayClass). */
+export const WAYPOINT_CLASSES: readonly string[] = [WAYPOINT_CLASS, 'zmesh-waypoint'];
+
+export function isWaypointClass(name: string): boolean {
+  return WAYPOINT_CLASSES.includes(name);
+}
 /** Istio's label naming the waypoint (a Gateway of the same namespace) an object uses. */
 export const USE_WAYPOINT_LABEL = 'istio.io/use-waypoint';

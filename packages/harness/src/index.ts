@@ -6,6 +6,7 @@ export { type ConfigDump, ztunnelConfigTable } from './cli/ztunnel-config-comman
 export * from './cluster/index.js';
 export { L7_POLICY_YAML, L7_ROUTE_YAML, type L7Lab, type L7LabOptions, startL7Lab } from './demo/l7-lab.js';
 export * from './install/index.js';
+export * from './kube-api/index.js';
 export { ControlPlaneLink } from './mesh/control-plane-link.js';
 export {
   type ControlPlaneMode,

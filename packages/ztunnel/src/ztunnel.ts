@@ -32,7 +32,12 @@ import { connectInNetns, listenInNetns } from './capture/netns-listener.js';
 import { PlaintextRedirects } from './capture/plaintext-redirect.js';
 import { TransparentConnector } from './capture/transparent-connect.js';
 import { ZdsClient } from './capture/zds-client.js';
-import { type AppConnector, loopbackAppConnector } from './forward/app-connector.js';
+import {
+  type AppConnector,
+  localSourceAppConnector,
+  loopbackAppConnector,
+  sourceAddressCounter,
+} from './forward/app-connector.js';
 import { type CertificateSigner, CertManager, DEFAULT_MAX_CSRS_IN_FLIGHT } from './identity/cert-manager.js';
 import { InboundListener, type ListenTarget } from './inbound/inbound-listener.js';
 import { PlaintextInbound } from './inbound/plaintext-inbound.js';
@@ -128,6 +133,8 @@ export class Ztunnel {
   private readonly captured?: EnrolledPods;
   private readonly agent?: ZdsClient;
   private readonly transparent?: TransparentConnector;
+  /** The last hop to an app that is not in a captured pod (explicit-proxy mode, or a test's). */
+  private readonly hostConnector: AppConnector;
   private reconciling: Promise<void> = Promise.resolve();
   /** Why the configuration is not complete yet (control-plane mode), if it is not. */
   private configIncomplete: () => string | undefined = () => undefined;
@@ -145,13 +152,14 @@ export class Ztunnel {
     const self = this;
     new Gauge({
       name: 'zmesh_drain_connections',
-      help: 'While draining (upgrade): connections still open, by side (outbound captured, inbound HBONE)',
+      help: 'While draining (upgrade): connections still open, by side (outbound captured, inbound HBONE, plaintext PERMISSIVE)',
       labelNames: ['side'],
       registers: [this.metrics.registry],
       collect() {
-        const open = self.draining ? self.drainingConnections() : { outbound: 0, inbound: 0 };
+        const open = self.draining ? self.drainingConnections() : { outbound: 0, inbound: 0, plaintext: 0 };
         this.set({ side: 'outbound' }, open.outbound);
         this.set({ side: 'inbound' }, open.inbound);
+        this.set({ side: 'plaintext' }, open.plaintext);
       },
     });
     const certQueue = new FairScheduler({
@@ -193,7 +201,7 @@ export class Ztunnel {
       state: () => this.state,
       connectApp: (uid) => {
         const w = this.state.workload(uid);
-        return w ? this.appConnector(w) : (this.options.connectApp ?? loopbackAppConnector);
+        return w ? this.appConnector(w) : this.hostConnector;
       },
       authorizer: this.authorizer,
       accessLog: this.accessLog,
@@ -233,6 +241,11 @@ export class Ztunnel {
       });
       this.transparent = new TransparentConnector(this.metrics.registry);
     }
+    this.hostConnector =
+      options.connectApp ??
+      (this.transparent
+        ? loopbackAppConnector
+        : localSourceAppConnector(sourceAddressCounter(this.metrics.registry)));
     this.admin = new AdminServers({
       host: options.address,
       ports: options.ports ?? DEFAULT_PORTS,
@@ -320,6 +333,8 @@ export class Ztunnel {
   configDump(): unknown {
     return {
       node: this.options.node,
+      // Which process answered: during an upgrade's overlap two share the admin port.
+      pid: process.pid,
       version: this.state.version,
       workloads: [...this.state.workloads()],
       services: [...this.state.services()],
@@ -330,6 +345,7 @@ export class Ztunnel {
         status: this.certs.get(spiffeIdOf(w)) && this.inbound.has(w.uid) ? 'ready' : 'pending',
       })),
       enrolled: this.captured?.uids(),
+      plaintextRedirects: this.redirects?.uids(),
       forwards: this.forwardConfigs,
       certificates: this.certs.identities(),
       policies: { version: this.authorizer.store.version, items: this.authorizer.store.list() },
@@ -350,6 +366,7 @@ export class Ztunnel {
     if (this.stopped || this.draining) return;
     this.draining = true;
     this.agent?.close();
+    await this.admin.handOver();
     this.captured?.stopAccepting();
     this.redirects?.stopAccepting();
     const inbound = Promise.all([...this.inbound.values()].map((l) => l.drain(graceMs)));
@@ -360,7 +377,7 @@ export class Ztunnel {
     for (;;) {
       const open = this.drainingConnections();
       const now = Date.now();
-      if (open.outbound + open.inbound === 0 || now >= deadline) {
+      if (open.outbound + open.inbound + open.plaintext === 0 || now >= deadline) {
         const fields = { node: this.options.node, ...open, ms: now - started };
         if (now >= deadline) log.warn(fields, 'drain grace passed: closing the connections left');
         else log.info(fields, 'drained: last connection closed');
@@ -376,11 +393,15 @@ export class Ztunnel {
     await this.stop();
   }
 
-  /** Connections a drain waits for. */
-  private drainingConnections(): { outbound: number; inbound: number } {
+  /** Connections a drain waits for: captured outbound, HBONE inbound and PERMISSIVE plaintext. */
+  private drainingConnections(): { outbound: number; inbound: number; plaintext: number } {
     let inbound = 0;
     for (const l of this.inbound.values()) inbound += l.connectionCount();
-    return { outbound: this.captured?.liveConnections() ?? 0, inbound };
+    return {
+      outbound: this.captured?.liveConnections() ?? 0,
+      inbound,
+      plaintext: this.plaintext.liveConnections(),
+    };
   }
 
   async stop(): Promise<void> {
@@ -392,6 +413,7 @@ export class Ztunnel {
     // After a drain the successor serves the pods and relies on the redirect rules.
     if (this.draining) this.redirects?.stopAccepting();
     else await this.redirects?.close();
+    this.plaintext.closeAll();
     this.pool.close();
     this.tenancy.close();
     await Promise.all([...this.forwards.values()].map((f) => f.close()));
@@ -498,12 +520,16 @@ export class Ztunnel {
   }
 
   private onRotated(identity: string, cred: Credential): void {
+    let missing = false;
     for (const w of this.localWorkloads()) {
       if (spiffeIdOf(w) !== identity) continue;
       const listener = this.inbound.get(w.uid);
       if (listener) listener.updateCredential(cred);
-      else void this.ensureInbound(w, cred);
+      else missing = true;
     }
+    // A first certificate: a reconcile pass makes the listener and what hangs on it (the
+    // PERMISSIVE redirect), which a bare listener here missed when config came first.
+    if (missing) void this.queueReconcile();
   }
 
   private async dial(key: PoolKey) {
@@ -545,7 +571,7 @@ export class Ztunnel {
   private appConnector(w: Workload): AppConnector {
     const pod = this.captured?.get(w.uid);
     const transparent = this.transparent;
-    if (!pod || !transparent) return this.options.connectApp ?? loopbackAppConnector;
+    if (!pod || !transparent) return this.hostConnector;
     const opts = { sendBufferBytes: this.tenancy.appSendBufferBytes };
     return (_w, host, port, source) => whenConnected(transparent.connect(pod, host, port, source, opts));
   }

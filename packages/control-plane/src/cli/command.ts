@@ -46,6 +46,37 @@ export function controlPlaneCommand(): Command {
       '--socket <path>',
       'serve xDS and the CA on this Unix socket (mode 0600) instead of --host:--port',
     )
+    .option(
+      '--kubernetes',
+      'read config from the Kubernetes API (informers) instead of --config; elect a leader on a Lease for writes',
+    )
+    .option(
+      '--kubeconfig <file>',
+      'with --kubernetes: this kubeconfig instead of the in-cluster ServiceAccount',
+    )
+    .option(
+      '--pod-namespace <ns>',
+      "with --kubernetes: the control plane's namespace, where its Lease lives (default $POD_NAMESPACE, else zmesh-system)",
+    )
+    .option(
+      '--pod-name <name>',
+      'with --kubernetes: this replica in the Lease (default $POD_NAME, else the host name)',
+    )
+    .option(
+      '--lease-duration <seconds>',
+      'with --kubernetes: how long a leader holds the Lease without renewing',
+      checked(intOption(1, 3600, 'seconds')),
+      '15',
+    )
+    .option(
+      '--waypoint-image <image>',
+      'with --kubernetes: the image of waypoint Deployments (default: this build)',
+    )
+    .option(
+      '--token-audience <aud>',
+      "with --kubernetes: audience of the waypoint's projected token",
+      'zmesh',
+    )
     .action(async (options) => {
       const { runControlPlane } = await import('./control-plane-command.js');
       process.exitCode = await runControlPlane(options);

@@ -1,5 +1,6 @@
 import { chmod, rm, stat } from 'node:fs/promises';
-import { defaultAdminSocket, readAdminToken, startFailure, ZmeshError } from '@zmesh/shared';
+import { hostname } from 'node:os';
+import { BUILD_INFO, defaultAdminSocket, readAdminToken, startFailure, ZmeshError } from '@zmesh/shared';
 import { type AdminListen, type AdminServer, startAdminServer } from '../admin-server.js';
 import {
   loadOrCreateCa,
@@ -8,6 +9,7 @@ import {
   writeRootsFile,
 } from '../ca-files.js';
 import { ControlPlane, sharedNodeTokenKey } from '../control-plane.js';
+import type { KubeController } from '../kubernetes/kube-controller.js';
 import { defaultStateDir, SqliteStateStore, sqliteAvailable } from '../store/sqlite-store.js';
 import { MemoryStateStore, type SharedStateStore, type StateStore } from '../store/state-store.js';
 
@@ -29,6 +31,13 @@ export interface ControlPlaneCommandOptions {
   host: string;
   /** xDS and CA on this Unix socket (mode 0600) instead of host:port. */
   socket?: string;
+  kubernetes?: boolean;
+  kubeconfig?: string;
+  podNamespace?: string;
+  podName?: string;
+  leaseDuration?: string;
+  waypointImage?: string;
+  tokenAudience?: string;
 }
 
 /**
@@ -67,6 +76,11 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
         throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
           source: '--state-dir',
           reason: 'not with --store: the state lives in the shared store',
+        });
+      if (options.kubernetes)
+        throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
+          source: '--store',
+          reason: 'not with --kubernetes: there the API server holds the config',
         });
       // Loaded only here: the etcd client (gRPC, its protos) is for replicated setups.
       const { EtcdStateStore } = await import('../store/etcd-store.js');
@@ -116,6 +130,15 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
     return startFailure('control-plane', e);
   }
   if (options.rootsFile) await writeRootsFile(options.rootsFile, [ca.rootPem]);
+  let kube: KubeController | undefined;
+  if (options.kubernetes) {
+    try {
+      kube = await startKubernetes(cp, options, ca.rootPem);
+    } catch (e) {
+      await cp.stop();
+      return startFailure('control-plane', e);
+    }
+  }
   if (options.socket) await rm(options.socket, { force: true });
   let port: number;
   let admin: AdminServer;
@@ -133,6 +156,7 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
     admin = await startAdminServer(cp, listen);
   } catch (e) {
     // The xDS server may be up when the admin port is taken: close it before saying why.
+    await kube?.stop();
     await cp.stop();
     return startFailure('control-plane', e);
   }
@@ -143,6 +167,7 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
       (options.rootsFile ? `, roots in ${options.rootsFile}` : ''),
   );
   const stop = async () => {
+    await kube?.stop();
     await admin.close();
     await cp.stop();
     process.exit(0);
@@ -150,4 +175,44 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   return 0;
+}
+
+/**
+ * Controller mode: lists and watches the API (the first config is committed before xDS
+ * serves), then elects. Loaded only with --kubernetes, so the YAML mode never loads the client.
+ */
+async function startKubernetes(
+  cp: ControlPlane,
+  options: ControlPlaneCommandOptions,
+  rootsPem: string,
+): Promise<KubeController> {
+  const { KubeController } = await import('../kubernetes/kube-controller.js');
+  const namespace = options.podNamespace ?? process.env.POD_NAMESPACE ?? 'zmesh-system';
+  const fail = (reason: string) => new ZmeshError('ZM_ERR_CONFIG_INVALID', { source: 'kubernetes', reason });
+  if (options.kubeconfig === undefined && !process.env.KUBERNETES_SERVICE_HOST)
+    throw fail('not running in a cluster (KUBERNETES_SERVICE_HOST unset): pass --kubeconfig FILE');
+  let controller: KubeController;
+  try {
+    controller = new KubeController(cp, {
+      ...(options.kubeconfig === undefined ? {} : { kubeconfig: options.kubeconfig }),
+      identity: options.podName ?? process.env.POD_NAME ?? hostname(),
+      namespace,
+      leaseSeconds: Number(options.leaseDuration ?? '15'),
+      waypoint: {
+        image: options.waypointImage ?? `localhost/zmesh:${BUILD_INFO.version}`,
+        xds: `zmesh-control-plane.${namespace}.svc:${options.port}`,
+        trustDomain: options.trustDomain,
+        tokenAudience: options.tokenAudience ?? 'zmesh',
+        rootsPem,
+      },
+    });
+  } catch (e) {
+    throw fail(`kubeconfig ${options.kubeconfig ?? '(in-cluster)'}: ${(e as Error).message}`);
+  }
+  try {
+    await controller.start();
+  } catch (e) {
+    throw fail((e as Error).message);
+  }
+  return controller;
 }

@@ -389,7 +389,11 @@ harness
     'ztunnel upgrade drill under traffic: replace ztunnel on each node, count refused and broken connections',
   )
   .option('--long-lived <n>', 'long-lived connections pinging every 100 ms', '20')
-  .option('--duration <seconds>', 'how long the client runs (both upgrades happen in its first ~8 s)', '20')
+  .option(
+    '--duration <seconds>',
+    'how long the client runs at least (on until 1 s after the last upgrade)',
+    '20',
+  )
   .option('--json <file>', 'write the report as JSON')
   .action(async (options) => {
     const { runUpgrade } = await import('./upgrade-command.js');

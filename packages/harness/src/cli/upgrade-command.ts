@@ -40,7 +40,7 @@ export async function runUpgrade(opts: UpgradeCommandOptions): Promise<number> {
   );
   for (const n of report.nodes)
     console.log(
-      `${n.node}: old ztunnel served while draining: ${n.servedWhileDraining}; exited ${n.exitedAfterMs ?? '(not)'} ms after the last connection, code ${n.exitCode}; RSS during the overlap old ${n.rssKb.old} kB + new ${n.rssKb.new} kB`,
+      `${n.node}: old ztunnel served while draining: ${n.servedWhileDraining}; exited ${n.exitedAfterMs ?? '(not)'} ms after the last connection, code ${n.exitCode}; RSS during the overlap old ${n.rssKb.old} kB + new ${n.rssKb.new} kB; processes answering the metrics port ${n.metricsServedBy}`,
     );
   if (opts.json) {
     await writeFile(opts.json, `${JSON.stringify(report, null, 2)}\n`);

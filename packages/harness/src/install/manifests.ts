@@ -176,8 +176,15 @@ function controlPlaneContainer(o: InstallOptions): IContainer {
       // State: shared in etcd when given (every replica serves every apply), else the
       // embedded store on the pod's `state` volume (kept across container restarts).
       ...(o.values.stateStore ? ['--store', o.values.stateStore] : ['--state-dir', PATHS.stateDir]),
+      // Controller mode: informers on the API, a Lease for the writer (POD_NAME, POD_NAMESPACE).
+      // Not with etcd: that mode's replicas share applied objects, and the API server's objects
+      // would be replaced by each shared commit (the command refuses the pair).
+      ...(o.values.stateStore ? [] : ['--kubernetes']),
     ],
-    env: env(o.values),
+    env: env(o.values, [
+      { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+      { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+    ]),
     ports: [{ name: 'grpc-xds', containerPort: XDS_PORT, protocol: 'TCP' }],
     readinessProbe: { tcpSocket: { port: XDS_PORT }, periodSeconds: 5 },
     resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '512Mi' } },
@@ -282,10 +289,12 @@ function crdRules() {
       resources: ['authorizationpolicies/status'],
       verbs: ['update', 'patch'],
     },
-    // Each waypoint's ServiceAccount, Deployment and Service, owned by its Gateway.
+    // `zmesh ns l7 on|off` sets istio.io/use-waypoint on the Namespace.
+    { apiGroups: [''], resources: ['namespaces'], verbs: ['patch'] },
+    // Each waypoint's ServiceAccount, roots ConfigMap, Deployment and Service, owned by its Gateway.
     {
       apiGroups: [''],
-      resources: ['services', 'serviceaccounts'],
+      resources: ['services', 'serviceaccounts', 'configmaps'],
       verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'],
     },
     {
@@ -347,9 +356,8 @@ function installModels(o: InstallOptions): Model[] {
           metadata: { labels: labels(CONTROL_PLANE) },
           spec: {
             serviceAccountName: CONTROL_PLANE,
-            // The control plane does not call the API server from main's code yet; the
-            // controller mode (issue 34) will need the token back.
-            automountServiceAccountToken: false,
+            // Controller mode reads and writes through the API with this ServiceAccount's token.
+            automountServiceAccountToken: true,
             priorityClassName: 'system-cluster-critical',
             securityContext: { runAsNonRoot: true, fsGroup: 65532 },
             topologySpreadConstraints: [

@@ -1,12 +1,14 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { KubernetesObject, ListWatch } from '@kubernetes/client-node';
 import { CertificateAuthority, logger, ZdsServer } from '@zmesh/shared';
 import { BpfCapture } from '@zmesh/ztunnel';
 import type { ResultPromise } from 'execa';
-import { stringify } from 'yaml';
+import { parseAllDocuments, stringify } from 'yaml';
 import { Cluster } from '../cluster/cluster.js';
 import type { ClusterSpec } from '../cluster/cluster-spec.js';
 import type { NodeInfo, PodInfo } from '../cluster/topology.js';
+import type { ApiServerDouble, KubeObject } from '../kube-api/api-server-double.js';
 import { type TempDir, tempDir } from '../local/exit-cleanup.js';
 import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
 import { MeshControlPlane } from './mesh-control-plane.js';
@@ -65,6 +67,12 @@ export interface MeshOptions {
 
 export interface ControlPlaneMode {
   maxCertTtlSeconds?: number;
+  /**
+   * Controller mode: the control plane runs `--kubernetes` against this API-server double,
+   * which the harness fills with the mesh's objects instead of applying YAML; each waypoint
+   * is started from the Deployment the controller made for its Gateway.
+   */
+  kubernetes?: ApiServerDouble;
   /** Start ztunnels with `--persist-keys` (a private tmpfs directory per node under /dev/shm). */
   persistKeys?: boolean | ((node: string) => boolean);
   /** `initialMs:maxMs` for xDS reconnects and certificate retries (time-compressed drills). */
@@ -89,13 +97,13 @@ export class LocalMesh {
   private readonly ztunnels = new Map<string, ResultPromise>();
   /** Old ztunnels left running (draining) by startSuccessor. */
   private readonly predecessors = new Set<ResultPromise>();
-  /** Ports of nodes whose ztunnel is a successor (the default ports are its predecessor's). */
-  private readonly ports = new Map<string, { admin: number; metrics: number; ready: number }>();
   /** Each node's agent side of ZDS (the harness is the node agent). */
   private readonly agents = new Map<string, ZdsServer>();
   /** Waypoint processes by their Gateway's `namespace/name`. */
   private readonly waypoints = new Map<string, ResultPromise>();
   private readonly enrolled = new Set<string>();
+  /** Controller mode: each node's watch of its own Pods in the API. */
+  private readonly podWatches: ListWatch<KubernetesObject>[] = [];
   /** Control-plane mode only. */
   controlPlane: MeshControlPlane | undefined;
   private readonly keysDirs = new Map<string, TempDir>();
@@ -132,6 +140,7 @@ export class LocalMesh {
       for (const pod of cluster.pods)
         if ((options.enroll?.(pod) ?? true) && !runsWaypoint(pod)) await mesh.enroll(pod);
       await mesh.waitReady();
+      if (mesh.cpMode?.kubernetes) await mesh.watchPodsFromApi(mesh.cpMode.kubernetes);
       for (const w of spec.waypoints ?? []) await mesh.startWaypoint(w);
       return mesh;
     } catch (e) {
@@ -182,6 +191,41 @@ export class LocalMesh {
     this.enrolled.delete(pod.uid);
   }
 
+  /**
+   * Controller mode: each node's agent watches the Pods scheduled on its node (a field
+   * selector on spec.nodeName, as a node agent does) and removes a deleted Pod's capture over
+   * ZDS (DelWorkload). Enrolment itself stays the harness's, from its own pod list.
+   */
+  private async watchPodsFromApi(api: ApiServerDouble): Promise<void> {
+    // Loaded here only: the harness's other commands start without the client.
+    const { CoreV1Api, KubeConfig, ListWatch, Watch } = await import('@kubernetes/client-node');
+    const kc = new KubeConfig();
+    kc.loadFromString(api.kubeconfig());
+    const core = kc.makeApiClient(CoreV1Api);
+    for (const node of this.cluster.nodes) {
+      const fieldSelector = `spec.nodeName=${node.name}`;
+      const watch = new ListWatch<KubernetesObject>(
+        '/api/v1/pods',
+        new Watch(kc),
+        () => core.listPodForAllNamespaces({ fieldSelector }),
+        false,
+        undefined,
+        fieldSelector,
+      );
+      watch.on('delete', (o) => {
+        const pod = this.cluster.pods.find(
+          (p) => p.node === node.name && p.name === o.metadata?.name && p.namespace === o.metadata?.namespace,
+        );
+        if (pod && this.enrolled.has(pod.uid))
+          void this.unenroll(pod).catch((e: unknown) =>
+            log.warn({ pod: pod.name, err: (e as Error).message }, 'unenroll after API delete failed'),
+          );
+      });
+      await watch.start();
+      this.podWatches.push(watch);
+    }
+  }
+
   /** A node's agent side of ZDS (tests stop it, or stand a hostile agent in its place). */
   zdsAgent(node: string): ZdsServer {
     return this.agent(node);
@@ -213,10 +257,25 @@ export class LocalMesh {
   }
 
   /**
+   * During an upgrade's overlap two ztunnels answer a node's metrics port (SO_REUSEPORT):
+   * their bodies by process_start_time_seconds, from up to `tries` new connections (each of
+   * which the kernel hashes to one of the listeners), stopping once two have answered.
+   */
+  async metricsOfEach(node: string, tries = 24): Promise<Map<string, string>> {
+    const seen = new Map<string, string>();
+    for (let i = 0; i < tries && seen.size < 2; i++) {
+      const r = await this.admin(node, this.portsOf(node).metrics, '/metrics').catch(() => undefined);
+      const started = /^process_start_time_seconds (\S+)/m.exec(r?.body ?? '')?.[1];
+      if (r && started) seen.set(started, r.body);
+    }
+    return seen;
+  }
+
+  /**
    * Waits until every enrolled, configured pod is ready on its node's ztunnel
    * (certificate and listeners up). Pods left unconfigured stay pending by design.
    */
-  async waitReady(timeoutMs = 20_000): Promise<void> {
+  async waitReady(timeoutMs = 20_000, notPid?: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (const node of this.cluster.nodes) {
       const want = this.cluster.pods.filter(
@@ -226,10 +285,12 @@ export class LocalMesh {
         const r = await this.admin(node.name, this.portsOf(node.name).admin, '/config_dump').catch(
           () => undefined,
         );
-        const local =
+        const dump =
           r?.status === 200
-            ? (JSON.parse(r.body) as { local: Array<{ uid: string; status: string }> }).local
-            : [];
+            ? (JSON.parse(r.body) as { pid: number; local: Array<{ uid: string; status: string }> })
+            : undefined;
+        // During an upgrade's overlap the old process answers the shared port too: not its word.
+        const local = dump && dump.pid !== notPid ? dump.local : [];
         const ready = new Set(local.filter((l) => l.status === 'ready').map((l) => l.uid));
         if (want.every((p) => ready.has(this.workloadUid(p)))) break;
         if (Date.now() > deadline)
@@ -249,30 +310,44 @@ export class LocalMesh {
 
   /**
    * An upgrade's first half (docs/upgrade.md): starts a successor ztunnel on `node` beside the
-   * running one, on admin/metrics/ready ports shifted by `portShift` (the pods' ports are
-   * shared, SO_REUSEPORT), and resolves once the node agent has handed it every pod (its
-   * snapshot). The successor becomes the node's ztunnel; the old process is returned
-   * (wrapped: a process is thenable), still running, for the caller to SIGTERM (a drain).
-   * down() ends it too if it is left.
+   * running one, on the same ports (admin, metrics and ready as much as the pods' own:
+   * SO_REUSEPORT), and resolves once the node agent has handed it every pod (its snapshot)
+   * and it reports them ready.
+   * The successor becomes the node's ztunnel; the old process is returned (wrapped: a
+   * process is thenable), still running, for the caller to SIGTERM (a drain). down() ends
+   * it too if it is left.
    */
-  async startSuccessor(node: string, portShift = 1000): Promise<{ old: ResultPromise }> {
+  async startSuccessor(node: string): Promise<{ old: ResultPromise; oldPid: number }> {
     const old = this.ztunnels.get(node);
     if (!old) throw new Error(`no ztunnel running on ${node}`);
+    const oldPid = (await this.configDump(node)).pid;
     this.predecessors.add(old);
     void old.finally(() => this.predecessors.delete(old));
-    const ports = this.portsOf(node);
-    this.ports.set(node, {
-      admin: ports.admin + portShift,
-      metrics: ports.metrics + portShift,
-      ready: ports.ready + portShift,
-    });
     await this.startZtunnel(this.node(node), 2);
-    return { old };
+    // Ready means the successor's own word, its listeners up beside the old one's.
+    await this.waitReady(20_000, oldPid);
+    return { old, oldPid };
   }
 
-  /** A node's ztunnel admin, metrics and readiness ports (shifted after startSuccessor). */
-  portsOf(node: string): { admin: number; metrics: number; ready: number } {
-    return this.ports.get(node) ?? { admin: 15000, metrics: 15020, ready: 15021 };
+  /**
+   * A node's ztunnel config_dump; with `notPid`, one from any other process (during an
+   * upgrade's overlap both answer the shared admin port), polled for up to 5 s.
+   */
+  async configDump(node: string, notPid?: number): Promise<{ pid: number } & Record<string, unknown>> {
+    const deadline = Date.now() + 5000;
+    for (;;) {
+      const r = await this.admin(node, this.portsOf(node).admin, '/config_dump').catch(() => undefined);
+      const dump = r?.status === 200 ? (JSON.parse(r.body) as { pid: number }) : undefined;
+      if (dump && dump.pid !== notPid) return dump;
+      if (Date.now() > deadline)
+        throw new Error(`no config_dump on ${node} from a process other than ${notPid}`);
+      await new Promise((res) => setTimeout(res, 50));
+    }
+  }
+
+  /** A node's ztunnel admin, metrics and readiness ports. */
+  portsOf(_node: string): { admin: number; metrics: number; ready: number } {
+    return { admin: 15000, metrics: 15020, ready: 15021 };
   }
 
   /** Starts a node's ztunnel again; the node agent re-enrolls its pods with the ZDS snapshot. */
@@ -282,6 +357,8 @@ export class LocalMesh {
   }
 
   async down(): Promise<void> {
+    await Promise.all(this.podWatches.map((w) => w.stop()));
+    this.podWatches.length = 0;
     await Promise.all([...this.waypoints.values()].map((w) => stopChild(w)));
     this.waypoints.clear();
     await Promise.all([...this.ztunnels.keys()].map((n) => this.stopZtunnel(n)));
@@ -307,11 +384,21 @@ export class LocalMesh {
   /** Starts the control plane, registers the configured pods and services, mints node tokens. */
   private async startControlPlane(): Promise<void> {
     const mode = this.cpMode ?? {};
+    const configured = this.cluster.pods.filter((p) => !(this.options.unconfigured?.(p) ?? false));
+    const api = mode.kubernetes;
+    let kubeconfig: string | undefined;
+    if (api) {
+      // The API holds the mesh before the control plane lists it, as a cluster would.
+      kubeconfig = join(this.dir, 'kubeconfig');
+      await writeFile(kubeconfig, api.kubeconfig(), { mode: 0o600 });
+      api.put({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: MESH_CP_NAMESPACE } });
+      for (const doc of parseAllDocuments(this.objectsYaml(configured))) api.put(doc.toJS() as KubeObject);
+    }
     this.controlPlane = await MeshControlPlane.start(this.dir, {
       ...(mode.maxCertTtlSeconds ? { maxCertTtlSeconds: mode.maxCertTtlSeconds } : {}),
+      ...(kubeconfig ? { kubeconfig, stateDir: false as const } : {}),
     });
-    const configured = this.cluster.pods.filter((p) => !(this.options.unconfigured?.(p) ?? false));
-    await this.controlPlane.apply(this.objectsYaml(configured), 'mesh.yaml');
+    if (!api) await this.controlPlane.apply(this.objectsYaml(configured), 'mesh.yaml');
     for (const node of this.cluster.nodes) {
       await mkdir(join(this.dir, node.name), { recursive: true, mode: 0o700 });
       await this.controlPlane.writeNodeToken(node.name, join(this.dir, node.name, 'token'));
@@ -355,12 +442,28 @@ export class LocalMesh {
     const gateway = `${w.namespace}/${w.name}`;
     const token = join(this.dir, `waypoint-${w.namespace}-${w.name}.token`);
     await cp.writeNodeToken(pod.node, token);
-    const argv = [
-      ZMESH_BIN,
-      'waypoint',
-      ...['--xds', cp.xdsAddress, '--token-file', token, '--roots-file', cp.rootsFile],
-      ...['--gateway', gateway, '--address', pod.ipv4],
-    ];
+    const api = this.cpMode?.kubernetes;
+    const argv = api
+      ? [
+          ZMESH_BIN,
+          ...(await deploymentArgs(
+            api,
+            w,
+            { POD_IP: pod.ipv4 },
+            {
+              '--xds': cp.xdsAddress,
+              '--token-file': token,
+              '--roots-file': cp.rootsFile,
+            },
+            timeoutMs,
+          )),
+        ]
+      : [
+          ZMESH_BIN,
+          'waypoint',
+          ...['--xds', cp.xdsAddress, '--token-file', token, '--roots-file', cp.rootsFile],
+          ...['--gateway', gateway, '--address', pod.ipv4],
+        ];
     if (this.options.waypointCpus) argv.unshift('taskset', '-c', this.options.waypointCpus);
     const child = this.cluster.runPrivilegedInPod(pod, argv, {
       reject: false,
@@ -409,16 +512,6 @@ export class LocalMesh {
       this.cluster.cgroupRoot,
       '--capture-scope',
       this.captureScope(node.name),
-      ...(this.ports.has(node.name)
-        ? [
-            '--admin-port',
-            String(this.portsOf(node.name).admin),
-            '--metrics-port',
-            String(this.portsOf(node.name).metrics),
-            '--ready-port',
-            String(this.portsOf(node.name).ready),
-          ]
-        : []),
       ...(this.options.ztunnelArgs ?? []),
     ];
     const cpus = this.options.ztunnelCpus;
@@ -490,6 +583,42 @@ async function waitSynced(agent: ZdsServer, n: number, timeoutMs = 15_000): Prom
   while (agent.syncedClients < n) {
     if (Date.now() > deadline)
       throw new Error(`${n} ztunnels did not get the ZDS snapshot in ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Where the harness's control plane keeps its Lease in controller mode. */
+const MESH_CP_NAMESPACE = 'zmesh-system';
+
+/**
+ * The args of the waypoint container of the Deployment the controller made for a Gateway,
+ * as a kubelet would run them: `$(VAR)` from `env`, and the values of the flags that name
+ * in-cluster paths and Services replaced with the harness's (`replace`). Waits for the
+ * Deployment to appear.
+ */
+async function deploymentArgs(
+  api: ApiServerDouble,
+  w: WaypointShape,
+  env: Record<string, string>,
+  replace: Record<string, string>,
+  timeoutMs: number,
+): Promise<string[]> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const d = api.get('apps', 'v1', 'deployments', w.namespace, w.name) as
+      | { spec?: { template?: { spec?: { containers?: Array<{ args?: string[] }> } } } }
+      | undefined;
+    const args = d?.spec?.template?.spec?.containers?.[0]?.args;
+    if (args) {
+      const out = args.map((a) => a.replace(/\$\((\w+)\)/g, (m, v: string) => env[v] ?? m));
+      for (const [flag, value] of Object.entries(replace)) {
+        const i = out.indexOf(flag);
+        if (i !== -1) out[i + 1] = value;
+      }
+      return out;
+    }
+    if (Date.now() > deadline)
+      throw new Error(`no Deployment ${w.namespace}/${w.name} after ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }

@@ -15,6 +15,8 @@ export interface MeshControlPlaneOptions {
    * `<mesh dir>/control-plane/state` where this Node has node:sqlite, else in memory.
    */
   stateDir?: string | false;
+  /** Controller mode (`--kubernetes`) against the API this kubeconfig names. */
+  kubeconfig?: string;
 }
 
 /** How long the control plane may take to say where its admin endpoint is. */
@@ -72,6 +74,17 @@ export class MeshControlPlane {
       join(cpDir, 'admin.sock'),
       ...(stateDir === false ? ['--no-state-dir'] : ['--state-dir', stateDir]),
       ...(opts.maxCertTtlSeconds ? ['--max-cert-ttl', String(opts.maxCertTtlSeconds)] : []),
+      ...(opts.kubeconfig
+        ? [
+            '--kubernetes',
+            '--kubeconfig',
+            opts.kubeconfig,
+            '--pod-namespace',
+            'zmesh-system',
+            '--pod-name',
+            'mesh-cp',
+          ]
+        : []),
     ];
     const spawnIt = () =>
       execa(ZMESH_BIN, argv, {

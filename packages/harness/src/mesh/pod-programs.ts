@@ -100,3 +100,19 @@ function report(secs, lat) {
   process.exit(0);
 }
 `;
+
+/** Answers every HTTP request on [::]:8080 with its method and path (as the pod saw them); prints `listening`. */
+export const METHOD_ECHO_SERVER = `require('http').createServer((req, res) => { req.resume(); res.end(req.method + ' ' + req.url); })
+  .listen(8080, '::', () => console.log('listening'));`;
+
+/** Sends each `METHOD url` argument in turn; prints one JSON array of statuses (or error codes). */
+export const REQUESTS_CLIENT = `
+const out = [];
+(async () => {
+  for (const arg of process.argv.slice(1)) {
+    const [method, url] = arg.split(' ');
+    try { out.push((await fetch(url, { method, signal: AbortSignal.timeout(5000) })).status); }
+    catch (e) { out.push(String(e.cause?.code ?? e.name)); }
+  }
+  console.log(JSON.stringify(out));
+})();`;

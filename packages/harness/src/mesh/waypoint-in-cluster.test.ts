@@ -3,6 +3,7 @@ import test from 'ava';
 import { L7_POLICY_YAML } from '../demo/l7-lab.js';
 import { LocalMesh, type MeshSpec, VIP_PREFIX } from './local-mesh.js';
 import { netnsHttp } from './netns-http.js';
+import { METHOD_ECHO_SERVER, REQUESTS_CLIENT } from './pod-programs.js';
 
 /*
  * A namespace waypoint running in its own pod on the netns cluster, configured over xDS:
@@ -27,28 +28,12 @@ const SPEC: MeshSpec = {
   waypoints: [{ name: 'waypoint', namespace: 'shop', pod: 'waypoint' }],
 };
 
-/** Answers every request with its method and path (as the pod saw them). */
-const WEB = `require('http').createServer((req, res) => { req.resume(); res.end(req.method + ' ' + req.url); })
-  .listen(8080, '::', () => console.log('listening'));`;
-
-/** Sends each `METHOD url` argument in turn; prints one JSON array of statuses (or error codes). */
-const REQUESTS = `
-const out = [];
-(async () => {
-  for (const arg of process.argv.slice(1)) {
-    const [method, url] = arg.split(' ');
-    try { out.push((await fetch(url, { method, signal: AbortSignal.timeout(5000) })).status); }
-    catch (e) { out.push(String(e.cause?.code ?? e.name)); }
-  }
-  console.log(JSON.stringify(out));
-})();`;
-
 meshTest(
   `a namespace waypoint in its own pod: service and pod traffic cross it, its L7 policy holds${why}`,
   async (t) => {
     t.timeout(90_000);
     const mesh = await LocalMesh.up(SPEC, { controlPlane: true, ztunnelLog: 'error' });
-    const web = mesh.cluster.runInPod(mesh.pod('web'), ['node', '-e', WEB], {
+    const web = mesh.cluster.runInPod(mesh.pod('web'), ['node', '-e', METHOD_ECHO_SERVER], {
       reject: false,
       stdin: 'ignore',
     });
@@ -57,7 +42,7 @@ meshTest(
       const frontend = mesh.pod('frontend');
       const podUrl = `http://${mesh.pod('web').ipv4}:8080`;
       const send = async (...requests: string[]) => {
-        const r = await mesh.cluster.exec(frontend, ['node', '-e', REQUESTS, ...requests], {
+        const r = await mesh.cluster.exec(frontend, ['node', '-e', REQUESTS_CLIENT, ...requests], {
           timeoutMs: 30_000,
         });
         return JSON.parse(r.stdout.trim() || '[]') as Array<number | string>;

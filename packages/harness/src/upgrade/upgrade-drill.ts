@@ -9,7 +9,10 @@ const PORT = 8080;
 export interface UpgradeDrillOptions {
   /** Long-lived connections held through both upgrades (default 5). */
   longLived?: number;
-  /** How long the client runs (default 12 s; both upgrades happen in its first 8 s or so). */
+  /**
+   * How long the client runs at least (default 12 s); it runs on until 1 s after the last
+   * upgrade's overlap, however long the successors take to be ready.
+   */
   durationMs?: number;
   /** How long each old ztunnel is watched after SIGTERM before the next node (default 1.5 s). */
   overlapMs?: number;
@@ -22,6 +25,11 @@ export interface NodeUpgrade {
   servedWhileDraining: boolean;
   /** Its zmesh_drain_connections lines at that moment. */
   draining: string;
+  /**
+   * Processes (by process_start_time_seconds) that answered on the node's one metrics port
+   * during the overlap (the old one, draining, keeps it): 2 when both serve it (SO_REUSEPORT).
+   */
+  metricsServedBy: number;
   /** RSS (kB) of the old and the new ztunnel's process trees during the overlap. */
   rssKb: { old: number; new: number };
   /** ms from the client ending its long-lived connections to the old process's exit (negative: before). */
@@ -67,17 +75,26 @@ export async function runUpgradeDrill(opts: UpgradeDrillOptions = {}): Promise<U
     await mesh.waitReady();
     const client = mesh.cluster.runInPod(
       mesh.pod('client'),
-      ['node', '-e', UPGRADE_CLIENT, server.ipv4, String(PORT), String(durationMs), String(longLived)],
-      { reject: false, stdout: 'pipe' },
+      // A cap far beyond durationMs: the drill says `stop` once both upgrades are done.
+      [
+        'node',
+        '-e',
+        UPGRADE_CLIENT,
+        server.ipv4,
+        String(PORT),
+        String(durationMs + 120_000),
+        String(longLived),
+      ],
+      { reject: false, stdout: 'pipe', stdin: 'pipe' },
     );
     children.push(client);
+    const clientStarted = Date.now();
     await new Promise((r) => setTimeout(r, 1500));
 
     const olds: Array<{ node: string; old: ResultPromise; exitedAt: number; report: NodeUpgrade }> = [];
     for (const node of ['node-b', 'node-a']) {
       echo(`${node}: starting a successor ztunnel`);
       const { old } = await mesh.startSuccessor(node);
-      await mesh.waitReady();
       const entry = {
         node,
         old,
@@ -87,6 +104,7 @@ export async function runUpgradeDrill(opts: UpgradeDrillOptions = {}): Promise<U
           servedWhileDraining: false,
           draining: '',
           rssKb: { old: treeRssKb(old.pid), new: treeRssKb(mesh.ztunnelPid(node)) },
+          metricsServedBy: 0,
           exitedAfterMs: undefined,
           exitCode: undefined,
         } as NodeUpgrade,
@@ -99,11 +117,16 @@ export async function runUpgradeDrill(opts: UpgradeDrillOptions = {}): Promise<U
       if (old.pid !== undefined) process.kill(old.pid, 'SIGTERM');
       await new Promise((r) => setTimeout(r, overlapMs));
       entry.report.servedWhileDraining = entry.exitedAt === 0;
-      const metrics = await mesh.admin(node, 15020, '/metrics').catch(() => undefined);
-      entry.report.draining = (metrics?.body.match(/^zmesh_drain_connections.*$/gm) ?? []).join(', ');
+      // Both processes answer the metrics port: the old one is the one with a drain under way.
+      const answers = await mesh.metricsOfEach(node);
+      entry.report.metricsServedBy = answers.size;
+      const draining = [...answers.values()].find((b) => /^zmesh_drain_connections\{.*\} [1-9]/m.test(b));
+      entry.report.draining = (draining?.match(/^zmesh_drain_connections.*$/gm) ?? []).join(', ');
       echo(`${node}: old ztunnel draining: ${entry.report.draining || 'gone'}`);
     }
 
+    await new Promise((r) => setTimeout(r, Math.max(1000, clientStarted + durationMs - Date.now())));
+    client.stdin?.end('stop\n');
     const r = await client;
     const traffic = JSON.parse(String(r.stdout).trim().split('\n').pop() ?? '{}') as UpgradeTrafficResult;
     for (const o of olds) {
@@ -119,7 +142,13 @@ export async function runUpgradeDrill(opts: UpgradeDrillOptions = {}): Promise<U
       traffic.newOk > 0 &&
       traffic.newFailed === 0 &&
       traffic.liveBroken === 0 &&
-      nodes.every((n) => n.servedWhileDraining && n.exitCode === 0 && (n.exitedAfterMs ?? -1) >= 0);
+      nodes.every(
+        (n) =>
+          n.servedWhileDraining &&
+          n.metricsServedBy === 2 &&
+          n.exitCode === 0 &&
+          (n.exitedAfterMs ?? -1) >= 0,
+      );
     return { traffic, nodes, passed };
   } finally {
     for (const c of children) c.kill('SIGKILL');

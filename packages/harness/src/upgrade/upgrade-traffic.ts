@@ -5,8 +5,9 @@
  *   answer came back within 2 s.
  * - `longLived` connections to host:port+1 (an echo), each pinging every 100 ms; broken when
  *   one closes or errs before the end, or a ping goes 2 s without its echo.
- * After `durationMs` the long-lived connections are ended (FIN, as an app closing them) and
- * one JSON line is printed: UpgradeTrafficResult.
+ * After `durationMs`, or sooner when a line `stop` arrives on stdin, the long-lived
+ * connections are ended (FIN, as an app closing them) and one JSON line is printed:
+ * UpgradeTrafficResult.
  */
 export const UPGRADE_CLIENT = `
 const net = require('net');
@@ -40,13 +41,19 @@ for (let i = 0; i < longLived; i++) {
   lives.push(s);
 }
 const every = setInterval(fresh, 50);
-setTimeout(() => {
+let finished = false;
+const finish = () => {
+  if (finished) return;
+  finished = true;
   clearInterval(every);
   ending = true;
   r.endedAt = Date.now();
   for (const s of lives) s.end();
   const done = setInterval(() => { if (pending === 0) { clearInterval(done); console.log(JSON.stringify(r)); process.exit(0); } }, 50);
-}, duration);
+};
+setTimeout(finish, duration);
+process.stdin.on('data', (d) => { if (String(d).includes('stop')) finish(); });
+process.stdin.on('error', () => {});
 `;
 
 export interface UpgradeTrafficResult {

@@ -168,7 +168,9 @@ export class IdleReclaim {
  * generation pages in place, each still holding a few live ones: after start-up with 100
  * pods, 28.5 MB of pages for 19 MB live, all resident. Compacting moves the survivors
  * together and releases the emptied pages (RSS 93 → 84 MB; the pause 20 → 37 ms, once).
- * V8 reads the flag at each full collection, so it is on for this one only.
+ * V8 reads the flag at each full collection, so it is on for this one only. On Node 24
+ * the emptied pages stay resident (only the memory-reducing `last-resort` collection
+ * returns them): the open regression in docs/performance.md, "Node 20 vs Node 24".
  */
 export function compactingGc(): (() => void) | undefined {
   const gc = exposedGc();

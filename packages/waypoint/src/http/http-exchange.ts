@@ -25,6 +25,12 @@ export interface Exchange {
   refused?: { reason: string; detail: string };
   /** Headers to drop and set on the way upstream (RequestAuthentication: the token, its payload). */
   headerEdits?: { remove: readonly string[]; set: Readonly<Record<string, string>> };
+  /**
+   * The original client's address (the tunnel's source, kernel-given), appended to
+   * `x-forwarded-for` upstream as Envoy does, so an HTTP app behind the waypoint that reads
+   * the header, not its socket, also sees the real client.
+   */
+  clientAddress?: string;
 }
 
 /**
@@ -154,6 +160,13 @@ export function forwardableHeaders(ex: Exchange): Record<string, string | string
   if (ex.headerEdits) {
     for (const name of ex.headerEdits.remove) delete out[name];
     Object.assign(out, ex.headerEdits.set);
+  }
+  if (ex.clientAddress !== undefined) {
+    // Appended (RFC 7239's predecessor convention): what the client itself wrote stays
+    // first, and only the last entry, this hop's, is to be trusted.
+    const sent = out['x-forwarded-for'];
+    const prior = Array.isArray(sent) ? sent.join(', ') : sent;
+    out['x-forwarded-for'] = prior ? `${prior}, ${ex.clientAddress}` : ex.clientAddress;
   }
   return out;
 }

@@ -74,6 +74,7 @@ export async function handleRequest(deps: HandlerDeps, tunnel: TunnelContext, ex
   const started = deps.clock.now();
   const view = deps.view();
   const record: RequestRecord = { ex, tunnel, started, view, flag: '-', attempts: 0 };
+  if (tunnel.forwardedFor !== undefined) ex.clientAddress = tunnel.forwardedFor.replace(/^\[|\]$/g, '');
   try {
     await pipeline(deps, tunnel, ex, view, record);
   } catch (e) {

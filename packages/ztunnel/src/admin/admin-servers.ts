@@ -21,10 +21,11 @@ type Handler = (req: IncomingMessage, res: ServerResponse, url: URL) => void | P
  * of ztunnel's own namespace only: it can change log levels, stop the process and take heap
  * snapshots and CPU profiles),
  * metrics (15020, read-only) and health (15021). Liveness answers from the event loop
- * alone, so waiting for config never makes a healthy process look dead.
+ * alone, so waiting for config never makes a healthy process look dead. Each port is bound
+ * with SO_REUSEPORT so an upgrade's successor serves them beside a draining predecessor.
  */
 export class AdminServers {
-  private readonly servers: Server[] = [];
+  private readonly servers = new Map<string, Server>();
   private readonly profiles = new InspectorProfiles();
 
   constructor(private readonly inputs: AdminInputs) {}
@@ -58,12 +59,25 @@ export class AdminServers {
   }
 
   async stop(): Promise<void> {
-    await Promise.all(
-      this.servers.map((s) => {
-        s.closeAllConnections();
-        return new Promise<void>((r) => s.close(() => r()));
-      }),
-    );
+    await Promise.all([...this.servers.keys()].map((name) => this.close(name)));
+  }
+
+  /**
+   * A drain (docs/upgrade.md): the successor shares these ports (SO_REUSEPORT), so closing
+   * admin and readiness here sends every probe and every operator call (a /quitquitquit
+   * meant for the new process, say) to it. Metrics stay, read-only, so the drain's progress
+   * (zmesh_drain_connections) can be watched until the process exits.
+   */
+  async handOver(): Promise<void> {
+    await Promise.all([this.close('admin'), this.close('readiness')]);
+  }
+
+  private close(name: string): Promise<void> {
+    const s = this.servers.get(name);
+    this.servers.delete(name);
+    if (!s) return Promise.resolve();
+    s.closeAllConnections();
+    return new Promise<void>((r) => s.close(() => r()));
   }
 
   private logging(req: IncomingMessage, res: ServerResponse, url: URL): void {
@@ -89,10 +103,11 @@ export class AdminServers {
         json(res, 500, { error: (e as Error).message }),
       );
     });
-    this.servers.push(server);
+    this.servers.set(name, server);
     return listenServer(
       server,
-      { host, port },
+      // An upgrade's successor binds the same ports while this process drains (docs/upgrade.md).
+      { host, port, reusePort: true },
       {
         name,
         onError: (e) => log.warn({ port, err: e.message }, 'admin accept failed'),

@@ -129,9 +129,21 @@ async function iptables(netns: Netns, family: 4 | 6, op: 'add' | 'delete'): Prom
     await run(['-X', CHAIN]).catch(() => {});
     return;
   }
-  await run(['-N', CHAIN]).catch(() => {}); // exists from an earlier run: flushed next
-  await run(['-F', CHAIN]);
-  await run(['-A', CHAIN, '-p', 'tcp', '--dport', '15008', '-j', 'RETURN']);
-  await run(['-A', CHAIN, '-p', 'tcp', '-j', 'REDIRECT', '--to-ports', String(PLAINTEXT_PORT)]);
+  const rules = [
+    ['-p', 'tcp', '--dport', '15008', '-j', 'RETURN'],
+    ['-p', 'tcp', '-j', 'REDIRECT', '--to-ports', String(PLAINTEXT_PORT)],
+  ];
+  const present = async (rule: string[]) =>
+    run(['-C', CHAIN, ...rule]).then(
+      () => true,
+      () => false,
+    );
+  // A successor taking over an upgrade finds the chain as it wants it: rewriting it would
+  // leave a moment in which plaintext reaches the pod's own sockets (dropped, strict inbound).
+  if (!(await present(rules[0]!)) || !(await present(rules[1]!))) {
+    await run(['-N', CHAIN]).catch(() => {}); // exists from an earlier run: flushed next
+    await run(['-F', CHAIN]);
+    for (const rule of rules) await run(['-A', CHAIN, ...rule]);
+  }
   await run(['-C', ...jump]).catch(() => run(['-I', ...jump]));
 }

@@ -1,6 +1,7 @@
 import type { Socket } from 'node:net';
 import { canonicalIp, ipFamily, logger } from '@zmesh/shared';
-import { Counter, type Registry } from 'prom-client';
+import type { Counter, Registry } from 'prom-client';
+import { sourceAddressCounter } from '../forward/app-connector.js';
 import { connectInNetns, type NetnsHandle } from './netns-listener.js';
 import { REPLY_MARK, type ReplySteering } from './reply-steering.js';
 import { SysError } from './sys.js';
@@ -28,12 +29,7 @@ export class TransparentConnector {
   readonly #warned = new Set<string>();
 
   constructor(registry: Registry) {
-    this.connections = new Counter({
-      name: 'zmesh_inbound_source_address_total',
-      help: 'Connections to local apps by whether the app saw the original client address (result=preserved) or ztunnel fell back to the pod address (result=fallback, with the reason)',
-      labelNames: ['result', 'reason'],
-      registers: [registry],
-    });
+    this.connections = sourceAddressCounter(registry);
   }
 
   connect(

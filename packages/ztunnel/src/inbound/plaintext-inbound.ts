@@ -42,6 +42,8 @@ export interface PlaintextInputs {
 export class PlaintextInbound {
   readonly #inputs: PlaintextInputs;
   readonly #counter: Counter<'result'>;
+  /** Admitted client sockets still open: a drain waits for them (docs/upgrade.md). */
+  readonly #live = new Set<Socket>();
 
   constructor(inputs: PlaintextInputs) {
     this.#inputs = inputs;
@@ -51,6 +53,16 @@ export class PlaintextInbound {
       labelNames: ['result'],
       registers: [inputs.registry],
     });
+  }
+
+  /** Plaintext connections admitted and still open. */
+  liveConnections(): number {
+    return this.#live.size;
+  }
+
+  /** Resets every admitted connection still open (a stop, or a drain's grace passed). */
+  closeAll(): void {
+    for (const socket of this.#live) socket.resetAndDestroy();
   }
 
   /** Serves one accepted plaintext socket whose original destination is `dst`; never throws. */
@@ -133,6 +145,8 @@ export class PlaintextInbound {
       return;
     }
     this.#counter.inc({ result: 'accepted' });
+    this.#live.add(socket);
+    socket.once('close', () => this.#live.delete(socket));
     const started = Date.now();
     const release = this.#inputs.authorizer.track(workload, attributes, () => {
       socket.resetAndDestroy();
