@@ -339,3 +339,30 @@ drop:
 	count(0);
 	return 0;
 }
+
+/* Sockets an enrolled pod may make (bpf/README.md, "Socket creation"): TCP and MPTCP streams,
+ * which the connect hooks capture; UDP, ping (ICMP datagram) sockets and raw ICMP, which
+ * capture lets pass as it does at connect. Every other inet socket -- UDP-Lite, whose
+ * connect() never runs the cgroup connect hooks, SCTP, DCCP, raw IP of any other protocol --
+ * could reach the network without the connect hooks deciding, so socket() fails with EPERM. */
+#define ZM_SOCK_STREAM 1
+#define ZM_SOCK_DGRAM 2
+#define ZM_SOCK_RAW 3
+
+SEC("cgroup/sock_create")
+int zm_sock_create(struct bpf_sock *sk)
+{
+	__u32 proto = sk->protocol;
+
+	switch (sk->type) {
+	case ZM_SOCK_STREAM:
+		return proto == IPPROTO_TCP || proto == IPPROTO_MPTCP;
+	case ZM_SOCK_DGRAM:
+		return proto == IPPROTO_UDP || proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6;
+	case ZM_SOCK_RAW:
+		return proto == IPPROTO_ICMP || proto == IPPROTO_ICMPV6;
+	default:
+		return 0;
+	}
+}
+

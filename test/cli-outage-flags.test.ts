@@ -106,6 +106,7 @@ test('zmesh ztunnel refuses an HBONE admission limit that is not a positive inte
     ['--max-preauth', '0'],
     ['--handshake-timeout-ms', '-1'],
     ['--fd-reserve', '2.5'],
+    ['--ping-interval-ms', '0'],
   ] as const) {
     const r = await execa(ZMESH, ['ztunnel', '--node', 'n', flag, value], { reject: false });
     t.is(r.exitCode, 2, flag);

@@ -444,8 +444,17 @@ function parseYaml(text: string, source: string): Result<unknown[]> {
   const reasons: string[] = [];
   const docs: unknown[] = [];
   parseAllDocuments(text).forEach((doc, i) => {
-    if (doc.errors.length > 0) reasons.push(...doc.errors.map((e) => `${source}#${i}: ${e.message}`));
-    else docs.push(doc.toJS());
+    if (doc.errors.length > 0) {
+      reasons.push(...doc.errors.map((e) => `${source}#${i}: ${e.message}`));
+      return;
+    }
+    // Parsing succeeds where building the value throws: an alias to no anchor, or aliases
+    // that would expand without bound (yaml's resource-exhaustion check).
+    try {
+      docs.push(doc.toJS());
+    } catch (e) {
+      reasons.push(`${source}#${i}: ${(e as Error).message}`);
+    }
   });
   return reasons.length > 0 ? err(reasons) : ok(docs);
 }

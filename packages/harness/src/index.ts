@@ -26,6 +26,7 @@ export * from './outage/index.js';
 export { STEADY_SERVER } from './outage/steady-traffic.js';
 export {
   judge,
+  type MeshPeerOutcome,
   runSoak,
   type SoakOptions,
   type SoakReport,

@@ -96,6 +96,8 @@ export interface InboundLimits {
   maxPreauth?: number;
   /** TLS + HTTP/2 preface + first SETTINGS deadline (default 10 s). */
   handshakeTimeoutMs?: number;
+  /** Inbound sessions are PINGed this often and closed when one goes unanswered for twice it (default 10 s). */
+  pingIntervalMs?: number;
   /** fds kept free: new inbound connections are refused below it (default 256; 0 turns it off). */
   fdReserve?: number;
 }
@@ -467,6 +469,14 @@ export class Ztunnel {
       ...(this.fdReserve ? { gate: this.fdReserve } : {}),
       ...(this.options.inboundLimits?.handshakeTimeoutMs
         ? { handshakeTimeoutMs: this.options.inboundLimits.handshakeTimeoutMs }
+        : {}),
+      ...(this.options.inboundLimits?.pingIntervalMs
+        ? {
+            keepalive: {
+              intervalMs: this.options.inboundLimits.pingIntervalMs,
+              timeoutMs: 2 * this.options.inboundLimits.pingIntervalMs,
+            },
+          }
         : {}),
     });
     this.inbound.set(w.uid, listener);

@@ -1,5 +1,6 @@
 import * as http2 from 'node:http2';
-import { PassThrough } from 'node:stream';
+import { Duplex, PassThrough } from 'node:stream';
+import * as tls from 'node:tls';
 import test, { type ExecutionContext } from 'ava';
 import { FRAME, frame, goawayCode, headerBlock, RawH2 } from '../testing/raw-h2.js';
 import { makePki, metricValue, type Pki, startEcho, startHbone } from '../testing/transport-fixtures.js';
@@ -139,3 +140,62 @@ test.serial('normal tunnels with an empty write in between are no flood', async 
   raw.destroy();
   await raw.closed;
 });
+
+test.serial(
+  'a client that never reads: what the server holds stays bounded, the PING deadline closes it (counted)',
+  async (t) => {
+    // An upstream that talks without end, counting what it was asked for.
+    let produced = 0;
+    const chunk = Buffer.alloc(64 * 1024, 7);
+    const talker = await startHbone(pki, echo.port, {
+      keepalive: { intervalMs: 200, timeoutMs: 600 },
+      onTunnel: async () => ({
+        upstream: new Duplex({
+          read() {
+            produced += chunk.length;
+            this.push(chunk);
+          },
+          write(_c, _e, cb) {
+            cb();
+          },
+        }),
+      }),
+    });
+    t.teardown(() => talker.server.close());
+    const socket = tls.connect({ ...rawTls, host: '127.0.0.1', port: talker.port });
+    socket.on('error', () => {});
+    await new Promise((resolve) => socket.once('secureConnect', resolve));
+    // Windows as large as HTTP/2 allows, so only the server's own bounds hold it back; then
+    // not one byte read: no PING ACK ever comes back.
+    const settings = Buffer.alloc(6);
+    settings.writeUInt16BE(0x4, 0);
+    settings.writeUInt32BE(2 ** 31 - 1, 2);
+    const increment = Buffer.alloc(4);
+    increment.writeUInt32BE(2 ** 31 - 1 - 65_535);
+    socket.write(
+      Buffer.concat([
+        Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'),
+        frame(FRAME.SETTINGS, 0, 0, settings),
+        frame(FRAME.WINDOW_UPDATE, 0, 0, increment),
+        frame(FRAME.HEADERS, 0x4, 1, headerBlock(CONNECT)),
+      ]),
+    );
+    socket.pause();
+    const until = async (cond: () => boolean) => {
+      for (const deadline = Date.now() + 5000; !cond() && Date.now() < deadline; )
+        await new Promise((r) => setTimeout(r, 50));
+    };
+    await until(() => produced > 0);
+    t.true(produced > 0, 'the tunnel was opened');
+    await until(() => talker.server.connectionCount() === 0);
+    t.log(`upstream asked for ${(produced / 2 ** 20).toFixed(1)} MiB before the session closed`);
+    t.is(talker.server.connectionCount(), 0, 'the session is closed by the PING deadline');
+    t.true(produced < 16 * 2 ** 20, `${produced} bytes taken from the upstream`);
+    t.is(
+      await metricValue(talker.metrics, 'zmesh_errors_total', { code: 'ZM_ERR_HBONE_SESSION' }),
+      1,
+      'the closure is counted',
+    );
+    socket.destroy();
+  },
+);

@@ -53,8 +53,12 @@ export class InboundSession {
     this.#deps = deps;
     this.#windows = deps.streamWindows === 'shared' ? new StreamWindows(session) : undefined;
     deps.hboneMetrics?.inboundSessions.inc();
+    // A peer that stops reading (a slow reader) never answers PING: this is its deadline.
     const stopKeepalive = startKeepalive(session, deps.keepalive, () => {
-      log.info({ peer: peerIdentity }, 'ping timeout, closing session');
+      const address = session.socket.remoteAddress ?? 'unknown';
+      const error = new ZmeshError('ZM_ERR_HBONE_SESSION', { address, reason: 'ping timeout' });
+      countError(deps.metrics, error);
+      log.info({ peer: peerIdentity, code: error.code, err: error.message }, 'ping timeout, closing session');
       session.destroy();
     });
     session.on('error', (e: Error) => log.debug({ peer: peerIdentity, err: e.message }, 'session error'));

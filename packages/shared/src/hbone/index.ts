@@ -13,14 +13,17 @@ export {
   parseConnectAuthority,
   validateConnectHeaders,
 } from './connect-request.js';
+/** Frame encoders, for hostile peers in the harness (the soak's mesh peers). */
+export * as h2wire from './h2/frame.js';
 export { ErrorCode as H2ErrorCode } from './h2/frame.js';
 export { H2Connection, type H2ConnectionOptions } from './h2/h2-connection.js';
 export type { H2Headers, H2Stream } from './h2/h2-stream.js';
+export { HpackEncoder } from './h2/hpack.js';
 export { type ConnectHboneOptions, connectHbone } from './hbone-client.js';
 export { countError, type HandshakeFailure, HboneMetrics } from './hbone-metrics.js';
 export { HboneServer, type HboneServerOptions } from './hbone-server.js';
 export { HboneSession, type OpenTunnelRequest } from './hbone-session.js';
-export type { StreamWindowMode } from './hbone-settings.js';
+export type { KeepaliveTiming, StreamWindowMode } from './hbone-settings.js';
 export * as hboneSettings from './hbone-settings.js';
 export type { TunnelAccept, TunnelRequest } from './inbound-session.js';
 export { StreamWindows, streamWindowFor } from './stream-windows.js';

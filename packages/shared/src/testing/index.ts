@@ -1,4 +1,5 @@
 /** Test-only helpers (fake PKI, echo upstream, hand-rolled HTTP/2): `@zmesh/shared/testing`. */
+export { replaceAt, valuePaths } from './mutate.js';
 export { FRAME, type Frame, frame, goawayCode, RawH2 } from './raw-h2.js';
 export {
   echoUpstream,

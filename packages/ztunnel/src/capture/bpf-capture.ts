@@ -329,7 +329,9 @@ export class BpfCapture {
   /** Takes over a complete pin directory left by a previous run (capture never lapsed). */
   #adopt(id: string, dir: string, cookie: bigint): boolean {
     const p = pinPaths(dir);
-    if (!HOOKS.every((h) => existsSync(p.link(h.prog)))) return false;
+    // A hook newer than the pins (`since`) may be absent: the pod keeps the rest until it is
+    // enrolled again, as it keeps working without a throttle map.
+    if (!HOOKS.every((h) => h.since !== undefined || existsSync(p.link(h.prog)))) return false;
     try {
       this.#register(id, dir, cookie);
     } catch {

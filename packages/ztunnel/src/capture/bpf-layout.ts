@@ -14,6 +14,7 @@ export const HBONE_PORT = 15008;
 /** enum bpf_attach_type (include/uapi/linux/bpf.h). */
 const ATTACH = {
   inetIngress: 0,
+  inetSockCreate: 2,
   sockOps: 3,
   inet4Connect: 10,
   inet6Connect: 11,
@@ -24,6 +25,11 @@ const ATTACH = {
 export interface Hook {
   readonly prog: string;
   readonly attachType: number;
+  /**
+   * Added after the first release: a pin directory adopted from an older build may lack it
+   * (the pod keeps the rest until it is enrolled again), as it may lack the throttle map.
+   */
+  readonly since?: 'socket-refusal';
 }
 
 /**
@@ -38,6 +44,7 @@ export const HOOKS: readonly Hook[] = [
   { prog: 'zm_getpeername6', attachType: ATTACH.inet6Getpeername },
   { prog: 'zm_connect4', attachType: ATTACH.inet4Connect },
   { prog: 'zm_connect6', attachType: ATTACH.inet6Connect },
+  { prog: 'zm_sock_create', attachType: ATTACH.inetSockCreate, since: 'socket-refusal' },
   { prog: 'zm_ingress', attachType: ATTACH.inetIngress },
 ];
 

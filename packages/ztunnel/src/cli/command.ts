@@ -44,6 +44,10 @@ export function ztunnelCommand(): Command {
       'HBONE: TLS, HTTP/2 preface and first SETTINGS must finish within this (default 10000)',
     )
     .option(
+      '--ping-interval-ms <ms>',
+      'HBONE: PING each inbound session this often; one that does not answer within twice this (a peer that stopped reading) is closed (default 10000)',
+    )
+    .option(
       '--fd-reserve <n>',
       'file descriptors kept free for established flows; new inbound connections are refused below it (default 256)',
     )

@@ -51,6 +51,7 @@ export interface ZtunnelCommandOptions {
   maxPreauthPerSource?: string;
   maxPreauth?: string;
   handshakeTimeoutMs?: string;
+  pingIntervalMs?: string;
   fdReserve?: string;
   xds?: string;
   tokenFile?: string;
@@ -217,6 +218,7 @@ const INBOUND_LIMIT_FLAGS = {
   maxPreauthPerSource: ['--max-preauth-per-source', 'maxPreauthPerSource'],
   maxPreauth: ['--max-preauth', 'maxPreauth'],
   handshakeTimeoutMs: ['--handshake-timeout-ms', 'handshakeTimeoutMs'],
+  pingIntervalMs: ['--ping-interval-ms', 'pingIntervalMs'],
   fdReserve: ['--fd-reserve', 'fdReserve'],
 } as const;
 

@@ -10,6 +10,7 @@ import {
   H2ErrorCode,
   HboneServer,
   isZmeshError,
+  type KeepaliveTiming,
   logger,
   type MeshMetrics,
   type PreauthLimiter,
@@ -57,6 +58,8 @@ export interface InboundInputs {
   handshakeTimeoutMs?: number;
   /** Live connections, for the admin dump. */
   connections?: ConnectionTable;
+  /** PING timing of inbound sessions (default DEFAULT_KEEPALIVE). */
+  keepalive?: KeepaliveTiming;
 }
 
 /** Where one of the workload's 15008 sockets listens: an address, or a socket made elsewhere (in the pod's netns). */
@@ -81,6 +84,7 @@ export class InboundListener {
       ...(inputs.preauth ? { preauth: inputs.preauth } : {}),
       ...(inputs.gate ? { gate: inputs.gate } : {}),
       ...(inputs.handshakeTimeoutMs ? { handshakeTimeoutMs: inputs.handshakeTimeoutMs } : {}),
+      ...(inputs.keepalive ? { keepalive: inputs.keepalive } : {}),
     });
   }
 

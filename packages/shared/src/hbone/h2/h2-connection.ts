@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { Duplex } from 'node:stream';
 import { ZmeshError } from '../../errors/index.js';
+import { ControlFrames, SELF_DEPENDENCY } from './control-frames.js';
 import { DataScheduler } from './data-scheduler.js';
 import {
   DEFAULT_FLOOD_LIMITS,
@@ -16,11 +17,8 @@ import {
   goawayFrame,
   MAX_WINDOW_BYTES,
   PREFACE,
-  pingFrame,
   rstStreamFrame,
-  SETTINGS_ACK,
   Setting,
-  settingsFrame,
   windowUpdateFrame,
 } from './frame.js';
 import { FrameReader, type FrameSink } from './frame-reader.js';
@@ -29,8 +27,7 @@ import { outgoingFields, receivedHeaders } from './h2-headers.js';
 import { type H2OutgoingHeaders, H2Stream, type StreamHost } from './h2-stream.js';
 import { type ConnectionFault, type HeaderBlock, HeaderBlocks, headerFrames } from './header-blocks.js';
 import { HpackEncoder } from './hpack.js';
-import { applyPeerSettings, defaultPeerSettings, type H2PeerSettings } from './peer-settings.js';
-import { Pings } from './pings.js';
+import { defaultPeerSettings, type H2PeerSettings } from './peer-settings.js';
 import { ReceiveWindows } from './receive-windows.js';
 import { ResetCounter } from './reset-counter.js';
 import { StreamIds } from './stream-ids.js';
@@ -79,19 +76,15 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
   readonly #streams = new Map<number, H2Stream>();
   readonly #local: H2LocalSettings;
   readonly #peer = defaultPeerSettings();
-  /** Callbacks of our SETTINGS in flight, oldest first (RFC 9113 §6.5.3: ACKs come in order). */
-  readonly #settingsCallbacks: ((() => void) | undefined)[] = [];
-  readonly #pings = new Pings();
+  readonly #control: ControlFrames;
   readonly #ids: StreamIds;
   #peerStreams = 0;
   readonly #limits: H2FloodLimits;
   readonly #resets: ResetCounter;
   readonly #floods: FloodCounters;
-  #gotSettings = false;
   /** The stream the DATA frame being read belongs to. */
   #current: H2Stream | undefined;
   #goawaySent = false;
-  #goawayReceived = false;
   #closing = false;
   #destroyed = false;
   #closeEmitted = false;
@@ -111,6 +104,26 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
       onLocalEnd: (stream) => this.#maybeClosed(stream),
     });
     this.#windows = new ReceiveWindows(opts.settings.initialWindowSize, opts.connectionWindow);
+    this.#control = new ControlFrames({
+      peer: this.#peer,
+      streams: this.#streams,
+      windows: this.#windows,
+      data: this.#data,
+      ids: this.#ids,
+      floods: this.#floods,
+      writeControl: (frame) => this.#writeControl(frame),
+      connectionError: (code, reason) => this.#connectionError(code, reason),
+      streamError: (stream, code, reason) => this.#streamError(stream, code, reason),
+      refuse: (id, code, reason) => this.#refuse(id, code, reason),
+      within: (breach) => this.#within(breach),
+      flushStream: (stream) => this.flushStream(stream),
+      forget: (stream) => this.#forget(stream),
+      remoteSettings: (peer) => this.emit('remoteSettings', peer),
+      goaway: (code, last, debug) => {
+        this.emit('goaway', code, last, debug);
+        this.#maybeFinish();
+      },
+    });
     this.#reader = new FrameReader(this, {
       maxFrameBytes: opts.settings.maxFrameSize,
       expectPreface: opts.role === 'server',
@@ -132,7 +145,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
   }
 
   get goawayReceived(): boolean {
-    return this.#goawayReceived;
+    return this.#control.goawayReceived;
   }
 
   get remoteSettings(): Readonly<H2PeerSettings> {
@@ -152,21 +165,15 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
       [Setting.MAX_HEADER_LIST_SIZE, this.#local.maxHeaderListSize],
     ]);
     if (this.role === 'client') this.#writer.write(PREFACE);
-    this.#sendSettings(values, this.#local.initialWindowSize, undefined);
+    this.#control.sendSettings(values, this.#local.initialWindowSize, undefined);
     const raise = this.#windows.openConnection();
     if (raise > 0) this.#writer.write(windowUpdateFrame(0, raise));
-  }
-
-  #sendSettings(values: Map<number, number>, window: number | undefined, callback?: () => void): void {
-    this.#windows.settingsSent(window);
-    this.#settingsCallbacks.push(callback);
-    this.#writeControl(settingsFrame(values));
   }
 
   /** Client: opens a stream with these request headers. Throws when no stream can be opened. */
   request(headers: H2OutgoingHeaders, opts: { endStream?: boolean } = {}): H2Stream {
     if (this.role !== 'client') throw new Error('only a client opens streams');
-    if (this.closed || this.#goawayReceived) throw new Error('connection is closing');
+    if (this.closed || this.#control.goawayReceived) throw new Error('connection is closing');
     if (this.#streams.size >= this.#peer.maxConcurrentStreams) {
       throw new Error(`peer allows ${this.#peer.maxConcurrentStreams} concurrent streams`);
     }
@@ -191,13 +198,13 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     if (window !== undefined && window > MAX_WINDOW_BYTES)
       throw new RangeError('initial window above 2^31-1');
     const map = new Map<number, number>(window === undefined ? [] : [[Setting.INITIAL_WINDOW_SIZE, window]]);
-    this.#sendSettings(map, window, callback);
+    this.#control.sendSettings(map, window, callback);
   }
 
   /** PING (RFC 9113 §6.7); `callback` gets the round trip in ms. False if it could not be sent. */
   ping(callback: (error: Error | null, ms: number) => void): boolean {
     if (this.#destroyed) return false;
-    const ping = this.#pings.start(callback);
+    const ping = this.#control.pings.start(callback);
     if (ping === undefined) return false;
     this.#writeControl(ping);
     return true;
@@ -230,7 +237,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     this.#streams.clear();
     this.#data.clear();
     for (const s of streams) s.receiveReset(s.rstCode ?? ErrorCode.CANCEL);
-    this.#pings.failAll(new Error('connection closed'));
+    this.#control.pings.failAll(new Error('connection closed'));
     this.#writer.end();
     if (error && this.listenerCount('error') > 0) this.emit('error', error);
     if (this.socket.destroyed) process.nextTick(() => this.#onSocketClose());
@@ -244,7 +251,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
   }
 
   #maybeFinish(): void {
-    if ((this.#closing || this.#goawayReceived) && this.#streams.size === 0) this.destroy();
+    if ((this.#closing || this.#control.goawayReceived) && this.#streams.size === 0) this.destroy();
   }
 
   // --- writing ---
@@ -350,13 +357,6 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     return false;
   }
 
-  /** PRIORITY naming its own stream (RFC 9113 §5.3.1): a stream error PROTOCOL_ERROR. */
-  #onSelfDependency(streamId: number): undefined {
-    const stream = this.#streams.get(streamId);
-    if (stream !== undefined) return this.#streamError(stream, ErrorCode.PROTOCOL_ERROR, SELF_DEPENDENCY);
-    return this.#refuse(streamId, ErrorCode.PROTOCOL_ERROR, SELF_DEPENDENCY);
-  }
-
   #fault(fault: ConnectionFault): undefined {
     return this.#connectionError(fault.code, fault.reason);
   }
@@ -453,29 +453,12 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
         if (!this.#within(this.#floods.empty(payload.length, false))) return;
         if (!this.#within(this.#floods.continuation())) return;
         return this.#onBlock(this.#blocks.continuation(flags, payload));
-      case FrameType.SETTINGS:
-        return this.#onSettings(flags, streamId, payload);
-      case FrameType.WINDOW_UPDATE:
-        if (!this.#within(this.#floods.windowUpdate(this.#data.framesSent))) return;
-        return this.#onWindowUpdate(streamId, payload);
       case FrameType.RST_STREAM:
         return this.#onReset(streamId, payload);
-      case FrameType.PING:
-        return this.#onPing(flags, streamId, payload);
-      case FrameType.GOAWAY:
-        return this.#onGoaway(streamId, payload);
-      case FrameType.PRIORITY:
-        if (streamId === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
-        if (!this.#within(this.#floods.idleFrame())) return;
-        if (payload.length !== 5)
-          return this.#refuse(streamId, ErrorCode.FRAME_SIZE_ERROR, 'PRIORITY not 5 bytes');
-        if ((payload.readUInt32BE(0) & 0x7fffffff) === streamId) return this.#onSelfDependency(streamId);
-        return;
       case FrameType.PUSH_PROMISE:
         return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'PUSH_PROMISE with push disabled');
-      default:
-        this.#within(this.#floods.idleFrame());
-        return; // RFC 9113 §5.5: frames of unknown types are ignored (but counted)
+      default: // SETTINGS, PING, GOAWAY, WINDOW_UPDATE, PRIORITY and unknown types
+        return this.#control.onFrame(type, flags, streamId, payload);
     }
   }
 
@@ -483,7 +466,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
   #expectFrame(type: number, streamId: number): boolean {
     let reason: string | undefined;
     const pending = this.#blocks.pendingStream;
-    if (!this.#gotSettings && type !== FrameType.SETTINGS) reason = 'first frame is not SETTINGS';
+    if (!this.#control.gotSettings && type !== FrameType.SETTINGS) reason = 'first frame is not SETTINGS';
     else if (pending !== undefined && (type !== FrameType.CONTINUATION || streamId !== pending)) {
       reason = 'header block interrupted';
     } else if (pending === undefined && type === FrameType.CONTINUATION)
@@ -560,56 +543,6 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     }
   }
 
-  #onSettings(flags: number, streamId: number, payload: Buffer): undefined {
-    if (streamId !== 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS on a stream');
-    if (flags & Flag.ACK) {
-      if (payload.length !== 0)
-        return this.#connectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS ACK with a payload');
-      this.#windows.settingsAcked(this.#streams.values());
-      this.#settingsCallbacks.shift()?.();
-      return;
-    }
-    const applied = applyPeerSettings(this.#peer, payload);
-    if (!applied.ok) return this.#fault(applied.error);
-    for (const s of this.#streams.values()) {
-      s.sendWindow += applied.value;
-      if (s.sendWindow > MAX_WINDOW_BYTES) {
-        return this.#connectionError(ErrorCode.FLOW_CONTROL_ERROR, `window of stream ${s.id} above 2^31-1`);
-      }
-    }
-    this.#gotSettings = true;
-    this.#writeControl(SETTINGS_ACK);
-    this.#data.wake();
-    this.emit('remoteSettings', this.#peer);
-  }
-
-  #onWindowUpdate(streamId: number, payload: Buffer): undefined {
-    if (payload.length !== 4)
-      return this.#connectionError(ErrorCode.FRAME_SIZE_ERROR, 'WINDOW_UPDATE not 4 bytes');
-    const increment = payload.readUInt32BE(0) & MAX_WINDOW_BYTES;
-    if (streamId === 0) {
-      if (increment === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE of 0');
-      this.#data.sendWindow += increment;
-      if (this.#data.sendWindow > MAX_WINDOW_BYTES) {
-        return this.#connectionError(ErrorCode.FLOW_CONTROL_ERROR, 'connection window above 2^31-1');
-      }
-      this.#data.wake();
-      return;
-    }
-    const stream = this.#streams.get(streamId);
-    if (stream === undefined) {
-      if (this.#ids.isIdle(streamId))
-        this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
-      return;
-    }
-    if (increment === 0) return this.#streamError(stream, ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE of 0');
-    stream.sendWindow += increment;
-    if (stream.sendWindow > MAX_WINDOW_BYTES) {
-      return this.#streamError(stream, ErrorCode.FLOW_CONTROL_ERROR, 'stream window above 2^31-1');
-    }
-    this.flushStream(stream);
-  }
-
   #onReset(streamId: number, payload: Buffer): undefined {
     if (streamId === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
     if (payload.length !== 4)
@@ -635,36 +568,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     this.#forget(stream);
     stream.receiveReset(stream.rstCode);
   }
-
-  #onPing(flags: number, streamId: number, payload: Buffer): undefined {
-    if (streamId !== 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'PING on a stream');
-    if (payload.length !== 8) return this.#connectionError(ErrorCode.FRAME_SIZE_ERROR, 'PING not 8 bytes');
-    if (!(flags & Flag.ACK)) {
-      this.#writeControl(pingFrame(Buffer.from(payload), true));
-      return;
-    }
-    this.#pings.acked(payload);
-  }
-
-  #onGoaway(streamId: number, payload: Buffer): undefined {
-    if (streamId !== 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'GOAWAY on a stream');
-    if (payload.length < 8) return this.#connectionError(ErrorCode.FRAME_SIZE_ERROR, 'GOAWAY under 8 bytes');
-    const last = payload.readUInt32BE(0) & MAX_WINDOW_BYTES;
-    const code = payload.readUInt32BE(4);
-    this.#goawayReceived = true;
-    // Streams above `last` were never processed (RFC 9113 §6.8): refused, so they may be retried.
-    for (const s of [...this.#streams.values()]) {
-      if (this.#ids.isPeers(s.id) || s.id <= last) continue;
-      s.rstCode = ErrorCode.REFUSED_STREAM;
-      this.#forget(s);
-      s.receiveReset(ErrorCode.REFUSED_STREAM);
-    }
-    this.emit('goaway', code, last, Buffer.from(payload.subarray(8)));
-    this.#maybeFinish();
-  }
 }
-
-const SELF_DEPENDENCY = 'stream depends on itself (RFC 9113 §5.3.1)';
 
 function protocolError(code: number, reason: string, role: 'client' | 'server'): ZmeshError {
   const name = Object.entries(ErrorCode).find(([, v]) => v === code)?.[0] ?? `0x${code.toString(16)}`;
