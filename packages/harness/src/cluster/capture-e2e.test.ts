@@ -3,7 +3,7 @@ import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { MeshMetrics } from '@zmesh/shared';
-import { BpfCapture, listenInNetns, type OriginalDestination, PIN_ROOT } from '@zmesh/ztunnel';
+import { BpfCapture, HOOKS, listenInNetns, type OriginalDestination, PIN_ROOT } from '@zmesh/ztunnel';
 import test, { type ExecutionContext } from 'ava';
 import { Cluster } from './cluster.js';
 import { gridSpec } from './cluster-spec.js';
@@ -214,7 +214,7 @@ capTest('attaching and detaching 50 pods 5 times leaks no program, map, pin or f
       await Promise.all(
         big.pods.map((p) => capture.attach({ id: p.uid, cgroupPath: p.cgroupPath, netnsPath: p.netnsPath })),
       );
-      if (round === 0) t.is(bpfCounts().progs - before.progs, 50 * 6);
+      if (round === 0) t.is(bpfCounts().progs - before.progs, 50 * HOOKS.length);
       await Promise.all(big.pods.map((p) => capture.detach(p.uid)));
     }
     // Programs and maps are freed after an RCU grace period: allow a moment.
@@ -283,14 +283,14 @@ capTest(
         const out = execFileSync('bpftool', ['-j', 'cgroup', 'show', p.cgroupPath]).toString().trim();
         return out === '' ? 0 : (JSON.parse(out) as unknown[]).length;
       };
-      t.is(attachedTo(a1!), 6 + 6, 'a1 still has the first test capture and this one');
+      t.is(attachedTo(a1!), 2 * HOOKS.length, 'a1 still has the first test capture and this one');
       const second = new BpfCapture({ node: nodeA });
       const progsBefore = bpfCounts().progs;
       await second.attach(pod(a1!));
       t.is(bpfCounts().progs, progsBefore, 'adopted, not loaded again');
       t.deepEqual(await second.cleanupStale([a1!.uid]), [a2!.uid]);
       t.is(attachedTo(a2!), 0);
-      t.is(attachedTo(b1!), 6, 'the other node keeps its pod');
+      t.is(attachedTo(b1!), HOOKS.length, 'the other node keeps its pod');
       await second.detach(a1!.uid);
     } finally {
       await other.detach(b1!.uid);

@@ -6,7 +6,7 @@ export {
   type ConnectionKey,
   fdOf,
 } from './bpf-capture.js';
-export { HBONE_PORT, type OriginalDestination, OUTBOUND_PORT, PIN_ROOT } from './bpf-layout.js';
+export { HBONE_PORT, HOOKS, type OriginalDestination, OUTBOUND_PORT, PIN_ROOT } from './bpf-layout.js';
 export { CaptureMetrics } from './capture-metrics.js';
 export {
   connectInNetns,
