@@ -27,6 +27,7 @@ const ZMESH = join(import.meta.dirname, '..', '..', 'bin', 'zmesh');
 class Ztunnel implements WorkloadHandler {
   readonly pods = new Map<string, { netns: string; name?: string }>();
   readonly refuse = new Set<string>();
+  snapshots = 0;
   async addWorkload(req: AddWorkloadRequest): Promise<void> {
     if (this.refuse.has(req.uid)) throw new Error('refused by the test');
     this.pods.set(req.uid, { netns: netnsIdentity(req.netns), ...(req.info ? { name: req.info.name } : {}) });
@@ -36,6 +37,7 @@ class Ztunnel implements WorkloadHandler {
   }
   async snapshot(uids: string[]): Promise<void> {
     for (const uid of this.pods.keys()) if (!uids.includes(uid)) this.pods.delete(uid);
+    this.snapshots++;
   }
   has(uid: string): boolean {
     return this.pods.has(uid);
@@ -128,22 +130,26 @@ agentTest(
     writeFileSync(join(dir, 'kubeconfig'), api.kubeconfig());
     const zdsSocket = join(dir, 'zds.sock');
     const cniSocket = join(dir, 'cni.sock');
-    agent = execa(
-      ZMESH,
-      [
-        'node-agent',
-        ...['--node', 'node-a', '--kubeconfig', join(dir, 'kubeconfig')],
-        ...['--zds-socket', zdsSocket, '--cni-socket', cniSocket],
-        ...['--cni-bin-dir', binDir, '--cni-conf-dir', confDir, '--rescan', '0.2', '--port', '0'],
-      ],
-      {
-        reject: false,
-        stdin: 'ignore',
-        stdout: 'ignore',
-        env: { ZMESH_LOG: process.env.ZMESH_LOG ?? 'warn' },
-      },
-    );
-    agent.stderr?.on('data', (d: Buffer) => process.stderr.write(`[node-agent] ${d}`));
+    const startAgent = () => {
+      const child = execa(
+        ZMESH,
+        [
+          'node-agent',
+          ...['--node', 'node-a', '--kubeconfig', join(dir, 'kubeconfig')],
+          ...['--zds-socket', zdsSocket, '--cni-socket', cniSocket],
+          ...['--cni-bin-dir', binDir, '--cni-conf-dir', confDir, '--rescan', '0.2', '--port', '0'],
+        ],
+        {
+          reject: false,
+          stdin: 'ignore',
+          stdout: 'ignore',
+          env: { ZMESH_LOG: process.env.ZMESH_LOG ?? 'warn' },
+        },
+      );
+      child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[node-agent] ${d}`));
+      return child;
+    };
+    agent = startAgent();
     const ztunnel = new Ztunnel();
     const registry = new MeshMetrics({ defaultMetrics: false }).registry;
     client = new ZdsClient(ztunnel, {
@@ -207,6 +213,15 @@ agentTest(
       netnsOf('late'),
       'Added with CNI_NETNS before the ADD returned',
     );
+    // Its containers start; then the agent restarts (an upgrade): the snapshot the new agent
+    // sends names both pods, found in /proc before it serves ZDS, so ztunnel keeps them.
+    procs.push(cluster.runInPod(pod('late'), ['sleep', '120'], { reject: false, stdin: 'ignore' }));
+    const before = ztunnel.snapshots;
+    agent.kill('SIGTERM');
+    await agent;
+    agent = startAgent();
+    await until(() => ztunnel.snapshots > before, 'the restarted agent to send its snapshot', 20_000);
+    t.deepEqual([...ztunnel.pods.keys()].sort(), [pod('late').uid, pod('web').uid].sort(), 'both kept');
 
     // ztunnel refuses: the ADD fails with a CNI error result, and the pod is not recorded.
     api.put(podObject(pod('bad')));

@@ -159,8 +159,10 @@ export class NodeAgent {
       });
     }
     this.#synced = true;
-    this.#rescan();
-    this.#timer = setInterval(() => this.#rescan(), this.#o.rescanMs);
+    // Every running pod recorded before ZDS is served: a ztunnel's first snapshot must not
+    // miss pods it holds (it would remove their capture).
+    await Promise.allSettled(this.#rescan());
+    this.#timer = setInterval(() => void Promise.allSettled(this.#rescan()), this.#o.rescanMs);
     this.#timer.unref();
   }
 
@@ -188,14 +190,16 @@ export class NodeAgent {
   }
 
   /** Every pod that wants capture and has none yet, looked for in /proc; the gone removed. */
-  #rescan(): void {
+  #rescan(): Promise<void>[] {
     const missing = [...this.#pods.keys()].filter((uid) => this.#wants(uid) && !this.#enrolled.has(uid));
     const found = missing.length > 0 ? scanProc(this.#o.proc, this.#ownNetns) : new Map();
+    const adds: Promise<void>[] = [];
     for (const uid of missing) {
       const at = found.get(uid);
-      if (at) this.#serial(uid, () => this.#add(uid, at.netnsPath, 'proc'));
+      if (at) adds.push(this.#serial(uid, () => this.#add(uid, at.netnsPath, 'proc')));
     }
     for (const uid of this.#enrolled.keys()) if (!this.#wants(uid)) this.#reconcile(uid);
+    return adds;
   }
 
   #wants(uid: string): boolean {

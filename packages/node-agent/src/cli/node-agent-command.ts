@@ -68,14 +68,16 @@ export async function runNodeAgent(o: NodeAgentCommandOptions): Promise<number> 
     } catch (e) {
       throw fail(o.kubeconfig ?? 'in-cluster config', (e as Error).message);
     }
+    const rescanMs = Number(o.rescan) * 1000;
+    agent = new NodeAgent({ kc, node, zds, proc: o.proc, rescanMs, registry });
+    // Pods listed and the running ones found first: the snapshot a ztunnel gets on connect
+    // names every pod it should keep.
+    await agent.start();
     try {
       zds.listen();
     } catch (e) {
       throw fail('--zds-socket', (e as Error).message);
     }
-    const rescanMs = Number(o.rescan) * 1000;
-    agent = new NodeAgent({ kc, node, zds, proc: o.proc, rescanMs, registry });
-    await agent.start();
     const started = agent;
     const cniRefused = new Counter({
       name: 'zmesh_node_agent_cni_bad_requests_total',

@@ -9,6 +9,8 @@ const log = logger('cni-server');
 
 /** A CNI ADD request is a few hundred bytes; anything past this is refused unread. */
 const MAX_BODY = 16 * 1024;
+/** Bound on receiving one request (not on answering it: that waits for ztunnel's Ack). */
+const REQUEST_TIMEOUT_MS = 10_000;
 const NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 const UID = /^[A-Za-z0-9._-]{1,128}$/;
 
@@ -45,6 +47,9 @@ export function startCniServer(
       },
     );
   });
+  // A request is a few hundred bytes: one that trickles in is dropped.
+  server.headersTimeout = REQUEST_TIMEOUT_MS;
+  server.requestTimeout = REQUEST_TIMEOUT_MS;
   const old = process.umask(0o177);
   return new Promise((resolve, reject) => {
     server.once('error', (e) => {
