@@ -18,6 +18,9 @@ const log = logger('node-agent');
 /** After an informer fails (server gone, list refused), it restarts after this, doubling up to 30 s. */
 const RESTART_BASE_MS = 500;
 const RESTART_MAX_MS = 30_000;
+/** After ztunnel refuses a pod found in /proc, the next try waits this long, doubling up to a minute. */
+const RETRY_BASE_MS = 1_000;
+const RETRY_MAX_MS = 60_000;
 /** How long a CNI ADD waits for the pod to reach this agent's informer (kubelet is ahead of the watch). */
 const CNI_POD_WAIT_MS = 5_000;
 
@@ -60,6 +63,8 @@ export class NodeAgent {
   readonly #namespaces = new Map<string, Record<string, string>>();
   readonly #enrolled = new Map<string, Enrolled>();
   readonly #queues = new Map<string, Promise<void>>();
+  /** Pods ztunnel refused: when the scan may try each again, and the wait after that. */
+  readonly #backoff = new Map<string, { at: number; waitMs: number }>();
   readonly #watches: ListWatch<KubernetesObject>[] = [];
   readonly #ownNetns: number | undefined;
   readonly #enrolledGauge: Gauge;
@@ -132,8 +137,10 @@ export class NodeAgent {
     const onPod = (pod: V1Pod, gone: boolean) => {
       const uid = pod.metadata?.uid;
       if (!uid) return;
-      if (gone) this.#pods.delete(uid);
-      else this.#pods.set(uid, pod);
+      if (gone) {
+        this.#pods.delete(uid);
+        this.#backoff.delete(uid);
+      } else this.#pods.set(uid, pod);
       if (this.#synced) this.#reconcile(uid);
     };
     pods.on('add', (o) => onPod(o, false));
@@ -191,7 +198,10 @@ export class NodeAgent {
 
   /** Every pod that wants capture and has none yet, looked for in /proc; the gone removed. */
   #rescan(): Promise<void>[] {
-    const missing = [...this.#pods.keys()].filter((uid) => this.#wants(uid) && !this.#enrolled.has(uid));
+    const now = Date.now();
+    const missing = [...this.#pods.keys()].filter(
+      (uid) => this.#wants(uid) && !this.#enrolled.has(uid) && (this.#backoff.get(uid)?.at ?? 0) <= now,
+    );
     const found = missing.length > 0 ? scanProc(this.#o.proc, this.#ownNetns) : new Map();
     const adds: Promise<void>[] = [];
     for (const uid of missing) {
@@ -234,10 +244,13 @@ export class NodeAgent {
     try {
       await this.#o.zds.addPod(zdsPod(uid, pod, netnsPath));
       this.#enrolled.set(uid, { netnsPath, source });
+      this.#backoff.delete(uid);
       log.info({ pod: podName(pod), uid, netns: netnsPath, source }, 'pod enrolled');
     } catch (e) {
       this.#failures.inc({ source });
       this.#enrolled.delete(uid);
+      const waitMs = Math.min((this.#backoff.get(uid)?.waitMs ?? RETRY_BASE_MS / 2) * 2, RETRY_MAX_MS);
+      this.#backoff.set(uid, { at: Date.now() + waitMs, waitMs });
       // Out of the agent's snapshot too: a later scan or CNI ADD tries again.
       await this.#o.zds.removePod(uid).catch(() => undefined);
       log.warn({ pod: podName(pod), uid, source, err: (e as Error).message }, 'enrolment refused');

@@ -97,7 +97,8 @@ export const VIP_PREFIX = '10.244.250.';
  * The local multi-node mesh of docs/design.md §10: a cluster of network namespaces, one ztunnel
  * per node (in the node's namespace and cgroup, capture mode), pods enrolled before any of
  * their processes start by the harness acting as each node's agent: a ZDS server
- * (docs/zds.md) the node's ztunnel connects to, handing over each pod's netns fd. Everything is torn
+ * (docs/zds.md) the node's ztunnel connects to, handing over each pod's netns fd. (With
+ * `controlPlane.nodeAgents`, `zmesh node-agent` is each node's agent instead.) Everything is torn
  * down on every exit path by `down()` and by the cluster's own exit hooks.
  */
 export class LocalMesh {
