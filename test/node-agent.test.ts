@@ -130,6 +130,7 @@ agentTest(
     writeFileSync(join(dir, 'kubeconfig'), api.kubeconfig());
     const zdsSocket = join(dir, 'zds.sock');
     const cniSocket = join(dir, 'cni.sock');
+    let said = '';
     const startAgent = () => {
       const child = execa(
         ZMESH,
@@ -146,7 +147,10 @@ agentTest(
           env: { ZMESH_LOG: process.env.ZMESH_LOG ?? 'warn' },
         },
       );
-      child.stderr?.on('data', (d: Buffer) => process.stderr.write(`[node-agent] ${d}`));
+      child.stderr?.on('data', (d: Buffer) => {
+        said += String(d);
+        process.stderr.write(`[node-agent] ${d}`);
+      });
       return child;
     };
     agent = startAgent();
@@ -259,6 +263,15 @@ agentTest(
     const garbage = await post(cniSocket, '{"netns":1}');
     t.is(garbage.status, 400);
     t.regex(garbage.body, /ZM_ERR_CNI_REFUSED/, 'a malformed request on the socket is refused with the code');
+    // ... and counted, as are the refused and enrolled ADDs (the restarted agent's since it started).
+    const health = [...said.matchAll(/health on (127\.0\.0\.1:\d+)/g)].at(-1)?.[1];
+    t.is((await fetch(`http://${health}/healthz/ready`)).status, 200);
+    const metrics = await (await fetch(`http://${health}/metrics`)).text();
+    t.regex(metrics, /^zmesh_node_agent_cni_bad_requests_total\{result="bad-request"\} 1$/m);
+    t.regex(metrics, /^zmesh_node_agent_cni_requests_total\{result="refused"\} 1$/m);
+    t.regex(metrics, /^zmesh_node_agent_cni_requests_total\{result="skipped"\} 1$/m);
+    t.regex(metrics, /^zmesh_node_agent_enroll_failures_total\{source="cni"\} 1$/m);
+    t.regex(metrics, /^zmesh_node_agent_pods_enrolled 2$/m);
 
     // The pod deleted in the API: Del. Labelled none later: Del too.
     api.remove(podObject(pod('web')));
