@@ -106,6 +106,10 @@ export class ControlPlane {
         reason: 'a shared store needs the shared node-token key (tokenKey: await sharedNodeTokenKey(store))',
       });
     this.state = opts.state ?? new MemoryStateStore();
+    // Before the config store loads, so the load is timed too.
+    this.metrics = new ControlPlaneMetrics({ defaultMetrics: opts.defaultMetrics ?? false });
+    this.state.observe(this.metrics.storeObserver(this.state.backend));
+    opts.shared?.observe(this.metrics.storeObserver(opts.shared.backend));
     const validate = opts.validateWaypointConfig;
     this.#shared = opts.shared;
     this.store = new ConfigStore({
@@ -123,7 +127,6 @@ export class ControlPlane {
         : {}),
     });
     this.tokens = new NodeTokens(opts.tokenKey ?? nodeTokenKey(this.state));
-    this.metrics = new ControlPlaneMetrics({ defaultMetrics: opts.defaultMetrics ?? false });
     const sign = opts.signCsr;
     this.server = new XdsServer({
       tokens: this.tokens,
