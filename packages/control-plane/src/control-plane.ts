@@ -11,7 +11,7 @@ import {
 import { admitWaypointConfigs, type WaypointValidator } from './admission.js';
 import type { SignCsr } from './ca-service.js';
 import { type CompiledConfig, Compiler } from './compiler.js';
-import { ConfigStore, type StoreView } from './config-store.js';
+import { ConfigStore, type StoreUnavailable, type StoreView } from './config-store.js';
 import { ControlPlaneMetrics } from './cp-metrics.js';
 import { EventLog } from './events.js';
 import { isWaypointClass, USE_WAYPOINT_LABEL, WAYPOINT_CLASS } from './k8s-objects.js';
@@ -277,12 +277,13 @@ export class ControlPlane {
    * `on` is refused when the namespace has no waypoint Gateway of that name, and also waits
    * for a connected waypoint to ACK the Gateway's config: until one does, the namespace's
    * traffic fails closed, so a timeout names the waypoint among those that did not ACK.
+   * A store that cannot be written (etcd unreachable) is `unavailable`: nothing changed.
    */
   async setNamespaceL7(
     namespace: string,
     waypoint: string | undefined,
     timeoutMs: number,
-  ): Promise<{ ok: true; value: RolloutReport } | { ok: false; error: string[] }> {
+  ): Promise<{ ok: true; value: RolloutReport } | { ok: false; error: string[] } | StoreUnavailable> {
     if (waypoint !== undefined) {
       const gw = this.store.view().objects.get(`Gateway/${namespace}/${waypoint}`);
       if (gw?.kind !== 'Gateway' || !isWaypointClass(gw.spec.gatewayClassName))

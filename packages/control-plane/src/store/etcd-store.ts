@@ -57,6 +57,8 @@ export class EtcdStateStore implements SharedStateStore {
   #revision = 0;
   #watcher: Watcher | undefined;
   #unreachable: string | undefined;
+  /** Why the last call failed, until one succeeds: a lost quorum leaves the watch open but refuses writes. */
+  #failing: string | undefined;
   readonly #listeners: Array<(state: StoredState) => void> = [];
   #closed = false;
 
@@ -133,9 +135,11 @@ export class EtcdStateStore implements SharedStateStore {
         .if(GENERATION, 'Mod', '==', basedOn)
         .then(...ops)
         .commit();
+      this.#failing = undefined;
       if (res.succeeded) return Number(res.header.revision);
     } catch (e) {
       failure = e;
+      this.#failing = `last commit failed: ${describe(e)}`;
     }
     const current = await this.#call(() => this.#client.get(GENERATION).exec()).catch((e) => {
       throw failure === undefined ? e : storeError(this.location, describe(failure));
@@ -173,7 +177,8 @@ export class EtcdStateStore implements SharedStateStore {
   }
 
   health(): string | undefined {
-    return this.#unreachable === undefined ? undefined : `state store ${this.location}: ${this.#unreachable}`;
+    const why = this.#unreachable ?? this.#failing;
+    return why === undefined ? undefined : `state store ${this.location} unreachable: ${why}`;
   }
 
   async close(): Promise<void> {
@@ -271,8 +276,11 @@ export class EtcdStateStore implements SharedStateStore {
 
   async #call<T>(run: () => Promise<T>): Promise<T> {
     try {
-      return await run();
+      const value = await run();
+      this.#failing = undefined;
+      return value;
     } catch (e) {
+      this.#failing = `last call failed: ${describe(e)}`;
       throw e instanceof ZmeshError ? e : storeError(this.location, describe(e));
     }
   }
@@ -280,5 +288,10 @@ export class EtcdStateStore implements SharedStateStore {
 
 function describe(e: unknown): string {
   // grpc-js appends an empty "Resolution note:" to connection errors.
-  return (e instanceof Error ? e.message : String(e)).replace(/\.?\s*Resolution note:\s*$/, '');
+  return (e instanceof Error ? e.message : String(e))
+    .replace(/\.?\s*Resolution note:\s*$/, '')
+    .replace(
+      /^Execution prevented because the circuit breaker is open$/,
+      'no etcd member answered the last calls (the client waits a few seconds before trying again)',
+    );
 }
