@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { BUILD_INFO, defaultAdminSocket, readAdminToken, startFailure, ZmeshError } from '@zmesh/shared';
 import { type AdminListen, type AdminServer, startAdminServer } from '../admin-server.js';
 import {
+  caReadiness,
   loadOrCreateCa,
   loadOrCreateCaInShared,
   loadOrCreateCaInStore,
@@ -129,6 +130,7 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
     await shared?.close();
     return startFailure('control-plane', e);
   }
+  cp.addReadinessCheck(caReadiness(ca.rootPem));
   if (options.rootsFile) await writeRootsFile(options.rootsFile, [ca.rootPem]);
   let kube: KubeController | undefined;
   if (options.kubernetes) {
