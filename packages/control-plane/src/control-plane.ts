@@ -68,6 +68,13 @@ export interface WaypointStatus {
   ready: boolean;
 }
 
+/** An object the control plane holds but does not serve, wholly or in part, and why (proxy-status). */
+export interface NotServed {
+  /** `Kind/namespace/name`. */
+  object: string;
+  reason: string;
+}
+
 /** How often waypoint readiness is re-evaluated for the gauge and the log line. */
 const WAYPOINT_CHECK_MS = 1000;
 
@@ -91,6 +98,9 @@ export class ControlPlane {
   #notReadyWaypoints = new Set<string>();
   #waypointTimer: NodeJS.Timeout | undefined;
   readonly #shared: SharedStateStore | undefined;
+  /** What the ztunnel conversion of each policy (by its raw object) did not serve as written. */
+  readonly #conversionNotes = new WeakMap<object, string[]>();
+  readonly #notServedSources: Array<() => NotServed[]> = [];
   /**
    * Set in Kubernetes mode (kubernetes/kube-controller.ts): `ns l7` labels the Namespace
    * through the API server, and the change reaches the store through the informer.
@@ -149,7 +159,9 @@ export class ControlPlane {
     this.#compiler = new Compiler({
       trustDomain: opts.trustDomain,
       ...(opts.clusterDomain ? { clusterDomain: opts.clusterDomain } : {}),
-      convertPolicy: opts.convertPolicy ?? convertForZtunnel,
+      convertPolicy:
+        opts.convertPolicy ??
+        ((raw) => convertForZtunnel(raw, (notes) => this.#conversionNotes.set(raw, notes))),
     });
     if (!opts.shared) this.server.cache.seedVersions(storedVersions(this.state));
     this.store.on('change', (view: StoreView) => {
@@ -205,6 +217,25 @@ export class ControlPlane {
       if (why !== undefined) reasons.push(why);
     }
     return { ready: reasons.length === 0, reasons };
+  }
+
+  /**
+   * What the control plane holds but does not serve as written, with why: AuthorizationPolicy
+   * rules a ztunnel cannot enforce (HTTP attributes, dropped: more restrictive than asked),
+   * and, from sources added with `addNotServedSource`, objects kept out (controller mode's
+   * refused objects). `zmesh proxy-status` prints them; GET /not-served.
+   */
+  notServed(): NotServed[] {
+    const out: NotServed[] = [];
+    for (const [object, o] of this.store.view().objects)
+      if (o.kind === 'AuthorizationPolicy')
+        for (const reason of this.#conversionNotes.get(o.raw) ?? []) out.push({ object, reason });
+    for (const source of this.#notServedSources) out.push(...source());
+    return out.sort((a, b) => a.object.localeCompare(b.object));
+  }
+
+  addNotServedSource(source: () => NotServed[]): void {
+    this.#notServedSources.push(source);
   }
 
   /** Adds a reason the control plane may not be able to serve (a store backend, the CA): undefined when fine. */
@@ -387,14 +418,22 @@ function keepVersions(state: StateStore, versions: Record<string, number>): void
   }
 }
 
-/** The compiler's conversion of an AuthorizationPolicy for ztunnels (waypoint-targeted ones: none). */
-export function convertForZtunnel(raw: Record<string, unknown>): Authorization | undefined {
+/**
+ * The compiler's conversion of an AuthorizationPolicy for ztunnels (waypoint-targeted ones:
+ * none). `note` is told what is not served as written (empty: all of it).
+ */
+export function convertForZtunnel(
+  raw: Record<string, unknown>,
+  note?: (reasons: string[]) => void,
+): Authorization | undefined {
   const converted = convertAuthorizationPolicy(raw);
   if (!converted.ok) {
     log.warn({ reasons: converted.error }, 'AuthorizationPolicy not served');
+    note?.(converted.error.map((r) => `not served: ${r}`));
     return undefined;
   }
   if (converted.value.warnings.length > 0)
     log.warn({ warnings: converted.value.warnings }, 'AuthorizationPolicy');
+  note?.([...converted.value.warnings]);
   return converted.value.target === 'ztunnel' ? converted.value.authorization : undefined;
 }

@@ -63,6 +63,11 @@ export class KubeController {
       (key) => cp.waypointStatus().some((w) => w.waypoint === key && w.ackedBy.length > 0),
       (write) => cp.metrics.kubernetesWriteFailures.inc({ write }),
     );
+    cp.addNotServedSource(() =>
+      [...this.source.refused()].flatMap(([object, r]) =>
+        r.reasons.map((reason) => ({ object, reason: `kept out by admission: ${reason}` })),
+      ),
+    );
     const core = this.kc.makeApiClient(CoreV1Api);
     cp.namespaceLabeler = async (namespace, waypoint): Promise<Result<void>> => {
       try {

@@ -164,6 +164,11 @@ export function runProxyStatus(opts: AdminOptions & { output?: 'table' | 'json' 
         `waypoint ${w.waypoint}: NOT READY: ${w.users} workloads/services use it, no connected waypoint has ACKed its config; their traffic is refused (fail closed)`,
       );
     }
+    // Held by the control plane but not served as written (an older control plane has no such route).
+    const notServed = await adminRequest(t, '/not-served');
+    if (notServed.ok)
+      for (const n of notServed.json<Array<{ object: string; reason: string }>>())
+        console.error(`${n.object}: NOT SERVED by the control plane: ${n.reason}`);
     return 0;
   });
 }
