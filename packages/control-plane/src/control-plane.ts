@@ -155,6 +155,7 @@ export class ControlPlane {
           }
         : {}),
       ...(opts.maxCertTtlSeconds === undefined ? {} : { maxCertTtlSeconds: opts.maxCertTtlSeconds }),
+      onCsrRefused: (reason) => this.metrics.csrRefusals.inc({ reason }),
     });
     this.#compiler = new Compiler({
       trustDomain: opts.trustDomain,

@@ -78,6 +78,12 @@ export class ControlPlaneMetrics {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
     registers: [this.registry],
   });
+  readonly csrRefusals = new Counter({
+    name: 'zmesh_cp_csr_refusals_total',
+    help: 'Workload certificate requests refused before signing (ZM_ERR_CA_REFUSED at the proxy), by why: unauthenticated, not-on-node (the node authorizer), invalid-request',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
   readonly ready = new Gauge({
     name: 'zmesh_cp_ready',
     help: '1 when the control plane can serve (config loaded, store answering), else 0',

@@ -24,9 +24,9 @@ import {
   ZmeshError,
 } from '@zmesh/shared';
 import { AdsSession, type AdsStream } from './ads-session.js';
-import { createCertificateHandler, type SignCsr } from './ca-service.js';
+import { type CsrRefusal, createCertificateHandler, type SignCsr } from './ca-service.js';
 import type { CompiledConfig } from './compiler.js';
-import type { NodeTokens } from './node-tokens.js';
+import { authenticateNode, type NodeAuthenticator, type NodeTokens } from './node-tokens.js';
 import { type ProxyReport, ProxyStatusRegistry } from './proxy-status.js';
 import { type CachedResource, contentVersion, ResourceCache } from './resource-cache.js';
 
@@ -46,6 +46,8 @@ export interface XdsServerOptions {
   /** Serves the CA API when given; the CA library signs, this server only authorizes. */
   signCsr?: SignCsr;
   maxCertTtlSeconds?: number;
+  /** Each certificate request refused before signing, by why (the control plane's metric). */
+  onCsrRefused?: (reason: CsrRefusal) => void;
 }
 
 /**
@@ -60,6 +62,11 @@ export class XdsServer {
   readonly cache = new ResourceCache();
   readonly proxies = new ProxyStatusRegistry();
   readonly #tokens: NodeTokens;
+  /**
+   * Besides node tokens, for xDS streams and certificate requests: in controller mode the
+   * ztunnel's projected ServiceAccount token, checked with a TokenReview.
+   */
+  authenticator: NodeAuthenticator | undefined;
   readonly #server: grpc.Server;
   readonly #sessions = new Set<AdsSession>();
   #workloadsByNode = new Map<string, Workload[]>();
@@ -207,8 +214,7 @@ export class XdsServer {
    * A stream without a valid node token is refused UNAUTHENTICATED. Its first request (if
    * it comes within REFUSAL_WAIT_MS) names the proxy, so proxy-status can list it as refused.
    */
-  #refuseToken(call: AdsStream): void {
-    const reason = 'missing or invalid node token';
+  #refuseToken(call: AdsStream, reason = 'missing or invalid node token'): void {
     let done = false;
     const refuse = (claimedId: string | undefined, claimedNode: string | undefined) => {
       if (done) return;
@@ -226,11 +232,21 @@ export class XdsServer {
   }
 
   #onStream(call: AdsStream): void {
-    const node = this.#tokens.nodeFromAuthorization(call.metadata.get('authorization')[0]);
-    if (node === undefined) {
-      this.#refuseToken(call);
-      return;
-    }
+    const header = call.metadata.get('authorization')[0];
+    const node = this.#tokens.nodeFromAuthorization(header);
+    if (node !== undefined) this.#serve(call, node);
+    else if (this.authenticator === undefined) this.#refuseToken(call);
+    // Requests wait in the stream's buffer until a 'data' listener is attached.
+    else
+      void authenticateNode(this.#tokens, this.authenticator, header)
+        .catch((e: Error) => ({ ok: false as const, reason: `authentication failed: ${e.message}` }))
+        .then((auth) => {
+          if (auth.ok) this.#serve(call, auth.node);
+          else this.#refuseToken(call, auth.reason);
+        });
+  }
+
+  #serve(call: AdsStream, node: string): void {
     call.sendMetadata(new grpc.Metadata());
     let session: AdsSession | undefined;
     let refused = false;
@@ -286,6 +302,8 @@ export class XdsServer {
   #addCaService(opts: XdsServerOptions): void {
     const handler = createCertificateHandler({
       tokens: opts.tokens,
+      authenticator: () => this.authenticator,
+      ...(opts.onCsrRefused ? { onRefused: opts.onCsrRefused } : {}),
       signCsr: opts.signCsr!,
       workloadsOnNode: (node) => this.#workloadsByNode.get(node) ?? [],
       ...(opts.maxCertTtlSeconds === undefined ? {} : { maxTtlSeconds: opts.maxCertTtlSeconds }),

@@ -39,6 +39,7 @@ export interface ControlPlaneCommandOptions {
   leaseDuration?: string;
   waypointImage?: string;
   tokenAudience?: string;
+  nodeServiceAccounts?: string;
 }
 
 /**
@@ -200,6 +201,9 @@ async function startKubernetes(
       identity: options.podName ?? process.env.POD_NAME ?? hostname(),
       namespace,
       leaseSeconds: Number(options.leaseDuration ?? '15'),
+      ...(options.nodeServiceAccounts === undefined
+        ? {}
+        : { nodeServiceAccounts: nodeServiceAccounts(options.nodeServiceAccounts) }),
       waypoint: {
         image: options.waypointImage ?? `localhost/zmesh:${BUILD_INFO.version}`,
         xds: `zmesh-control-plane.${namespace}.svc:${options.port}`,
@@ -209,6 +213,7 @@ async function startKubernetes(
       },
     });
   } catch (e) {
+    if (e instanceof ZmeshError) throw e;
     throw fail(`kubeconfig ${options.kubeconfig ?? '(in-cluster)'}: ${(e as Error).message}`);
   }
   try {
@@ -217,4 +222,16 @@ async function startKubernetes(
     throw fail((e as Error).message);
   }
   return controller;
+}
+
+/** `ns/name,ns/name` → the list; anything else is refused with the reason. */
+function nodeServiceAccounts(text: string): string[] {
+  const list = text.split(',').map((a) => a.trim());
+  for (const a of list)
+    if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?\/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$/.test(a))
+      throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
+        source: '--node-service-accounts',
+        reason: `${JSON.stringify(a)} is not namespace/name`,
+      });
+  return list;
 }
