@@ -4,7 +4,16 @@ import { join } from 'node:path';
 import { ControlPlane } from '@zmesh/control-plane';
 import { KubeController } from '@zmesh/control-plane/kubernetes';
 import { ApiServerDouble, type KubeObject } from '@zmesh/harness';
-import { CaClient, CertificateAuthority, generateCsr, isZmeshError, TrustBundle } from '@zmesh/shared';
+import {
+  CaClient,
+  CertificateAuthority,
+  generateCsr,
+  isZmeshError,
+  ok,
+  TrustBundle,
+  WAYPOINT_CONFIG_TYPE_URL,
+} from '@zmesh/shared';
+import { WaypointXdsSource } from '@zmesh/waypoint';
 import test from 'ava';
 import { startXdsNode, type XdsNode } from './helpers/mesh.js';
 
@@ -12,12 +21,14 @@ import { startXdsNode, type XdsNode } from './helpers/mesh.js';
  * Node identity in controller mode, against the API-server double: a ztunnel authenticates
  * with its projected ServiceAccount token (TokenRequest bound to its pod), which the control
  * plane checks with a TokenReview; the CA then signs only for pods on that ztunnel's node.
+ * A waypoint (any other pod-bound token) acts for its own identity alone.
  * 127.37.0.0/16 is this file's: API .0.9, control plane .0.1, ztunnels .0.2 and .0.3.
  */
 const ip = (s: string) => `127.37.${s}`;
 const TRUST_DOMAIN = 'cluster.local';
 const WEB = 'spiffe://cluster.local/ns/shop/sa/web';
 const API = 'spiffe://cluster.local/ns/shop/sa/api';
+const WAYPOINT = 'spiffe://cluster.local/ns/shop/sa/waypoint';
 
 const meta = (name: string, namespace?: string, labels: Record<string, string> = {}) => ({
   name,
@@ -45,7 +56,7 @@ async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 
   }
 }
 
-test('a ztunnel authenticates with its projected ServiceAccount token (TokenReview); the CA signs only for pods on its node', async (t) => {
+test('a ztunnel and a waypoint authenticate with their projected ServiceAccount tokens (TokenReview); the CA signs only for pods on the ztunnel node, a waypoint only its own identity', async (t) => {
   t.timeout(60_000);
   const api = new ApiServerDouble({ host: ip('0.9') });
   await api.start();
@@ -93,6 +104,21 @@ test('a ztunnel authenticates with its projected ServiceAccount token (TokenRevi
     serviceAccount('shop', 'api'),
     pod('shop', 'web', 'node-a', 'web', ip('2.1')),
     pod('shop', 'api', 'node-b', 'api', ip('2.2')),
+    // A waypoint: its Gateway, and a pod of its Deployment on node-a with its own ServiceAccount.
+    serviceAccount('shop', 'waypoint'),
+    {
+      apiVersion: 'gateway.networking.k8s.io/v1',
+      kind: 'Gateway',
+      metadata: meta('waypoint', 'shop'),
+      spec: {
+        gatewayClassName: 'zmesh-waypoint',
+        listeners: [{ name: 'mesh', port: 15008, protocol: 'HBONE' }],
+      },
+    },
+    {
+      ...pod('shop', 'waypoint-0', 'node-a', 'waypoint', ip('3.1')),
+      metadata: meta('waypoint-0', 'shop', { 'gateway.networking.k8s.io/gateway-name': 'waypoint' }),
+    },
   ] as KubeObject[])
     api.put(o);
   await kube.start();
@@ -158,15 +184,23 @@ test('a ztunnel authenticates with its projected ServiceAccount token (TokenRevi
   });
   t.is(await metric('not-on-node'), 2);
 
-  // Authentication: another audience, a workload's own ServiceAccount, a token nobody issued.
+  // A workload's own pod-bound token acts for itself alone: its own identity, nobody else's.
+  const webToken = projected('shop', 'web', 'web');
+  t.true((await ask(webToken, WEB)).length > 0, 'a workload gets its own identity');
+  await t.throwsAsync(ask(webToken, API), { message: /shop\/sa\/api is not the caller's own identity/ });
+  const webOnNodeA = await t.throwsAsync(ask(webToken, WAYPOINT));
+  t.regex(webOnNodeA!.message, /is not the caller's own identity/, 'not even a pod of its own node');
+  t.is(await metric('not-own-identity'), 2);
+
+  // Authentication: another audience, a token bound to no pod, a token nobody issued.
   const refusals: Array<[string, RegExp]> = [
     [
       projected('zmesh-system', 'zmesh-node', 'ztunnel-a', 'other'),
       /token review: .*token audiences \["other"\] is invalid/,
     ],
     [
-      projected('shop', 'web', 'web'),
-      /token review: shop\/web is not a node proxy ServiceAccount \(zmesh-system\/zmesh-node\)/,
+      api.requestToken('shop', 'web', { audiences: ['zmesh'] }).token,
+      /token review: shop\/web is not a node proxy ServiceAccount \(zmesh-system\/zmesh-node\) nor bound to a pod/,
     ],
     ['double.not-issued-by-the-api-server', /token review: .*not one this server issued/],
   ];
@@ -183,7 +217,7 @@ test('a ztunnel authenticates with its projected ServiceAccount token (TokenRevi
     node: 'node-b',
     address: ip('0.3'),
     xds: address,
-    token: projected('shop', 'api', 'api'),
+    token: api.requestToken('shop', 'api', { audiences: ['zmesh'] }).token,
     rootsPem: [ca.rootPem],
     certTtlSeconds: 3600,
   });
@@ -194,6 +228,41 @@ test('a ztunnel authenticates with its projected ServiceAccount token (TokenRevi
       .some((r) => r.refused?.reason.startsWith('token review: shop/api is not a node proxy') === true),
   );
   t.is(impostor.z.localWorkloads().length, 0, 'it received nothing');
+
+  // The waypoint authenticates with its own token: its certificate and its own config, nothing else.
+  const waypointToken = projected('shop', 'waypoint', 'waypoint-0');
+  t.true((await ask(waypointToken, WAYPOINT)).length > 0, "the waypoint's own certificate");
+  await t.throwsAsync(ask(waypointToken, WEB), { message: /is not the caller's own identity/ });
+  const subscribe = (id: string, token: string, got: unknown[]) => {
+    const source = new WaypointXdsSource({
+      address,
+      resourceName: 'shop/waypoint',
+      node: { id, metadata: { NODE_NAME: 'node-a' } },
+      token,
+      backoff: { initialMs: 50, maxMs: 200 },
+      apply: (doc) => {
+        got.push(doc);
+        return ok(doc as never);
+      },
+    });
+    source.start();
+    t.teardown(() => source.stop());
+  };
+  const applied: unknown[] = [];
+  subscribe('waypoint~shop~waypoint-0', waypointToken, applied);
+  await until('the waypoint config to arrive', () => applied.length > 0);
+  t.like(applied[0], { waypoint: { name: 'waypoint', namespace: 'shop', serviceAccount: 'waypoint' } });
+  const waypointRow = cp.proxyStatus().find((r) => r.proxy === 'waypoint~shop~waypoint-0');
+  t.is(waypointRow?.node, 'node-a');
+  t.truthy(waypointRow?.types[WAYPOINT_CONFIG_TYPE_URL], 'subscribed to its config');
+  // Another workload's own token, on the same node, reads no waypoint config.
+  const nosy: unknown[] = [];
+  subscribe('waypoint~shop~nosy', webToken, nosy);
+  await until('the nosy stream to connect', () =>
+    cp.proxyStatus().some((r) => r.proxy === 'waypoint~shop~nosy' && r.connected),
+  );
+  await new Promise((r) => setTimeout(r, 300));
+  t.is(nosy.length, 0, 'nothing served to a token that is not the waypoint');
 
   // A token bound to a pod that is gone is refused once the cached review expires (a fresh token here).
   const stale = projected('zmesh-system', 'zmesh-node', 'ztunnel-b');

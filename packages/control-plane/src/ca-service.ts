@@ -27,9 +27,10 @@ const MIN_CERT_TTL_SECONDS = 60;
 export const IMPERSONATED_IDENTITY = 'ImpersonatedIdentity';
 /** The node authorizer's refusal (istiod's: a node proxy gets only identities of pods on its node). */
 const NOT_ON_NODE = 'is not the identity of a workload scheduled on node';
+const NOT_OWN = "is not the caller's own identity";
 
 /** Why a certificate request was refused before signing: the label of `zmesh_cp_csr_refusals_total`. */
-export type CsrRefusal = 'unauthenticated' | 'not-on-node' | 'invalid-request';
+export type CsrRefusal = 'unauthenticated' | 'not-on-node' | 'not-own-identity' | 'invalid-request';
 
 export interface CaServiceOptions {
   tokens: NodeTokens;
@@ -72,11 +73,13 @@ export function createCertificateHandler(opts: CaServiceOptions) {
         return;
       }
       const node = auth.node;
-      const decision = await authorize(call.request, node, opts);
+      const decision = await authorize(call.request, node, opts, auth.identity);
       if (!decision.ok) {
         const reason: CsrRefusal = decision.error.some((r) => r.includes(NOT_ON_NODE))
           ? 'not-on-node'
-          : 'invalid-request';
+          : decision.error.some((r) => r.includes(NOT_OWN))
+            ? 'not-own-identity'
+            : 'invalid-request';
         log.warn(
           { node, code: 'ZM_ERR_CA_REFUSED', reason, reasons: decision.error },
           'certificate request refused',
@@ -97,10 +100,15 @@ export function createCertificateHandler(opts: CaServiceOptions) {
   };
 }
 
+/**
+ * The node authorizer: `requested` must be the identity of a workload on `node`; a caller
+ * authenticated as a workload (`own`: a waypoint's ServiceAccount token) gets only its own.
+ */
 export async function authorize(
   req: CertificateRequest,
   node: string,
   opts: Pick<CaServiceOptions, 'workloadsOnNode' | 'maxTtlSeconds'>,
+  own?: string,
 ): Promise<Result<{ identity: string; ttlSeconds: number }>> {
   const sans = csrUriSans(req.csr ?? '');
   if (!sans.ok) return sans;
@@ -109,6 +117,7 @@ export async function authorize(
     return err(['no identity requested (neither ImpersonatedIdentity nor a URI SAN)']);
   const disagreeing = sans.value.filter((s) => s !== requested);
   if (disagreeing.length > 0) return err([`CSR URI SANs ${disagreeing.join(', ')} differ from ${requested}`]);
+  if (own !== undefined && requested !== own) return err([`${requested} ${NOT_OWN} (${own})`]);
   const onNode = opts.workloadsOnNode(node);
   if (!onNode.some((w) => spiffeIdOf(w) === requested)) {
     return err([`${requested} ${NOT_ON_NODE} ${node}`]);

@@ -80,7 +80,7 @@ export class ControlPlaneMetrics {
   });
   readonly csrRefusals = new Counter({
     name: 'zmesh_cp_csr_refusals_total',
-    help: 'Workload certificate requests refused before signing (ZM_ERR_CA_REFUSED at the proxy), by why: unauthenticated, not-on-node (the node authorizer), invalid-request',
+    help: 'Workload certificate requests refused before signing (ZM_ERR_CA_REFUSED at the proxy), by why: unauthenticated, not-on-node (the node authorizer), not-own-identity (a workload token of its own), invalid-request',
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });

@@ -44,8 +44,14 @@ export class NodeTokens {
   }
 }
 
-/** Who a bearer token authenticates as a node proxy: its node, or why not (logged, in proxy-status). */
-export type NodeAuthentication = { ok: true; node: string } | { ok: false; reason: string };
+/**
+ * Who a bearer token authenticates: a node proxy (its node), or a workload on a node acting
+ * for itself alone (`identity`: a waypoint's own ServiceAccount token, which gets only that
+ * identity's certificate and the waypoint configs of that ServiceAccount); or why not.
+ */
+export type NodeAuthentication =
+  | { ok: true; node: string; identity?: string }
+  | { ok: false; reason: string };
 
 /**
  * A second way for node proxies to authenticate, beside zmesh node tokens: in Kubernetes, the

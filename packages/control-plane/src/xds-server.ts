@@ -72,6 +72,8 @@ export class XdsServer {
   #workloadsByNode = new Map<string, Workload[]>();
   /** Waypoint config name → nodes allowed to read it (where the waypoint's pods run). */
   #waypointNodes = new Map<string, ReadonlySet<string>>();
+  /** Waypoint config name → the SPIFFE identity of its pods (a waypoint's own token reads only its config). */
+  #waypointIdentities = new Map<string, string>();
   /**
    * No response before the first config: an empty answer to a proxy resuming with
    * initial_resource_versions would remove everything it holds (say, after a restart of
@@ -149,6 +151,12 @@ export class XdsServer {
     }
     this.#workloadsByNode = byNode;
     this.#waypointNodes = new Map((config.waypoints ?? []).map((w) => [w.name, new Set(w.nodes)]));
+    this.#waypointIdentities = new Map(
+      (config.waypoints ?? []).map((w) => {
+        const me = w.config.waypoint as { trustDomain: string; namespace: string; serviceAccount: string };
+        return [w.name, `spiffe://${me.trustDomain}/ns/${me.namespace}/sa/${me.serviceAccount}`];
+      }),
+    );
     const addressesChanged = this.cache.replace(ADDRESS_TYPE_URL, addresses, version);
     const policiesChanged = this.cache.replace(AUTHORIZATION_TYPE_URL, policies, version);
     const waypointsChanged = this.cache.replace(WAYPOINT_CONFIG_TYPE_URL, waypoints, version);
@@ -241,12 +249,13 @@ export class XdsServer {
       void authenticateNode(this.#tokens, this.authenticator, header)
         .catch((e: Error) => ({ ok: false as const, reason: `authentication failed: ${e.message}` }))
         .then((auth) => {
-          if (auth.ok) this.#serve(call, auth.node);
+          if (auth.ok) this.#serve(call, auth.node, auth.identity);
           else this.#refuseToken(call, auth.reason);
         });
   }
 
-  #serve(call: AdsStream, node: string): void {
+  /** `identity`: a workload acting for itself (a waypoint's own token), which reads only its waypoint config. */
+  #serve(call: AdsStream, node: string, identity?: string): void {
     call.sendMetadata(new grpc.Metadata());
     let session: AdsSession | undefined;
     let refused = false;
@@ -275,7 +284,11 @@ export class XdsServer {
           this.proxies,
           () => this.#primed,
           (typeUrl, name) =>
-            typeUrl !== WAYPOINT_CONFIG_TYPE_URL || this.#waypointNodes.get(name)?.has(node) === true,
+            identity === undefined
+              ? typeUrl !== WAYPOINT_CONFIG_TYPE_URL || this.#waypointNodes.get(name)?.has(node) === true
+              : typeUrl === WAYPOINT_CONFIG_TYPE_URL &&
+                this.#waypointNodes.get(name)?.has(node) === true &&
+                this.#waypointIdentities.get(name) === identity,
         );
         this.#sessions.add(session);
         log.info({ proxy: id, node }, 'proxy connected');

@@ -73,6 +73,7 @@ export class KubeController {
     // Node proxies authenticate with their projected ServiceAccount token (zmesh node tokens still work).
     cp.server.authenticator = tokenReviewAuthenticator(this.kc, {
       audience: opts.waypoint.tokenAudience,
+      trustDomain: opts.waypoint.trustDomain,
       nodeAccounts: opts.nodeServiceAccounts ?? [`${opts.namespace}/${NODE_SERVICE_ACCOUNT}`],
       podNode: (namespace, name) => {
         const o = cp.store.view().objects.get(`Pod/${namespace}/${name}`);

@@ -22,6 +22,8 @@ export interface TokenReviewOptions {
   audience: string;
   /** `namespace/name` of the ServiceAccounts whose pods are node proxies (the ztunnel DaemonSet's). */
   nodeAccounts: readonly string[];
+  /** Any other pod-bound token authenticates its pod for itself alone (a waypoint): its SPIFFE identity's domain. */
+  trustDomain: string;
   /** The node of a pod the control plane already holds, before asking the API server. */
   podNode?: (namespace: string, name: string) => string | undefined;
   now?: () => number;
@@ -30,10 +32,11 @@ export interface TokenReviewOptions {
 /**
  * Node proxies' authentication in controller mode, as istiod's Kubernetes JWT authenticator
  * and node authorizer do it: the bearer token (the ztunnel's projected ServiceAccount token)
- * goes to a TokenReview for `audience`; it must be authenticated, belong to one of the node
- * proxy ServiceAccounts, and be bound to a pod, whose node is the proxy's node (from the
- * review's user extra, else the pod's `spec.nodeName`). The CA then signs only identities
- * of workloads on that node (ca-service.ts `authorize`). Reviews are cached by the token's
+ * goes to a TokenReview for `audience`; it must be authenticated and bound to a pod, whose
+ * node is the caller's node (from the review's user extra, else the pod's `spec.nodeName`).
+ * A token of a node proxy ServiceAccount acts for the node: the CA signs identities of
+ * workloads on it (ca-service.ts `authorize`). Any other (a waypoint's own token) acts for
+ * its own identity alone: that certificate, and the waypoint config of that ServiceAccount. Reviews are cached by the token's
  * hash (30 s; a refusal 5 s); a review that fails (API server unreachable) is not.
  */
 export function tokenReviewAuthenticator(kc: KubeConfig, opts: TokenReviewOptions): NodeAuthenticator {
@@ -72,12 +75,19 @@ export function tokenReviewAuthenticator(kc: KubeConfig, opts: TokenReviewOption
       return remember(key, refused(`not for audience ${opts.audience}`));
     const account = /^system:serviceaccount:([^:]+):([^:]+)$/.exec(status.user?.username ?? '');
     const who = account ? `${account[1]}/${account[2]}` : (status.user?.username ?? '(nobody)');
-    if (!account || !opts.nodeAccounts.includes(who))
+    const extra = status.user?.extra ?? {};
+    if (!account) return remember(key, refused(`${who} is not a ServiceAccount`));
+    // Not a node proxy: a workload (a waypoint) for itself alone, on the node of the pod its token is bound to.
+    const own = opts.nodeAccounts.includes(who)
+      ? undefined
+      : `spiffe://${opts.trustDomain}/ns/${account[1]}/sa/${account[2]}`;
+    if (own !== undefined && !extra[POD_NAME]?.[0])
       return remember(
         key,
-        refused(`${who} is not a node proxy ServiceAccount (${opts.nodeAccounts.join(', ')})`),
+        refused(
+          `${who} is not a node proxy ServiceAccount (${opts.nodeAccounts.join(', ')}) nor bound to a pod`,
+        ),
       );
-    const extra = status.user?.extra ?? {};
     let node = extra[NODE_NAME]?.[0];
     const pod = extra[POD_NAME]?.[0];
     if (!node && pod) {
@@ -92,6 +102,6 @@ export function tokenReviewAuthenticator(kc: KubeConfig, opts: TokenReviewOption
       }
     }
     if (!node) return remember(key, refused(`${who}: the token is not bound to a pod scheduled on a node`));
-    return remember(key, { ok: true, node });
+    return remember(key, own === undefined ? { ok: true, node } : { ok: true, node, identity: own });
   };
 }
