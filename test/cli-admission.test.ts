@@ -290,3 +290,35 @@ test('admin API: an unreachable socket is one line; TCP needs a token file, and 
   t.is(authorized.stdout, '[]');
   t.is((await fetch(`${url}/healthz/ready`)).status, 200, 'probes need no token');
 });
+
+test('zmesh proxy-status names what the control plane holds but does not serve as written, with why', async (t) => {
+  const cp = await startCp(t);
+  t.is((await zmesh(['apply', '-f', await file(cp, 'base.yaml', BASE), '--admin', cp.admin])).exitCode, 0);
+  // Admitted (it is valid Istio), but a ztunnel cannot enforce HTTP attributes: the rule is dropped.
+  const l7 = `apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: { name: allow-get, namespace: team-b }
+spec:
+  action: ALLOW
+  selector: { matchLabels: { app: server } }
+  rules: [{ to: [{ operation: { methods: ["GET"] } }] }]
+`;
+  t.is((await zmesh(['apply', '-f', await file(cp, 'l7.yaml', l7), '--admin', cp.admin])).exitCode, 0);
+  const status = await zmesh(['proxy-status', '--admin', cp.admin]);
+  t.is(status.exitCode, 0);
+  t.regex(
+    status.stderr,
+    /^AuthorizationPolicy\/team-b\/allow-get: NOT SERVED by the control plane: ztunnel does not support HTTP attributes \(found: methods\)/m,
+  );
+  const deleted = await zmesh([
+    'delete',
+    'AuthorizationPolicy',
+    'allow-get',
+    '-n',
+    'team-b',
+    '--admin',
+    cp.admin,
+  ]);
+  t.is(deleted.exitCode, 0, deleted.stderr);
+  t.deepEqual((await adminRequest({ admin: cp.admin }, '/not-served')).json(), [], 'gone with the policy');
+});

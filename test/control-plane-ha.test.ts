@@ -1,10 +1,15 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { type AdminTarget, adminRequest } from '@zmesh/shared';
+import { join } from 'node:path';
+import { adminRequest } from '@zmesh/shared';
 import test from 'ava';
-import { execa, type ResultPromise } from 'execa';
-import { type EtcdCluster, etcdUnavailable, freePort, startEtcdCluster } from './helpers/etcd.js';
+import {
+  type EtcdCluster,
+  etcdUnavailable,
+  type Replica,
+  startEtcdCluster,
+  startReplica,
+} from './helpers/etcd.js';
 import {
   baseDocs,
   clientForwards,
@@ -16,7 +21,6 @@ import {
   type XdsNode,
 } from './helpers/mesh.js';
 
-const ZMESH = resolve(import.meta.dirname, '../../bin/zmesh');
 /** 127.134.0.0/16 is this file's: replicas .0.1 and .0.4, proxies .0.2 and .0.3, etcd .9.1. */
 const BLOCK = 134;
 const ip = (s: string) => `127.${BLOCK}.${s}`;
@@ -31,15 +35,6 @@ const LOAD_FOR = Number(process.env.ZMESH_HA_SECONDS ?? 12) * 1000;
 const KILL_ETCD_AT = LOAD_FOR / 4;
 const KILL_REPLICA_AT = (LOAD_FOR * 7) / 12;
 
-interface Replica {
-  name: string;
-  xds: string;
-  admin: AdminTarget;
-  roots: string;
-  child: ResultPromise;
-  alive: boolean;
-}
-
 interface StatusRow {
   proxy: string;
   node: string;
@@ -48,34 +43,6 @@ interface StatusRow {
 }
 
 const statusOf = async (r: Replica) => (await adminRequest(r.admin, '/proxy-status')).json<StatusRow[]>();
-
-/** `zmesh control-plane --store etcd://…`, resolved once it says where its admin socket is. */
-async function startReplica(name: string, host: string, store: string, dir: string): Promise<Replica> {
-  const port = await freePort(host);
-  const socket = join(dir, `${name}.sock`);
-  const roots = join(dir, `${name}-roots.pem`);
-  const child = execa(
-    ZMESH,
-    [
-      ...['control-plane', '--store', store, '--no-state-dir'],
-      ...['--host', host, '--port', String(port), '--admin-socket', socket, '--roots-file', roots],
-    ],
-    { reject: false, stdin: 'ignore', stdout: 'ignore', env: { ZMESH_LOG: 'error' } },
-  );
-  await new Promise<void>((ok, fail) => {
-    let seen = '';
-    const timer = setTimeout(() => fail(new Error(`replica ${name} did not start: ${seen}`)), 20_000);
-    child.stderr?.on('data', (d: Buffer) => {
-      seen += d.toString();
-      if (seen.includes(`admin on unix:${socket}`)) {
-        clearTimeout(timer);
-        ok();
-      }
-    });
-    void child.then((r) => fail(new Error(`replica ${name} exited ${r.exitCode}: ${seen}`)));
-  });
-  return { name, xds: `${host}:${port}`, admin: { admin: socket }, roots, child, alive: true };
-}
 
 async function poll(what: string, cond: () => Promise<boolean> | boolean, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -265,6 +232,9 @@ if (unavailable) test.skip(`control-plane HA test skipped: ${unavailable}`, () =
     t.false(noQuorum.ok, 'nothing is acknowledged that etcd did not commit');
     t.is(noQuorum.status, 503, 'the store, not the change, is at fault');
     t.regex(noQuorum.text, /ZM_ERR_STATE_STORE/);
+    const ready = await adminRequest(r1.admin, '/healthz/ready');
+    t.is(ready.status, 503, 'readiness says the store is not answering');
+    t.regex(ready.text, /state store etcd:\/\/\S+ unreachable: /);
     t.true(await echoes(ip('1.1'), 18000), 'proxies keep their config: traffic flows');
   },
 );

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { sqliteAvailable } from '@zmesh/control-plane';
@@ -35,12 +35,16 @@ async function start(
   stateDir: string | false,
   rootsFile: string,
   listen = ['--port', '0'],
+  extra: string[] = [],
 ): Promise<Running> {
   const state = stateDir === false ? ['--no-state-dir'] : ['--state-dir', stateDir];
   const adminSocket = join(dirname(rootsFile), 'admin.sock');
   const child = execa(
     ZMESH,
-    ['control-plane', ...state, ...listen, '--admin-socket', adminSocket, '--roots-file', rootsFile],
+    [
+      ...['control-plane', ...state, ...listen, ...extra],
+      ...['--admin-socket', adminSocket, '--roots-file', rootsFile],
+    ],
     { reject: false, stdin: 'ignore', stdout: 'ignore', env: { ZMESH_LOG: 'error' } },
   );
   const admin = await new Promise<AdminTarget>((ok, fail) => {
@@ -136,6 +140,93 @@ if (unavailable) test.skip(`control-plane restart test skipped: ${unavailable}`,
     running.child.kill('SIGTERM');
     await running.child;
     running = undefined;
+  },
+);
+
+/** What the issue applied before its restart lost it: pods, a Gateway, two AuthorizationPolicies (an ALLOW). */
+const ISSUE_OBJECTS = `kind: Namespace
+metadata: { name: shop, labels: { istio.io/dataplane-mode: ambient } }
+---
+kind: Pod
+metadata: { name: web, namespace: shop, labels: { app: web } }
+spec: { serviceAccountName: web, nodeName: node-a }
+status: { podIP: 10.9.0.1 }
+---
+kind: Pod
+metadata: { name: api, namespace: shop, labels: { app: api } }
+spec: { serviceAccountName: api, nodeName: node-b }
+status: { podIP: 10.9.0.2 }
+---
+kind: Gateway
+metadata: { name: waypoint, namespace: shop }
+spec: { gatewayClassName: istio-waypoint, addresses: [{ value: 10.9.0.100 }] }
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: { name: allow-web, namespace: shop }
+spec:
+  action: ALLOW
+  selector: { matchLabels: { app: api } }
+  rules: [{ from: [{ source: { principals: ["cluster.local/ns/shop/sa/web"] } }] }]
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: { name: deny-other, namespace: shop }
+spec:
+  action: DENY
+  selector: { matchLabels: { app: api } }
+  rules: [{ from: [{ source: { namespaces: ["other"] } }] }]
+`;
+
+(unavailable ? test.serial.skip : test.serial)(
+  'the issue restart: kill (SIGTERM) and restart with the same --config and --ca-dir keeps every applied pod, Gateway and policy, and the CA',
+  async (t) => {
+    t.timeout(60_000);
+    const dir = await mkdtemp(join(tmpdir(), 'zmesh-cp-issue-restart-'));
+    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    const config = join(dir, 'cfg');
+    await mkdir(config);
+    await writeFile(join(config, 'base.yaml'), 'kind: Namespace\nmetadata: { name: from-config }\n');
+    const rootsFile = join(dir, 'roots.pem');
+    const extra = ['--config', config, '--ca-dir', join(dir, 'ca')];
+    const stateDir = join(dir, 'state');
+    let cp = await start(stateDir, rootsFile, ['--port', '0'], extra);
+    t.teardown(() => {
+      cp.child.kill('SIGKILL');
+    });
+    const file = join(dir, 'shop.yaml');
+    await writeFile(file, ISSUE_OBJECTS);
+    const applied = await execa(ZMESH, ['apply', '-f', file, '--admin', cp.admin.admin], { reject: false });
+    t.is(applied.exitCode, 0, applied.stderr);
+    const before = await objects(cp.admin);
+    const policies = async (admin: AdminTarget) =>
+      (await adminRequest(admin, '/objects?full=1&kind=AuthorizationPolicy')).json<{
+        objects: Array<{ metadata: { name: string }; raw: { spec: { action: string } } }>;
+      }>().objects;
+    const policiesBefore = await policies(cp.admin);
+    const rootsBefore = await readFile(rootsFile, 'utf8');
+
+    cp.child.kill('SIGTERM');
+    t.is((await cp.child).exitCode, 0, 'a clean stop');
+    cp = await start(stateDir, rootsFile, ['--port', '0'], extra);
+    const after = await objects(cp.admin);
+    t.deepEqual(after.objects, before.objects);
+    t.true(after.generation >= before.generation);
+    for (const key of [
+      'Pod/shop/web',
+      'Pod/shop/api',
+      'Gateway/shop/waypoint',
+      'AuthorizationPolicy/shop/allow-web',
+    ])
+      t.true(after.objects.includes(key), key);
+    t.deepEqual(await policies(cp.admin), policiesBefore, 'both policies, the ALLOW among them, as applied');
+    t.true(
+      policiesBefore.some((p) => p.raw.spec.action === 'ALLOW'),
+      'an ALLOW among them',
+    );
+    t.is(await readFile(rootsFile, 'utf8'), rootsBefore, 'the same CA root');
+    cp.child.kill('SIGTERM');
+    await cp.child;
   },
 );
 

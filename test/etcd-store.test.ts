@@ -1,7 +1,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { ConfigStore } from '@zmesh/control-plane';
+import { ConfigStore, ControlPlane, sharedNodeTokenKey } from '@zmesh/control-plane';
 import { EtcdStateStore, parseEtcdUrl } from '@zmesh/control-plane/etcd';
 import test from 'ava';
 import { execa } from 'execa';
@@ -166,5 +166,56 @@ run(
       withDir.view().objects.has('Namespace//from-b'),
     );
     t.true(withDir.view().objects.has('Namespace//from-file'), 'its files stay served');
+  },
+);
+
+/** The value of one series of `/metrics` text (0 when the series is absent). */
+function series(text: string, name: string, labels: string): number {
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
+  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+run(
+  'store latency: an apply is a timed etcd commit on its replica and a timed watch-apply on the other',
+  async (t) => {
+    const planes: ControlPlane[] = [];
+    t.teardown(async () => {
+      for (const cp of planes) await cp.stop();
+    });
+    for (let i = 0; i < 2; i++) {
+      const store = await EtcdStateStore.open(cluster!.url);
+      const cp = new ControlPlane({
+        trustDomain: 'cluster.local',
+        shared: store,
+        tokenKey: await sharedNodeTokenKey(store),
+      });
+      planes.push(cp);
+      await cp.start();
+    }
+    const [a, b] = planes as [ControlPlane, ControlPlane];
+    const name = 'zmesh_cp_store_operation_seconds';
+    const commit = 'backend="etcd",op="commit",outcome="ok"';
+    const watched = 'backend="etcd",op="watch-apply",outcome="ok"';
+    const [aBefore, bBefore] = [await a.metrics.registry.metrics(), await b.metrics.registry.metrics()];
+    const applied = await a.store.submit({ applyYaml: ns('timed') });
+    t.true(applied.ok);
+    const generation = applied.ok ? applied.value.generation : 0;
+    await until('replica b to serve it', () => b.store.view().generation === generation);
+    const [aAfter, bAfter] = [await a.metrics.registry.metrics(), await b.metrics.registry.metrics()];
+    t.is(series(aAfter, `${name}_count`, commit), series(aBefore, `${name}_count`, commit) + 1, 'one commit');
+    t.true(series(aAfter, `${name}_sum`, commit) > series(aBefore, `${name}_sum`, commit), 'its time added');
+    t.true(
+      series(bAfter, `${name}_count`, watched) > series(bBefore, `${name}_count`, watched),
+      'the other replica timed applying the watched commit',
+    );
+    t.is(
+      series(bAfter, `${name}_count`, commit),
+      series(bBefore, `${name}_count`, commit),
+      'b committed nothing',
+    );
+    t.false(
+      /zmesh_cp_store_operation_seconds_count\{backend="sqlite"/.test(aAfter),
+      'only the backend in use',
+    );
   },
 );

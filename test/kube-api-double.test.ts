@@ -1,5 +1,6 @@
 import {
   AppsV1Api,
+  AuthenticationV1Api,
   CoreV1Api,
   CustomObjectsApi,
   KubeConfig,
@@ -347,4 +348,51 @@ test('every object `zmesh install` prints is created through the client, as kube
     api.requests.filter((r) => r.method === 'POST' && r.status === 201).length,
     'each object created once',
   );
+});
+
+test('TokenRequest issues a pod-bound ServiceAccount token; TokenReview authenticates only its own, for its audience, while the pod lives', async (t) => {
+  const { api, kc, core } = await started();
+  t.teardown(() => api.close());
+  const authn = kc.makeApiClient(AuthenticationV1Api);
+  await core.createNamespace({ body: { metadata: { name: 'mesh' } } });
+  await core.createNamespacedServiceAccount({ namespace: 'mesh', body: { metadata: { name: 'node' } } });
+  const p = await core.createNamespacedPod({ namespace: 'mesh', body: pod('ztunnel-a', {}, 'node-a') });
+  const issued = await core.createNamespacedServiceAccountToken({
+    namespace: 'mesh',
+    name: 'node',
+    body: {
+      spec: {
+        audiences: ['zmesh'],
+        expirationSeconds: 3600,
+        boundObjectRef: { kind: 'Pod', apiVersion: 'v1', name: 'ztunnel-a', uid: p.metadata?.uid ?? '' },
+      },
+    },
+  });
+  const token = issued.status?.token ?? '';
+  t.true(token.length > 20);
+  const review = async (tok: string, audiences: string[]) =>
+    (await authn.createTokenReview({ body: { spec: { token: tok, audiences } } })).status ?? {};
+  const ok = await review(token, ['zmesh']);
+  t.true(ok.authenticated);
+  t.is(ok.user?.username, 'system:serviceaccount:mesh:node');
+  t.deepEqual(ok.user?.extra?.['authentication.kubernetes.io/pod-name'], ['ztunnel-a']);
+  t.deepEqual(ok.user?.extra?.['authentication.kubernetes.io/node-name'], ['node-a']);
+  t.deepEqual(ok.audiences, ['zmesh']);
+  const wrongAudience = await review(token, ['other']);
+  t.false(wrongAudience.authenticated);
+  t.regex(
+    wrongAudience.error ?? '',
+    /token audiences \["zmesh"\] is invalid for the target audiences \["other"\]/,
+  );
+  const forged = await review(`${token}x`, ['zmesh']);
+  t.false(forged.authenticated, 'a token this server did not issue');
+  // No such ServiceAccount or pod: refused as the API server refuses.
+  await t.throwsAsync(
+    core.createNamespacedServiceAccountToken({ namespace: 'mesh', name: 'nobody', body: { spec: {} } }),
+    { message: /404/ },
+  );
+  await core.deleteNamespacedPod({ namespace: 'mesh', name: 'ztunnel-a' });
+  const gone = await review(token, ['zmesh']);
+  t.false(gone.authenticated, 'a token bound to a deleted pod is invalid');
+  t.regex(gone.error ?? '', /bound to is gone/);
 });

@@ -271,6 +271,9 @@ test('HTTPRoute and refused AuthorizationPolicy status; a stale status write (40
   t.like(policyStatus()?.conditions[0], { type: 'Accepted', status: 'False', reason: 'Invalid' });
   t.regex(policyStatus()?.conditions[0]?.message ?? '', /spec\.action/);
   t.false(has(cp, 'AuthorizationPolicy/shop/bad'), 'the refused policy is not served');
+  const notServed = cp.notServed().filter((n) => n.object === 'AuthorizationPolicy/shop/bad');
+  t.is(notServed.length, 1, 'proxy-status lists it as not served');
+  t.regex(notServed[0]?.reason ?? '', /^kept out by admission: .*spec\.action/);
   const metrics = await cp.metrics.registry.metrics();
   t.regex(metrics, /^zmesh_cp_kubernetes_refused_objects 1$/m);
   t.regex(metrics, /^zmesh_cp_kubernetes_leader 1$/m);

@@ -2,7 +2,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import type { AdminTarget } from '@zmesh/shared';
 import { execa, type ResultPromise } from 'execa';
 
 /** Why etcd cannot run here (the Debian package bootstrap installs is missing), or undefined. */
@@ -34,7 +35,7 @@ export interface EtcdCluster {
   stop(): Promise<void>;
 }
 
-export async function freePort(host: string): Promise<number> {
+async function freePort(host: string): Promise<number> {
   const server = createServer();
   await new Promise<void>((ok, fail) => {
     server.once('error', fail);
@@ -123,4 +124,44 @@ export async function startEtcdCluster(host: string, size = 3): Promise<EtcdClus
     await cluster.stop();
     throw e;
   }
+}
+
+const ZMESH = resolve(import.meta.dirname, '../../../bin/zmesh');
+
+/** A `zmesh control-plane --store etcd://…` child. */
+export interface Replica {
+  name: string;
+  xds: string;
+  admin: AdminTarget;
+  roots: string;
+  child: ResultPromise;
+  alive: boolean;
+}
+
+/** `zmesh control-plane --store etcd://…`, resolved once it says where its admin socket is. */
+export async function startReplica(name: string, host: string, store: string, dir: string): Promise<Replica> {
+  const port = await freePort(host);
+  const socket = join(dir, `${name}.sock`);
+  const roots = join(dir, `${name}-roots.pem`);
+  const child = execa(
+    ZMESH,
+    [
+      ...['control-plane', '--store', store, '--no-state-dir'],
+      ...['--host', host, '--port', String(port), '--admin-socket', socket, '--roots-file', roots],
+    ],
+    { reject: false, stdin: 'ignore', stdout: 'ignore', env: { ZMESH_LOG: 'error' } },
+  );
+  await new Promise<void>((ok, fail) => {
+    let seen = '';
+    const timer = setTimeout(() => fail(new Error(`replica ${name} did not start: ${seen}`)), 20_000);
+    child.stderr?.on('data', (d: Buffer) => {
+      seen += d.toString();
+      if (seen.includes(`admin on unix:${socket}`)) {
+        clearTimeout(timer);
+        ok();
+      }
+    });
+    void child.then((r) => fail(new Error(`replica ${name} exited ${r.exitCode}: ${seen}`)));
+  });
+  return { name, xds: `${host}:${port}`, admin: { admin: socket }, roots, child, alive: true };
 }

@@ -1,10 +1,12 @@
 import { chmod, mkdir, mkdtemp, rename, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { adminRequest } from '@zmesh/shared';
+import { adminRequest, CertificateAuthority } from '@zmesh/shared';
 import test from 'ava';
 import { startAdminServer } from './admin-server.js';
+import { caReadiness } from './ca-files.js';
 import { ControlPlane } from './control-plane.js';
+import { MemoryStateStore } from './store/state-store.js';
 import { configDir, NAMESPACE_YAML, podYaml, removeDir } from './testing/fixtures.js';
 
 const TOKEN = 'a-long-enough-admin-token-0123456789';
@@ -152,4 +154,41 @@ test('admin: /healthz/ready turns false when the config directory becomes unread
     ready: false,
     reasons: ['store: connection lost'],
   });
+});
+
+test('admin: /healthz/ready says when the store cannot be written and when the CA root is not valid, and recovers', async (t) => {
+  const state = new MemoryStateStore();
+  const cp = new ControlPlane({ trustDomain: 'cluster.local', state });
+  const admin = await startAdminServer(cp, { socket: join(await socketDir(t), 'cp.sock') });
+  t.teardown(async () => {
+    await admin.close();
+    await cp.stop();
+  });
+  await cp.start();
+  const target = { admin: admin.address };
+  const ready = async () =>
+    (await adminRequest(target, '/healthz/ready')).json<{ ready: boolean; reasons: string[] }>();
+  const commit = state.commit.bind(state);
+  state.commit = () => {
+    throw new Error('disk I/O error');
+  };
+  const refused = await adminRequest(target, '/apply', { method: 'POST', body: NAMESPACE_YAML });
+  t.is(refused.status, 503);
+  t.deepEqual(await ready(), {
+    ready: false,
+    reasons: ['state store memory cannot be written: disk I/O error'],
+  });
+  state.commit = commit;
+  t.is((await adminRequest(target, '/apply', { method: 'POST', body: NAMESPACE_YAML })).status, 200);
+  t.deepEqual(await ready(), { ready: true, reasons: [] });
+
+  // The CA: ready while its root is valid; not once it has expired (every certificate would be refused).
+  const ca = await CertificateAuthority.create({ trustDomain: 'cluster.local', rootTtlSeconds: 60 });
+  let now = Date.now();
+  cp.addReadinessCheck(caReadiness(ca.rootPem, () => now));
+  t.true((await ready()).ready);
+  now += 120_000;
+  const expired = await ready();
+  t.false(expired.ready);
+  t.regex(expired.reasons.join(), /^CA root expired at \d{4}-/);
 });

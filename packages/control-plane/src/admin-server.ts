@@ -149,6 +149,7 @@ async function handle(cp: ControlPlane, req: IncomingMessage, res: ServerRespons
   if (req.method === 'GET' && url.pathname === '/proxy-status') return reply(res, 200, cp.proxyStatus());
   if (req.method === 'GET' && url.pathname === '/waypoint-status')
     return reply(res, 200, cp.waypointStatus());
+  if (req.method === 'GET' && url.pathname === '/not-served') return reply(res, 200, cp.notServed());
   if (req.method === 'GET' && url.pathname === '/healthz') return reply(res, 200, { ok: true });
   if (req.method === 'GET' && url.pathname === '/objects') return objects(cp, url, res);
   if (req.method === 'GET' && url.pathname === '/events')
@@ -243,7 +244,8 @@ function deleteKey(url: URL): string | string[] {
 
 /**
  * `POST /namespace-l7?namespace=<ns>&state=on|off[&waypoint=<name>][&timeoutMs=<ms>]`:
- * 200 when every connected proxy ACKed, 504 naming those that did not.
+ * 200 when every connected proxy ACKed, 504 naming those that did not, 503 ZM_ERR_STATE_STORE
+ * when the store cannot be written (nothing changed).
  */
 async function namespaceL7(cp: ControlPlane, url: URL, res: ServerResponse): Promise<void> {
   const namespace = url.searchParams.get('namespace') ?? '';
@@ -255,6 +257,8 @@ async function namespaceL7(cp: ControlPlane, url: URL, res: ServerResponse): Pro
     return reply(res, 400, { reasons: [`timeoutMs must be in 0..${MAX_ACK_TIMEOUT_MS}`] });
   const waypoint = state === 'on' ? (url.searchParams.get('waypoint') ?? DEFAULT_WAYPOINT_NAME) : undefined;
   const result = await cp.setNamespaceL7(namespace, waypoint, timeoutMs);
+  if (!result.ok && 'unavailable' in result)
+    return reply(res, 503, { code: 'ZM_ERR_STATE_STORE', reasons: result.error });
   if (!result.ok) return reply(res, 400, { code: 'ZM_ERR_CONFIG_INVALID', reasons: result.error });
   reply(res, result.value.notAcked.length === 0 ? 200 : 504, result.value);
 }

@@ -1,3 +1,4 @@
+import { X509Certificate } from 'node:crypto';
 import { mkdir, open, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { CertificateAuthority, logger } from '@zmesh/shared';
@@ -25,6 +26,21 @@ export async function loadOrCreateCa(trustDomain: string, dir?: string): Promise
     log.info({ dir }, 'created a new root CA');
   }
   return ca;
+}
+
+/**
+ * The CA's share of `/healthz/ready`: why it cannot sign now (its root expired or not yet
+ * valid: every certificate it signed would be refused), or undefined while it can.
+ */
+export function caReadiness(rootPem: string, now: () => number = Date.now): () => string | undefined {
+  const root = new X509Certificate(rootPem);
+  return () => {
+    const at = now();
+    if (at >= root.validToDate.getTime()) return `CA root expired at ${root.validToDate.toISOString()}`;
+    if (at < root.validFromDate.getTime())
+      return `CA root not valid before ${root.validFromDate.toISOString()} (clock?)`;
+    return undefined;
+  };
 }
 
 const CA_CERT = 'ca-root-cert';

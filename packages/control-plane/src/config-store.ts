@@ -112,6 +112,8 @@ export class ConfigStore extends EventEmitter {
   #restored = false;
   /** Why the last reload could not read the directory (not: found it invalid), if it could not. */
   #unreadable: string | undefined;
+  /** Why the last commit to the local store failed (a disk error), until one succeeds. */
+  #commitFailure: string | undefined;
   /** Shared-store changes run one at a time, so this replica never races itself. */
   #submitting: Promise<unknown> = Promise.resolve();
 
@@ -137,7 +139,7 @@ export class ConfigStore extends EventEmitter {
    * it is refused and the running config stays.
    */
   health(): string | undefined {
-    return this.#unreadable ?? this.#opts.shared?.health();
+    return this.#unreadable ?? this.#commitFailure ?? this.#opts.shared?.health();
   }
 
   /**
@@ -346,7 +348,9 @@ export class ConfigStore extends EventEmitter {
     const generation = this.#view.generation + (this.#opts.shared ? 0 : 1);
     try {
       this.#opts.state?.commit({ put: prepared.value.put, remove: prepared.value.remove, generation });
+      this.#commitFailure = undefined;
     } catch (e) {
+      this.#commitFailure = `state store ${this.#opts.state?.location} cannot be written: ${(e as Error).message}`;
       return this.#unavailable(`state store: ${(e as Error).message}`, source);
     }
     this.#install(prepared.value, generation);

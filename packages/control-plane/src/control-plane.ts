@@ -11,7 +11,7 @@ import {
 import { admitWaypointConfigs, type WaypointValidator } from './admission.js';
 import type { SignCsr } from './ca-service.js';
 import { type CompiledConfig, Compiler } from './compiler.js';
-import { ConfigStore, type StoreView } from './config-store.js';
+import { ConfigStore, type StoreUnavailable, type StoreView } from './config-store.js';
 import { ControlPlaneMetrics } from './cp-metrics.js';
 import { EventLog } from './events.js';
 import { isWaypointClass, USE_WAYPOINT_LABEL, WAYPOINT_CLASS } from './k8s-objects.js';
@@ -68,6 +68,13 @@ export interface WaypointStatus {
   ready: boolean;
 }
 
+/** An object the control plane holds but does not serve, wholly or in part, and why (proxy-status). */
+export interface NotServed {
+  /** `Kind/namespace/name`. */
+  object: string;
+  reason: string;
+}
+
 /** How often waypoint readiness is re-evaluated for the gauge and the log line. */
 const WAYPOINT_CHECK_MS = 1000;
 
@@ -91,6 +98,9 @@ export class ControlPlane {
   #notReadyWaypoints = new Set<string>();
   #waypointTimer: NodeJS.Timeout | undefined;
   readonly #shared: SharedStateStore | undefined;
+  /** What the ztunnel conversion of each policy (by its raw object) did not serve as written. */
+  readonly #conversionNotes = new WeakMap<object, string[]>();
+  readonly #notServedSources: Array<() => NotServed[]> = [];
   /**
    * Set in Kubernetes mode (kubernetes/kube-controller.ts): `ns l7` labels the Namespace
    * through the API server, and the change reaches the store through the informer.
@@ -106,6 +116,10 @@ export class ControlPlane {
         reason: 'a shared store needs the shared node-token key (tokenKey: await sharedNodeTokenKey(store))',
       });
     this.state = opts.state ?? new MemoryStateStore();
+    // Before the config store loads, so the load is timed too.
+    this.metrics = new ControlPlaneMetrics({ defaultMetrics: opts.defaultMetrics ?? false });
+    this.state.observe(this.metrics.storeObserver(this.state.backend));
+    opts.shared?.observe(this.metrics.storeObserver(opts.shared.backend));
     const validate = opts.validateWaypointConfig;
     this.#shared = opts.shared;
     this.store = new ConfigStore({
@@ -123,7 +137,6 @@ export class ControlPlane {
         : {}),
     });
     this.tokens = new NodeTokens(opts.tokenKey ?? nodeTokenKey(this.state));
-    this.metrics = new ControlPlaneMetrics({ defaultMetrics: opts.defaultMetrics ?? false });
     const sign = opts.signCsr;
     this.server = new XdsServer({
       tokens: this.tokens,
@@ -142,11 +155,14 @@ export class ControlPlane {
           }
         : {}),
       ...(opts.maxCertTtlSeconds === undefined ? {} : { maxCertTtlSeconds: opts.maxCertTtlSeconds }),
+      onCsrRefused: (reason) => this.metrics.csrRefusals.inc({ reason }),
     });
     this.#compiler = new Compiler({
       trustDomain: opts.trustDomain,
       ...(opts.clusterDomain ? { clusterDomain: opts.clusterDomain } : {}),
-      convertPolicy: opts.convertPolicy ?? convertForZtunnel,
+      convertPolicy:
+        opts.convertPolicy ??
+        ((raw) => convertForZtunnel(raw, (notes) => this.#conversionNotes.set(raw, notes))),
     });
     if (!opts.shared) this.server.cache.seedVersions(storedVersions(this.state));
     this.store.on('change', (view: StoreView) => {
@@ -202,6 +218,25 @@ export class ControlPlane {
       if (why !== undefined) reasons.push(why);
     }
     return { ready: reasons.length === 0, reasons };
+  }
+
+  /**
+   * What the control plane holds but does not serve as written, with why: AuthorizationPolicy
+   * rules a ztunnel cannot enforce (HTTP attributes, dropped: more restrictive than asked),
+   * and, from sources added with `addNotServedSource`, objects kept out (controller mode's
+   * refused objects). `zmesh proxy-status` prints them; GET /not-served.
+   */
+  notServed(): NotServed[] {
+    const out: NotServed[] = [];
+    for (const [object, o] of this.store.view().objects)
+      if (o.kind === 'AuthorizationPolicy')
+        for (const reason of this.#conversionNotes.get(o.raw) ?? []) out.push({ object, reason });
+    for (const source of this.#notServedSources) out.push(...source());
+    return out.sort((a, b) => a.object.localeCompare(b.object));
+  }
+
+  addNotServedSource(source: () => NotServed[]): void {
+    this.#notServedSources.push(source);
   }
 
   /** Adds a reason the control plane may not be able to serve (a store backend, the CA): undefined when fine. */
@@ -274,12 +309,13 @@ export class ControlPlane {
    * `on` is refused when the namespace has no waypoint Gateway of that name, and also waits
    * for a connected waypoint to ACK the Gateway's config: until one does, the namespace's
    * traffic fails closed, so a timeout names the waypoint among those that did not ACK.
+   * A store that cannot be written (etcd unreachable) is `unavailable`: nothing changed.
    */
   async setNamespaceL7(
     namespace: string,
     waypoint: string | undefined,
     timeoutMs: number,
-  ): Promise<{ ok: true; value: RolloutReport } | { ok: false; error: string[] }> {
+  ): Promise<{ ok: true; value: RolloutReport } | { ok: false; error: string[] } | StoreUnavailable> {
     if (waypoint !== undefined) {
       const gw = this.store.view().objects.get(`Gateway/${namespace}/${waypoint}`);
       if (gw?.kind !== 'Gateway' || !isWaypointClass(gw.spec.gatewayClassName))
@@ -383,14 +419,22 @@ function keepVersions(state: StateStore, versions: Record<string, number>): void
   }
 }
 
-/** The compiler's conversion of an AuthorizationPolicy for ztunnels (waypoint-targeted ones: none). */
-export function convertForZtunnel(raw: Record<string, unknown>): Authorization | undefined {
+/**
+ * The compiler's conversion of an AuthorizationPolicy for ztunnels (waypoint-targeted ones:
+ * none). `note` is told what is not served as written (empty: all of it).
+ */
+export function convertForZtunnel(
+  raw: Record<string, unknown>,
+  note?: (reasons: string[]) => void,
+): Authorization | undefined {
   const converted = convertAuthorizationPolicy(raw);
   if (!converted.ok) {
     log.warn({ reasons: converted.error }, 'AuthorizationPolicy not served');
+    note?.(converted.error.map((r) => `not served: ${r}`));
     return undefined;
   }
   if (converted.value.warnings.length > 0)
     log.warn({ warnings: converted.value.warnings }, 'AuthorizationPolicy');
+  note?.([...converted.value.warnings]);
   return converted.value.target === 'ztunnel' ? converted.value.authorization : undefined;
 }

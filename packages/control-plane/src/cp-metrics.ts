@@ -1,5 +1,6 @@
 import { EVENT_LOOP_SAMPLE_MS } from '@zmesh/shared';
-import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import type { StoreBackend, StoreObserver } from './store/state-store.js';
 
 /**
  * The control plane's Prometheus metrics (`GET /metrics` on the admin endpoint). One
@@ -66,6 +67,23 @@ export class ControlPlaneMetrics {
     labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
+  /**
+   * Every state-store operation (store/state-store.ts StoreOp) by backend: from a local SQLite
+   * commit (sub-millisecond to a few ms with fsync) to an etcd call that times out (3 s).
+   */
+  readonly storeSeconds = new Histogram({
+    name: 'zmesh_cp_store_operation_seconds',
+    help: 'State-store operations (load, commit, read-meta, write-meta, watch-apply) by backend and outcome',
+    labelNames: ['backend', 'op', 'outcome'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
+  readonly csrRefusals = new Counter({
+    name: 'zmesh_cp_csr_refusals_total',
+    help: 'Workload certificate requests refused before signing (ZM_ERR_CA_REFUSED at the proxy), by why: unauthenticated, not-on-node (the node authorizer), not-own-identity (a workload token of its own), invalid-request',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
   readonly ready = new Gauge({
     name: 'zmesh_cp_ready',
     help: '1 when the control plane can serve (config loaded, store answering), else 0',
@@ -91,6 +109,12 @@ export class ControlPlaneMetrics {
     labelNames: ['write'] as const,
     registers: [this.registry],
   });
+
+  /** What a store reports its operations to (`StateStore.observe`), labelled with its backend. */
+  storeObserver(backend: StoreBackend): StoreObserver {
+    return (op, seconds, failed) =>
+      this.storeSeconds.observe({ backend, op, outcome: failed ? 'error' : 'ok' }, seconds);
+  }
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     if (options.defaultMetrics)

@@ -37,6 +37,7 @@ export {
   ControlPlane,
   type ControlPlaneOptions,
   convertForZtunnel,
+  sharedNodeTokenKey,
   type WaypointStatus,
 } from './control-plane.js';
 export { ControlPlaneMetrics } from './cp-metrics.js';

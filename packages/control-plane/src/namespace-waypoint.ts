@@ -1,6 +1,6 @@
 import { ADDRESS_TYPE_URL, err, ok, type Result, WAYPOINT_CONFIG_TYPE_URL } from '@zmesh/shared';
 import { USE_WAYPOINT_LABEL } from './compiler.js';
-import type { ConfigStore } from './config-store.js';
+import type { ConfigStore, StoreUnavailable } from './config-store.js';
 import type { NamespaceObject } from './k8s-objects.js';
 import type { ProxyReport } from './proxy-status.js';
 
@@ -28,7 +28,7 @@ export async function setNamespaceWaypoint(
   store: ConfigStore,
   namespace: string,
   waypoint: string | undefined,
-): Promise<Result<number>> {
+): Promise<Result<number> | StoreUnavailable> {
   const current = store.view().objects.get(`Namespace//${namespace}`) as NamespaceObject | undefined;
   if (current === undefined) return err([`namespace ${namespace} is not in the config`]);
   const labels = { ...current.metadata.labels };

@@ -43,3 +43,35 @@ export class NodeTokens {
       .digest();
   }
 }
+
+/**
+ * Who a bearer token authenticates: a node proxy (its node), or a workload on a node acting
+ * for itself alone (`identity`: a waypoint's own ServiceAccount token, which gets only that
+ * identity's certificate and the waypoint configs of that ServiceAccount); or why not.
+ */
+export type NodeAuthentication =
+  | { ok: true; node: string; identity?: string }
+  | { ok: false; reason: string };
+
+/**
+ * A second way for node proxies to authenticate, beside zmesh node tokens: in Kubernetes, the
+ * ztunnel's projected ServiceAccount token checked with a TokenReview (kubernetes/token-review.ts).
+ */
+export type NodeAuthenticator = (token: string) => Promise<NodeAuthentication>;
+
+const INVALID = 'missing or invalid node token';
+
+/** A node token first (no I/O), then `authenticator` if there is one. */
+export async function authenticateNode(
+  tokens: NodeTokens,
+  authenticator: NodeAuthenticator | undefined,
+  header: unknown,
+): Promise<NodeAuthentication> {
+  if (typeof header !== 'string' || !header.startsWith('Bearer ')) return { ok: false, reason: INVALID };
+  const token = header.slice('Bearer '.length).trim();
+  const node = tokens.verify(token);
+  if (node !== undefined) return { ok: true, node };
+  if (authenticator === undefined || token === '' || token.startsWith(`${PREFIX}.`))
+    return { ok: false, reason: INVALID };
+  return authenticator(token);
+}

@@ -24,9 +24,9 @@ import {
   ZmeshError,
 } from '@zmesh/shared';
 import { AdsSession, type AdsStream } from './ads-session.js';
-import { createCertificateHandler, type SignCsr } from './ca-service.js';
+import { type CsrRefusal, createCertificateHandler, type SignCsr } from './ca-service.js';
 import type { CompiledConfig } from './compiler.js';
-import type { NodeTokens } from './node-tokens.js';
+import { authenticateNode, type NodeAuthenticator, type NodeTokens } from './node-tokens.js';
 import { type ProxyReport, ProxyStatusRegistry } from './proxy-status.js';
 import { type CachedResource, contentVersion, ResourceCache } from './resource-cache.js';
 
@@ -46,6 +46,8 @@ export interface XdsServerOptions {
   /** Serves the CA API when given; the CA library signs, this server only authorizes. */
   signCsr?: SignCsr;
   maxCertTtlSeconds?: number;
+  /** Each certificate request refused before signing, by why (the control plane's metric). */
+  onCsrRefused?: (reason: CsrRefusal) => void;
 }
 
 /**
@@ -60,11 +62,18 @@ export class XdsServer {
   readonly cache = new ResourceCache();
   readonly proxies = new ProxyStatusRegistry();
   readonly #tokens: NodeTokens;
+  /**
+   * Besides node tokens, for xDS streams and certificate requests: in controller mode the
+   * ztunnel's projected ServiceAccount token, checked with a TokenReview.
+   */
+  authenticator: NodeAuthenticator | undefined;
   readonly #server: grpc.Server;
   readonly #sessions = new Set<AdsSession>();
   #workloadsByNode = new Map<string, Workload[]>();
   /** Waypoint config name → nodes allowed to read it (where the waypoint's pods run). */
   #waypointNodes = new Map<string, ReadonlySet<string>>();
+  /** Waypoint config name → the SPIFFE identity of its pods (a waypoint's own token reads only its config). */
+  #waypointIdentities = new Map<string, string>();
   /**
    * No response before the first config: an empty answer to a proxy resuming with
    * initial_resource_versions would remove everything it holds (say, after a restart of
@@ -142,6 +151,12 @@ export class XdsServer {
     }
     this.#workloadsByNode = byNode;
     this.#waypointNodes = new Map((config.waypoints ?? []).map((w) => [w.name, new Set(w.nodes)]));
+    this.#waypointIdentities = new Map(
+      (config.waypoints ?? []).map((w) => {
+        const me = w.config.waypoint as { trustDomain: string; namespace: string; serviceAccount: string };
+        return [w.name, `spiffe://${me.trustDomain}/ns/${me.namespace}/sa/${me.serviceAccount}`];
+      }),
+    );
     const addressesChanged = this.cache.replace(ADDRESS_TYPE_URL, addresses, version);
     const policiesChanged = this.cache.replace(AUTHORIZATION_TYPE_URL, policies, version);
     const waypointsChanged = this.cache.replace(WAYPOINT_CONFIG_TYPE_URL, waypoints, version);
@@ -207,8 +222,7 @@ export class XdsServer {
    * A stream without a valid node token is refused UNAUTHENTICATED. Its first request (if
    * it comes within REFUSAL_WAIT_MS) names the proxy, so proxy-status can list it as refused.
    */
-  #refuseToken(call: AdsStream): void {
-    const reason = 'missing or invalid node token';
+  #refuseToken(call: AdsStream, reason = 'missing or invalid node token'): void {
     let done = false;
     const refuse = (claimedId: string | undefined, claimedNode: string | undefined) => {
       if (done) return;
@@ -226,11 +240,22 @@ export class XdsServer {
   }
 
   #onStream(call: AdsStream): void {
-    const node = this.#tokens.nodeFromAuthorization(call.metadata.get('authorization')[0]);
-    if (node === undefined) {
-      this.#refuseToken(call);
-      return;
-    }
+    const header = call.metadata.get('authorization')[0];
+    const node = this.#tokens.nodeFromAuthorization(header);
+    if (node !== undefined) this.#serve(call, node);
+    else if (this.authenticator === undefined) this.#refuseToken(call);
+    // Requests wait in the stream's buffer until a 'data' listener is attached.
+    else
+      void authenticateNode(this.#tokens, this.authenticator, header)
+        .catch((e: Error) => ({ ok: false as const, reason: `authentication failed: ${e.message}` }))
+        .then((auth) => {
+          if (auth.ok) this.#serve(call, auth.node, auth.identity);
+          else this.#refuseToken(call, auth.reason);
+        });
+  }
+
+  /** `identity`: a workload acting for itself (a waypoint's own token), which reads only its waypoint config. */
+  #serve(call: AdsStream, node: string, identity?: string): void {
     call.sendMetadata(new grpc.Metadata());
     let session: AdsSession | undefined;
     let refused = false;
@@ -259,7 +284,11 @@ export class XdsServer {
           this.proxies,
           () => this.#primed,
           (typeUrl, name) =>
-            typeUrl !== WAYPOINT_CONFIG_TYPE_URL || this.#waypointNodes.get(name)?.has(node) === true,
+            identity === undefined
+              ? typeUrl !== WAYPOINT_CONFIG_TYPE_URL || this.#waypointNodes.get(name)?.has(node) === true
+              : typeUrl === WAYPOINT_CONFIG_TYPE_URL &&
+                this.#waypointNodes.get(name)?.has(node) === true &&
+                this.#waypointIdentities.get(name) === identity,
         );
         this.#sessions.add(session);
         log.info({ proxy: id, node }, 'proxy connected');
@@ -286,6 +315,8 @@ export class XdsServer {
   #addCaService(opts: XdsServerOptions): void {
     const handler = createCertificateHandler({
       tokens: opts.tokens,
+      authenticator: () => this.authenticator,
+      ...(opts.onCsrRefused ? { onRefused: opts.onCsrRefused } : {}),
       signCsr: opts.signCsr!,
       workloadsOnNode: (node) => this.#workloadsByNode.get(node) ?? [],
       ...(opts.maxCertTtlSeconds === undefined ? {} : { maxTtlSeconds: opts.maxCertTtlSeconds }),

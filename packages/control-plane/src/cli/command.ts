@@ -74,8 +74,12 @@ export function controlPlaneCommand(): Command {
     )
     .option(
       '--token-audience <aud>',
-      "with --kubernetes: audience of the waypoint's projected token",
+      "with --kubernetes: audience of the proxies' projected tokens (the control plane's TokenReview checks it)",
       'zmesh',
+    )
+    .option(
+      '--node-service-accounts <ns/name,...>',
+      "with --kubernetes: the ServiceAccounts whose pods' tokens authenticate node proxies (default <pod-namespace>/zmesh-node)",
     )
     .action(async (options) => {
       const { runControlPlane } = await import('./control-plane-command.js');

@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { BUILD_INFO, defaultAdminSocket, readAdminToken, startFailure, ZmeshError } from '@zmesh/shared';
 import { type AdminListen, type AdminServer, startAdminServer } from '../admin-server.js';
 import {
+  caReadiness,
   loadOrCreateCa,
   loadOrCreateCaInShared,
   loadOrCreateCaInStore,
@@ -38,6 +39,7 @@ export interface ControlPlaneCommandOptions {
   leaseDuration?: string;
   waypointImage?: string;
   tokenAudience?: string;
+  nodeServiceAccounts?: string;
 }
 
 /**
@@ -129,6 +131,7 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
     await shared?.close();
     return startFailure('control-plane', e);
   }
+  cp.addReadinessCheck(caReadiness(ca.rootPem));
   if (options.rootsFile) await writeRootsFile(options.rootsFile, [ca.rootPem]);
   let kube: KubeController | undefined;
   if (options.kubernetes) {
@@ -198,6 +201,9 @@ async function startKubernetes(
       identity: options.podName ?? process.env.POD_NAME ?? hostname(),
       namespace,
       leaseSeconds: Number(options.leaseDuration ?? '15'),
+      ...(options.nodeServiceAccounts === undefined
+        ? {}
+        : { nodeServiceAccounts: nodeServiceAccounts(options.nodeServiceAccounts) }),
       waypoint: {
         image: options.waypointImage ?? `localhost/zmesh:${BUILD_INFO.version}`,
         xds: `zmesh-control-plane.${namespace}.svc:${options.port}`,
@@ -207,6 +213,7 @@ async function startKubernetes(
       },
     });
   } catch (e) {
+    if (e instanceof ZmeshError) throw e;
     throw fail(`kubeconfig ${options.kubeconfig ?? '(in-cluster)'}: ${(e as Error).message}`);
   }
   try {
@@ -215,4 +222,16 @@ async function startKubernetes(
     throw fail((e as Error).message);
   }
   return controller;
+}
+
+/** `ns/name,ns/name` → the list; anything else is refused with the reason. */
+function nodeServiceAccounts(text: string): string[] {
+  const list = text.split(',').map((a) => a.trim());
+  for (const a of list)
+    if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?\/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$/.test(a))
+      throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
+        source: '--node-service-accounts',
+        reason: `${JSON.stringify(a)} is not namespace/name`,
+      });
+  return list;
 }

@@ -6,6 +6,7 @@ import { USE_WAYPOINT_LABEL } from '../k8s-objects.js';
 import { KubeSource } from './kube-source.js';
 import { KubeWriter } from './kube-writer.js';
 import { LeaseElector } from './lease-elector.js';
+import { NODE_SERVICE_ACCOUNT, tokenReviewAuthenticator } from './token-review.js';
 import type { WaypointTemplate } from './waypoint-objects.js';
 
 const log = logger('kube-controller');
@@ -24,6 +25,12 @@ export interface KubeControllerOptions {
   leaseSeconds?: number;
   waypoint: WaypointTemplate;
   batchMs?: number;
+  /**
+   * `namespace/name` of the ServiceAccounts whose projected tokens authenticate node proxies
+   * (TokenReview, audience `waypoint.tokenAudience`). Default: `<namespace>/zmesh-node`, the
+   * DaemonSet's of `zmesh install`.
+   */
+  nodeServiceAccounts?: readonly string[];
 }
 
 /**
@@ -62,6 +69,21 @@ export class KubeController {
       opts.waypoint,
       (key) => cp.waypointStatus().some((w) => w.waypoint === key && w.ackedBy.length > 0),
       (write) => cp.metrics.kubernetesWriteFailures.inc({ write }),
+    );
+    // Node proxies authenticate with their projected ServiceAccount token (zmesh node tokens still work).
+    cp.server.authenticator = tokenReviewAuthenticator(this.kc, {
+      audience: opts.waypoint.tokenAudience,
+      trustDomain: opts.waypoint.trustDomain,
+      nodeAccounts: opts.nodeServiceAccounts ?? [`${opts.namespace}/${NODE_SERVICE_ACCOUNT}`],
+      podNode: (namespace, name) => {
+        const o = cp.store.view().objects.get(`Pod/${namespace}/${name}`);
+        return o?.kind === 'Pod' ? o.spec.nodeName : undefined;
+      },
+    });
+    cp.addNotServedSource(() =>
+      [...this.source.refused()].flatMap(([object, r]) =>
+        r.reasons.map((reason) => ({ object, reason: `kept out by admission: ${reason}` })),
+      ),
     );
     const core = this.kc.makeApiClient(CoreV1Api);
     cp.namespaceLabeler = async (namespace, waypoint): Promise<Result<void>> => {

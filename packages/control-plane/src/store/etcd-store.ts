@@ -3,7 +3,13 @@ import { logger, ZmeshError } from '@zmesh/shared';
 import { Etcd3, type IKeyValue, type IWatchResponse, type Watcher } from 'etcd3';
 import { objectKey, type StoreObject } from '../k8s-objects.js';
 import { decodeObject } from './sqlite-store.js';
-import type { SharedStateStore, StateChange, StoredState } from './state-store.js';
+import {
+  type SharedStateStore,
+  type StateChange,
+  type StoredState,
+  type StoreObserver,
+  timed,
+} from './state-store.js';
 
 const log = logger('etcd-store');
 
@@ -42,13 +48,17 @@ function storeError(where: string, reason: string): ZmeshError {
  */
 export class EtcdStateStore implements SharedStateStore {
   readonly location: string;
+  readonly backend = 'etcd';
   readonly #client: Etcd3;
+  #observer: StoreObserver | undefined;
   #objects = new Map<string, StoreObject>();
   #generation = 0;
   /** The revision the mirror is current through (the watch resumes after it). */
   #revision = 0;
   #watcher: Watcher | undefined;
   #unreachable: string | undefined;
+  /** Why the last call failed, until one succeeds: a lost quorum leaves the watch open but refuses writes. */
+  #failing: string | undefined;
   readonly #listeners: Array<(state: StoredState) => void> = [];
   #closed = false;
 
@@ -80,7 +90,15 @@ export class EtcdStateStore implements SharedStateStore {
     return { objects: new Map(this.#objects), generation: this.#generation };
   }
 
-  async refresh(): Promise<StoredState> {
+  observe(observer: StoreObserver): void {
+    this.#observer = observer;
+  }
+
+  refresh(): Promise<StoredState> {
+    return timed(this.#observer, 'load', () => this.#refresh());
+  }
+
+  async #refresh(): Promise<StoredState> {
     const res = await this.#call(() => this.#client.getAll().prefix(ETCD_PREFIX).exec());
     const objects = new Map<string, StoreObject>();
     let generation = 0;
@@ -98,7 +116,11 @@ export class EtcdStateStore implements SharedStateStore {
     return this.snapshot();
   }
 
-  async commitIf(change: Omit<StateChange, 'generation'>, basedOn: number): Promise<number | undefined> {
+  commitIf(change: Omit<StateChange, 'generation'>, basedOn: number): Promise<number | undefined> {
+    return timed(this.#observer, 'commit', () => this.#commitIf(change, basedOn));
+  }
+
+  async #commitIf(change: Omit<StateChange, 'generation'>, basedOn: number): Promise<number | undefined> {
     // The commit's own mark: a txn the client retried after a lost answer (or that failed
     // on the way back) is recognised as committed instead of being applied twice.
     const mark = randomUUID();
@@ -113,9 +135,11 @@ export class EtcdStateStore implements SharedStateStore {
         .if(GENERATION, 'Mod', '==', basedOn)
         .then(...ops)
         .commit();
+      this.#failing = undefined;
       if (res.succeeded) return Number(res.header.revision);
     } catch (e) {
       failure = e;
+      this.#failing = `last commit failed: ${describe(e)}`;
     }
     const current = await this.#call(() => this.#client.get(GENERATION).exec()).catch((e) => {
       throw failure === undefined ? e : storeError(this.location, describe(failure));
@@ -131,15 +155,19 @@ export class EtcdStateStore implements SharedStateStore {
   }
 
   async metaOrCreate(key: string, create: () => Promise<string>): Promise<string> {
-    const existing = await this.#call(() => this.#client.get(META + key).string());
+    const existing = await timed(this.#observer, 'read-meta', () =>
+      this.#call(() => this.#client.get(META + key).string()),
+    );
     if (existing !== null) return existing;
     const value = await create();
-    const res = await this.#call(() =>
-      this.#client
-        .if(META + key, 'Create', '==', 0)
-        .then(this.#client.put(META + key).value(value))
-        .else(this.#client.get(META + key))
-        .commit(),
+    const res = await timed(this.#observer, 'write-meta', () =>
+      this.#call(() =>
+        this.#client
+          .if(META + key, 'Create', '==', 0)
+          .then(this.#client.put(META + key).value(value))
+          .else(this.#client.get(META + key))
+          .commit(),
+      ),
     );
     if (res.succeeded) return value;
     // Another replica created it first: everyone uses that one.
@@ -149,7 +177,8 @@ export class EtcdStateStore implements SharedStateStore {
   }
 
   health(): string | undefined {
-    return this.#unreachable === undefined ? undefined : `state store ${this.location}: ${this.#unreachable}`;
+    const why = this.#unreachable ?? this.#failing;
+    return why === undefined ? undefined : `state store ${this.location} unreachable: ${why}`;
   }
 
   async close(): Promise<void> {
@@ -218,7 +247,7 @@ export class EtcdStateStore implements SharedStateStore {
       if (key === GENERATION) {
         this.#generation = revision;
         this.#revision = revision;
-        this.#emit();
+        timed(this.#observer, 'watch-apply', () => this.#emit());
       } else if (key.startsWith(OBJECTS)) {
         const name = key.slice(OBJECTS.length);
         if (ev.type === 'Delete') this.#objects.delete(name);
@@ -247,8 +276,11 @@ export class EtcdStateStore implements SharedStateStore {
 
   async #call<T>(run: () => Promise<T>): Promise<T> {
     try {
-      return await run();
+      const value = await run();
+      this.#failing = undefined;
+      return value;
     } catch (e) {
+      this.#failing = `last call failed: ${describe(e)}`;
       throw e instanceof ZmeshError ? e : storeError(this.location, describe(e));
     }
   }
@@ -256,5 +288,10 @@ export class EtcdStateStore implements SharedStateStore {
 
 function describe(e: unknown): string {
   // grpc-js appends an empty "Resolution note:" to connection errors.
-  return (e instanceof Error ? e.message : String(e)).replace(/\.?\s*Resolution note:\s*$/, '');
+  return (e instanceof Error ? e.message : String(e))
+    .replace(/\.?\s*Resolution note:\s*$/, '')
+    .replace(
+      /^Execution prevented because the circuit breaker is open$/,
+      'no etcd member answered the last calls (the client waits a few seconds before trying again)',
+    );
 }

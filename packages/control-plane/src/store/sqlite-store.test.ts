@@ -147,3 +147,32 @@ sqliteTest(
     t.true(after.version > before.version, `version ${before.version} -> ${after.version}`);
   },
 );
+
+/** The value of one series of `/metrics` text, or undefined when the series is absent. */
+function series(text: string, name: string, labels: string): number | undefined {
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+sqliteTest(
+  'store latency: each apply adds a timed sqlite commit to zmesh_cp_store_operation_seconds',
+  async (t) => {
+    const dir = await stateDir(t);
+    const cp = new ControlPlane({ trustDomain: 'cluster.local', state: SqliteStateStore.open(dir) });
+    t.teardown(() => cp.stop());
+    await cp.start();
+    const scrape = () => cp.metrics.registry.metrics();
+    const name = 'zmesh_cp_store_operation_seconds';
+    const commit = 'backend="sqlite",op="commit",outcome="ok"';
+    const before = await scrape();
+    t.is(series(before, `${name}_count`, 'backend="sqlite",op="load",outcome="ok"'), 1, 'the load is timed');
+    const commits = series(before, `${name}_count`, commit) ?? 0;
+    const seconds = series(before, `${name}_sum`, commit) ?? 0;
+    t.true((await cp.store.submit({ applyYaml: NAMESPACE_YAML })).ok);
+    const after = await scrape();
+    t.is(series(after, `${name}_count`, commit), commits + 1, 'one commit per apply');
+    t.true((series(after, `${name}_sum`, commit) ?? 0) > seconds, 'its time is added');
+    t.is(series(after, `${name}_bucket`, `le="+Inf",${commit}`), commits + 1);
+    t.false(/backend="(etcd|memory)"/.test(after), 'only the backend in use');
+  },
+);

@@ -2,7 +2,13 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { logger, ZmeshError } from '@zmesh/shared';
 import { KINDS, objectKey, type StoreObject } from '../k8s-objects.js';
-import type { StateChange, StateStore, StoredState } from './state-store.js';
+import {
+  type StateChange,
+  type StateStore,
+  type StoredState,
+  type StoreObserver,
+  timed,
+} from './state-store.js';
 
 const log = logger('state-store');
 
@@ -50,8 +56,10 @@ function storeError(dir: string, reason: string): ZmeshError {
  */
 export class SqliteStateStore implements StateStore {
   readonly location: string;
+  readonly backend = 'sqlite';
   readonly #dir: string;
   readonly #db: Database;
+  #observer: StoreObserver | undefined;
 
   private constructor(dir: string, location: string, db: Database) {
     this.#dir = dir;
@@ -87,7 +95,15 @@ export class SqliteStateStore implements StateStore {
     }
   }
 
+  observe(observer: StoreObserver): void {
+    this.#observer = observer;
+  }
+
   load(): StoredState {
+    return timed(this.#observer, 'load', () => this.#load());
+  }
+
+  #load(): StoredState {
     try {
       const objects = new Map<string, StoreObject>();
       for (const row of this.#db.prepare('SELECT key, body FROM objects ORDER BY key').all()) {
@@ -96,7 +112,7 @@ export class SqliteStateStore implements StateStore {
         if (typeof object === 'string') throw new Error(`object ${key}: ${object}`);
         objects.set(key, object);
       }
-      const generation = Number(this.getMeta('generation') ?? '0');
+      const generation = Number(this.#getMeta('generation') ?? '0');
       if (!Number.isSafeInteger(generation) || generation < 0)
         throw new Error(`generation is not a counter: ${generation}`);
       return { objects, generation };
@@ -106,6 +122,10 @@ export class SqliteStateStore implements StateStore {
   }
 
   commit(change: StateChange): void {
+    timed(this.#observer, 'commit', () => this.#commit(change));
+  }
+
+  #commit(change: StateChange): void {
     this.#transaction(() => {
       const del = this.#db.prepare('DELETE FROM objects WHERE key = ?');
       for (const key of change.remove) del.run(key);
@@ -116,14 +136,20 @@ export class SqliteStateStore implements StateStore {
   }
 
   getMeta(key: string): string | undefined {
+    return timed(this.#observer, 'read-meta', () => this.#getMeta(key));
+  }
+
+  #getMeta(key: string): string | undefined {
     const row = this.#db.prepare('SELECT value FROM meta WHERE key = ?').get(key);
     return row === undefined ? undefined : String(row.value);
   }
 
   putMeta(values: Readonly<Record<string, string>>): void {
-    this.#transaction(() => {
-      for (const [k, v] of Object.entries(values)) this.#setMeta(k, v);
-    });
+    timed(this.#observer, 'write-meta', () =>
+      this.#transaction(() => {
+        for (const [k, v] of Object.entries(values)) this.#setMeta(k, v);
+      }),
+    );
   }
 
   close(): void {

@@ -6,6 +6,44 @@ export interface StoredState {
   readonly generation: number;
 }
 
+/** Which kind of store: a bounded label of the store-latency histogram. */
+export type StoreBackend = 'memory' | 'sqlite' | 'etcd';
+/**
+ * What a store did, for `zmesh_cp_store_operation_seconds{op}`: read everything (`load`), commit a
+ * change (`commit`), read or write a named value, or (etcd) apply one watched commit to the
+ * served config (`watch-apply`: the mirror, then the listeners' compile and push).
+ */
+export type StoreOp = 'load' | 'commit' | 'read-meta' | 'write-meta' | 'watch-apply';
+/** Told of every operation with how long it took and whether it failed (the control plane's metrics). */
+export type StoreObserver = (op: StoreOp, seconds: number, failed: boolean) => void;
+
+/** Runs `body` as operation `op`, telling `observer` (if any) its duration and outcome. */
+export function timed<T>(observer: StoreObserver | undefined, op: StoreOp, body: () => T): T {
+  if (observer === undefined) return body();
+  const started = process.hrtime.bigint();
+  const done = (failed: boolean) => observer(op, Number(process.hrtime.bigint() - started) / 1e9, failed);
+  let result: T;
+  try {
+    result = body();
+  } catch (e) {
+    done(true);
+    throw e;
+  }
+  if (result instanceof Promise)
+    return result.then(
+      (v) => {
+        done(false);
+        return v;
+      },
+      (e: unknown) => {
+        done(true);
+        throw e;
+      },
+    ) as T;
+  done(false);
+  return result;
+}
+
 /** One accepted change: written as one transaction, so after a crash it is wholly there or absent. */
 export interface StateChange {
   readonly put: readonly StoreObject[];
@@ -24,6 +62,9 @@ export interface StateChange {
 export interface StateStore {
   /** For logs and errors: `memory`, or the database path. */
   readonly location: string;
+  readonly backend: StoreBackend;
+  /** Reports every later operation's duration to `observer` (one observer; a second replaces it). */
+  observe(observer: StoreObserver): void;
   load(): StoredState;
   commit(change: StateChange): void;
   getMeta(key: string): string | undefined;
@@ -35,26 +76,39 @@ export interface StateStore {
 /** Nothing survives the process: `--no-state-dir`, and tests. */
 export class MemoryStateStore implements StateStore {
   readonly location = 'memory';
+  readonly backend = 'memory';
   readonly #objects = new Map<string, StoreObject>();
   readonly #meta = new Map<string, string>();
   #generation = 0;
+  #observer: StoreObserver | undefined;
+
+  observe(observer: StoreObserver): void {
+    this.#observer = observer;
+  }
 
   load(): StoredState {
-    return { objects: new Map(this.#objects), generation: this.#generation };
+    return timed(this.#observer, 'load', () => ({
+      objects: new Map(this.#objects),
+      generation: this.#generation,
+    }));
   }
 
   commit(change: StateChange): void {
-    for (const key of change.remove) this.#objects.delete(key);
-    for (const o of change.put) this.#objects.set(objectKey(o), o);
-    this.#generation = change.generation;
+    timed(this.#observer, 'commit', () => {
+      for (const key of change.remove) this.#objects.delete(key);
+      for (const o of change.put) this.#objects.set(objectKey(o), o);
+      this.#generation = change.generation;
+    });
   }
 
   getMeta(key: string): string | undefined {
-    return this.#meta.get(key);
+    return timed(this.#observer, 'read-meta', () => this.#meta.get(key));
   }
 
   putMeta(values: Readonly<Record<string, string>>): void {
-    for (const [k, v] of Object.entries(values)) this.#meta.set(k, v);
+    timed(this.#observer, 'write-meta', () => {
+      for (const [k, v] of Object.entries(values)) this.#meta.set(k, v);
+    });
   }
 
   close(): void {}
@@ -78,6 +132,9 @@ export function metaOrCreate(store: StateStore, key: string, create: () => strin
  */
 export interface SharedStateStore {
   readonly location: string;
+  readonly backend: StoreBackend;
+  /** Reports every later operation's duration to `observer`, the watched commits' too. */
+  observe(observer: StoreObserver): void;
   /** The state as last read or watched. */
   snapshot(): StoredState;
   /** Reads the whole state again (after a conflict, or a watch that cannot resume). */

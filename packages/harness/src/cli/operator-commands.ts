@@ -43,9 +43,19 @@ export interface Refusal {
   error?: string;
 }
 
-/** A refused change: a header, then each reason on its own line (`file#doc (Kind ns/name): path: reason`). */
+/**
+ * A refused change: a header, then each reason on its own line (`file#doc (Kind ns/name): path: reason`).
+ * A store that cannot be written (503, ZM_ERR_STATE_STORE) is not the change's fault: one line.
+ */
 export function printRefusal(command: string, what: string, status: number, out: Refusal): number {
   const reasons = out.reasons ?? (out.error ? [out.error] : [`HTTP ${status}`]);
+  if (status === 503) {
+    const code = out.code ?? 'ZM_ERR_STATE_STORE';
+    console.error(
+      `zmesh ${command}: ${code}: ${what}, nothing changed; retry once the store answers: ${reasons.join('; ')}`,
+    );
+    return 1;
+  }
   const code = out.code ?? (status === 401 ? 'ZM_ERR_ADMIN_UNAUTHORIZED' : 'ZM_ERR_CONFIG_INVALID');
   console.error(`zmesh ${command}: ${code}: ${what}, nothing changed (${reasons.length} reasons):`);
   for (const r of reasons) console.error(r);
@@ -154,6 +164,11 @@ export function runProxyStatus(opts: AdminOptions & { output?: 'table' | 'json' 
         `waypoint ${w.waypoint}: NOT READY: ${w.users} workloads/services use it, no connected waypoint has ACKed its config; their traffic is refused (fail closed)`,
       );
     }
+    // Held by the control plane but not served as written (an older control plane has no such route).
+    const notServed = await adminRequest(t, '/not-served');
+    if (notServed.ok)
+      for (const n of notServed.json<Array<{ object: string; reason: string }>>())
+        console.error(`${n.object}: NOT SERVED by the control plane: ${n.reason}`);
     return 0;
   });
 }
@@ -180,7 +195,7 @@ export function runNamespaceL7(
         notAcked?: Array<{ proxy: string; state: string; reason?: string }>;
       }
     >();
-    if (res.status === 400 || res.status === 401)
+    if (res.status === 400 || res.status === 401 || res.status === 503)
       return printRefusal('ns l7', `refused L7 ${state} for ${namespace}`, res.status, out);
     const notAcked = out.notAcked ?? [];
     console.log(

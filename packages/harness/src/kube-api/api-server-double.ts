@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { apiVersionOf, DEFAULT_RESOURCES, type ResourceType, typeKey } from './resources.js';
@@ -17,7 +17,11 @@ import { type FieldMatcher, type Matcher, parseFieldSelector, parseLabelSelector
  * selector is DELETED to it); `409 Conflict` on a stale resourceVersion (update, patch, delete
  * preconditions) and `409 AlreadyExists`; status subresources; merge and JSON patches;
  * ownerReferences with background garbage collection and orphaning; a deleted namespace
- * takes its objects; Services get a cluster IP. Not: admission, defaulting, validation, RBAC, pagination, server-side
+ * takes its objects; Services get a cluster IP; ServiceAccount tokens bound to a pod (the
+ * `serviceaccounts/token` TokenRequest a kubelet makes for a projected token) and
+ * `tokenreviews` that authenticate only tokens this server issued, with their audiences,
+ * expiry and bound pod (gone or replaced: invalid), and the pod and node in the user's extra
+ * as Kubernetes 1.32+ puts them. Not: admission, defaulting, validation, RBAC, pagination, server-side
  * apply, foreground deletion, finalizers, strategic merge (read as a merge patch).
  */
 export interface ApiServerDoubleOptions {
@@ -86,8 +90,29 @@ class ApiError extends Error {
 
 const MAX_BODY_BYTES = 3 * 1024 * 1024;
 
+/** What the double recorded about a ServiceAccount token it issued (TokenReview reads it). */
+interface IssuedToken {
+  namespace: string;
+  serviceAccount: string;
+  serviceAccountUid: string;
+  audiences: string[];
+  expiresAt: number;
+  pod?: { name: string; uid: string; node?: string };
+}
+
+/** What a kubelet asks for a pod's projected token (`TokenRequest.spec`). */
+interface TokenRequestSpec {
+  audiences?: string[];
+  expirationSeconds?: number;
+  boundObjectRef?: { kind?: string; apiVersion?: string; name?: string; uid?: string };
+}
+
+/** The API server's own audience: a TokenReview without audiences checks against it. */
+const API_AUDIENCE = 'https://kubernetes.default.svc.cluster.local';
+
 export class ApiServerDouble {
   readonly #types = new Map<string, ResourceType>();
+  readonly #tokens = new Map<string, IssuedToken>();
   /** group/version/resource → namespace/name → object. */
   readonly #store = new Map<string, Map<string, KubeObject>>();
   #rv = 1;
@@ -201,6 +226,100 @@ export class ApiServerDouble {
     this.#delete(type, ns, object.metadata.name, 'Background');
   }
 
+  /**
+   * A ServiceAccount token, as the TokenRequest subresource issues it (what a kubelet mounts
+   * as a projected token): for `namespace/serviceAccount`, bound to a pod when `boundObjectRef`
+   * names one (it must exist, with that uid if given). Throws the API's error otherwise.
+   */
+  requestToken(
+    namespace: string,
+    serviceAccount: string,
+    spec: TokenRequestSpec = {},
+  ): { token: string; expirationTimestamp: string } {
+    const sa = this.#store
+      .get(typeKey({ group: '', version: 'v1', resource: 'serviceaccounts' }))
+      ?.get(`${namespace}/${serviceAccount}`);
+    if (sa === undefined)
+      throw new ApiError(404, 'NotFound', `serviceaccounts "${serviceAccount}" not found`);
+    const seconds = spec.expirationSeconds ?? 3600;
+    if (!Number.isInteger(seconds) || seconds < 600)
+      throw new ApiError(
+        422,
+        'Invalid',
+        'spec.expirationSeconds: Invalid value: may not specify a duration less than 10 minutes',
+      );
+    const issued: IssuedToken = {
+      namespace,
+      serviceAccount,
+      serviceAccountUid: String(sa.metadata.uid),
+      audiences: spec.audiences?.length ? [...spec.audiences] : [API_AUDIENCE],
+      expiresAt: Date.now() + seconds * 1000,
+    };
+    const ref = spec.boundObjectRef;
+    if (ref !== undefined) {
+      if (ref.kind !== 'Pod' || !ref.name)
+        throw new ApiError(422, 'Invalid', 'spec.boundObjectRef: only a Pod, by name, is supported here');
+      const pod = this.#store
+        .get(typeKey({ group: '', version: 'v1', resource: 'pods' }))
+        ?.get(`${namespace}/${ref.name}`);
+      if (pod === undefined || (ref.uid !== undefined && ref.uid !== pod.metadata.uid))
+        throw new ApiError(404, 'NotFound', `pods "${ref.name}" not found`);
+      const node = (pod.spec as { nodeName?: string } | undefined)?.nodeName;
+      issued.pod = { name: ref.name, uid: String(pod.metadata.uid), ...(node ? { node } : {}) };
+    }
+    const token = `double.${randomBytes(24).toString('base64url')}`;
+    this.#tokens.set(token, issued);
+    return { token, expirationTimestamp: new Date(issued.expiresAt).toISOString() };
+  }
+
+  /** `TokenReview.status` for `token` against `audiences` (the API's own when none). */
+  reviewToken(token: string, audiences: readonly string[] = []): Record<string, unknown> {
+    const issued = this.#tokens.get(token);
+    const invalid = (why: string) => ({
+      authenticated: false,
+      user: {},
+      error: `[invalid bearer token, ${why}]`,
+    });
+    if (issued === undefined) return invalid('token is not one this server issued');
+    if (Date.now() >= issued.expiresAt) return invalid('Token has expired.');
+    const wanted = audiences.length > 0 ? audiences : [API_AUDIENCE];
+    const matched = wanted.filter((a) => issued.audiences.includes(a));
+    if (matched.length === 0)
+      return invalid(
+        `token audiences ${JSON.stringify(issued.audiences)} is invalid for the target audiences ${JSON.stringify(wanted)}`,
+      );
+    const sa = this.#store
+      .get(typeKey({ group: '', version: 'v1', resource: 'serviceaccounts' }))
+      ?.get(`${issued.namespace}/${issued.serviceAccount}`);
+    if (sa === undefined || String(sa.metadata.uid) !== issued.serviceAccountUid)
+      return invalid(`service account ${issued.namespace}/${issued.serviceAccount} has been deleted`);
+    const extra: Record<string, string[]> = {};
+    if (issued.pod !== undefined) {
+      const pod = this.#store
+        .get(typeKey({ group: '', version: 'v1', resource: 'pods' }))
+        ?.get(`${issued.namespace}/${issued.pod.name}`);
+      if (pod === undefined || String(pod.metadata.uid) !== issued.pod.uid)
+        return invalid(`pod ${issued.namespace}/${issued.pod.name} the token is bound to is gone`);
+      extra['authentication.kubernetes.io/pod-name'] = [issued.pod.name];
+      extra['authentication.kubernetes.io/pod-uid'] = [issued.pod.uid];
+      if (issued.pod.node !== undefined) extra['authentication.kubernetes.io/node-name'] = [issued.pod.node];
+    }
+    return {
+      authenticated: true,
+      user: {
+        username: `system:serviceaccount:${issued.namespace}:${issued.serviceAccount}`,
+        uid: issued.serviceAccountUid,
+        groups: [
+          'system:serviceaccounts',
+          `system:serviceaccounts:${issued.namespace}`,
+          'system:authenticated',
+        ],
+        extra,
+      },
+      audiences: matched,
+    };
+  }
+
   #typeOf(object: KubeObject): ResourceType {
     for (const t of this.#types.values())
       if (apiVersionOf(t) === object.apiVersion && t.kind === object.kind) return t;
@@ -233,6 +352,45 @@ export class ApiServerDouble {
     }
   }
 
+  /** TokenRequest (`serviceaccounts/NAME/token`) and TokenReview (`tokenreviews`), or undefined. */
+  #authentication(
+    method: string,
+    parts: string[],
+    body: unknown,
+  ): { status: number; body: unknown } | undefined {
+    const tokenRequest =
+      parts.length === 7 &&
+      parts[0] === 'api' &&
+      parts[1] === 'v1' &&
+      parts[2] === 'namespaces' &&
+      parts[4] === 'serviceaccounts' &&
+      parts[6] === 'token';
+    const tokenReview = parts.join('/') === 'apis/authentication.k8s.io/v1/tokenreviews';
+    if (!tokenRequest && !tokenReview) return undefined;
+    if (method !== 'POST') throw new ApiError(405, 'MethodNotAllowed', `${method} is not supported`);
+    const spec = ((body ?? {}) as { spec?: Record<string, unknown> }).spec ?? {};
+    if (tokenRequest) {
+      const status = this.requestToken(parts[3] as string, parts[5] as string, spec as TokenRequestSpec);
+      return {
+        status: 201,
+        body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', metadata: {}, spec, status },
+      };
+    }
+    if (typeof spec.token !== 'string' || spec.token === '')
+      throw new ApiError(422, 'Invalid', 'spec.token: Required value');
+    const audiences = Array.isArray(spec.audiences) ? spec.audiences.map(String) : [];
+    return {
+      status: 201,
+      body: {
+        apiVersion: 'authentication.k8s.io/v1',
+        kind: 'TokenReview',
+        metadata: {},
+        spec,
+        status: this.reviewToken(spec.token, audiences),
+      },
+    };
+  }
+
   #route(
     method: string,
     url: URL,
@@ -240,6 +398,8 @@ export class ApiServerDouble {
     res: ServerResponse,
   ): { status: number; body: unknown } | undefined {
     const parts = url.pathname.split('/').filter((p) => p !== '');
+    const authn = this.#authentication(method, parts, body);
+    if (authn !== undefined) return authn;
     const discovery = this.#discovery(parts);
     if (discovery !== undefined) {
       if (method !== 'GET') throw new ApiError(405, 'MethodNotAllowed', 'discovery is read-only');

@@ -1,4 +1,4 @@
-import type { Workload } from '@zmesh/shared';
+import { logger, type Workload } from '@zmesh/shared';
 import test from 'ava';
 import { Registry } from 'prom-client';
 import { InboundAuthorizer, MAX_MISSING_POLICY_LABELS } from './inbound-authorizer.js';
@@ -29,10 +29,23 @@ const conn = {
   destinationPort: 8080,
 };
 
-test('a destination naming a policy this ztunnel lacks is denied, named in a bounded metric label', async (t) => {
+test('a destination naming a policy this ztunnel lacks is denied, named in its log and a bounded metric label', async (t) => {
   const registry = new Registry();
   const authz = new InboundAuthorizer(registry, () => undefined);
+  // The enforcing ztunnel's log line (the issue: it logged nothing, even at debug).
+  const authzLog = logger('authz');
+  const warn = authzLog.warn;
+  const lines: Array<[Record<string, unknown>, string]> = [];
+  authzLog.warn = ((fields: Record<string, unknown>, msg: string) => {
+    lines.push([fields, msg]);
+  }) as typeof warn;
+  t.teardown(() => {
+    authzLog.warn = warn;
+  });
   const denial = authz.check(workload(['ns1/deny-typo']), conn);
+  t.is(lines.length, 1);
+  t.is(lines[0]?.[0].policy, 'ns1/deny-typo');
+  t.regex(lines[0]?.[1] ?? '', /has not received/);
   t.is(denial?.code, 'ZM_ERR_AUTHZ_DENIED');
   t.regex(denial?.message ?? '', /ns1\/deny-typo/);
   for (let i = 0; i < MAX_MISSING_POLICY_LABELS + 10; i++) authz.check(workload([`ns1/p${i}`]), conn);
