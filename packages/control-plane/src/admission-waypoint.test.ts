@@ -168,6 +168,34 @@ spec:
   }
 });
 
+test('an HTTPRoute reaches its waypoint with its creationTimestamp, which breaks precedence ties there', (t) => {
+  const cp = controlPlane(t);
+  t.true(cp.store.applyYaml(SHOP, 'shop.yaml').ok);
+  const applied = cp.store.applyYaml(
+    `kind: HTTPRoute
+metadata: { name: dated, namespace: shop }
+spec:
+  parentRefs: [{ kind: Service, name: web }]
+  rules: [{ backendRefs: [{ name: web, port: 80 }] }]
+`,
+    'dated.yaml',
+  );
+  t.true(applied.ok, applied.ok ? '' : applied.error.join('\n'));
+  const wp = compile(cp.store.view(), { trustDomain: 'cluster.local' }).waypoints?.find(
+    (w) => w.name === 'shop/waypoint',
+  );
+  const route = (wp?.config.httpRoutes as Array<{ name: string; creationTimestamp?: string }>)?.find(
+    (r) => r.name === 'dated',
+  );
+  t.regex(route?.creationTimestamp ?? '', /^\d{4}-\d\d-\d\dT/);
+  const decoded = decodeWaypointConfig(wp?.config, 'wp');
+  if (!decoded.ok) return t.fail(decoded.error.join('\n'));
+  t.is(
+    decoded.value.routes.find((r) => r.name === 'dated')?.createdAt,
+    Date.parse(route!.creationTimestamp!),
+  );
+});
+
 test('a GRPCRoute on a Service compiles into its waypoint config, with its backends', (t) => {
   const cp = controlPlane(t);
   const applied = cp.store.applyYaml(`${SHOP}---\n${WEB_V2}---\n${GOOD}`, 'shop.yaml');
