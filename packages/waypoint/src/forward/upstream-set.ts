@@ -154,7 +154,21 @@ export class UpstreamSet {
       for (const s of Object.values(a.freeSockets).flat()) if (s) endIdle(s);
       a.destroy();
     }
-    for (const list of this.#h2.values()) for (const e of list) e.session?.destroy();
+    for (const list of this.#h2.values())
+      for (const e of list) {
+        const session = e.session;
+        if (!session) continue;
+        if (e.active > 0) {
+          session.destroy();
+          continue;
+        }
+        // Idle: GOAWAY and END_STREAM, then the peer closes (node:http2 ends its socket after a
+        // graceful close and waits); destroyed only if it has not by END_GRACE_MS (see endIdle).
+        const timer = setTimeout(() => session.destroy(), END_GRACE_MS);
+        timer.unref();
+        session.once('close', () => clearTimeout(timer));
+        session.close();
+      }
   }
 
   async #tunnel(endpoint: Endpoint, counter: ConnectionCounter): Promise<Duplex> {
