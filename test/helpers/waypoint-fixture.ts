@@ -43,7 +43,7 @@ export interface WaypointMesh {
   /** A new Waypoint on the mesh's address (stop the running one first); `extra` overrides its options. */
   startWaypoint(
     config?: WaypointConfig,
-    extra?: Pick<WaypointOptions, 'numTrustedProxies'>,
+    extra?: Pick<WaypointOptions, 'numTrustedProxies' | 'pathNormalization'>,
   ): Promise<Waypoint>;
   stop(): Promise<void>;
 }
@@ -157,7 +157,7 @@ services:
   const credential = await ca.issue('spiffe://cluster.local/ns/team-b/sa/waypoint', 3600);
   const startWaypoint = async (
     cfg: WaypointConfig = base,
-    extra: Pick<WaypointOptions, 'numTrustedProxies'> = {},
+    extra: Pick<WaypointOptions, 'numTrustedProxies' | 'pathNormalization'> = {},
   ) => {
     const w = new Waypoint({
       credential,
