@@ -169,3 +169,52 @@ test.serial(
     t.regex(text, /istio_requests_total\{[^}]*request_protocol="grpc"[^}]*grpc_response_status="7"/);
   },
 );
+
+test.serial(
+  'GRPCRoute filters on the rule and on each backendRef, with weights: the chosen backend’s own filter only, response headers back to grpc-js',
+  async (t) => {
+    const edit = (name: string, value: string) =>
+      `[{ type: RequestHeaderModifier, requestHeaderModifier: { add: [{ name: ${name}, value: ${value} }] } }]`;
+    mesh.waypoint.setConfig(
+      mesh.config(`
+grpcRoutes:
+  - name: echo
+    parentRefs: [{ name: server, port: 80 }]
+    rules:
+      - matches: [{ method: { service: ${ECHO_SERVICE}, method: EchoThree } }]
+        filters:
+          - { type: RequestHeaderModifier, requestHeaderModifier: { set: [{ name: x-route, value: three }], remove: [x-drop] } }
+          - { type: ResponseHeaderModifier, responseHeaderModifier: { add: [{ name: x-resp, value: from-route }] } }
+        backendRefs:
+          - { name: server-v1, port: 80, weight: 1, filters: ${edit('x-backend', 'v1')} }
+          - { name: server-v2, port: 80, weight: 3, filters: ${edit('x-backend', 'v2')} }
+      - backendRefs: [{ name: server-v1, port: 80 }]
+`),
+    );
+    t.teardown(() => mesh.waypoint.setConfig(mesh.config(ROUTES)));
+    const seen = { 'server-v1': 0, 'server-v2': 0 } as Record<string, number>;
+    for (let i = 0; i < 40; i++) {
+      const { reply, headers } = await new Promise<{ reply?: EchoReply; headers: Record<string, unknown> }>(
+        (resolve) => {
+          let headers: Record<string, unknown> = {};
+          const c = client.EchoThree({}, metadata({ 'x-drop': 'gone', 'x-route': 'client' }), {}, (e, r) =>
+            resolve({ ...(e || !r ? {} : { reply: r }), headers }),
+          );
+          c.on('metadata', (md) => {
+            headers = md.getMap();
+          });
+        },
+      );
+      if (!reply) return t.fail('call failed');
+      seen[reply.app] = (seen[reply.app] ?? 0) + 1;
+      t.is(reply.metadata['x-route'], 'three', 'the rule’s set overwrote the client’s value');
+      t.is(reply.metadata['x-drop'], undefined, 'the rule removed it');
+      t.is(reply.metadata['x-backend'], reply.app.replace('server-', ''), 'only the chosen backend’s filter');
+      t.is(headers['x-resp'], 'from-route', 'response header modifier');
+    }
+    t.true(seen['server-v1']! > 0 && seen['server-v2']! > seen['server-v1']!, JSON.stringify(seen));
+    const other = await call(client, 'Echo', { 'x-drop': 'kept' });
+    t.is(other.reply?.metadata['x-drop'], 'kept', 'another rule: no filter');
+    t.is(other.reply?.metadata['x-backend'], undefined);
+  },
+);

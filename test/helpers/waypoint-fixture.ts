@@ -40,7 +40,11 @@ export interface WaypointMesh {
   port: { client: number; intruder: number; clientTcp: number; intruderTcp: number };
   /** Builds a waypoint config from the base YAML plus extra top-level sections. */
   config(extraYaml?: string): WaypointConfig;
-  startWaypoint(config?: WaypointConfig): Promise<Waypoint>;
+  /** A new Waypoint on the mesh's address (stop the running one first); `extra` overrides its options. */
+  startWaypoint(
+    config?: WaypointConfig,
+    extra?: Pick<WaypointOptions, 'numTrustedProxies' | 'pathNormalization'>,
+  ): Promise<Waypoint>;
   stop(): Promise<void>;
 }
 
@@ -151,7 +155,10 @@ services:
   const apps = { v1: await app('server-v1', ip.v1, 7000), v2: await app('server-v2', ip.v2, 7000) };
   const echoes = [await startEcho(ip.v1, 7001), await startEcho(ip.v2, 7001)];
   const credential = await ca.issue('spiffe://cluster.local/ns/team-b/sa/waypoint', 3600);
-  const startWaypoint = async (cfg: WaypointConfig = base) => {
+  const startWaypoint = async (
+    cfg: WaypointConfig = base,
+    extra: Pick<WaypointOptions, 'numTrustedProxies' | 'pathNormalization'> = {},
+  ) => {
     const w = new Waypoint({
       credential,
       bundle,
@@ -160,6 +167,7 @@ services:
       ...(opts.clock ? { clock: opts.clock } : {}),
       ...(opts.random ? { random: opts.random } : {}),
       ...opts.waypoint,
+      ...extra,
     });
     await w.start();
     return w;

@@ -133,6 +133,69 @@ spec:
   ]);
 });
 
+test('RequestMirror percent and fraction: apply admits each alone and refuses both, a zero denominator and a fraction over 1', (t) => {
+  const cp = controlPlane(t);
+  t.true(cp.store.applyYaml(SHOP, 'shop.yaml').ok);
+  const route = (name: string, mirror: string) => `kind: HTTPRoute
+metadata: { name: ${name}, namespace: shop }
+spec:
+  parentRefs: [{ kind: Service, name: web }]
+  rules:
+    - filters: [{ type: RequestMirror, requestMirror: { backendRef: { name: web, port: 80 }${mirror} } }]
+      backendRefs: [{ name: web, port: 80 }]
+`;
+  for (const [name, mirror] of [
+    ['p0', ', percent: 0'],
+    ['p100', ', percent: 100'],
+    ['f', ', fraction: { numerator: 25, denominator: 50 }'],
+    ['f-default', ', fraction: { numerator: 5 }'],
+    ['f-all', ', fraction: { numerator: 7, denominator: 7 }'],
+  ] as const) {
+    const r = cp.store.applyYaml(route(name, mirror), `${name}.yaml`);
+    t.true(r.ok, `${name}: ${r.ok ? '' : r.error.join('\n')}`);
+  }
+  for (const [name, mirror, want] of [
+    ['both', ', percent: 5, fraction: { numerator: 1 }', /requestMirror: percent and fraction are exclusive/],
+    ['zero', ', fraction: { numerator: 0, denominator: 0 }', /fraction\.denominator/],
+    ['over', ', fraction: { numerator: 3, denominator: 2 }', /numerator may not exceed denominator/],
+    ['p101', ', percent: 101', /percent/],
+    ['neg', ', percent: -1', /percent/],
+    ['no-num', ', fraction: { denominator: 10 }', /fraction\.numerator/],
+  ] as const) {
+    const r = cp.store.applyYaml(route(name, mirror), `${name}.yaml`);
+    t.false(r.ok, `${name} admitted`);
+    if (!r.ok) t.regex(r.error.join('\n'), want, name);
+  }
+});
+
+test('an HTTPRoute reaches its waypoint with its creationTimestamp, which breaks precedence ties there', (t) => {
+  const cp = controlPlane(t);
+  t.true(cp.store.applyYaml(SHOP, 'shop.yaml').ok);
+  const applied = cp.store.applyYaml(
+    `kind: HTTPRoute
+metadata: { name: dated, namespace: shop }
+spec:
+  parentRefs: [{ kind: Service, name: web }]
+  rules: [{ backendRefs: [{ name: web, port: 80 }] }]
+`,
+    'dated.yaml',
+  );
+  t.true(applied.ok, applied.ok ? '' : applied.error.join('\n'));
+  const wp = compile(cp.store.view(), { trustDomain: 'cluster.local' }).waypoints?.find(
+    (w) => w.name === 'shop/waypoint',
+  );
+  const route = (wp?.config.httpRoutes as Array<{ name: string; creationTimestamp?: string }>)?.find(
+    (r) => r.name === 'dated',
+  );
+  t.regex(route?.creationTimestamp ?? '', /^\d{4}-\d\d-\d\dT/);
+  const decoded = decodeWaypointConfig(wp?.config, 'wp');
+  if (!decoded.ok) return t.fail(decoded.error.join('\n'));
+  t.is(
+    decoded.value.routes.find((r) => r.name === 'dated')?.createdAt,
+    Date.parse(route!.creationTimestamp!),
+  );
+});
+
 test('a GRPCRoute on a Service compiles into its waypoint config, with its backends', (t) => {
   const cp = controlPlane(t);
   const applied = cp.store.applyYaml(`${SHOP}---\n${WEB_V2}---\n${GOOD}`, 'shop.yaml');

@@ -83,7 +83,18 @@ function attachRoute(r: HttpRouteObject | GrpcRouteObject, ownKeys: Set<string>)
       ownKeys.has(`${typeof p.namespace === 'string' ? p.namespace : namespace}/${String(p.name)}`),
   );
   if (mine.length === 0) return [];
-  return [defined({ name, namespace, parentRefs: mine, hostnames: spec.hostnames, rules: spec.rules })];
+  // creationTimestamp goes along: the waypoint breaks precedence ties by route age (Gateway API).
+  const { creationTimestamp } = r.metadata;
+  return [
+    defined({
+      name,
+      namespace,
+      creationTimestamp,
+      parentRefs: mine,
+      hostnames: spec.hostnames,
+      rules: spec.rules,
+    }),
+  ];
 }
 
 /** The services a route sends to: its backendRefs and its RequestMirror backends. */

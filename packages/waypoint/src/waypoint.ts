@@ -56,6 +56,11 @@ export interface WaypointOptions {
   accessLog?: Logger;
   /** Istio's pathNormalization for every request (http/request-target.ts); default BASE. */
   pathNormalization?: PathNormalization;
+  /**
+   * Istio's `gatewayTopology.numTrustedProxies`: how many X-Forwarded-For hops remote.ip
+   * believes (http/remote-address.ts); default 0, remote.ip is the source.
+   */
+  numTrustedProxies?: number;
   /** How keys fetched from a RequestAuthentication's jwksUri are cached and refreshed. */
   jwks?: JwksOptions;
 }
@@ -212,6 +217,7 @@ export class Waypoint {
       authn: this.#authn,
       ...(this.#opts.accessLog ? { accessLog: this.#opts.accessLog } : {}),
       ...(this.#opts.pathNormalization ? { pathNormalization: this.#opts.pathNormalization } : {}),
+      ...(this.#opts.numTrustedProxies ? { numTrustedProxies: this.#opts.numTrustedProxies } : {}),
     };
   }
 
@@ -252,6 +258,8 @@ export class Waypoint {
       port,
       ...(svc ? { service: `${svc.namespace}/${svc.name}` } : {}),
       ...(sourceIp ? { sourceIp } : {}),
+      // With proxies trusted, each request's X-Forwarded-For names remote.ip.
+      ...(this.#opts.numTrustedProxies ? { remoteIp: 'per-request' as const } : {}),
       ...(destinationIp ? { destinationIp } : {}),
     };
     // Refuse at CONNECT only what every request would be refused; the rest is judged per request.

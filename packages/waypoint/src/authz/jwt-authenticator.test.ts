@@ -175,3 +175,42 @@ test('a jwksUri fetch is bounded: too big, too slow, or not 200 fails the token,
     server.close();
   }
 });
+
+test('a jwksUri naming a mesh service is fetched from that service’s address, cached, and refreshed after its max age', async (t) => {
+  let fetches = 0;
+  const hosts: string[] = [];
+  const server = createServer((req, res) => {
+    fetches++;
+    hosts.push(String(req.headers.host));
+    res.end(JSON.stringify({ keys: [pub] }));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  const asked: string[] = [];
+  // The waypoint's resolver: the service's address in the active config, never DNS.
+  const mesh = new JwtAuthenticator(
+    (host) => {
+      asked.push(host);
+      return host === 'keys.auth.svc.cluster.local' ? '127.0.0.1' : undefined;
+    },
+    { cacheMaxAgeMs: 300, cooldownMs: 0 },
+  );
+  const remote = rule({ jwks: undefined, jwksUri: `http://keys.auth.svc.cluster.local:${port}/jwks` });
+  try {
+    const token = await sign();
+    const first = await mesh.authenticate([remote], bearer(token));
+    t.is(first.kind, 'valid');
+    t.deepEqual(asked, ['keys.auth.svc.cluster.local']);
+    t.deepEqual(hosts, [`keys.auth.svc.cluster.local:${port}`], 'sent with the service’s name as Host');
+    t.is((await mesh.authenticate([remote], bearer(token))).kind, 'valid');
+    t.is(fetches, 1, 'cached');
+    await new Promise((r) => setTimeout(r, 400));
+    t.is((await mesh.authenticate([remote], bearer(token))).kind, 'valid');
+    t.is(fetches, 2, 'refetched once the cached set is older than cacheMaxAgeMs');
+    const unknown = rule({ jwks: undefined, jwksUri: `http://keys.other.svc.cluster.local:${port}/jwks` });
+    const out = await mesh.authenticate([unknown], bearer(token));
+    t.regex(out.kind === 'invalid' ? out.reason : out.kind, /not in the mesh|Jwks/);
+  } finally {
+    server.close();
+  }
+});

@@ -232,6 +232,30 @@ test('ipBlocks, remoteIpBlocks and source.ip / remote.ip conditions match CIDRs;
   t.true(authorize(remote, ctx, 'http').allowed);
 });
 
+test('remote.ip is its own address when proxies are trusted; ipBlocks stay on the source; per-request is unknown at CONNECT', (t) => {
+  const ctx = { ...withAuth(undefined), remoteIp: ip('203.0.113.7') };
+  const allowFrom = (s: PolicySource) => [policy('ALLOW', { from: [s] })];
+  t.true(authorize(allowFrom({ remoteIpBlocks: [cidr('203.0.113.0/24')] }), ctx, 'http').allowed);
+  t.false(
+    authorize(allowFrom({ remoteIpBlocks: [cidr('10.1.2.3')] }), ctx, 'http').allowed,
+    'not the source',
+  );
+  t.true(authorize(allowFrom({ ipBlocks: [cidr('10.1.2.3')] }), ctx, 'http').allowed, 'ipBlocks: the source');
+  t.false(authorize(allowFrom({ ipBlocks: [cidr('203.0.113.0/24')] }), ctx, 'http').allowed);
+  const denyRemote = [
+    policy('DENY', { when: [when('remote.ip', { kind: 'remoteIp' }, { cidrs: [cidr('203.0.113.0/24')] })] }),
+  ];
+  t.false(authorize(denyRemote, ctx, 'http').allowed);
+  const atConnect = { ...withAuth(undefined), remoteIp: 'per-request' as const };
+  t.true(authorize(denyRemote, atConnect, 'tunnel').allowed, 'a DENY on remote.ip waits for the request');
+  t.true(
+    authorize(allowFrom({ remoteIpBlocks: [cidr('203.0.113.0/24')] }), atConnect, 'tunnel').allowed,
+    'an ALLOW on remote.ip may still match a request',
+  );
+  const denySource = [policy('DENY', { from: [{ ipBlocks: [cidr('10.1.2.3')] }] })];
+  t.false(authorize(denySource, atConnect, 'tunnel').allowed, 'the source is still known at CONNECT');
+});
+
 test('hosts, ports and paths: exact, prefix, suffix on the normalized path', (t) => {
   const allowTo = (o: PolicyOperation) => [policy('ALLOW', { to: [o] })];
   const at = (path: string) => withAuth(undefined, path);

@@ -18,6 +18,12 @@ export interface AuthzContext {
   service?: string;
   /** The source workload's address (the tunnel's `Forwarded: for`); absent if not given. */
   sourceIp?: ParsedIp;
+  /**
+   * Istio's `remote.ip` when it is not the source: the client X-Forwarded-For names past the
+   * trusted proxy hops (http/remote-address.ts), or `per-request` at CONNECT time when hops
+   * are trusted (each request's header decides). Absent: no hop is trusted, so the source.
+   */
+  remoteIp?: ParsedIp | 'per-request';
   /** The address the tunnel was for (CONNECT :authority host). */
   destinationIp?: ParsedIp;
   http?: {
@@ -104,9 +110,8 @@ function matchSource(s: PolicySource, ctx: AuthzContext): Tri {
     httpStrings(s.notRequestPrincipals, true, requestPrincipal),
     blocks(s.ipBlocks, false, ctx.sourceIp),
     blocks(s.notIpBlocks, true, ctx.sourceIp),
-    // remote.ip: no trusted proxy hops are configured, so the original client is the source.
-    blocks(s.remoteIpBlocks, false, ctx.sourceIp),
-    blocks(s.notRemoteIpBlocks, true, ctx.sourceIp),
+    blocks(s.remoteIpBlocks, false, remoteIpOf(ctx)),
+    blocks(s.notRemoteIpBlocks, true, remoteIpOf(ctx)),
   ]);
 }
 
@@ -119,9 +124,14 @@ function httpStrings(values: string[] | undefined, negate: boolean, value: () =>
   return negate ? !hit : hit;
 }
 
-/** An address not given matches no block (so a `not` field holds). */
-function blocks(list: Cidr[] | undefined, negate: boolean, ip: ParsedIp | undefined): Tri {
+function remoteIpOf(ctx: AuthzContext): ParsedIp | 'per-request' | undefined {
+  return ctx.remoteIp ?? ctx.sourceIp;
+}
+
+/** An address not given matches no block (so a `not` field holds); one decided per request is unknown. */
+function blocks(list: Cidr[] | undefined, negate: boolean, ip: ParsedIp | 'per-request' | undefined): Tri {
   if (list === undefined) return true;
+  if (ip === 'per-request') return undefined;
   const hit = ip !== undefined && list.some((c) => cidrContains(c, ip));
   return negate ? !hit : hit;
 }
@@ -155,7 +165,12 @@ function matchCondition(c: PolicyCondition, ctx: AuthzContext): Tri {
     case 'sourceIp':
     case 'remoteIp':
     case 'destinationIp': {
-      const ip = a.kind === 'destinationIp' ? ctx.destinationIp : ctx.sourceIp;
+      const ip =
+        a.kind === 'destinationIp'
+          ? ctx.destinationIp
+          : a.kind === 'remoteIp'
+            ? remoteIpOf(ctx)
+            : ctx.sourceIp;
       return allOf([blocks(c.cidrs, false, ip), blocks(c.notCidrs, true, ip)]);
     }
     case 'destinationPort':

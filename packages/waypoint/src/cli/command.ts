@@ -38,6 +38,12 @@ export function waypointCommand(): Command {
       'BASE',
     )
     .option(
+      '--num-trusted-proxies <n>',
+      "Istio's numTrustedProxies: X-Forwarded-For hops in front of the waypoint that remote.ip and remoteIpBlocks believe",
+      checked(intOption(0, 99)),
+      '0',
+    )
+    .option(
       '--drain-grace <seconds>',
       'on SIGTERM, how long requests in flight get to finish',
       checked(numberOption(0, 3600, 'seconds')),

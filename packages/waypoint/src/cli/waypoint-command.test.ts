@@ -60,3 +60,19 @@ test.serial('a --path-normalization that is not one of Istio modes exits 2 and n
   });
   t.regex(text, /--path-normalization: want one of BASE, MERGE_SLASHES, DECODE_AND_MERGE_SLASHES, got NONE/);
 });
+
+test.serial('a --num-trusted-proxies that is not a hop count exits 2 and says what it wants', async (t) => {
+  const text = await stderrOf(async () => {
+    for (const bad of ['-1', 'two', '100', '1.5'])
+      t.is(
+        await runWaypoint({
+          config: 'unused.yaml',
+          address: '127.66.0.1',
+          caDir: '.',
+          numTrustedProxies: bad,
+        }),
+        2,
+      );
+  });
+  t.regex(text, /--num-trusted-proxies: want a count of proxy hops \(0 to 99\), got two/);
+});

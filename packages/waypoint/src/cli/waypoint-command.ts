@@ -10,6 +10,7 @@ import {
   TrustBundle,
 } from '@zmesh/shared';
 import { loadWaypointConfig } from '../config/config-parser.js';
+import { trustedProxiesOf } from '../http/remote-address.js';
 import { normalizationOf, PATH_NORMALIZATIONS } from '../http/request-target.js';
 import { warmUpBeforeListening, warmUpCount } from '../warm-up.js';
 import { WAYPOINT_HBONE_PORT, Waypoint } from '../waypoint.js';
@@ -38,6 +39,8 @@ export interface RunWaypointOptions {
   warmUpRequests?: string;
   /** Istio's pathNormalization (http/request-target.ts); default BASE. */
   pathNormalization?: string;
+  /** Istio's numTrustedProxies: X-Forwarded-For hops remote.ip believes (http/remote-address.ts); default 0. */
+  numTrustedProxies?: string;
   /** Seconds a SIGTERM leaves requests in flight to finish (DRAIN_GRACE_SECONDS). */
   drainGrace?: string;
 }
@@ -76,6 +79,7 @@ export async function runWaypoint(opts: RunWaypointOptions): Promise<number> {
             gateway: opts.gateway!,
             address: opts.address!,
             ...pick(opts, ['port', 'trustDomain', 'certTtlSeconds', 'warmUpRequests', 'pathNormalization']),
+            ...trustedProxiesOf(opts.numTrustedProxies),
           },
           stopped,
         )
@@ -119,6 +123,8 @@ function usageError(opts: RunWaypointOptions): string | undefined {
     !(PATH_NORMALIZATIONS as readonly string[]).includes(opts.pathNormalization)
   )
     return `--path-normalization: want one of ${PATH_NORMALIZATIONS.join(', ')}, got ${opts.pathNormalization}`;
+  if (opts.numTrustedProxies !== undefined && !/^\d{1,2}$/.test(String(opts.numTrustedProxies)))
+    return `--num-trusted-proxies: want a count of proxy hops (0 to 99), got ${opts.numTrustedProxies}`;
   if (opts.warmUpRequests !== undefined && !/^\d{1,7}$/.test(opts.warmUpRequests))
     return `--warm-up-requests: want a count of requests (0 skips the warm-up), got ${opts.warmUpRequests}`;
   if (opts.xds) {
@@ -152,6 +158,7 @@ async function startFromFile(opts: RunWaypointOptions): Promise<RunningWaypoint 
     host: opts.address!,
     port: opts.port === undefined ? WAYPOINT_HBONE_PORT : Number(opts.port),
     ...normalizationOf(opts.pathNormalization),
+    ...trustedProxiesOf(opts.numTrustedProxies),
   });
   await warmUpBeforeListening({
     credential,

@@ -35,6 +35,7 @@ export interface XdsModeOptions {
   certTtlSeconds?: string;
   warmUpRequests?: string;
   pathNormalization?: string;
+  numTrustedProxies?: number;
 }
 
 export interface RunningWaypoint {
@@ -99,6 +100,7 @@ export async function startFromControlPlane(
     host: opts.address,
     port,
     ...normalizationOf(opts.pathNormalization),
+    ...(opts.numTrustedProxies ? { numTrustedProxies: opts.numTrustedProxies } : {}),
   });
   feed.attach(waypoint);
   let at: Awaited<ReturnType<Waypoint['start']>>;

@@ -226,6 +226,16 @@ httpRoutes:
     path: { type: 'ReplaceFullPath', value: '/new' },
   });
 
+  const dated = parseWaypointConfig(
+    `${BASE}
+httpRoutes:
+  - { name: r, creationTimestamp: "2026-12-05T07:00:00Z", parentRefs: [{ name: server }], rules: [] }
+  - { name: s, creationTimestamp: yesterday, parentRefs: [{ name: server }], rules: [] }
+`,
+    't',
+  );
+  t.deepEqual(dated.ok ? [] : dated.error, ['t: httpRoutes[1].creationTimestamp: must be an RFC 3339 time']);
+
   const bad = parseWaypointConfig(
     `${BASE}
 httpRoutes:

@@ -31,7 +31,12 @@ export function readRoute(
 ): HttpRoute | undefined {
   const o = r.object(value, path);
   if (!o) return undefined;
-  r.onlyKeys(o, path, ['name', 'namespace', 'parentRefs', 'hostnames', 'rules']);
+  r.onlyKeys(o, path, ['name', 'namespace', 'creationTimestamp', 'parentRefs', 'hostnames', 'rules']);
+  // metadata.creationTimestamp (RFC 3339): the oldest route wins a precedence tie (Gateway API).
+  const created = r.string(o.creationTimestamp, `${path}.creationTimestamp`, { optional: true });
+  const createdAt = created === undefined ? undefined : Date.parse(created);
+  if (createdAt !== undefined && !Number.isFinite(createdAt))
+    r.fail(`${path}.creationTimestamp`, 'must be an RFC 3339 time');
   const namespace = r.string(o.namespace, `${path}.namespace`, { optional: true }) ?? defaultNs;
   const parentRefs = r.array(o.parentRefs, `${path}.parentRefs`).flatMap((p, i) => {
     const q = r.object(p, `${path}.parentRefs[${i}]`);
@@ -53,6 +58,7 @@ export function readRoute(
     parentRefs,
     hostnames: (r.strings(o.hostnames, `${path}.hostnames`) ?? []).map((h) => h.toLowerCase()),
     rules,
+    ...(createdAt !== undefined && Number.isFinite(createdAt) ? { createdAt } : {}),
   };
 }
 

@@ -151,6 +151,8 @@ export interface HttpRoute {
   parentRefs: Array<{ name: string; namespace: string; port?: number }>;
   hostnames: string[];
   rules: RouteRule[];
+  /** metadata.creationTimestamp (ms since the epoch), when the control plane gave it: ties go to the oldest. */
+  createdAt?: number;
 }
 
 export interface CircuitBreakerPolicy {

@@ -16,6 +16,8 @@ const MAX_FREE_H1_SOCKETS = 2;
 /** HTTP/1.1 upstream connections per endpoint per downstream connection (one request in flight each). */
 const MAX_H1_SOCKETS = 8;
 const UPSTREAM_IDLE_MS = 15_000;
+/** An idle upstream connection ended with END_STREAM is destroyed if the app has not closed its side by then. */
+const END_GRACE_MS = 5_000;
 
 export interface UpstreamDeps {
   tunnels: TunnelPool;
@@ -148,8 +150,25 @@ export class UpstreamSet {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    for (const a of this.#agents.values()) a.destroy();
-    for (const list of this.#h2.values()) for (const e of list) e.session?.destroy();
+    for (const a of this.#agents.values()) {
+      for (const s of Object.values(a.freeSockets).flat()) if (s) endIdle(s);
+      a.destroy();
+    }
+    for (const list of this.#h2.values())
+      for (const e of list) {
+        const session = e.session;
+        if (!session) continue;
+        if (e.active > 0) {
+          session.destroy();
+          continue;
+        }
+        // Idle: GOAWAY and END_STREAM, then the peer closes (node:http2 ends its socket after a
+        // graceful close and waits); destroyed only if it has not by END_GRACE_MS (see endIdle).
+        const timer = setTimeout(() => session.destroy(), END_GRACE_MS);
+        timer.unref();
+        session.once('close', () => clearTimeout(timer));
+        session.close();
+      }
   }
 
   async #tunnel(endpoint: Endpoint, counter: ConnectionCounter): Promise<Duplex> {
@@ -225,6 +244,25 @@ class TunnelAgent extends http.Agent {
   // reuseSocket is Agent's own: it removes the 'error' listener Agent put on the socket
   // when it was freed (an empty override leaked one listener per reuse) and calls ref(),
   // which the shims below provide.
+}
+
+/**
+ * Ends an idle kept-alive upstream connection as TCP would (END_STREAM; the app closes its
+ * side and the HBONE stream closes with no RST_STREAM) instead of resetting it: a reset per
+ * closed downstream connection is a reset per client connection at the endpoint's ztunnel,
+ * whose rapid-reset guard (CVE-2023-44487: 100 a second) then closes the whole HBONE
+ * session, and the requests on it fail. A request in flight is still cancelled by reset.
+ */
+function endIdle(socket: Duplex): void {
+  const timer = setTimeout(() => socket.destroy(), END_GRACE_MS);
+  timer.unref();
+  socket.once('close', () => clearTimeout(timer));
+  socket.on('error', () => {});
+  socket.resume();
+  socket.end();
+  // Out of the agent, so its destroy() below leaves it be (Agent.removeSocket takes a socket
+  // out of the free list only once it is no longer writable: after end()).
+  socket.emit('agentRemove');
 }
 
 export function withSocketShims(d: Duplex): Duplex {

@@ -25,6 +25,7 @@ import { headerModifiers, modifyPath, redirectLocation, withPath } from '../rout
 import { NO_QUERY, pickWeighted, queryReader } from '../route/route-table.js';
 import type { WaypointMetrics } from '../telemetry/waypoint-metrics.js';
 import { type Exchange, replyError, writeHead } from './http-exchange.js';
+import { remoteAddress } from './remote-address.js';
 import { type RequestRecord, recordRequest } from './request-record.js';
 import type { PathNormalization } from './request-target.js';
 
@@ -67,6 +68,8 @@ export interface HandlerDeps {
   accessLog?: Logger;
   /** How request paths are normalized before policy and routes read them (default BASE). */
   pathNormalization?: PathNormalization;
+  /** Istio's numTrustedProxies: X-Forwarded-For hops believed for remote.ip (default 0). */
+  numTrustedProxies?: number;
   /** Verifies JWTs for RequestAuthentications; keeps fetched key sets across configs. */
   authn: JwtAuthenticator;
 }
@@ -116,7 +119,7 @@ async function pipeline(
     view.config.requestAuthentications.length === 0
       ? undefined
       : await authenticate(deps, view, ex, dest, record);
-  authorizeRequest(view, tunnel, ex, dest, record, auth);
+  authorizeRequest(deps, view, tunnel, ex, dest, record, auth);
   const target = chooseTarget(deps, view, dest, ex, record);
   const rule = record.rule;
   if (rule?.rateLimit) takeToken(deps, rule, record);
@@ -231,6 +234,7 @@ function quotable(text: string): string {
 
 /** L7 policy on the tunnel's peer identity (the source workload) and this request. */
 function authorizeRequest(
+  deps: HandlerDeps,
   view: ConfigView,
   tunnel: TunnelContext,
   ex: Exchange,
@@ -246,6 +250,7 @@ function authorizeRequest(
       port: tunnel.authority.port,
       ...(service ? { service: `${service.namespace}/${service.name}` } : {}),
       ...(tunnel.sourceIp ? { sourceIp: tunnel.sourceIp } : {}),
+      ...(deps.numTrustedProxies ? remoteIpOf(ex, deps.numTrustedProxies, tunnel.sourceIp) : {}),
       ...(tunnel.destinationIp ? { destinationIp: tunnel.destinationIp } : {}),
       http: {
         method: ex.method,
@@ -259,6 +264,12 @@ function authorizeRequest(
   );
   if (decision.audit) record.audit = decision.audit;
   if (!decision.allowed) throw new ZmeshError('ZM_ERR_WAYPOINT_DENIED', { policy: decision.policy });
+}
+
+/** remote.ip past the trusted hops; none known (no source, nothing believed): it matches no block. */
+function remoteIpOf(ex: Exchange, hops: number, source: ParsedIp | undefined): { remoteIp?: ParsedIp } {
+  const remoteIp = remoteAddress(ex.header('x-forwarded-for'), hops, source);
+  return remoteIp ? { remoteIp } : {};
 }
 
 /** The route rule's local rate limit; its x-ratelimit-* headers go on every response. */

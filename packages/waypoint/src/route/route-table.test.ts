@@ -122,3 +122,22 @@ test('weighted pick follows weights; all-zero weights pick nothing', (t) => {
   t.true(Math.abs(counts[0]! / 10_000 - 0.7) < 0.02);
   t.is(pickWeighted([0, 0], random), -1);
 });
+
+test('a tie across routes goes to the oldest route, then to namespace/name in code point order, then to rule order', (t) => {
+  const same = (name: string, backend: string, createdAt?: number): HttpRoute => ({
+    ...route(name, [
+      rule(backend, [m('PathPrefix', '/tie')]),
+      rule(`${backend}-second`, [m('PathPrefix', '/tie')]),
+    ]),
+    ...(createdAt === undefined ? {} : { createdAt }),
+  });
+  const winner = (routes: HttpRoute[]) =>
+    new RouteTable(routes).match(req('/tie/x'))?.rule.backendRefs[0]?.name;
+  t.is(winner([same('a', 'young', 2000), same('z', 'old', 1000)]), 'old', 'older beats alphabetically first');
+  t.is(winner([same('z', 'old', 1000), same('a', 'young', 2000)]), 'old', 'whatever the config order');
+  t.is(winner([same('b', 'b', 1000), same('a', 'a', 1000)]), 'a', 'same age: by name');
+  t.is(winner([same('b', 'b'), same('a', 'a')]), 'a', 'no timestamps (a file): by name');
+  // Code point order, as Gateway API's Go implementations compare names: "a-b" before "ab".
+  t.is(winner([same('ab', 'ab'), same('a-b', 'a-b')]), 'a-b');
+  t.is(winner([same('a', 'first')]), 'first', 'within a route: the first rule');
+});

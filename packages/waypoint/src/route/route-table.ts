@@ -48,7 +48,7 @@ interface CompiledMatch {
  * The HTTPRoutes attached to one service, flattened to their matches and sorted once by
  * Gateway API precedence (HTTPRouteRule "matches" doc): Exact path, then the longest
  * PathPrefix, then method, then the most header matches, then the most query-parameter
- * matches, then route order (namespace/name, rule index). RegularExpression precedence is implementation-specific; here it ranks below
+ * matches, then route order (the oldest route, then namespace/name, then rule index). RegularExpression precedence is implementation-specific; here it ranks below
  * every PathPrefix but "/", so that a broad regex cannot shadow a literal route and the
  * catch-all cannot shadow a regex.
  */
@@ -57,9 +57,7 @@ export class RouteTable {
   readonly #readsQuery: boolean;
 
   constructor(routes: readonly HttpRoute[]) {
-    const sorted = [...routes].sort((a, b) =>
-      `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`),
-    );
+    const sorted = [...routes].sort(routeOrder);
     const out: CompiledMatch[] = [];
     for (const route of sorted) {
       route.rules.forEach((rule, ruleIndex) => {
@@ -166,6 +164,18 @@ function pathTest(p: RouteMatch['path']): (path: string) => boolean {
 function hostMatches(pattern: string, host: string): boolean {
   if (pattern.startsWith('*.')) return host.endsWith(pattern.slice(1)) && host.length > pattern.length - 1;
   return pattern === host;
+}
+
+/**
+ * Gateway API's order for routes that tie: the oldest by creationTimestamp (a route without
+ * one, from a file, ties on it), then `{namespace}/{name}` in alphabetical (code point) order.
+ */
+function routeOrder(a: HttpRoute, b: HttpRoute): number {
+  if (a.createdAt !== undefined && b.createdAt !== undefined && a.createdAt !== b.createdAt)
+    return a.createdAt - b.createdAt;
+  const ka = `${a.namespace}/${a.name}`;
+  const kb = `${b.namespace}/${b.name}`;
+  return ka < kb ? -1 : ka > kb ? 1 : 0;
 }
 
 /** Picks a backend index by weight; -1 when every weight is 0 (Gateway API: answer 500). */
