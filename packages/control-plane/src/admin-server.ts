@@ -149,6 +149,7 @@ async function handle(cp: ControlPlane, req: IncomingMessage, res: ServerRespons
   if (req.method === 'GET' && url.pathname === '/proxy-status') return reply(res, 200, cp.proxyStatus());
   if (req.method === 'GET' && url.pathname === '/waypoint-status')
     return reply(res, 200, cp.waypointStatus());
+  if (req.method === 'GET' && url.pathname === '/route-status') return reply(res, 200, cp.routeStatus());
   if (req.method === 'GET' && url.pathname === '/healthz') return reply(res, 200, { ok: true });
   if (req.method === 'GET' && url.pathname === '/objects') return objects(cp, url, res);
   if (req.method === 'GET' && url.pathname === '/events')

@@ -18,6 +18,7 @@ import { isWaypointClass, USE_WAYPOINT_LABEL, WAYPOINT_CLASS } from './k8s-objec
 import { type RolloutReport, setNamespaceWaypoint, waitForAcks } from './namespace-waypoint.js';
 import { NodeTokens } from './node-tokens.js';
 import type { ProxyReport } from './proxy-status.js';
+import { type RouteStatus, routeStatuses } from './route-status.js';
 import {
   MemoryStateStore,
   metaOrCreate,
@@ -242,6 +243,14 @@ export class ControlPlane {
     this.#notReadyWaypoints = notReady;
     this.metrics.waypointsNotReady.set(notReady.size);
     return out;
+  }
+
+  /**
+   * Each HTTPRoute's and GRPCRoute's Gateway API status (Accepted, ResolvedRefs per parent)
+   * from the current view and what the compiler programmed (`GET /route-status`).
+   */
+  routeStatus(): RouteStatus[] {
+    return routeStatuses(this.store.view(), this.#compiled);
   }
 
   /**

@@ -52,6 +52,7 @@ export { NodeTokens } from './node-tokens.js';
 export { parseObject } from './parse-object.js';
 export { type ProxyReport, ProxyStatusRegistry, type TypeReport } from './proxy-status.js';
 export { type CachedResource, ResourceCache } from './resource-cache.js';
+export { type RouteCondition, type RouteStatus, routeStatuses } from './route-status.js';
 export { SqliteStateStore, STATE_DB_FILE, sqliteAvailable } from './store/sqlite-store.js';
 export {
   MemoryStateStore,

@@ -62,6 +62,7 @@ export class KubeController {
       opts.waypoint,
       (key) => cp.waypointStatus().some((w) => w.waypoint === key && w.ackedBy.length > 0),
       (write) => cp.metrics.kubernetesWriteFailures.inc({ write }),
+      () => cp.routeStatus(),
     );
     const core = this.kc.makeApiClient(CoreV1Api);
     cp.namespaceLabeler = async (namespace, waypoint): Promise<Result<void>> => {
