@@ -40,6 +40,7 @@ export {
   type WaypointStatus,
 } from './control-plane.js';
 export { ControlPlaneMetrics } from './cp-metrics.js';
+export type { L7PolicyApplied, PodExplanation } from './explain-pod.js';
 export * from './k8s-objects.js';
 export {
   DEFAULT_ACK_TIMEOUT_MS,
