@@ -82,11 +82,21 @@ const objects: KubeObject[] = [
       ],
     },
   },
+  {
+    apiVersion: 'security.istio.io/v1',
+    kind: 'AuthorizationPolicy',
+    metadata: { name: 'no-blocked', namespace: 'team-b' },
+    spec: {
+      targetRefs: [{ group: 'gateway.networking.k8s.io', kind: 'Gateway', name: 'waypoint' }],
+      action: 'DENY',
+      rules: [{ to: [{ operation: { paths: ['/blocked'] } }] }],
+    },
+  },
 ];
 
 type Status = { parents?: Array<{ conditions: Array<{ type: string; status: string; reason: string }> }> };
 
-test('controller mode: a route with a missing backend is ResolvedRefs=False BackendNotFound on the object, in proxy-status and describe, and its requests get 500', async (t) => {
+test('controller mode: a route with a missing backend is ResolvedRefs=False BackendNotFound on the object, in proxy-status and describe, and its requests get 500; x describe pod names the waypoint policy that applies', async (t) => {
   t.timeout(90_000);
   const mesh = await startWaypointMesh(BLOCK);
   const api = new ApiServerDouble({ host: ip('0.9'), bookmarkIntervalMs: 200 });
@@ -157,10 +167,11 @@ test('controller mode: a route with a missing backend is ResolvedRefs=False Back
 
   const run = (...argv: string[]) =>
     execa(ZMESH, [...argv, '--admin', admin.address], { reject: false, env: { ZMESH_DEBUG: '' } });
-  const [table, json, described] = await Promise.all([
+  const [table, json, described, pod] = await Promise.all([
     run('proxy-status'),
     run('proxy-status', '-o', 'json'),
     run('describe', 'httproute', 'server', '-n', 'team-b'),
+    run('x', 'describe', 'pod', 'team-b/server-v1', '-o', 'json'),
   ]);
   t.is(table.exitCode, 0, table.stderr);
   const routeTable = table.stdout.slice(table.stdout.indexOf('ROUTE'));
@@ -189,6 +200,31 @@ test('controller mode: a route with a missing backend is ResolvedRefs=False Back
     described.stdout,
     /Warning +ResolvedRefs=False: BackendNotFound +- +Service team-b\/server +no Service team-b\/does-not-exist/,
   );
+
+  // x describe pod: this control plane knows no ztunnel on node-b (exit 1, one line), and
+  // still says what it decides: the mTLS mode and the waypoint's L7 policy, with why.
+  t.is(pod.exitCode, 1);
+  t.regex(
+    pod.stderr,
+    /^zmesh x describe: ztunnel of node node-b: the control plane knows no ztunnel admin address/,
+  );
+  const described1 = JSON.parse(pod.stdout) as {
+    mtls: { mode: string; why: string };
+    l7Policies: Array<{ waypoint: string; name: string; action: string; why: string }>;
+  };
+  t.like(described1.mtls, { mode: 'STRICT' });
+  t.deepEqual(
+    described1.l7Policies.map((p) => [p.waypoint, p.name, p.action, p.why]),
+    [
+      [
+        'team-b/waypoint',
+        'no-blocked',
+        'DENY',
+        'targetRef Gateway team-b/waypoint: every request this waypoint carries',
+      ],
+    ],
+  );
+  t.is((await h1Request(mesh.ip.client, mesh.port.client, { path: '/blocked' })).status, 403);
 
   // Traffic gets the spec's answer: 500 for the rule whose backend does not exist, the rest served.
   const missing = await h1Request(mesh.ip.client, mesh.port.client, { path: '/missing/x' });
