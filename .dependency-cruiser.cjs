@@ -31,9 +31,10 @@ module.exports = {
     },
     {
       name: 'product-imports-harness',
-      comment: 'a product package (shared, ztunnel, waypoint, control-plane) imports @zmesh/harness',
+      comment:
+        'a product package (shared, ztunnel, waypoint, control-plane, node-agent) imports @zmesh/harness',
       severity: 'error',
-      from: { path: '^packages/(shared|ztunnel|waypoint|control-plane)/' },
+      from: { path: '^packages/(shared|ztunnel|waypoint|control-plane|node-agent)/' },
       to: { path: '(^packages/harness/|^@zmesh/harness)' },
     },
     {

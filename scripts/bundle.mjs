@@ -8,8 +8,9 @@
 // `ZMESH_NO_BUNDLE=1 bin/zmesh ztunnel …` runs from dist/ with source maps instead.
 //
 // `node scripts/bundle.mjs --image DIR` (scripts/image.sh) lays out the image's tree under DIR
-// instead: the proxies' bundles where bin/zmesh looks for them, and the control plane's and
-// the operator CLI's entries bundled in place of their dist/cli/main.js, so the image holds
+// instead: the proxies' bundles where bin/zmesh looks for them, and the control plane's, the
+// node agent's and the operator CLI's entries bundled in place of their dist/cli/main.js
+// (and the node agent's CNI plugin script beside it, as it is), so the image holds
 // no node_modules but koffi (a native addon, copied by image.sh).
 import { cpSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -26,6 +27,7 @@ const entries = [
   ...(imageRoot
     ? [
         { pkg: 'control-plane', out: 'dist/cli' },
+        { pkg: 'node-agent', out: 'dist/cli' },
         { pkg: 'harness', out: 'dist/cli' },
       ]
     : []),
@@ -96,4 +98,10 @@ for (const { pkg, out } of entries) {
     },
     logLevel: 'warning',
   });
+}
+
+// The node agent copies its CNI plugin (Node's modules only, no bundle needed) from dist/cni/.
+if (imageRoot) {
+  const plugin = 'packages/node-agent/dist/cni/zmesh-cni.js';
+  cpSync(plugin, join(imageRoot, plugin));
 }

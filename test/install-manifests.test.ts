@@ -16,6 +16,7 @@ import {
   toYaml,
   validateManifest,
 } from '@zmesh/harness';
+import { nodeAgentCommand } from '@zmesh/node-agent/cli';
 import { BUILD_INFO, versionLine } from '@zmesh/shared';
 import { waypointCommand } from '@zmesh/waypoint/cli';
 import { ztunnelCommand } from '@zmesh/ztunnel/cli';
@@ -57,6 +58,7 @@ const PARSERS: Record<string, () => ReturnType<typeof ztunnelCommand>> = {
   ztunnel: ztunnelCommand,
   'control-plane': controlPlaneCommand,
   waypoint: waypointCommand,
+  'node-agent': nodeAgentCommand,
 };
 
 /** Parses `args` with the daemon's own commander definition, its action replaced by a no-op. */
@@ -99,8 +101,8 @@ test("every container's args are accepted by the real flag parser of the daemon 
   const all = containers(defaults());
   t.deepEqual(
     all.map((c) => c.container.args?.[0]).sort(),
-    ['control-plane', 'ztunnel'],
-    'one control plane, one ztunnel (the node agent joins when `zmesh node-agent` exists)',
+    ['control-plane', 'node-agent', 'ztunnel'],
+    'one control plane; ztunnel and the node agent on every node',
   );
   // The args start with the subcommand because the image's entrypoint is bin/zmesh.
   t.regex(
@@ -136,6 +138,7 @@ test('the DaemonSet is what a node needs: node-critical, probes on /healthz/*, h
         spec: {
           priorityClassName: string;
           containers: Array<{
+            name: string;
             livenessProbe: { httpGet: { path: string } };
             readinessProbe: { httpGet: { path: string } };
             securityContext: { privileged: boolean; capabilities: { drop: string[]; add: string[] } };
@@ -154,10 +157,20 @@ test('the DaemonSet is what a node needs: node-critical, probes on /healthz/*, h
   t.false(z.securityContext.privileged);
   t.deepEqual(z.securityContext.capabilities.drop, ['ALL']);
   t.false(z.securityContext.capabilities.add.includes('SYS_PTRACE'));
+  // The node agent: SYS_PTRACE alone (other users' /proc/<pid>/ns/net), its own probes.
+  const agent = pod.containers.find((c) => c.name === 'node-agent')!;
+  t.is(agent.livenessProbe.httpGet.path, '/healthz/live');
+  t.is(agent.readinessProbe.httpGet.path, '/healthz/ready');
+  t.false(agent.securityContext.privileged);
+  t.deepEqual(agent.securityContext.capabilities, { drop: ['ALL'], add: ['SYS_PTRACE'] });
   t.deepEqual(pod.volumes.flatMap((v) => (v.hostPath ? [v.hostPath.path] : [])).sort(), [
+    '/etc/cni/net.d',
+    '/opt/cni/bin',
     '/proc',
     '/sys/fs/bpf',
     '/sys/fs/cgroup',
+    '/var/run/netns',
+    '/var/run/zmesh-cni',
     '/var/run/ztunnel',
   ]);
 });

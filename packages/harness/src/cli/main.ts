@@ -1,4 +1,5 @@
 import { controlPlaneCommand } from '@zmesh/control-plane/cli';
+import { nodeAgentCommand } from '@zmesh/node-agent/cli';
 import {
   adminOption,
   BUILD_INFO,
@@ -32,6 +33,7 @@ const program = new Command('zmesh')
 
 program.addCommand(ztunnelCommand());
 program.addCommand(controlPlaneCommand());
+program.addCommand(nodeAgentCommand());
 
 const ADMIN_HELP = 'control-plane admin: its Unix socket path, or http://host:port with --admin-token-file';
 

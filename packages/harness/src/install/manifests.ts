@@ -93,8 +93,17 @@ const PATHS = {
   meshConfig: '/etc/zmesh/mesh',
   roots: '/var/run/zmesh/roots',
   token: '/var/run/secrets/zmesh/token',
-  /** The node-agent (and, later, ZDS) socket directory, shared with the node through a hostPath. */
+  /** The ZDS socket directory: the node agent serves, ztunnel connects (a hostPath, so either may restart). */
   agentDir: '/var/run/ztunnel',
+  /** The node agent's socket for the CNI plugin, which the runtime runs on the host: same path both sides. */
+  cniSocketDir: '/var/run/zmesh-cni',
+  /** The host's CNI plugin binaries and network configs, where the node agent installs and chains zmesh-cni. */
+  cniBin: '/host/opt/cni/bin',
+  cniConf: '/host/etc/cni/net.d',
+  /** Where runtimes bind-mount pods' network namespaces (CNI_NETNS), same path both sides. */
+  netnsDir: '/var/run/netns',
+  /** The in-cluster API credentials (loadFromCluster reads token, ca.crt and namespace here). */
+  apiAccess: '/var/run/secrets/kubernetes.io/serviceaccount',
   snapshotDir: '/var/lib/zmesh',
   /** The control plane's embedded store (SQLite), on the `state` volume. */
   stateDir: '/var/lib/zmesh',
@@ -264,6 +273,73 @@ function ztunnelContainer(o: InstallOptions): IContainer {
   };
 }
 
+/**
+ * The node agent: root for the host's /proc and CNI directories, with SYS_PTRACE only, to
+ * open other users' /proc/<pid>/ns/net (pods' network namespaces); nothing for BPF or
+ * networking (ztunnel does that). Not privileged.
+ */
+const NODE_AGENT_SECURITY: ISecurityContext = {
+  runAsUser: 0,
+  runAsGroup: 0,
+  privileged: false,
+  allowPrivilegeEscalation: false,
+  readOnlyRootFilesystem: true,
+  capabilities: { drop: ['ALL'], add: ['SYS_PTRACE'] },
+  seccompProfile: { type: 'RuntimeDefault' },
+};
+
+const NODE_AGENT_HEALTH = 15022;
+
+function nodeAgentContainer(o: InstallOptions): IContainer {
+  return {
+    name: 'node-agent',
+    image: o.image,
+    imagePullPolicy: o.values.imagePullPolicy,
+    args: [
+      'node-agent',
+      '--node',
+      '$(NODE_NAME)',
+      '--zds-socket',
+      `${PATHS.agentDir}/ztunnel.sock`,
+      '--cni-socket',
+      `${PATHS.cniSocketDir}/cni.sock`,
+      '--proc',
+      '/host/proc',
+      '--cni-bin-dir',
+      PATHS.cniBin,
+      '--cni-conf-dir',
+      PATHS.cniConf,
+      // The plugin runs on the host, with the host's Node (docs/kubernetes.md, "Node agent").
+      '--cni-node',
+      '/usr/bin/node',
+      '--host',
+      '0.0.0.0',
+      '--port',
+      String(NODE_AGENT_HEALTH),
+    ],
+    env: env(o.values, [{ name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } }]),
+    ports: [{ name: 'agent-health', containerPort: NODE_AGENT_HEALTH, protocol: 'TCP' }],
+    readinessProbe: { httpGet: { path: '/healthz/ready', port: NODE_AGENT_HEALTH }, periodSeconds: 5 },
+    livenessProbe: {
+      httpGet: { path: '/healthz/live', port: NODE_AGENT_HEALTH },
+      periodSeconds: 10,
+      failureThreshold: 3,
+    },
+    resources: { requests: { cpu: '50m', memory: '96Mi' }, limits: { memory: '512Mi' } },
+    securityContext: NODE_AGENT_SECURITY,
+    volumeMounts: [
+      { name: 'kube-api-access', mountPath: PATHS.apiAccess, readOnly: true },
+      { name: 'ztunnel-sockets', mountPath: PATHS.agentDir },
+      { name: 'cni-socket', mountPath: PATHS.cniSocketDir },
+      { name: 'cni-bin', mountPath: PATHS.cniBin },
+      { name: 'cni-conf', mountPath: PATHS.cniConf },
+      { name: 'netns', mountPath: PATHS.netnsDir, readOnly: true, mountPropagation: 'HostToContainer' },
+      { name: 'host-proc', mountPath: '/host/proc', readOnly: true },
+      { name: 'tmp', mountPath: '/tmp' },
+    ],
+  };
+}
+
 function crdRules() {
   return [
     { apiGroups: [''], resources: ['namespaces', 'pods'], verbs: ['get', 'list', 'watch'] },
@@ -318,13 +394,24 @@ function installModels(o: InstallOptions): Model[] {
       metadata: { name: ns, labels: { ...labels('zmesh'), 'istio.io/dataplane-mode': 'none' } },
     }),
     new ServiceAccount({ metadata: meta(CONTROL_PLANE, CONTROL_PLANE) }),
-    // ztunnel needs no API access: only its projected token (audience below) for the control plane.
+    // No token is mounted into every container: ztunnel has only its projected token (audience
+    // below) for the control plane; the node agent alone gets an API token (kube-api-access).
     new ServiceAccount({ metadata: meta(NODE, NODE), automountServiceAccountToken: false }),
     new ClusterRole({ metadata: { name: CONTROL_PLANE, labels: labels(CONTROL_PLANE) }, rules: crdRules() }),
     new ClusterRoleBinding({
       metadata: { name: CONTROL_PLANE, labels: labels(CONTROL_PLANE) },
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: CONTROL_PLANE },
       subjects: [{ kind: 'ServiceAccount', name: CONTROL_PLANE, namespace: ns }],
+    }),
+    // The node agent reads its node's Pods and the Namespaces' labels; it writes nothing.
+    new ClusterRole({
+      metadata: { name: NODE, labels: labels(NODE) },
+      rules: [{ apiGroups: [''], resources: ['pods', 'namespaces'], verbs: ['get', 'list', 'watch'] }],
+    }),
+    new ClusterRoleBinding({
+      metadata: { name: NODE, labels: labels(NODE) },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: NODE },
+      subjects: [{ kind: 'ServiceAccount', name: NODE, namespace: ns }],
     }),
     // Leader election among the replicas, in the mesh's namespace only.
     new Role({
@@ -417,7 +504,7 @@ function installModels(o: InstallOptions): Model[] {
               { key: 'CriticalAddonsOnly', operator: 'Exists' },
             ],
             nodeSelector: { 'kubernetes.io/os': 'linux' },
-            containers: [ztunnelContainer(o)],
+            containers: [ztunnelContainer(o), nodeAgentContainer(o)],
             volumes: [
               {
                 name: 'token',
@@ -440,6 +527,25 @@ function installModels(o: InstallOptions): Model[] {
               { name: 'cgroup', hostPath: { path: '/sys/fs/cgroup', type: 'Directory' } },
               { name: 'host-proc', hostPath: { path: '/proc', type: 'Directory' } },
               { name: 'tmp', emptyDir: { medium: 'Memory', sizeLimit: '16Mi' } },
+              // The node agent's.
+              {
+                name: 'kube-api-access',
+                projected: {
+                  sources: [
+                    { serviceAccountToken: { expirationSeconds: 3607, path: 'token' } },
+                    { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+                    {
+                      downwardAPI: {
+                        items: [{ path: 'namespace', fieldRef: { fieldPath: 'metadata.namespace' } }],
+                      },
+                    },
+                  ],
+                },
+              },
+              { name: 'cni-socket', hostPath: { path: PATHS.cniSocketDir, type: 'DirectoryOrCreate' } },
+              { name: 'cni-bin', hostPath: { path: '/opt/cni/bin', type: 'DirectoryOrCreate' } },
+              { name: 'cni-conf', hostPath: { path: '/etc/cni/net.d', type: 'DirectoryOrCreate' } },
+              { name: 'netns', hostPath: { path: PATHS.netnsDir, type: 'DirectoryOrCreate' } },
             ],
           },
         },

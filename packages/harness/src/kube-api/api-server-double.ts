@@ -178,13 +178,17 @@ export class ApiServerDouble {
     return o && clone(o);
   }
 
-  /** Creates (or, when it exists, replaces spec and status of) an object, bypassing HTTP: test setup. */
+  /**
+   * Creates (or, when it exists, replaces spec and status of) an object, bypassing HTTP: test
+   * setup. A given `metadata.uid` is kept on create (a client's never is): the harness's pods
+   * already have kubelet-style cgroups named by their uid, as if the API server had assigned it.
+   */
   put(object: KubeObject): KubeObject {
     const type = this.#typeOf(object);
     const ns = type.namespaced ? (object.metadata.namespace ?? 'default') : undefined;
     const current = this.#store.get(typeKey(type))?.get(`${ns ?? ''}/${object.metadata.name}`);
     if (current === undefined) {
-      const created = this.#create(type, ns, object);
+      const created = this.#create(type, ns, object, true);
       return object.status === undefined ? created : this.#update(type, created, object, 'all');
     }
     return this.#update(type, current, { ...object, metadata: { ...object.metadata } }, 'all');
@@ -501,7 +505,7 @@ export class ApiServerDouble {
     for (const w of this.#watchers) if (w.key === logged.key) this.#deliver(w, type, logged);
   }
 
-  #create(type: ResourceType, namespace: string | undefined, body: KubeObject): KubeObject {
+  #create(type: ResourceType, namespace: string | undefined, body: KubeObject, keepUid = false): KubeObject {
     const meta = { ...(body.metadata ?? {}) } as Metadata;
     if (body.apiVersion !== undefined && body.apiVersion !== apiVersionOf(type))
       throw new ApiError(
@@ -540,7 +544,7 @@ export class ApiServerDouble {
       kind: type.kind,
       metadata: {
         ...meta,
-        uid: randomUUID(),
+        uid: keepUid && meta.uid ? meta.uid : randomUUID(),
         resourceVersion: String(this.#rv),
         generation: 1,
         creationTimestamp: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),

@@ -1,9 +1,9 @@
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { KubernetesObject, ListWatch } from '@kubernetes/client-node';
 import { CertificateAuthority, logger, ZdsServer } from '@zmesh/shared';
 import { BpfCapture } from '@zmesh/ztunnel';
-import type { ResultPromise } from 'execa';
+import { execa, type ResultPromise } from 'execa';
 import { parseAllDocuments, stringify } from 'yaml';
 import { Cluster } from '../cluster/cluster.js';
 import type { ClusterSpec } from '../cluster/cluster-spec.js';
@@ -73,6 +73,13 @@ export interface ControlPlaneMode {
    * is started from the Deployment the controller made for its Gateway.
    */
   kubernetes?: ApiServerDouble;
+  /**
+   * With `kubernetes`: each node runs `zmesh node-agent` against the API instead of the
+   * harness acting as its agent. Enrolling a pod then means starting its first process (a
+   * pause process, as a runtime does): the agent finds it in /proc. A pod added later is
+   * enrolled the way a runtime starts one: `cniAdd` runs the plugin the agent installed.
+   */
+  nodeAgents?: boolean;
   /** Start ztunnels with `--persist-keys` (a private tmpfs directory per node under /dev/shm). */
   persistKeys?: boolean | ((node: string) => boolean);
   /** `initialMs:maxMs` for xDS reconnects and certificate retries (time-compressed drills). */
@@ -90,7 +97,8 @@ export const VIP_PREFIX = '10.244.250.';
  * The local multi-node mesh of docs/design.md §10: a cluster of network namespaces, one ztunnel
  * per node (in the node's namespace and cgroup, capture mode), pods enrolled before any of
  * their processes start by the harness acting as each node's agent: a ZDS server
- * (docs/zds.md) the node's ztunnel connects to, handing over each pod's netns fd. Everything is torn
+ * (docs/zds.md) the node's ztunnel connects to, handing over each pod's netns fd. (With
+ * `controlPlane.nodeAgents`, `zmesh node-agent` is each node's agent instead.) Everything is torn
  * down on every exit path by `down()` and by the cluster's own exit hooks.
  */
 export class LocalMesh {
@@ -104,6 +112,9 @@ export class LocalMesh {
   private readonly enrolled = new Set<string>();
   /** Controller mode: each node's watch of its own Pods in the API. */
   private readonly podWatches: ListWatch<KubernetesObject>[] = [];
+  /** Node-agent mode: each node's `zmesh node-agent`, and the pods' pause processes. */
+  private readonly nodeAgents = new Map<string, ResultPromise>();
+  private readonly pauses = new Map<string, ResultPromise>();
   /** Control-plane mode only. */
   controlPlane: MeshControlPlane | undefined;
   private readonly keysDirs = new Map<string, TempDir>();
@@ -140,7 +151,8 @@ export class LocalMesh {
       for (const pod of cluster.pods)
         if ((options.enroll?.(pod) ?? true) && !runsWaypoint(pod)) await mesh.enroll(pod);
       await mesh.waitReady();
-      if (mesh.cpMode?.kubernetes) await mesh.watchPodsFromApi(mesh.cpMode.kubernetes);
+      if (mesh.cpMode?.kubernetes && !mesh.cpMode.nodeAgents)
+        await mesh.watchPodsFromApi(mesh.cpMode.kubernetes);
       for (const w of spec.waypoints ?? []) await mesh.startWaypoint(w);
       return mesh;
     } catch (e) {
@@ -182,8 +194,51 @@ export class LocalMesh {
    * acknowledged, that is once capture and listeners are in place.
    */
   async enroll(pod: PodInfo): Promise<void> {
-    await this.agent(pod.node).addPod(this.cluster.zdsPod(pod));
+    if (this.cpMode?.nodeAgents) {
+      // The node agent finds the pod in /proc by its first process, as on a node where it ran first.
+      const pause = this.cluster.runInPod(pod, ['sleep', 'infinity'], { reject: false, stdin: 'ignore' });
+      this.pauses.set(pod.uid, pause);
+    } else await this.agent(pod.node).addPod(this.cluster.zdsPod(pod));
     this.enrolled.add(pod.uid);
+  }
+
+  /**
+   * Node-agent mode: a new pod's sandbox, as a runtime sets it up: its Pod object in the API,
+   * then the CNI ADD (the zmesh-cni plugin the node's agent chained into its CNI config, run
+   * with the CNI environment and the network config on stdin), then its first process.
+   * Resolves with the plugin's result; ready once ztunnel reports it so.
+   */
+  async cniAdd(pod: PodInfo): Promise<{ exitCode: number | undefined; stdout: string }> {
+    const api = this.cpMode?.kubernetes;
+    if (!api || !this.cpMode?.nodeAgents) throw new Error('cniAdd needs controlPlane.nodeAgents');
+    for (const doc of parseAllDocuments(this.objectsYaml([pod])))
+      api.put(withUid(doc.toJS() as KubeObject, this.cluster.pods));
+    const cni = join(this.dir, pod.node, 'cni');
+    const list = JSON.parse(await readFile(join(cni, 'net.d', '10-podnet.conflist'), 'utf8')) as {
+      cniVersion: string;
+      name: string;
+      plugins: object[];
+    };
+    const prevResult = { cniVersion: list.cniVersion, ips: [{ address: `${pod.ipv4}/24` }] };
+    const r = await execa(join(cni, 'bin', 'zmesh-cni'), [], {
+      reject: false,
+      input: JSON.stringify({
+        cniVersion: list.cniVersion,
+        name: list.name,
+        ...list.plugins.at(-1),
+        prevResult,
+      }),
+      env: {
+        CNI_COMMAND: 'ADD',
+        CNI_CONTAINERID: `sandbox-${pod.uid}`,
+        CNI_NETNS: pod.netnsPath,
+        CNI_IFNAME: 'eth0',
+        CNI_PATH: join(cni, 'bin'),
+        CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${pod.namespace};K8S_POD_NAME=${pod.name};K8S_POD_UID=${pod.uid}`,
+      },
+    });
+    if (r.exitCode === 0) await this.enroll(pod);
+    return { exitCode: r.exitCode, stdout: String(r.stdout) };
   }
 
   async unenroll(pod: PodInfo): Promise<void> {
@@ -359,6 +414,8 @@ export class LocalMesh {
   async down(): Promise<void> {
     await Promise.all(this.podWatches.map((w) => w.stop()));
     this.podWatches.length = 0;
+    await Promise.all([...this.nodeAgents.values()].map((a) => stopChild(a)));
+    this.nodeAgents.clear();
     await Promise.all([...this.waypoints.values()].map((w) => stopChild(w)));
     this.waypoints.clear();
     await Promise.all([...this.ztunnels.keys()].map((n) => this.stopZtunnel(n)));
@@ -371,7 +428,8 @@ export class LocalMesh {
       });
     }
     await this.controlPlane?.stop();
-    await this.cluster.down();
+    await this.cluster.down(); // ends the pause processes too
+    await Promise.all([...this.pauses.values()].map((p) => p.catch(() => undefined)));
     this.temp.remove();
     for (const d of this.keysDirs.values()) d.remove();
   }
@@ -392,7 +450,8 @@ export class LocalMesh {
       kubeconfig = join(this.dir, 'kubeconfig');
       await writeFile(kubeconfig, api.kubeconfig(), { mode: 0o600 });
       api.put({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: MESH_CP_NAMESPACE } });
-      for (const doc of parseAllDocuments(this.objectsYaml(configured))) api.put(doc.toJS() as KubeObject);
+      for (const doc of parseAllDocuments(this.objectsYaml(configured)))
+        api.put(withUid(doc.toJS() as KubeObject, this.cluster.pods));
     }
     this.controlPlane = await MeshControlPlane.start(this.dir, {
       ...(mode.maxCertTtlSeconds ? { maxCertTtlSeconds: mode.maxCertTtlSeconds } : {}),
@@ -489,8 +548,9 @@ export class LocalMesh {
   /** Starts the node's ztunnel; resolves once `synced` ztunnels (itself included) have their snapshot. */
   private async startZtunnel(node: NodeInfo, synced = 1): Promise<void> {
     await mkdir(join(this.dir, node.name), { recursive: true, mode: 0o700 });
+    if (this.cpMode?.nodeAgents && !this.nodeAgents.has(node.name)) await this.startNodeAgent(node);
     let agent = this.agents.get(node.name);
-    if (!agent) {
+    if (!agent && !this.cpMode?.nodeAgents) {
       agent = new ZdsServer({ path: this.zdsSocket(node.name) });
       agent.listen();
       this.agents.set(node.name, agent);
@@ -538,7 +598,55 @@ export class LocalMesh {
       (e: unknown) => Promise.reject(e),
     );
     exited.catch(() => {});
-    await Promise.race([synced > 1 ? waitSynced(agent, synced) : agent.waitForClient(15_000), exited]);
+    // With node agents, waitReady sees the pods the agent handed over.
+    if (agent)
+      await Promise.race([synced > 1 ? waitSynced(agent, synced) : agent.waitForClient(15_000), exited]);
+  }
+
+  /**
+   * `zmesh node-agent` for a node, as its DaemonSet runs it: the API through the mesh's
+   * kubeconfig, ZDS where the node's ztunnel connects, the host's /proc, and zmesh-cni
+   * installed and chained into the node's CNI config (a bridge network's, made here).
+   */
+  private async startNodeAgent(node: NodeInfo): Promise<void> {
+    const cni = join(this.dir, node.name, 'cni');
+    await mkdir(join(cni, 'bin'), { recursive: true });
+    await mkdir(join(cni, 'net.d'), { recursive: true });
+    await writeFile(
+      join(cni, 'net.d', '10-podnet.conflist'),
+      JSON.stringify({ cniVersion: '1.0.0', name: 'podnet', plugins: [{ type: 'bridge', bridge: 'cni0' }] }),
+    );
+    const args = [
+      'node-agent',
+      ...['--node', node.name, '--kubeconfig', join(this.dir, 'kubeconfig')],
+      ...['--zds-socket', this.zdsSocket(node.name), '--cni-socket', join(cni, 'cni.sock')],
+      ...['--cni-bin-dir', join(cni, 'bin'), '--cni-conf-dir', join(cni, 'net.d')],
+      ...['--rescan', '0.2', '--port', '0'],
+    ];
+    const child = execa(ZMESH_BIN, args, {
+      reject: false,
+      stdin: 'ignore',
+      stdout: 'ignore',
+      stderr: 'pipe',
+      env: { ZMESH_LOG: this.options.ztunnelLog ?? process.env.ZMESH_LOG ?? 'warn' },
+    });
+    this.nodeAgents.set(node.name, child);
+    // Serving once it says so on stderr (after its first list), or failed.
+    await new Promise<void>((resolve, reject) => {
+      let seen = '';
+      const onData = (d: Buffer) => {
+        seen += String(d);
+        if (seen.includes('node agent: node')) {
+          child.stderr?.off('data', onData);
+          child.stderr?.on('data', (x: Buffer) => process.stderr.write(`[node-agent ${node.name}] ${x}`));
+          resolve();
+        }
+      };
+      child.stderr?.on('data', onData);
+      void child.then((r) =>
+        reject(new Error(`node agent on ${node.name} exited (${r.exitCode}): ${seen.trim()}`)),
+      );
+    });
   }
 
   private async writeConfig(): Promise<void> {
@@ -585,6 +693,13 @@ async function waitSynced(agent: ZdsServer, n: number, timeoutMs = 15_000): Prom
       throw new Error(`${n} ztunnels did not get the ZDS snapshot in ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 50));
   }
+}
+
+/** A harness Pod object with the uid its kubelet-style cgroup is named by (`pod<uid>`). */
+function withUid(o: KubeObject, pods: readonly PodInfo[]): KubeObject {
+  if (o.kind !== 'Pod') return o;
+  const pod = pods.find((p) => p.name === o.metadata.name && p.namespace === o.metadata.namespace);
+  return pod ? { ...o, metadata: { ...o.metadata, uid: pod.uid } } : o;
 }
 
 /** Where the harness's control plane keeps its Lease in controller mode. */

@@ -195,6 +195,7 @@ export const CATALOGUE = {
   ZM_ERR_AGENT_UNKNOWN_WORKLOAD: { message: 'workload {uid} is not enrolled', status: 404, flag: 'NR' },
   ZM_ERR_ZDS_TRANSPORT: { message: 'ZDS connection dropped: {reason}', status: 400, flag: 'DC' },
   ZM_ERR_ZDS_WORKLOAD: { message: 'ZDS workload {uid} refused: {reason}', status: 400, flag: 'CFG' },
+  ZM_ERR_CNI_REFUSED: { message: 'CNI ADD for pod {pod} refused: {reason}', status: 400, flag: 'CFG' },
   ZM_ERR_CLUSTER_SPEC: { message: 'invalid cluster spec: {reason}', status: 400, flag: 'CFG' },
   ZM_ERR_CLUSTER_SETUP: { message: 'cluster {step} failed: {reason}', status: 500, flag: 'INT' },
   ZM_ERR_INSTALL_INPUT: { message: 'invalid install input {source}: {reason}', status: 400, flag: 'CFG' },

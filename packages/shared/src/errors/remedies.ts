@@ -265,6 +265,12 @@ export const REMEDIES = {
     remedy:
       'Check the pod’s cgroup (kubelet’s pod<uid> layout) and the netns the node agent holds for it; the Ack carries the reason.',
   },
+  ZM_ERR_CNI_REFUSED: {
+    cause:
+      'The node agent refused a CNI ADD from the zmesh-cni plugin: a malformed request, a pod it does not see on its node in the API, no ztunnel connected to its ZDS socket, or ztunnel refused the pod (the reason carries its Ack). The plugin fails the ADD, so the pod does not start uncaptured; the runtime retries the sandbox.',
+    remedy:
+      'Check `zmesh node-agent` and ztunnel on that node (both running, ztunnel connected over ZDS) and the pod’s cgroup and netns; the reason names which.',
+  },
   ZM_ERR_CLUSTER_SPEC: {
     cause: 'The harness’s cluster description is invalid.',
     remedy: 'Fix the named fields of the cluster spec.',
