@@ -214,6 +214,48 @@ const cases: Array<[string[], number, RegExp]> = [
     /^zmesh cluster: ZM_ERR_CLUSTER_SPEC: .*not YAML/,
   ],
   [['cluster', 'up', '--spec', join(dir, 'empty')], 1, /^zmesh cluster: ZM_ERR_CONFIG_INVALID: .*EISDIR/],
+  [['node-agent', '--bogus'], 2, /^zmesh node-agent: unknown option '--bogus'/],
+  [['node-agent', '--node', 'n', '--rescan', 'abc'], 2, /'--rescan <seconds>' argument 'abc' is invalid/],
+  [['node-agent', '--node', 'n', '--port', '70000'], 2, /'--port <port>' argument '70000' is invalid/],
+  [
+    ['node-agent', '--node', 'n', '--cni-bin-dir', join(dir, 'empty')],
+    2,
+    /--cni-bin-dir and --cni-conf-dir go together/,
+  ],
+  [
+    [
+      'node-agent',
+      '--node',
+      'n',
+      '--kubeconfig',
+      join(dir, 'missing'),
+      '--port',
+      '0',
+      '--zds-socket',
+      join(dir, 'z.sock'),
+      '--cni-socket',
+      join(dir, 'c.sock'),
+    ],
+    1,
+    /^zmesh node-agent: ZM_ERR_CONFIG_INVALID: .*missing: ENOENT/,
+  ],
+  [
+    [
+      'node-agent',
+      '--node',
+      'n',
+      '--kubeconfig',
+      join(dir, 'empty'),
+      '--port',
+      '0',
+      '--zds-socket',
+      join(dir, 'z.sock'),
+      '--cni-socket',
+      join(dir, 'c.sock'),
+    ],
+    1,
+    /^zmesh node-agent: ZM_ERR_CONFIG_INVALID: .*EISDIR/,
+  ],
   // A file that cannot be read stops the start before a state directory or a CA is made.
   [
     [
