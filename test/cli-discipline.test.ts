@@ -2,7 +2,14 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { describeEvents, getTable, type ProxyRow, proxyStatusTable } from '@zmesh/harness';
+import {
+  describeEvents,
+  getTable,
+  type ProxyRow,
+  proxyStatusTable,
+  type RouteRow,
+  routeStatusTable,
+} from '@zmesh/harness';
 import { adminRequest } from '@zmesh/shared';
 import test from 'ava';
 import { execa, type ResultPromise } from 'execa';
@@ -168,6 +175,134 @@ const cases: Array<[string[], number, RegExp]> = [
     /^zmesh waypoint: ZM_ERR_CONFIG_INVALID: .*root-cert\.pem: missing/,
   ],
   [['cluster', 'sideways'], 2, /Allowed choices are up, down, status/],
+  // Added by the issue-37 audit: each subcommand's remaining kinds of bad input.
+  [['delete', '--bogus'], 2, /^zmesh delete: unknown option '--bogus'/],
+  [
+    ['delete', '-f', join(dir, 'missing.yaml'), ...admin],
+    1,
+    /^zmesh delete: ZM_ERR_CONFIG_INVALID: .*no such file/,
+  ],
+  [
+    ['delete', '-f', join(dir, 'empty'), ...admin],
+    1,
+    /^zmesh delete: ZM_ERR_CONFIG_INVALID: .*no \.yaml or \.yml file/,
+  ],
+  [['delete', 'pod', 'a', '--admin', '127.77.0.1:15014'], 2, /--admin <socket\|url>.*lacks http:\/\//],
+  [['proxy-status', '--bogus'], 2, /^zmesh proxy-status: unknown option '--bogus'/],
+  [['proxy-status', '--admin', '127.77.0.1:15014'], 2, /--admin <socket\|url>.*lacks http:\/\//],
+  [['get', 'pods', '--admin', 'http://127.77.0.1/x'], 2, /--admin <socket\|url>.*explicit port/],
+  [
+    ['describe', 'pod', 'x', '--admin', 'http://127.77.0.1:1', '--admin-token-file', join(dir, 'missing')],
+    1,
+    /^zmesh describe: ZM_ERR_ADMIN_TOKEN_FILE: .*missing/,
+  ],
+  [['ztunnel-config', 'workloads', '--ztunnel', '127.0.0.1:abc'], 2, /--ztunnel wants HOST or HOST:PORT/],
+  [['ns', 'l7', 'on', 'shop', '--bogus'], 2, /^zmesh ns l7: unknown option '--bogus'/],
+  [['dashboard', '--listen', '127.0.0.1:abc'], 2, /^zmesh dashboard: --listen must be a loopback HOST:PORT/],
+  [
+    ['dashboard', '--ztunnel', 'http://x/'],
+    2,
+    /^zmesh dashboard: --ztunnel and --waypoint take a proxy's address/,
+  ],
+  [['install', '--bogus'], 2, /^zmesh install: unknown option '--bogus'/],
+  [['install', '--values', join(dir, 'empty')], 2, /^zmesh install: ZM_ERR_INSTALL_INPUT: .*EISDIR/],
+  [['version', 'extra'], 2, /^zmesh version: too many arguments/],
+  [['harness', 'bypass', '--only', 'nosuch'], 2, /^zmesh harness bypass: no attempt id contains "nosuch"/],
+  [
+    ['cluster', 'up', '--spec', join(dir, 'bad', 'b.yaml')],
+    1,
+    /^zmesh cluster: ZM_ERR_CLUSTER_SPEC: .*not YAML/,
+  ],
+  [['cluster', 'up', '--spec', join(dir, 'empty')], 1, /^zmesh cluster: ZM_ERR_CONFIG_INVALID: .*EISDIR/],
+  [['node-agent', '--bogus'], 2, /^zmesh node-agent: unknown option '--bogus'/],
+  [['node-agent', '--node', 'n', '--rescan', 'abc'], 2, /'--rescan <seconds>' argument 'abc' is invalid/],
+  [['node-agent', '--node', 'n', '--port', '70000'], 2, /'--port <port>' argument '70000' is invalid/],
+  [
+    ['node-agent', '--node', 'n', '--cni-bin-dir', join(dir, 'empty')],
+    2,
+    /--cni-bin-dir and --cni-conf-dir go together/,
+  ],
+  [
+    [
+      'node-agent',
+      '--node',
+      'n',
+      '--kubeconfig',
+      join(dir, 'missing'),
+      '--port',
+      '0',
+      '--zds-socket',
+      join(dir, 'z.sock'),
+      '--cni-socket',
+      join(dir, 'c.sock'),
+    ],
+    1,
+    /^zmesh node-agent: ZM_ERR_CONFIG_INVALID: .*missing: ENOENT/,
+  ],
+  [
+    [
+      'node-agent',
+      '--node',
+      'n',
+      '--kubeconfig',
+      join(dir, 'empty'),
+      '--port',
+      '0',
+      '--zds-socket',
+      join(dir, 'z.sock'),
+      '--cni-socket',
+      join(dir, 'c.sock'),
+    ],
+    1,
+    /^zmesh node-agent: ZM_ERR_CONFIG_INVALID: .*EISDIR/,
+  ],
+  // A file that cannot be read stops the start before a state directory or a CA is made.
+  [
+    [
+      'control-plane',
+      '--admin-port',
+      '0',
+      '--admin-token-file',
+      join(dir, 'missing'),
+      '--state-dir',
+      join(dir, 'state'),
+    ],
+    1,
+    /^zmesh control-plane: ZM_ERR_ADMIN_TOKEN_FILE: .*missing/,
+  ],
+  [
+    ['control-plane', '--kubernetes', '--kubeconfig', join(dir, 'missing'), '--no-state-dir'],
+    1,
+    /^zmesh control-plane: ZM_ERR_CONFIG_INVALID: .*kubeconfig .*missing/,
+  ],
+  [
+    [
+      'waypoint',
+      '--config',
+      join(dir, 'bad', 'b.yaml'),
+      '--ca-dir',
+      join(dir, 'empty'),
+      '--address',
+      '127.86.9.2',
+    ],
+    2,
+    /^zmesh waypoint: .*b\.yaml: YAML: /,
+  ],
+  [
+    [
+      'ztunnel',
+      '--node',
+      'n',
+      '--xds',
+      '127.0.0.1:1',
+      '--token-file',
+      join(dir, 'missing'),
+      '--roots-file',
+      join(dir, 'missing'),
+    ],
+    2,
+    /^zmesh ztunnel: --token-file: ENOENT/,
+  ],
   [['harness', 'outage', '--duration', 'soon'], 2, /'--duration <seconds>' argument 'soon' is invalid/],
 ];
 // In tests of ten cases (each one's end restarts ava's timeout), four zmesh processes at once in all.
@@ -486,4 +621,82 @@ test('golden: the proxy-status table', (t) => {
     ),
     'NAMESPACE   NAME   SUMMARY                AGE\nshop        wp     class=istio-waypoint   3h',
   );
+});
+
+test('golden: the routes table under proxy-status, and a route described (Accepted, ResolvedRefs)', (t) => {
+  const routes: RouteRow[] = [
+    {
+      kind: 'HTTPRoute',
+      namespace: 'shop',
+      name: 'web',
+      parents: [
+        {
+          parentRef: { kind: 'Service', namespace: 'shop', name: 'web', port: 80 },
+          waypoint: 'shop/waypoint',
+          conditions: [
+            {
+              type: 'Accepted',
+              status: 'True',
+              reason: 'Accepted',
+              message: 'programmed in waypoint shop/waypoint',
+            },
+            {
+              type: 'ResolvedRefs',
+              status: 'False',
+              reason: 'BackendNotFound',
+              message: 'no Service shop/gone: requests sent there are answered 500',
+            },
+          ],
+        },
+      ],
+    },
+    {
+      kind: 'GRPCRoute',
+      namespace: 'shop',
+      name: 'rpc',
+      parents: [
+        {
+          parentRef: { kind: 'Service', namespace: 'shop', name: 'plain' },
+          waypoint: null,
+          conditions: [
+            {
+              type: 'Accepted',
+              status: 'False',
+              reason: 'NoMatchingParent',
+              message:
+                'Service shop/plain uses no waypoint (istio.io/use-waypoint): nothing programs this route',
+            },
+            {
+              type: 'ResolvedRefs',
+              status: 'True',
+              reason: 'ResolvedRefs',
+              message: 'every backend resolved',
+            },
+          ],
+        },
+      ],
+    },
+    { kind: 'HTTPRoute', namespace: 'shop', name: 'orphan', parents: [] },
+  ];
+  t.is(
+    routeStatusTable(routes),
+    [
+      'ROUTE                   PARENT               ACCEPTED                   RESOLVED-REFS             MESSAGE',
+      'HTTPRoute shop/web      Service shop/web     True                       False (BackendNotFound)   no Service shop/gone: requests sent there are answered 500',
+      'GRPCRoute shop/rpc      Service shop/plain   False (NoMatchingParent)   True                      Service shop/plain uses no waypoint (istio.io/use-waypoint): nothing programs this route',
+      'HTTPRoute shop/orphan   (no parentRefs)      -                          -                         -',
+    ].join('\n'),
+  );
+  const route = { kind: 'HTTPRoute', metadata: { name: 'web', namespace: 'shop' } };
+  t.deepEqual(describeEvents(route, [], [], [], 0, routes), [
+    ['Normal', 'Served', '-', '-', '0 of 0 connected proxies are in sync with the current config'],
+    ['Normal', 'Accepted', '-', 'Service shop/web', 'programmed in waypoint shop/waypoint'],
+    [
+      'Warning',
+      'ResolvedRefs=False: BackendNotFound',
+      '-',
+      'Service shop/web',
+      'no Service shop/gone: requests sent there are answered 500',
+    ],
+  ]);
 });

@@ -162,23 +162,32 @@ test('x describe pod: its ztunnel, identity, certificate, waypoint and the polic
       'Identity:     spiffe://cluster.local/ns/team-b/sa/server',
       'Certificate:  Valid, not after <time> (in <age>)',
       'Waypoint:     none',
-      'Policies:',
+      "mTLS:         STRICT: no PeerAuthentication sets a mode: zmesh's default (STRICT)",
+      'L4 policies (the ztunnel):',
       '  NAMESPACE      NAME                            ACTION   WHY',
       '  team-b         no-debug-port                   DENY     no selector: every workload in namespace team-b',
       "  team-b         allow-client                    ALLOW    its selector matches the pod's labels (app=server)",
       '  istio-system   istio_converted_static_strict   DENY     PeerAuthentication, folded in as Istio does',
+      'L7 policies:  none (no waypoint)',
     ].join('\n'),
   );
-  const client = JSON.parse(json.stdout) as { identity: string; node: string; policies: unknown[] };
+  const client = JSON.parse(json.stdout) as {
+    identity: string;
+    node: string;
+    mtls: { mode: string };
+    l7Policies: unknown[];
+  };
   t.is(client.identity, 'spiffe://cluster.local/ns/team-a/sa/client');
   t.is(client.node, 'node-a');
+  t.is(client.mtls.mode, 'STRICT');
+  t.deepEqual(client.l7Policies, []);
   t.is(missing.exitCode, 1);
   t.is(missing.stderr, 'zmesh x describe: no Pod nope in namespace team-b');
   t.is(bad.exitCode, 2);
   t.regex(bad.stderr, /^zmesh x describe pod: want NAMESPACE\/NAME/);
 });
 
-test('golden: x describe pod text with a waypoint not ready, an expired certificate and a pending policy', (t) => {
+test('golden: x describe pod text with a waypoint not ready, an expired certificate, a pending policy, a PeerAuthentication and L7 policies', (t) => {
   const now = Date.parse('2026-12-04T12:00:00Z');
   t.is(
     podDescriptionText(
@@ -189,12 +198,35 @@ test('golden: x describe pod text with a waypoint not ready, an expired certific
         identity: 'spiffe://cluster.local/ns/shop/sa/web',
         certificate: { state: 'Expired', notAfter: '2026-12-04T11:00:00.000Z' },
         waypoint: { name: 'shop/waypoint', ready: false, ackedBy: [] },
+        mtls: {
+          mode: 'PERMISSIVE',
+          why: 'PeerAuthentication shop/web-mtls selects the pod (app=web)',
+          ports: { '9000': 'STRICT' },
+        },
         policies: [
           {
             namespace: 'shop',
             name: 'gone',
             action: '-',
             why: 'named for the workload but not received by this ztunnel: its traffic fails closed',
+          },
+        ],
+        l7Policies: [
+          {
+            waypoint: 'shop/waypoint',
+            kind: 'AuthorizationPolicy',
+            namespace: 'shop',
+            name: 'no-admin',
+            action: 'DENY',
+            why: 'targetRef Gateway shop/waypoint: every request this waypoint carries',
+          },
+          {
+            waypoint: 'shop/waypoint',
+            kind: 'RequestAuthentication',
+            namespace: 'shop',
+            name: 'jwt',
+            action: 'JWT',
+            why: 'targetRef Service shop/web, which the pod backs: requests addressed to it',
           },
         ],
       },
@@ -207,9 +239,14 @@ test('golden: x describe pod text with a waypoint not ready, an expired certific
       'Identity:     spiffe://cluster.local/ns/shop/sa/web',
       'Certificate:  Expired, not after 2026-12-04T11:00:00.000Z (expired)',
       'Waypoint:     shop/waypoint, NOT READY: no connected waypoint has ACKed its config; traffic to the pod fails closed',
-      'Policies:',
+      'mTLS:         PERMISSIVE: PeerAuthentication shop/web-mtls selects the pod (app=web); port 9000 STRICT',
+      'L4 policies (the ztunnel):',
       '  NAMESPACE   NAME   ACTION   WHY',
       '  shop        gone   -        named for the workload but not received by this ztunnel: its traffic fails closed',
+      'L7 policies (the waypoint):',
+      '  WAYPOINT        KIND                    NAMESPACE   NAME       ACTION   WHY',
+      '  shop/waypoint   AuthorizationPolicy     shop        no-admin   DENY     targetRef Gateway shop/waypoint: every request this waypoint carries',
+      '  shop/waypoint   RequestAuthentication   shop        jwt        JWT      targetRef Service shop/web, which the pod backs: requests addressed to it',
     ].join('\n'),
   );
 });

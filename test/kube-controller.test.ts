@@ -212,8 +212,14 @@ test('a waypoint Gateway gets an owned ServiceAccount, ConfigMap, Deployment and
 
 test('HTTPRoute and refused AuthorizationPolicy status; a stale status write (409) is re-read and retried', async (t) => {
   const { api, replica } = await cluster(t, [
-    ns('shop', { 'istio.io/dataplane-mode': 'ambient' }),
+    ns('shop', { 'istio.io/dataplane-mode': 'ambient', 'istio.io/use-waypoint': 'waypoint' }),
     gateway(),
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'web', namespace: 'shop' },
+      spec: { clusterIP: '10.96.34.20', ports: [{ port: 80, targetPort: 8080 }], selector: { app: 'web' } },
+    },
   ]);
   const { kube, cp } = await replica('cp-0');
   // Race the controller once: just before its first status write of the route, someone else
@@ -231,7 +237,7 @@ test('HTTPRoute and refused AuthorizationPolicy status; a stale status write (40
     kind: 'HTTPRoute',
     metadata: { name: 'r', namespace: 'shop' },
     spec: {
-      parentRefs: [{ group: 'gateway.networking.k8s.io', kind: 'Gateway', name: 'waypoint' }],
+      parentRefs: [{ group: '', kind: 'Service', name: 'web', port: 80 }],
       rules: [{ backendRefs: [{ name: 'missing', port: 80 }] }],
     },
   });
@@ -261,7 +267,15 @@ test('HTTPRoute and refused AuthorizationPolicy status; a stale status write (40
   );
   t.like(
     parent?.conditions.find((c) => c.type === 'Accepted'),
-    { status: 'True' },
+    { status: 'True', reason: 'Accepted', message: 'programmed in waypoint shop/waypoint' },
+  );
+  // The same status as the control plane's /route-status (what proxy-status prints).
+  t.deepEqual(
+    cp
+      .routeStatus()
+      .find((r) => r.name === 'r')
+      ?.parents[0]?.conditions.map((c) => `${c.type}=${c.status} ${c.reason}`),
+    ['Accepted=True Accepted', 'ResolvedRefs=False BackendNotFound'],
   );
   const policyStatus = () =>
     api.get('security.istio.io', 'v1', 'authorizationpolicies', 'shop', 'bad')?.status as

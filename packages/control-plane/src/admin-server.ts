@@ -34,6 +34,8 @@ export interface AdminServer {
 
 /**
  * The control plane's operator API: `GET /proxy-status`, `GET /waypoint-status`,
+ * `GET /route-status` (each route's Accepted and ResolvedRefs per parent), `GET
+ * /explain/pod?namespace=&name=` (its PeerAuthentication mode, waypoints and L7 policies, why),
  * `GET /objects` (the generation and every object's `Kind/namespace/name`), `GET /events`
  * (`?object=Kind/namespace/name`: refused changes and waypoint bindings, oldest first),
  * `POST /apply` and `POST /delete` (multi-document YAML, or `?kind=&namespace=&name=`;
@@ -150,6 +152,17 @@ async function handle(cp: ControlPlane, req: IncomingMessage, res: ServerRespons
   if (req.method === 'GET' && url.pathname === '/waypoint-status')
     return reply(res, 200, cp.waypointStatus());
   if (req.method === 'GET' && url.pathname === '/not-served') return reply(res, 200, cp.notServed());
+  if (req.method === 'GET' && url.pathname === '/route-status') return reply(res, 200, cp.routeStatus());
+  if (req.method === 'GET' && url.pathname === '/explain/pod') {
+    const [namespace, name] = [url.searchParams.get('namespace') ?? '', url.searchParams.get('name') ?? ''];
+    const explained = cp.explainPod(namespace, name);
+    return explained
+      ? reply(res, 200, explained)
+      : reply(res, 404, {
+          code: 'ZM_ERR_CONFIG_INVALID',
+          reasons: [`no Pod ${name} in namespace ${namespace}`],
+        });
+  }
   if (req.method === 'GET' && url.pathname === '/healthz') return reply(res, 200, { ok: true });
   if (req.method === 'GET' && url.pathname === '/objects') return objects(cp, url, res);
   if (req.method === 'GET' && url.pathname === '/events')

@@ -87,17 +87,31 @@ function unresolvedBackendRefs(
   namespace: string,
   services: ReadonlySet<string>,
 ): string[] {
+  return missingBackends(raw, namespace, services).map(
+    (m) => `${m.path}: BackendNotFound: no Service ${m.service} (Gateway API ResolvedRefs=False)`,
+  );
+}
+
+/**
+ * A route's backendRefs and RequestMirror backends that name no Service (`ns/name`), with
+ * where each is written: admission's refusal in file mode, the route's ResolvedRefs=False
+ * (BackendNotFound) status in Kubernetes mode and in proxy-status (route-status.ts).
+ */
+export function missingBackends(
+  raw: Record<string, unknown>,
+  namespace: string,
+  services: ReadonlySet<string>,
+): Array<{ path: string; service: string }> {
   const spec = (raw.spec ?? {}) as { rules?: unknown };
   const rules = Array.isArray(spec.rules) ? (spec.rules as Array<Record<string, unknown>>) : [];
-  const out: string[] = [];
+  const out: Array<{ path: string; service: string }> = [];
   const check = (ref: unknown, path: string) => {
     if (!ref || typeof ref !== 'object') return;
     const { kind, name, namespace: ns } = ref as Record<string, unknown>;
     if (kind !== undefined && kind !== 'Service') return; // the waypoint's decoder refuses other kinds
     if (typeof name !== 'string') return;
     const key = `${typeof ns === 'string' ? ns : namespace}/${name}`;
-    if (!services.has(key))
-      out.push(`${path}: BackendNotFound: no Service ${key} (Gateway API ResolvedRefs=False)`);
+    if (!services.has(key)) out.push({ path, service: key });
   };
   rules.forEach((rule, i) => {
     if (!rule || typeof rule !== 'object') return;

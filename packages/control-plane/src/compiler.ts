@@ -133,6 +133,14 @@ export class Compiler {
     return service;
   }
 
+  /** The view's PeerAuthentications with the compiler's root namespace (`zmesh x describe pod`). */
+  peerAuthentications(view: StoreView): PeerAuthentications {
+    return new PeerAuthentications(
+      objectsOf(view, 'PeerAuthentication'),
+      this.#opts.rootNamespace ?? 'istio-system',
+    );
+  }
+
   /** Rebuilt only when a selector-bearing object changed (PeerAuthentications are among them). */
   #peerAuth(objects: readonly PeerAuthenticationObject[], deps: object): PeerAuthentications {
     if (this.#peerAuthMemo?.deps !== deps) {

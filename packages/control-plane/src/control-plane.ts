@@ -14,10 +14,12 @@ import { type CompiledConfig, Compiler } from './compiler.js';
 import { ConfigStore, type StoreUnavailable, type StoreView } from './config-store.js';
 import { ControlPlaneMetrics } from './cp-metrics.js';
 import { EventLog } from './events.js';
+import { explainPod, type PodExplanation } from './explain-pod.js';
 import { isWaypointClass, USE_WAYPOINT_LABEL, WAYPOINT_CLASS } from './k8s-objects.js';
 import { type RolloutReport, setNamespaceWaypoint, waitForAcks } from './namespace-waypoint.js';
 import { NodeTokens } from './node-tokens.js';
 import type { ProxyReport } from './proxy-status.js';
+import { type RouteStatus, routeStatuses } from './route-status.js';
 import {
   MemoryStateStore,
   metaOrCreate,
@@ -277,6 +279,26 @@ export class ControlPlane {
     this.#notReadyWaypoints = notReady;
     this.metrics.waypointsNotReady.set(notReady.size);
     return out;
+  }
+
+  /**
+   * What the control plane decides for one pod (`GET /explain/pod`): its PeerAuthentication
+   * mode and why, its waypoints, and the L7 policies they enforce for it with why; undefined
+   * when the pod is not in the config.
+   */
+  explainPod(namespace: string, name: string): PodExplanation | undefined {
+    const view = this.store.view();
+    const pod = view.objects.get(`Pod/${namespace}/${name}`);
+    if (pod?.kind !== 'Pod') return undefined;
+    return explainPod(pod, this.#compiled, this.#compiler.peerAuthentications(view));
+  }
+
+  /**
+   * Each HTTPRoute's and GRPCRoute's Gateway API status (Accepted, ResolvedRefs per parent)
+   * from the current view and what the compiler programmed (`GET /route-status`).
+   */
+  routeStatus(): RouteStatus[] {
+    return routeStatuses(this.store.view(), this.#compiled);
   }
 
   /**

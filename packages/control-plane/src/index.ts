@@ -41,6 +41,7 @@ export {
   type WaypointStatus,
 } from './control-plane.js';
 export { ControlPlaneMetrics } from './cp-metrics.js';
+export type { L7PolicyApplied, PodExplanation } from './explain-pod.js';
 export * from './k8s-objects.js';
 export {
   DEFAULT_ACK_TIMEOUT_MS,
@@ -53,6 +54,7 @@ export { NodeTokens } from './node-tokens.js';
 export { parseObject } from './parse-object.js';
 export { type ProxyReport, ProxyStatusRegistry, type TypeReport } from './proxy-status.js';
 export { type CachedResource, ResourceCache } from './resource-cache.js';
+export { type RouteCondition, type RouteStatus, routeStatuses } from './route-status.js';
 export { SqliteStateStore, STATE_DB_FILE, sqliteAvailable } from './store/sqlite-store.js';
 export {
   MemoryStateStore,

@@ -62,6 +62,43 @@ export class PeerAuthentications {
     return mode === 'STRICT' ? [`${this.rootNamespace}/${STATIC_STRICT_POLICY_NAME}`] : [];
   }
 
+  /**
+   * The mode in force for a pod and why (`zmesh x describe pod`): the first level that sets a
+   * mode, workload (selector) over namespace over mesh (root namespace) over zmesh's STRICT
+   * default, by the same precedence `keysFor` serves; port-level modes that differ from it.
+   */
+  explain(pod: PodObject): PeerAuthExplanation {
+    const ns = pod.metadata.namespace;
+    const list = ns === this.rootNamespace ? [] : (this.#byNs.get(ns) ?? []);
+    const workload = list.find(
+      (p) => p.spec.selector !== undefined && selects(p.spec.selector, pod.metadata.labels),
+    );
+    const namespace = list.find((p) => p.spec.selector === undefined);
+    const set = (p: PeerAuthenticationObject | undefined) =>
+      p !== undefined && p.spec.mode !== undefined && p.spec.mode !== 'UNSET';
+    const name = (p: PeerAuthenticationObject) => `${p.metadata.namespace}/${p.metadata.name}`;
+    const written = (p: PeerAuthenticationObject) =>
+      p.spec.mode === 'DISABLE' ? ' (DISABLE: plaintext accepted, as PERMISSIVE in ambient)' : '';
+    const labels = Object.entries(workload?.spec.selector ?? {})
+      .map(([k, v]) => `${k}=${v}`)
+      .join(',');
+    const mode = inherit(workload?.spec.mode, this.#parentMode(ns));
+    const why =
+      workload && set(workload)
+        ? `PeerAuthentication ${name(workload)} selects the pod (${labels})${written(workload)}`
+        : namespace && set(namespace)
+          ? `PeerAuthentication ${name(namespace)}: namespace-wide${written(namespace)}`
+          : this.#mesh && set(this.#mesh)
+            ? `PeerAuthentication ${name(this.#mesh)}: mesh-wide (root namespace ${this.rootNamespace})${written(this.#mesh)}`
+            : "no PeerAuthentication sets a mode: zmesh's default (STRICT)";
+    const ports: Record<string, MtlsMode> = {};
+    for (const [port, m] of Object.entries(workload?.spec.portLevelMtls ?? {})) {
+      const effective = inherit(m, mode);
+      if (effective !== mode) ports[port] = effective;
+    }
+    return { mode, why, ports };
+  }
+
   /** The mode a workload in `ns` inherits when its own policy leaves it UNSET. */
   #parentMode(ns: string): MtlsMode {
     const namespace =
@@ -109,6 +146,13 @@ export class PeerAuthentications {
       dryRun: false,
     };
   }
+}
+
+/** The PeerAuthentication mode in force for a pod, why, and ports that differ from it. */
+export interface PeerAuthExplanation {
+  mode: MtlsMode;
+  why: string;
+  ports: Record<string, MtlsMode>;
 }
 
 /** STRICT or not: DISABLE accepts plaintext as PERMISSIVE does. */

@@ -2,7 +2,7 @@ export * from './bypass/index.js';
 export { describeEvents } from './cli/describe-command.js';
 export { type PodDescription, podDescriptionText } from './cli/describe-pod-command.js';
 export { getTable } from './cli/get-command.js';
-export { type ProxyRow, proxyStatusTable } from './cli/operator-commands.js';
+export { type ProxyRow, proxyStatusTable, type RouteRow, routeStatusTable } from './cli/operator-commands.js';
 export { type ConfigDump, ztunnelConfigTable, ztunnelConfigTables } from './cli/ztunnel-config-command.js';
 export * from './cluster/index.js';
 export { collectMesh } from './dashboard/collect.js';

@@ -1,4 +1,5 @@
-import { chmod, rm, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, chmod, rm, stat } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { BUILD_INFO, defaultAdminSocket, readAdminToken, startFailure, ZmeshError } from '@zmesh/shared';
 import { type AdminListen, type AdminServer, startAdminServer } from '../admin-server.js';
@@ -60,7 +61,21 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
   let shared: SharedStateStore | undefined;
   let cp: ControlPlane;
   let ca: Awaited<ReturnType<typeof loadOrCreateCa>>;
+  // Read before anything starts: a token file that cannot be read must not leave a state
+  // directory and a new root CA behind it.
+  let adminToken = '';
   try {
+    if (options.adminTokenFile) adminToken = await readAdminToken(options.adminTokenFile);
+    // So is the kubeconfig, before a state directory or a CA is made for a start that fails.
+    if (options.kubernetes && options.kubeconfig !== undefined) {
+      const kubeconfig = options.kubeconfig;
+      await access(kubeconfig, constants.R_OK).catch((e: Error) => {
+        throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
+          source: 'kubernetes',
+          reason: `kubeconfig ${kubeconfig}: ${e.message}`,
+        });
+      });
+    }
     // Checked before anything starts: a missing directory is the operator's typo, not a watch error.
     if (options.config !== undefined) {
       const source = options.config;
@@ -152,7 +167,7 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
         : {
             host: options.host,
             port: Number(options.adminPort),
-            token: options.adminTokenFile ? await readAdminToken(options.adminTokenFile) : '',
+            token: adminToken,
           };
     port = await cp.start(Number(options.port), options.socket ? `unix:${options.socket}` : options.host);
     if (options.socket) await chmod(options.socket, 0o600);

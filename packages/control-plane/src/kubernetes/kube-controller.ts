@@ -69,6 +69,7 @@ export class KubeController {
       opts.waypoint,
       (key) => cp.waypointStatus().some((w) => w.waypoint === key && w.ackedBy.length > 0),
       (write) => cp.metrics.kubernetesWriteFailures.inc({ write }),
+      () => cp.routeStatus(),
     );
     // Node proxies authenticate with their projected ServiceAccount token (zmesh node tokens still work).
     cp.server.authenticator = tokenReviewAuthenticator(this.kc, {

@@ -8,6 +8,7 @@ import { Gateway } from '@kubernetes-models/gateway-api/gateway.networking.k8s.i
 import { HTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/HTTPRoute';
 import { logger } from '@zmesh/shared';
 import { isWaypointClass } from '../k8s-objects.js';
+import type { RouteStatus } from '../route-status.js';
 import type { KubeSource, RawObject } from './kube-source.js';
 import { type WaypointTemplate, waypointObjects } from './waypoint-objects.js';
 
@@ -43,6 +44,7 @@ export class KubeWriter {
   readonly #template: WaypointTemplate;
   readonly #waypointReady: (key: string) => boolean;
   readonly #failed: (write: 'waypoint' | 'status') => void;
+  readonly #routes: () => RouteStatus[];
   #running: Promise<void> | undefined;
   #again = false;
   /** Counted for tests and metrics: status writes retried after a 409. */
@@ -54,8 +56,10 @@ export class KubeWriter {
     template: WaypointTemplate,
     waypointReady: (namespaceName: string) => boolean,
     failed: (write: 'waypoint' | 'status') => void = () => undefined,
+    routes: () => RouteStatus[] = () => [],
   ) {
     this.#failed = failed;
+    this.#routes = routes;
     this.#objects = KubernetesObjectApi.makeApiClient(kc);
     this.#custom = kc.makeApiClient(CustomObjectsApi);
     this.#source = source;
@@ -105,44 +109,31 @@ export class KubeWriter {
         };
       });
     }
-    const known = new Set(gateways.map((g) => `${g.metadata?.namespace}/${g.metadata?.name}`));
-    const services = new Set(
-      this.#source.rawOf('Service').map((s) => `${s.metadata?.namespace}/${s.metadata?.name}`),
-    );
+    // The control plane's own route status (route-status.ts): what proxy-status shows.
+    const statuses = new Map(this.#routes().map((r) => [`${r.kind}/${r.namespace}/${r.name}`, r]));
     for (const route of this.#source.rawOf('HTTPRoute')) {
       const m = route.metadata as Meta;
-      const spec = (route.spec ?? {}) as {
-        parentRefs?: Array<{ name: string; namespace?: string; kind?: string; group?: string }>;
-        rules?: Array<{ backendRefs?: Array<{ name: string; namespace?: string; kind?: string }> }>;
-      };
-      const missing = (spec.rules ?? [])
-        .flatMap((r) => r.backendRefs ?? [])
-        .filter(
-          (b) =>
-            (b.kind ?? 'Service') === 'Service' && !services.has(`${b.namespace ?? m.namespace}/${b.name}`),
-        )
-        .map((b) => `${b.namespace ?? m.namespace}/${b.name}`);
-      const refused = this.#source.refused().get(`HTTPRoute/${m.namespace}/${m.name}`);
+      const key = `HTTPRoute/${m.namespace}/${m.name}`;
+      const spec = (route.spec ?? {}) as { parentRefs?: Array<Record<string, unknown>> };
+      const refused = this.#source.refused().get(key);
+      const served = statuses.get(key);
+      // Neither refused nor stored yet: the next pass (after the store's sync) writes it.
+      if (!refused && !served) continue;
       await this.#writeStatus(route, 'httproutes', (current) => ({
         ...(current ?? {}),
-        parents: (spec.parentRefs ?? []).map((p) => {
-          const parent = `${p.namespace ?? m.namespace}/${p.name}`;
-          const accepted = refused
-            ? cond('Accepted', 'False', 'Invalid', refused.reasons.join('; '), m)
-            : known.has(parent)
-              ? cond('Accepted', 'True', 'Accepted', 'attached to the waypoint', m)
-              : cond('Accepted', 'False', 'NoMatchingParent', `no Gateway ${parent}`, m);
-          const resolved =
-            missing.length === 0
-              ? cond('ResolvedRefs', 'True', 'ResolvedRefs', 'every backend resolved', m)
-              : cond('ResolvedRefs', 'False', 'BackendNotFound', `no Service ${missing.join(', ')}`, m);
+        parents: (spec.parentRefs ?? []).map((p, i) => {
+          const conditions = refused
+            ? [cond('Accepted', 'False', 'Invalid', refused.reasons.join('; '), m)]
+            : (served?.parents[i]?.conditions ?? []).map((c) =>
+                cond(c.type, c.status, c.reason, c.message, m),
+              );
           const before = (
             (current?.parents ?? []) as Array<{ parentRef: { name: string }; conditions: Condition[] }>
           ).find((x) => x.parentRef?.name === p.name);
           return {
             parentRef: p,
             controllerName: CONTROLLER_NAME,
-            conditions: keepTransitions([accepted, resolved], before?.conditions),
+            conditions: keepTransitions(conditions, before?.conditions),
           };
         }),
       }));

@@ -1,7 +1,14 @@
 import { resolveKind } from '@zmesh/control-plane/kinds';
 import { adminRequest, UsageError } from '@zmesh/shared/cli';
 import { stringify } from 'yaml';
-import { type AdminOptions, type ProxyRow, printRefusal, type Refusal, target } from './operator-commands.js';
+import {
+  type AdminOptions,
+  type ProxyRow,
+  printRefusal,
+  type Refusal,
+  type RouteRow,
+  target,
+} from './operator-commands.js';
 import { age, table } from './table.js';
 
 interface Obj {
@@ -53,17 +60,39 @@ export function describeEvents(
   waypoints: WaypointRow[],
   recorded: RecordedEvent[] = [],
   now = Date.now(),
+  routes: RouteRow[] = [],
 ): string[][] {
   return [
     ...recordedRows(recorded, now),
-    ...currentEvents(o, proxies, waypoints).map(([type, reason, from, message]) => [
-      type as string,
-      reason as string,
-      '-',
-      from as string,
-      message as string,
-    ]),
+    ...[...currentEvents(o, proxies, waypoints), ...routeEvents(o, routes)].map(
+      ([type, reason, from, message]) => [
+        type as string,
+        reason as string,
+        '-',
+        from as string,
+        message as string,
+      ],
+    ),
   ];
+}
+
+/**
+ * An HTTPRoute's or GRPCRoute's status now, per parent (`GET /route-status`): Normal for a
+ * condition that holds, Warning with its reason (NoMatchingParent, BackendNotFound) for one
+ * that does not; FROM is the parent.
+ */
+function routeEvents(o: Obj, routes: RouteRow[]): string[][] {
+  const r = routes.find(
+    (r) => r.kind === o.kind && r.namespace === o.metadata.namespace && r.name === o.metadata.name,
+  );
+  return (r?.parents ?? []).flatMap((p) =>
+    p.conditions.map((c) => [
+      c.status === 'True' ? 'Normal' : 'Warning',
+      c.status === 'True' ? c.type : `${c.type}=${c.status}: ${c.reason}`,
+      `${p.parentRef.kind} ${p.parentRef.namespace}/${p.parentRef.name}`,
+      c.message,
+    ]),
+  );
 }
 
 function recordedRows(recorded: RecordedEvent[], now: number): string[][] {
@@ -138,12 +167,14 @@ export async function runDescribe(
     if (recorded.length > 0) printEvents(recordedRows(recorded, Date.now()));
     return 1;
   }
-  const [proxies, waypoints] = await Promise.all([
+  const route = kind === 'HTTPRoute' || kind === 'GRPCRoute';
+  const [proxies, waypoints, routes] = await Promise.all([
     adminRequest(t, '/proxy-status').then((r) => r.json<ProxyRow[]>()),
     adminRequest(t, '/waypoint-status').then((r) => r.json<WaypointRow[]>()),
+    route ? adminRequest(t, '/route-status').then((r) => r.json<RouteRow[]>()) : [],
   ]);
   console.log(stringify(o).trimEnd());
-  printEvents(describeEvents(o, proxies, waypoints, recorded));
+  printEvents(describeEvents(o, proxies, waypoints, recorded, Date.now(), routes));
   return 0;
 }
 

@@ -1,3 +1,4 @@
+import type { PodExplanation } from '@zmesh/control-plane';
 import {
   adminRequest,
   isPeerAuthenticationPolicy,
@@ -29,15 +30,22 @@ export interface PodDescription {
   identity: string | null;
   certificate: { state: string; notAfter: string | null } | null;
   waypoint: { name: string; ready: boolean; ackedBy: string[] } | null;
+  /** PeerAuthentication: the mTLS mode in force for the pod's inbound, why, and ports that differ. */
+  mtls: { mode: string; why: string; ports: Record<string, string> } | null;
+  /** L4: the policies the pod's ztunnel evaluates for it (its own store's answer). */
   policies: Array<{ namespace: string; name: string; action: string; why: string }>;
+  /** L7: the policies its waypoints enforce for its traffic (the control plane's compiled config). */
+  l7Policies: PodExplanation['l7Policies'];
 }
 
 /**
  * `zmesh x describe pod NS/NAME`: which ztunnel serves the pod (its node's, from
  * proxy-status), the identity and certificate that ztunnel holds for it, its waypoint and
- * whether one is ready, and the L4 policies that ztunnel evaluates for it, each with why
- * (the ztunnel's own policy store decides which apply, from the policies the control plane's
- * selectors named for the workload).
+ * whether one is ready, the PeerAuthentication mode in force, the L4 policies that ztunnel
+ * evaluates for it, each with why (the ztunnel's own policy store decides which apply, from
+ * the policies the control plane's selectors named for the workload), and the L7 policies
+ * its waypoints enforce, each with why (the control plane's `GET /explain/pod`: targetRef
+ * to the waypoint's Gateway, or to a Service the pod backs).
  */
 export async function runDescribePod(
   ref: string,
@@ -62,12 +70,15 @@ export async function runDescribePod(
     console.error(`zmesh x describe: no Pod ${name} in namespace ${namespace}`);
     return 1;
   }
-  const [proxies, waypoints, policies] = await Promise.all([
+  const [proxies, waypoints, policies, explained] = await Promise.all([
     adminRequest(t, '/proxy-status').then((r) => r.json<ProxyRow[]>()),
     adminRequest(t, '/waypoint-status').then((r) =>
       r.json<Array<{ waypoint: string; ready: boolean; ackedBy: string[] }>>(),
     ),
     objects<PolicyObj>('AuthorizationPolicy').then((r) => r.out.objects ?? []),
+    adminRequest(t, `/explain/pod?${new URLSearchParams({ namespace, name })}`).then((r) =>
+      r.ok ? r.json<PodExplanation>() : undefined,
+    ),
   ]);
   const z = proxies.find((p) => p.proxy.startsWith('ztunnel~') && p.node === pod.spec.nodeName);
   const admin = given ?? z?.admin ?? null;
@@ -81,6 +92,8 @@ export async function runDescribePod(
       return undefined;
     });
   const d = describePod(pod, dump, policies, waypoints);
+  d.mtls = explained?.peerAuthentication ?? null;
+  d.l7Policies = explained?.l7Policies ?? [];
   d.ztunnel = {
     proxy: z?.proxy ?? null,
     admin,
@@ -126,7 +139,9 @@ function describePod(
     waypoint: wpName
       ? { name: wpName, ready: wpStatus?.ready ?? false, ackedBy: wpStatus?.ackedBy ?? [] }
       : null,
+    mtls: null,
     policies: workload && dump ? applicablePolicies(workload, dump, policyObjects) : [],
+    l7Policies: [],
   };
 }
 
@@ -199,18 +214,39 @@ export function podDescriptionText(d: PodDescription, now = Date.now()): string 
         ? 'none'
         : `${d.waypoint.name}, ${d.waypoint.ready ? `ready (${d.waypoint.ackedBy.join(', ')})` : 'NOT READY: no connected waypoint has ACKed its config; traffic to the pod fails closed'}`,
     ],
+    [
+      'mTLS:',
+      d.mtls === null
+        ? 'unknown (the control plane did not say)'
+        : `${d.mtls.mode}: ${d.mtls.why}${Object.entries(d.mtls.ports)
+            .map(([port, mode]) => `; port ${port} ${mode}`)
+            .join('')}`,
+    ],
   ].map(([k, v]) => `${(k as string).padEnd(14)}${v}`);
+  const indent = (s: string) => s.split('\n').map((l) => `  ${l}`);
   const policies =
     d.policies.length === 0
-      ? ['Policies:     none (every connection allowed at L4)']
+      ? ['L4 policies:  none at the ztunnel (every connection allowed at L4)']
       : [
-          'Policies:',
-          ...table(
-            ['NAMESPACE', 'NAME', 'ACTION', 'WHY'],
-            d.policies.map((p) => [p.namespace, p.name, p.action, p.why]),
-          )
-            .split('\n')
-            .map((l) => `  ${l}`),
+          'L4 policies (the ztunnel):',
+          ...indent(
+            table(
+              ['NAMESPACE', 'NAME', 'ACTION', 'WHY'],
+              d.policies.map((p) => [p.namespace, p.name, p.action, p.why]),
+            ),
+          ),
         ];
-  return [...lines, ...policies].join('\n');
+  const l7 =
+    d.l7Policies.length === 0
+      ? [`L7 policies:  none${d.waypoint === null ? ' (no waypoint)' : ` at ${d.waypoint.name}`}`]
+      : [
+          'L7 policies (the waypoint):',
+          ...indent(
+            table(
+              ['WAYPOINT', 'KIND', 'NAMESPACE', 'NAME', 'ACTION', 'WHY'],
+              d.l7Policies.map((p) => [p.waypoint, p.kind, p.namespace, p.name, p.action, p.why]),
+            ),
+          ),
+        ];
+  return [...lines, ...policies, ...l7].join('\n');
 }

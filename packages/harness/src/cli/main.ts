@@ -91,15 +91,19 @@ adminOptions(
     program
       .command('proxy-status')
       .description(
-        'per proxy and type: version sent, acked, nacked (with reason), pending, last contact; waypoints that are not ready',
+        'per proxy and type: version sent, acked, nacked (with reason), pending, last contact; per route and parent: Accepted and ResolvedRefs (with reason); waypoints that are not ready',
       )
       .addOption(
-        new Option('-o, --output <format>', "table, or json/yaml for scripts (the admin API's shape)")
+        new Option(
+          '-o, --output <format>',
+          "table, or json/yaml for scripts: {proxies, routes}, the admin API's /proxy-status and /route-status",
+        )
           .choices(['table', 'json', 'yaml'])
           .default('table'),
       ),
     'zmesh proxy-status',
-    "zmesh proxy-status -o json | jq '.[] | select(.connected)'",
+    "zmesh proxy-status -o json | jq '.proxies[] | select(.connected)'",
+    'zmesh proxy-status -o json | jq \'.routes[] | select(any(.parents[].conditions[]; .status == "False"))\'',
   ),
 ).action(async (options) => {
   const { runProxyStatus } = await import('./operator-commands.js');

@@ -146,16 +146,58 @@ export function proxyStatusTable(proxies: ProxyRow[]): string {
   return table(['PROXY', 'TYPE', 'SENT', 'ACKED', 'NACKED', 'PENDING', 'AGE'], rows);
 }
 
-/** Every proxy's status (a table, or JSON/YAML); each waypoint that is not ready gets a warning line. */
+/** A route's status per parent, as `GET /route-status` gives it (control-plane/src/route-status.ts). */
+export interface RouteRow {
+  kind: string;
+  namespace: string;
+  name: string;
+  parents: Array<{
+    parentRef: { kind: string; namespace: string; name: string; port?: number };
+    waypoint: string | null;
+    conditions: Array<{ type: string; status: string; reason: string; message: string }>;
+  }>;
+}
+
+/**
+ * The routes table under proxy-status: per route and parent, Accepted and ResolvedRefs as
+ * `True` or `False (Reason)`, and the messages of the false ones (exported for golden tests).
+ */
+export function routeStatusTable(routes: RouteRow[]): string {
+  const rows = routes.flatMap((r) =>
+    (r.parents.length === 0 ? [undefined] : r.parents).map((p) => {
+      const c = (type: string) => {
+        const x = p?.conditions.find((k) => k.type === type);
+        return x === undefined ? '-' : x.status === 'True' ? 'True' : `${x.status} (${x.reason})`;
+      };
+      const why = (p?.conditions ?? []).filter((k) => k.status !== 'True').map((k) => k.message);
+      return [
+        `${r.kind} ${r.namespace}/${r.name}`,
+        p ? `${p.parentRef.kind} ${p.parentRef.namespace}/${p.parentRef.name}` : '(no parentRefs)',
+        c('Accepted'),
+        c('ResolvedRefs'),
+        why.join('; ') || '-',
+      ];
+    }),
+  );
+  return table(['ROUTE', 'PARENT', 'ACCEPTED', 'RESOLVED-REFS', 'MESSAGE'], rows);
+}
+
+/**
+ * Every proxy's status and every route's (a table each, or JSON/YAML `{proxies, routes}`);
+ * each waypoint that is not ready gets a warning line.
+ */
 export function runProxyStatus(opts: AdminOptions & { output?: 'table' | 'json' | 'yaml' }): Promise<number> {
   return oneLine('proxy-status', async () => {
     const t = await target(opts);
     const res = await adminRequest(t, '/proxy-status');
     if (!res.ok) return printRefusal('proxy-status', 'refused', res.status, res.json<Refusal>());
     const proxies = res.json<ProxyRow[]>();
+    const routes = (await adminRequest(t, '/route-status')).json<RouteRow[]>();
     const output = opts.output ?? 'table';
-    if (output === 'table') console.log(proxies.length === 0 ? 'no proxies' : proxyStatusTable(proxies));
-    else console.log(structured(proxies, output));
+    if (output === 'table') {
+      console.log(proxies.length === 0 ? 'no proxies' : proxyStatusTable(proxies));
+      if (routes.length > 0) console.log(`\n${routeStatusTable(routes)}`);
+    } else console.log(structured({ proxies, routes }, output));
     const waypoints = (await adminRequest(t, '/waypoint-status')).json<
       Array<{ waypoint: string; users: number; ready: boolean }>
     >();

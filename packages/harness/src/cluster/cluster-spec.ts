@@ -33,7 +33,7 @@ export function parseClusterSpec(text: string): Result<ClusterSpec> {
   try {
     raw = parse(text);
   } catch (e) {
-    return err([`not YAML: ${(e as Error).message}`]);
+    return err([`not YAML: ${(e as Error).message.split('\n')[0]}`]);
   }
   return validateClusterSpec(raw);
 }

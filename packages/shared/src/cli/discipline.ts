@@ -210,6 +210,9 @@ export async function readCaDir(dir: string): Promise<{ certPem: string; keyPem:
         reason: `${name}: ${e.code === 'ENOENT' ? 'missing' : e.message}; a CA directory holds root-cert.pem and root-key.pem (zmesh control-plane --ca-dir ${dir} creates them)`,
       });
     });
-  const [certPem, keyPem] = await Promise.all([read('root-cert.pem'), read('root-key.pem')]);
+  // One after the other: with both missing, the message names root-cert.pem every time
+  // (read together, whichever failed first was named, and test/cli-discipline flaked).
+  const certPem = await read('root-cert.pem');
+  const keyPem = await read('root-key.pem');
   return { certPem, keyPem };
 }
