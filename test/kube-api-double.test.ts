@@ -322,6 +322,15 @@ test('ownerReferences: deleting the owner garbage-collects dependents (backgroun
     'orphaned',
   );
   t.truthy(api.get('', 'v1', 'serviceaccounts', 'shop', 'kept'));
+  // A dependent created after its owner is gone (a controller racing the delete) is collected too.
+  await core.createNamespacedServiceAccount({
+    namespace: 'shop',
+    body: { metadata: { name: 'late', ownerReferences: [owner] } },
+  });
+  await until(
+    () => api.get('', 'v1', 'serviceaccounts', 'shop', 'late') === undefined,
+    'the late dependent collected',
+  );
   // Deleting the namespace takes what is in it.
   await core.deleteNamespace({ name: 'shop' });
   t.deepEqual(api.objects('', 'v1', 'serviceaccounts'), []);

@@ -206,8 +206,11 @@ test('a waypoint Gateway gets an owned ServiceAccount, ConfigMap, Deployment and
   );
   api.remove(gw);
   await until(() => deployment() === undefined, 'the Deployment collected');
-  t.is(api.get('', 'v1', 'services', 'shop', 'waypoint'), undefined);
-  t.is(api.get('', 'v1', 'serviceaccounts', 'shop', 'waypoint'), undefined);
+  await until(() => api.get('', 'v1', 'services', 'shop', 'waypoint') === undefined, 'the Service collected');
+  await until(
+    () => api.get('', 'v1', 'serviceaccounts', 'shop', 'waypoint') === undefined,
+    'the ServiceAccount collected',
+  );
 });
 
 test('HTTPRoute and refused AuthorizationPolicy status; a stale status write (409) is re-read and retried', async (t) => {

@@ -715,7 +715,19 @@ export class ApiServerDouble {
     if (type.kind === 'Service') this.#allocateClusterIp(object);
     objects.set(key, object);
     this.#emit(type, { rv: this.#rv, type: 'ADDED', object });
+    // The garbage collector also deletes a dependent created after all its owners were gone
+    // (a controller that wrote it in the moment its owner was deleted).
+    if ((object.metadata.ownerReferences ?? []).length > 0)
+      setImmediate(() => this.#collectDangling(type, key));
     return clone(object);
+  }
+
+  #collectDangling(type: ResourceType, key: string): void {
+    const o = this.#store.get(typeKey(type))?.get(key);
+    if (o === undefined) return;
+    const live = this.#liveUids();
+    if (!(o.metadata.ownerReferences ?? []).some((r) => live.has(r.uid)))
+      this.#delete(type, o.metadata.namespace, o.metadata.name, 'Background');
   }
 
   /** The one piece of defaulting done: a Service gets a cluster IP (10.96.0.0/16) unless headless or ExternalName. */
@@ -802,11 +814,16 @@ export class ApiServerDouble {
     return clone(gone);
   }
 
-  #collect(uid: string | undefined, policy: string): void {
-    if (uid === undefined) return;
+  #liveUids(): Set<string> {
     const live = new Set<string>();
     for (const objects of this.#store.values())
       for (const o of objects.values()) if (o.metadata.uid) live.add(o.metadata.uid);
+    return live;
+  }
+
+  #collect(uid: string | undefined, policy: string): void {
+    if (uid === undefined) return;
+    const live = this.#liveUids();
     for (const t of this.#types.values()) {
       for (const o of [...(this.#store.get(typeKey(t))?.values() ?? [])]) {
         const owners = o.metadata.ownerReferences ?? [];
