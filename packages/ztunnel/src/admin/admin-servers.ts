@@ -9,10 +9,14 @@ export interface AdminInputs {
   ports: { admin: number; metrics: number; ready: number };
   configDump: () => unknown;
   registry: Registry;
+  /** /metrics text when it is not `registry`'s alone (`--workers N`: merged from every worker). */
+  metricsText?: () => Promise<string>;
   /** Readiness: complete config and valid certificates for every local workload. */
-  readiness: () => { ready: boolean; reasons: string[] };
+  readiness: () => Readiness | Promise<Readiness>;
   quit: () => void;
 }
+
+type Readiness = { ready: boolean; reasons: string[] };
 
 type Handler = (req: IncomingMessage, res: ServerResponse, url: URL) => void | Promise<void>;
 
@@ -33,7 +37,7 @@ export class AdminServers {
   async start(): Promise<void> {
     const { ports, host } = this.inputs;
     await this.serve('admin', host, ports.admin, {
-      '/config_dump': (_q, res) => json(res, 200, this.inputs.configDump()),
+      '/config_dump': async (_q, res) => json(res, 200, await this.inputs.configDump()),
       '/logging': (req, res, url) => this.logging(req, res, url),
       '/quitquitquit': (req, res) => {
         if (req.method !== 'POST') return json(res, 405, { error: 'POST only' });
@@ -45,13 +49,14 @@ export class AdminServers {
     });
     await this.serve('metrics', host, ports.metrics, {
       '/metrics': async (_q, res) => {
+        const text = await (this.inputs.metricsText?.() ?? this.inputs.registry.metrics());
         res.writeHead(200, { 'content-type': this.inputs.registry.contentType });
-        res.end(await this.inputs.registry.metrics());
+        res.end(text);
       },
     });
     await this.serve('readiness', host, ports.ready, {
-      '/healthz/ready': (_q, res) => {
-        const r = this.inputs.readiness();
+      '/healthz/ready': async (_q, res) => {
+        const r = await this.inputs.readiness();
         json(res, r.ready ? 200 : 503, r);
       },
       '/healthz/live': (_q, res) => json(res, 200, { live: true }),

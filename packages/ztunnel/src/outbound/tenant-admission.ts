@@ -7,6 +7,7 @@ import { AttemptRates } from '../tenancy/attempt-rates.js';
 import { ByteFairness, type TenantByteStats } from '../tenancy/byte-fairness.js';
 import { FairScheduler } from '../tenancy/fair-scheduler.js';
 import { MemoryGuard } from '../tenancy/memory-guard.js';
+import { SharedQuotaTable } from '../tenancy/shared-quotas.js';
 import { type ConnectBucket, type QuotaLimits, TenantQuotas } from '../tenancy/tenant-quotas.js';
 
 export interface TenancyOptions {
@@ -22,6 +23,11 @@ export interface TenancyOptions {
   memoryCapBytes?: number;
   /** Connection setups (TCP + TLS + CONNECT) in progress at once, node-wide. */
   maxSetupsInFlight?: number;
+  /**
+   * `--workers N`: the node-wide counters every worker maps (`sharedQuotaBuffer()`), so a
+   * tenant's connections, pending connects and connect bucket are one across workers.
+   */
+  sharedQuotas?: SharedArrayBuffer;
 }
 
 /** A tenant's admission of one connection: released when the connection closes. */
@@ -89,6 +95,7 @@ export class TenantAdmission {
         memory: this.memory,
         defaults: { maxPendingConnects: DEFAULT_MAX_PENDING_CONNECTS, ...options.limits },
         ...(options.overrides ? { overrides: options.overrides } : {}),
+        ...(options.sharedQuotas ? { shared: new SharedQuotaTable(options.sharedQuotas) } : {}),
       });
       this.bytes = new ByteFairness({ registry, memory: this.memory });
     }
