@@ -332,6 +332,16 @@ harness
   });
 
 harness
+  .command('worker-bench')
+  .description('ztunnel --workers 1 vs 2: 8 iperf3 streams from 4 pods, throughput and ztunnel CPU per GB')
+  .option('--quick', 'short runs')
+  .option('--json <file>', 'write the rows as JSON')
+  .action(async (options) => {
+    const { runWorkerBench, workerTable } = await import('../bench/worker-bench.js');
+    console.log(workerTable(await runWorkerBench(options)));
+  });
+
+harness
   .command('noisy-neighbor')
   .description('a victim tenant under four attacks by another tenant, fairness on and off')
   .option('--quick', 'short scenarios (CI)')
@@ -454,6 +464,7 @@ const EXAMPLES: Record<string, string[]> = {
   harness: ['zmesh harness bypass', 'zmesh harness noisy-neighbor --quick'],
   'harness waypoint-bench': ['zmesh harness waypoint-bench --quick'],
   'harness capture-bench': ['zmesh harness capture-bench --quick --json capture.json'],
+  'harness worker-bench': ['zmesh harness worker-bench --json workers.json'],
   'harness noisy-neighbor': [
     'zmesh harness noisy-neighbor --quick',
     'zmesh harness noisy-neighbor --scenarios storm,flood --fairness on',
