@@ -14,6 +14,8 @@ export interface AdminInputs {
   /** Readiness: complete config and valid certificates for every local workload. */
   readiness: () => Readiness | Promise<Readiness>;
   quit: () => void;
+  /** `--workers N`: ends worker `index` as a crash would (it is restarted, its pods re-homed). */
+  killWorker?: (index: number) => Promise<void>;
 }
 
 type Readiness = { ready: boolean; reasons: string[] };
@@ -43,6 +45,15 @@ export class AdminServers {
         if (req.method !== 'POST') return json(res, 405, { error: 'POST only' });
         json(res, 200, { ok: true });
         setImmediate(this.inputs.quit);
+      },
+      '/debug/workers/kill': async (req, res, url) => {
+        const kill = this.inputs.killWorker;
+        if (!kill) return json(res, 404, { error: 'not running with --workers above 1' });
+        if (req.method !== 'POST') return json(res, 405, { error: 'POST only' });
+        const index = Number(url.searchParams.get('index'));
+        if (!Number.isInteger(index)) return json(res, 400, { error: 'want ?index=<worker>' });
+        await kill(index);
+        json(res, 200, { killed: index });
       },
       '/debug/heap': (req, res, url) => this.profiles.handle(req, res, url),
       '/debug/cpu': (req, res, url) => this.profiles.handle(req, res, url),

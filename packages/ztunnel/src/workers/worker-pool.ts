@@ -133,6 +133,7 @@ export class ZtunnelWorkers implements ConfigTarget, WorkloadHandler {
       configDump: () => this.configDump(),
       readiness: () => this.readiness(),
       quit: () => void this.stop(),
+      killWorker: (index) => this.kill(index),
     });
     if (options.zds)
       this.#agent = new ZdsClient(this, {
