@@ -305,7 +305,11 @@ export class ZtunnelWorkers implements ConfigTarget, WorkloadHandler {
    * and histograms summed, so a series is reported once however many workers count it.
    */
   async mergedMetrics(): Promise<string> {
-    const own = await this.metrics.registry.getMetricsAsJSON();
+    // prom-client omits some process metrics when aggregating (process_start_time_seconds,
+    // which tells two ztunnels apart during an upgrade): only this thread reports them, so keep them.
+    const own = (await this.metrics.registry.getMetricsAsJSON()).map((m) =>
+      m.aggregator === 'omit' ? { ...m, aggregator: 'first' as const } : m,
+    );
     const theirs = await Promise.all(
       this.#slots.map((s) => withTimeout(s.channel.call<unknown[]>('metrics')).catch(() => [])),
     );
