@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { LocalMesh } from '@zmesh/harness';
 import { BpfCapture } from '@zmesh/ztunnel';
 import test from 'ava';
@@ -43,6 +44,20 @@ function nextLine(proc: ResultPromise, timeoutMs = 10_000): Promise<string> {
       resolve(String(d).trim().split('\n')[0]!);
     });
   });
+}
+
+/** Open descriptors of the pods' network namespaces in the process tree rooted at `pid` (the ztunnel's). */
+function podNetnsFds(pid: number, paths: string[]): number {
+  let n = 0;
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      if (paths.includes(readlinkSync(`/proc/${pid}/fd/${fd}`))) n++;
+    } catch {}
+  }
+  for (const tid of readdirSync(`/proc/${pid}/task`))
+    for (const child of readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').split(/\s+/))
+      if (child) n += podNetnsFds(Number(child), paths);
+  return n;
 }
 
 interface Dump {
@@ -113,6 +128,10 @@ meshTest('two captured pods on two workers; one worker killed mid-traffic', asyn
   survivor.stdin?.write('one\n');
   t.is(await nextLine(survivor), 'echo one');
 
+  const netnsFds = () =>
+    podNetnsFds(mesh.ztunnelPid('node-a')!, [mesh.pod('client-0').netnsPath, mesh.pod('client-1').netnsPath]);
+  const fdsBefore = netnsFds();
+  t.is(fdsBefore, 4, 'each pod’s namespace held by the main thread and by its worker');
   const victimWorker = workerOf('client-1')!;
   const killed = await mesh.admin(
     'node-a',
@@ -133,6 +152,7 @@ meshTest('two captured pods on two workers; one worker killed mid-traffic', asyn
   survivor.stdin?.write('three\n');
   t.is(await nextLine(survivor), 'echo three');
   t.regex(await mesh.metrics('node-a'), /^zmesh_worker_restarts_total 1$/m);
+  t.is(netnsFds(), fdsBefore, 'the dead worker’s namespace descriptors are not left open');
   t.regex(
     await mesh.metrics('node-a'),
     /^zmesh_pods_enrolled 2$/m,

@@ -352,6 +352,7 @@ harness
     'solo-then-loaded rounds per scenario; the median round is reported (default 3, --quick 1)',
     checked(intOption(1, 99)),
   )
+  .option('--workers <n>', "ztunnel's --workers (default 1)", checked(intOption(1, 16)))
   .option('--json <file>', 'write the scenarios and verdict as JSON')
   .option('--png <file>', 'write a chart as PNG')
   .action(async (options) => {
