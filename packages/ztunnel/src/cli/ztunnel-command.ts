@@ -212,6 +212,10 @@ async function runWorkers(opts: ZtunnelCommandOptions, mode: Mode, count: number
     }
     zds = { socket: opts.zdsSocket, cgroupRoot: opts.cgroupRoot ?? cgroup2Mount() };
   }
+  // V8's optimizers on before any worker isolate exists: an isolate keeps the flags it was
+  // made with, so the gate's later switch reached the main thread only and the workers ran
+  // interpreted (a fifth of the throughput in `zmesh harness worker-bench`).
+  const optimizer = new OptimizerGate({ ready: () => true });
   const access = accessLogPolicy(opts) as AccessLogPolicy;
   const perWorkerRate = Math.max(1, Math.floor(access.ratePerSecond / count));
   const pool = new ZtunnelWorkers({
@@ -250,7 +254,6 @@ async function runWorkers(opts: ZtunnelCommandOptions, mode: Mode, count: number
     await pool.stop();
     return startFailure('ztunnel', e);
   }
-  const optimizer = new OptimizerGate({ ready: () => pool.lastReady });
   const reclaim = new IdleReclaim({ registry });
   await untilSignal(opts, (ms) => pool.drain(ms));
   optimizer.stop();

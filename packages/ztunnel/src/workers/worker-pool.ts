@@ -91,7 +91,6 @@ export class ZtunnelWorkers implements ConfigTarget, WorkloadHandler {
   #staleness: { ageMs: () => number; maxMs: () => number } | undefined;
   #stalenessTimer: NodeJS.Timeout | undefined;
   #configIncomplete: () => string | undefined = () => undefined;
-  #lastReady = false;
   #stopping = false;
 
   constructor(options: ZtunnelWorkersOptions) {
@@ -162,11 +161,6 @@ export class ZtunnelWorkers implements ConfigTarget, WorkloadHandler {
 
   setConfigReadiness(incomplete: () => string | undefined): void {
     this.#configIncomplete = incomplete;
-  }
-
-  /** Readiness of the last answer (the optimizer gate polls synchronously). */
-  get lastReady(): boolean {
-    return this.#lastReady;
   }
 
   /**
@@ -264,8 +258,7 @@ export class ZtunnelWorkers implements ConfigTarget, WorkloadHandler {
       if ('missing' in d) reasons.push(`worker ${d.index}: ${d.missing}`);
       else reasons.push(...d.readiness.reasons);
     }
-    this.#lastReady = reasons.length === 0;
-    return { ready: this.#lastReady, reasons };
+    return { ready: reasons.length === 0, reasons };
   }
 
   /** One dump for the node: the first worker's view of the mesh, every worker's local parts. */
@@ -458,9 +451,11 @@ export class ZtunnelWorkers implements ConfigTarget, WorkloadHandler {
   async #dumps(): Promise<(WorkerDump | { index: number; missing: string })[]> {
     return Promise.all(
       this.#slots.map((s) =>
-        this.#ready(s)
-          .then(() => withTimeout(s.channel.call<WorkerDump>('dump')))
-          .catch((e: unknown) => ({ index: s.index, missing: `not answering (${(e as Error).message})` })),
+        // A worker still coming back from a restart is reported as such, not waited for.
+        (s.restarting
+          ? Promise.reject(new Error('restarting'))
+          : withTimeout(s.channel.call<WorkerDump>('dump'))
+        ).catch((e: unknown) => ({ index: s.index, missing: `not answering (${(e as Error).message})` })),
       ),
     );
   }
