@@ -39,3 +39,23 @@ test('a full table falls back to counting per table instead of refusing', (t) =>
   t.true(q.acquireConnection('b').ok, 'b has no slot: counted locally');
   t.false(q.acquireConnection('b').ok);
 });
+
+test('contention is read node-wide: attempt rates, active tenants and pressure cross tables', (t) => {
+  const buffer = sharedQuotaBuffer(16);
+  const [one, two] = [new SharedQuotaTable(buffer), new SharedQuotaTable(buffer)];
+  const now = 10_000;
+  const storm = one.slotOf('storm', 10, now);
+  const victim = two.slotOf('victim', 10, now);
+  for (let i = 0; i < 30; i++) one.recordAttempt(storm, now);
+  const seen = two.recordAttempt(victim, now);
+  t.true(seen.fastestOther > seen.rate, 'the other table sees the storm as the fastest tenant');
+  t.is(two.activeTenants(now), 0);
+  one.markActive(storm, now);
+  two.markActive(victim, now);
+  t.is(one.activeTenants(now), 2, 'tenants moving bytes on either table count once each');
+  t.is(one.activeTenants(now + 1000), 0, 'and stop counting once quiet');
+  t.false(two.pressured(now));
+  one.markPressure(now);
+  t.true(two.pressured(now + 10), 'one worker under pressure is the node under pressure');
+  t.false(two.pressured(now + 1000));
+});

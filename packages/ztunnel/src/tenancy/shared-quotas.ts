@@ -11,8 +11,12 @@
 const SHARED_QUOTA_SLOTS = 1024;
 /** Int32 fields per slot: lock, key (two hashes), connections, pending; padded to 8. */
 const I32_PER_SLOT = 8;
-/** Float64 fields per slot: tokens, refilledAt (ms, epoch-based so every thread agrees). */
-const F64_PER_SLOT = 2;
+/**
+ * Float64 fields per slot: tokens, refilledAt (ms, epoch-based so every thread agrees), the
+ * decayed connect-attempt count and when it was last counted, and when a worker last saw the
+ * tenant move bytes (the node-wide contention signal, docs/tenancy.md "Workers").
+ */
+const F64_PER_SLOT = 5;
 const LOCK = 0;
 const KEY_A = 1;
 const KEY_B = 2;
@@ -20,10 +24,18 @@ const CONNECTIONS = 3;
 const PENDING = 4;
 const TOKENS = 0;
 const REFILLED_AT = 1;
+const ATTEMPTS = 2;
+const ATTEMPTS_AT = 3;
+const BYTES_AT = 4;
+/** As AttemptRates: a quarter-second window, in events per second. */
+const ATTEMPT_WINDOW_MS = 250;
+/** A tenant or a worker's pressure counts for this long after a worker last reported it (5 ticks). */
+const SIGNAL_WINDOW_MS = 50;
 
 /** The buffer every worker maps: made once by the main thread, passed in `workerData`. */
 export function sharedQuotaBuffer(slots = SHARED_QUOTA_SLOTS): SharedArrayBuffer {
-  return new SharedArrayBuffer(slots * (I32_PER_SLOT * 4 + F64_PER_SLOT * 8));
+  // One Float64 more at the end: when a worker last found its loop under pressure.
+  return new SharedArrayBuffer(slots * (I32_PER_SLOT * 4 + F64_PER_SLOT * 8) + 8);
 }
 
 /** Milliseconds on a clock every thread of the process reads alike (performance.now() is per thread). */
@@ -36,6 +48,7 @@ export type SharedCounter = 'connections' | 'pending';
 export class SharedQuotaTable {
   readonly #i32: Int32Array;
   readonly #f64: Float64Array;
+  readonly #pressure: Float64Array;
   readonly #slots: number;
   readonly #cache = new Map<string, number>();
 
@@ -43,6 +56,58 @@ export class SharedQuotaTable {
     this.#slots = Math.floor(buffer.byteLength / (I32_PER_SLOT * 4 + F64_PER_SLOT * 8));
     this.#i32 = new Int32Array(buffer, 0, this.#slots * I32_PER_SLOT);
     this.#f64 = new Float64Array(buffer, this.#slots * I32_PER_SLOT * 4, this.#slots * F64_PER_SLOT);
+    this.#pressure = new Float64Array(buffer, this.#slots * (I32_PER_SLOT * 4 + F64_PER_SLOT * 8), 1);
+  }
+
+  /**
+   * Counts a connect attempt of the slot's tenant: its rate (per second, decayed over a
+   * quarter second) and the fastest other tenant's, node-wide.
+   */
+  recordAttempt(slot: number, now: number): { rate: number; fastestOther: number } {
+    let count = 0;
+    this.#locked(slot, () => {
+      const f = slot * F64_PER_SLOT;
+      const decayed =
+        this.#f64[f + ATTEMPTS]! *
+        Math.exp(-Math.max(0, now - this.#f64[f + ATTEMPTS_AT]!) / ATTEMPT_WINDOW_MS);
+      count = decayed + 1;
+      this.#f64[f + ATTEMPTS] = count;
+      this.#f64[f + ATTEMPTS_AT] = now;
+    });
+    let fastestOther = 0;
+    for (let other = 0; other < this.#slots; other++) {
+      if (other === slot || this.#i32[other * I32_PER_SLOT + KEY_A] === 0) continue;
+      const f = other * F64_PER_SLOT;
+      const decayed =
+        this.#f64[f + ATTEMPTS]! *
+        Math.exp(-Math.max(0, now - this.#f64[f + ATTEMPTS_AT]!) / ATTEMPT_WINDOW_MS);
+      if (decayed > fastestOther) fastestOther = decayed;
+    }
+    const perSecond = 1000 / ATTEMPT_WINDOW_MS;
+    return { rate: count * perSecond, fastestOther: fastestOther * perSecond };
+  }
+
+  /** A worker saw the slot's tenant move bytes now. */
+  markActive(slot: number, now: number): void {
+    this.#f64[slot * F64_PER_SLOT + BYTES_AT] = now;
+  }
+
+  /** Tenants some worker saw moving bytes within the last SIGNAL_WINDOW_MS. */
+  activeTenants(now: number): number {
+    let n = 0;
+    for (let slot = 0; slot < this.#slots; slot++)
+      if (now - this.#f64[slot * F64_PER_SLOT + BYTES_AT]! <= SIGNAL_WINDOW_MS) n++;
+    return n;
+  }
+
+  /** A worker found its event loop under pressure now. */
+  markPressure(now: number): void {
+    this.#pressure[0] = now;
+  }
+
+  /** Whether any worker found its loop under pressure within the last SIGNAL_WINDOW_MS. */
+  pressured(now: number): boolean {
+    return now - this.#pressure[0]! <= SIGNAL_WINDOW_MS;
   }
 
   /**
