@@ -1,6 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import type { ResultPromise } from 'execa';
 import { LocalMesh } from '../mesh/local-mesh.js';
+import { barChartPng } from '../report/chart.js';
 import { cpuSeconds } from './proc-stat.js';
 
 /** One reading: the captured ztunnel pair at `workers` threads each, with a CPU placement. */
@@ -38,7 +39,7 @@ const PLACEMENTS = [
  * nodes' workers have pods), aggregate throughput and ztunnel CPU per GB.
  */
 export async function runWorkerBench(
-  opts: { quick?: boolean; json?: string; workers?: number[] } = {},
+  opts: { quick?: boolean; json?: string; png?: string; workers?: number[] } = {},
 ): Promise<WorkerBenchRow[]> {
   const seconds = opts.quick ? 4 : 10;
   const rows: WorkerBenchRow[] = [];
@@ -50,6 +51,21 @@ export async function runWorkerBench(
     }
   }
   if (opts.json) await writeFile(opts.json, `${JSON.stringify({ seconds, cores: 2, rows }, null, 2)}\n`);
+  if (opts.png)
+    await writeFile(
+      opts.png,
+      await barChartPng(
+        rows.flatMap((r) => [
+          { group: `${r.placement}: MB/s`, series: `${r.workers} worker(s)`, value: r.mbs },
+          {
+            group: `${r.placement}: ztunnel CPU s/GB`,
+            series: `${r.workers} worker(s)`,
+            value: r.cpuSecondsPerGb,
+          },
+        ]),
+        { title: 'ztunnel pair, 8 iperf3 streams from 4 pods, by worker threads' },
+      ),
+    );
   return rows;
 }
 

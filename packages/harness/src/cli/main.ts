@@ -336,6 +336,7 @@ harness
   .description('ztunnel --workers 1 vs 2: 8 iperf3 streams from 4 pods, throughput and ztunnel CPU per GB')
   .option('--quick', 'short runs')
   .option('--json <file>', 'write the rows as JSON')
+  .option('--png <file>', 'write a chart as PNG')
   .action(async (options) => {
     const { runWorkerBench, workerTable } = await import('../bench/worker-bench.js');
     console.log(workerTable(await runWorkerBench(options)));
