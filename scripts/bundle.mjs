@@ -77,7 +77,11 @@ for (const { pkg, out } of entries) {
   const outdir = join(imageRoot ?? '.', 'packages', pkg, out);
   rmSync(outdir, { recursive: true, force: true });
   await build({
-    entryPoints: [`packages/${pkg}/dist/cli/main.js`],
+    // ztunnel's worker threads (`--workers N`) start from their own entry beside main.js.
+    entryPoints: {
+      main: `packages/${pkg}/dist/cli/main.js`,
+      ...(pkg === 'ztunnel' ? { 'worker-entry': 'packages/ztunnel/dist/workers/worker-entry.js' } : {}),
+    },
     outdir,
     bundle: true,
     // The daemon's dynamic import becomes its own chunk, loaded once the flags are parsed.

@@ -41,4 +41,6 @@ export {
   type XdsConfigSourceOptions,
 } from './state/xds-config-source.js';
 export * from './tenancy/index.js';
+export { SharedQuotaTable, sharedQuotaBuffer } from './tenancy/shared-quotas.js';
+export { ZtunnelWorkers, type ZtunnelWorkersOptions } from './workers/worker-pool.js';
 export { DEFAULT_PORTS, type InboundLimits, toCredential, Ztunnel, type ZtunnelOptions } from './ztunnel.js';

@@ -31,7 +31,7 @@ import { type EnrolledPod, EnrolledPods } from './capture/enrolled-pods.js';
 import { connectInNetns, listenInNetns } from './capture/netns-listener.js';
 import { PlaintextRedirects } from './capture/plaintext-redirect.js';
 import { TransparentConnector } from './capture/transparent-connect.js';
-import { ZdsClient } from './capture/zds-client.js';
+import { type WorkloadHandler, ZdsClient } from './capture/zds-client.js';
 import {
   type AppConnector,
   localSourceAppConnector,
@@ -76,7 +76,13 @@ export interface ZtunnelOptions {
    * redirected by BPF, and ztunnel's listeners live inside each pod's network namespace.
    * Without it, explicit-proxy mode (docs/design.md §11).
    */
-  capture?: { bpf: BpfCapture; zdsSocket: string; cgroupRoot: string };
+  capture?: { bpf: BpfCapture; zdsSocket: string; cgroupRoot: string; external?: boolean };
+  /**
+   * A worker thread (`--workers N`, src/workers/): the workloads this one serves. In capture
+   * mode its pods arrive through `enrolment()` (the main thread holds the ZDS connection,
+   * `capture.external`); in explicit-proxy mode the main thread names the workloads here.
+   */
+  serves?: (uid: string) => boolean;
   /** A registry shared with components made before the proxy (the BPF loader's metrics). */
   registry?: Registry;
   /** Tenant isolation (docs/design.md §7); on by default. */
@@ -238,11 +244,12 @@ export class Ztunnel {
         sendBufferBytes: this.tenancy.appSendBufferBytes,
       });
       this.redirects = new PlaintextRedirects((uid, socket, dst) => this.plaintext.serve(uid, socket, dst));
-      this.agent = new ZdsClient(this.captured, {
-        path: options.capture.zdsSocket,
-        cgroupRoot: options.capture.cgroupRoot,
-        registry: this.metrics.registry,
-      });
+      if (!options.capture.external)
+        this.agent = new ZdsClient(this.captured, {
+          path: options.capture.zdsSocket,
+          cgroupRoot: options.capture.cgroupRoot,
+          registry: this.metrics.registry,
+        });
       this.transparent = new TransparentConnector(this.metrics.registry);
     }
     this.hostConnector =
@@ -301,11 +308,27 @@ export class Ztunnel {
     return this.reconciling;
   }
 
-  /** Workloads this proxy serves: on this node, speaking HBONE, and in capture mode enrolled. */
+  /** Workloads this proxy serves: on this node, speaking HBONE, in capture mode enrolled, and on a worker its own. */
   localWorkloads(): Workload[] {
+    const serves = this.options.serves;
     return this.state
       .localWorkloads(this.options.node)
-      .filter((w) => w.tunnelProtocol === 'HBONE' && (!this.captured || this.captured.get(w.uid)));
+      .filter(
+        (w) =>
+          w.tunnelProtocol === 'HBONE' &&
+          (!this.captured || this.captured.get(w.uid)) &&
+          (!serves || serves(w.uid)),
+      );
+  }
+
+  /** Capture mode with `capture.external`: where the main thread's enrolments of this worker's pods go. */
+  enrolment(): WorkloadHandler | undefined {
+    return this.captured;
+  }
+
+  /** Reconciles listeners again (a worker's `serves` changed). */
+  reshard(): Promise<void> {
+    return this.queueReconcile();
   }
 
   /** Control-plane mode: readiness also waits for a complete snapshot (synced once, or from disk). */

@@ -338,6 +338,17 @@ harness
   });
 
 harness
+  .command('worker-bench')
+  .description('ztunnel --workers 1 vs 2: 8 iperf3 streams from 4 pods, throughput and ztunnel CPU per GB')
+  .option('--quick', 'short runs')
+  .option('--json <file>', 'write the rows as JSON')
+  .option('--png <file>', 'write a chart as PNG')
+  .action(async (options) => {
+    const { runWorkerBench, workerTable } = await import('../bench/worker-bench.js');
+    console.log(workerTable(await runWorkerBench(options)));
+  });
+
+harness
   .command('noisy-neighbor')
   .description('a victim tenant under four attacks by another tenant, fairness on and off')
   .option('--quick', 'short scenarios (CI)')
@@ -348,6 +359,7 @@ harness
     'solo-then-loaded rounds per scenario; the median round is reported (default 3, --quick 1)',
     checked(intOption(1, 99)),
   )
+  .option('--workers <n>', "ztunnel's --workers (default 1)", checked(intOption(1, 16)))
   .option('--json <file>', 'write the scenarios and verdict as JSON')
   .option('--png <file>', 'write a chart as PNG')
   .action(async (options) => {
@@ -460,6 +472,7 @@ const EXAMPLES: Record<string, string[]> = {
   harness: ['zmesh harness bypass', 'zmesh harness noisy-neighbor --quick'],
   'harness waypoint-bench': ['zmesh harness waypoint-bench --quick'],
   'harness capture-bench': ['zmesh harness capture-bench --quick --json capture.json'],
+  'harness worker-bench': ['zmesh harness worker-bench --json workers.json'],
   'harness noisy-neighbor': [
     'zmesh harness noisy-neighbor --quick',
     'zmesh harness noisy-neighbor --scenarios storm,flood --fairness on',

@@ -10,6 +10,7 @@ export interface NoisyCommandOptions {
   scenarios?: string;
   fairness?: string;
   rounds?: string;
+  workers?: number;
 }
 
 /** `zmesh harness noisy-neighbor`: prints progress, the table, and the verdict last; exit 1 if it failed. */
@@ -36,6 +37,7 @@ export async function runNoisyCommand(opts: NoisyCommandOptions): Promise<number
   const started = Date.now();
   const { scenarios, capacityRps, solo } = await runNoisyNeighbor({
     quick: opts.quick === true,
+    ...(opts.workers ? { workers: Number(opts.workers) } : {}),
     ...(rounds ? { rounds } : {}),
     ...(picked ? { scenarios: picked as Scenario[] } : {}),
     ...(fairness ? { fairness: fairness as ('on' | 'off')[] } : {}),

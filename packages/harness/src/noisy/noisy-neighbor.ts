@@ -51,6 +51,8 @@ export interface NoisyOptions {
   fairness?: readonly ('on' | 'off')[];
   /** Solo-then-loaded rounds per scenario (default 3, `quick` 1). */
   rounds?: number;
+  /** ztunnel's `--workers` (default 1): the pods, aggressor's included, sharded over threads. */
+  workers?: number;
   progress?: (line: string) => void;
 }
 
@@ -101,7 +103,10 @@ export async function runNoisyNeighbor(
     );
     const mesh = await LocalMesh.up(SPEC, {
       ztunnelCpus: PROXY_CPU,
-      ztunnelArgs: fairness === 'on' ? [] : ['--fairness', 'off'],
+      ztunnelArgs: [
+        ...(fairness === 'on' ? [] : ['--fairness', 'off']),
+        ...(opts.workers && opts.workers > 1 ? ['--workers', String(opts.workers)] : []),
+      ],
       ztunnelLog: 'error',
     });
     try {

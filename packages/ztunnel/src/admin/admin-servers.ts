@@ -9,10 +9,16 @@ export interface AdminInputs {
   ports: { admin: number; metrics: number; ready: number };
   configDump: () => unknown;
   registry: Registry;
+  /** /metrics text when it is not `registry`'s alone (`--workers N`: merged from every worker). */
+  metricsText?: () => Promise<string>;
   /** Readiness: complete config and valid certificates for every local workload. */
-  readiness: () => { ready: boolean; reasons: string[] };
+  readiness: () => Readiness | Promise<Readiness>;
   quit: () => void;
+  /** `--workers N`: ends worker `index` as a crash would (it is restarted, its pods re-homed). */
+  killWorker?: (index: number) => Promise<void>;
 }
+
+type Readiness = { ready: boolean; reasons: string[] };
 
 type Handler = (req: IncomingMessage, res: ServerResponse, url: URL) => void | Promise<void>;
 
@@ -33,25 +39,35 @@ export class AdminServers {
   async start(): Promise<void> {
     const { ports, host } = this.inputs;
     await this.serve('admin', host, ports.admin, {
-      '/config_dump': (_q, res) => json(res, 200, this.inputs.configDump()),
+      '/config_dump': async (_q, res) => json(res, 200, await this.inputs.configDump()),
       '/logging': (req, res, url) => this.logging(req, res, url),
       '/quitquitquit': (req, res) => {
         if (req.method !== 'POST') return json(res, 405, { error: 'POST only' });
         json(res, 200, { ok: true });
         setImmediate(this.inputs.quit);
       },
+      '/debug/workers/kill': async (req, res, url) => {
+        const kill = this.inputs.killWorker;
+        if (!kill) return json(res, 404, { error: 'not running with --workers above 1' });
+        if (req.method !== 'POST') return json(res, 405, { error: 'POST only' });
+        const index = Number(url.searchParams.get('index'));
+        if (!Number.isInteger(index)) return json(res, 400, { error: 'want ?index=<worker>' });
+        await kill(index);
+        json(res, 200, { killed: index });
+      },
       '/debug/heap': (req, res, url) => this.profiles.handle(req, res, url),
       '/debug/cpu': (req, res, url) => this.profiles.handle(req, res, url),
     });
     await this.serve('metrics', host, ports.metrics, {
       '/metrics': async (_q, res) => {
+        const text = await (this.inputs.metricsText?.() ?? this.inputs.registry.metrics());
         res.writeHead(200, { 'content-type': this.inputs.registry.contentType });
-        res.end(await this.inputs.registry.metrics());
+        res.end(text);
       },
     });
     await this.serve('readiness', host, ports.ready, {
-      '/healthz/ready': (_q, res) => {
-        const r = this.inputs.readiness();
+      '/healthz/ready': async (_q, res) => {
+        const r = await this.inputs.readiness();
         json(res, r.ready ? 200 : 503, r);
       },
       '/healthz/live': (_q, res) => json(res, 200, { live: true }),

@@ -1,4 +1,4 @@
-import { checked, numberOption, oneOf, portOption, withExamples } from '@zmesh/shared/cli';
+import { checked, intOption, numberOption, oneOf, portOption, withExamples } from '@zmesh/shared/cli';
 import { Command } from 'commander';
 
 /**
@@ -50,6 +50,12 @@ export function ztunnelCommand(): Command {
     .option(
       '--fd-reserve <n>',
       'file descriptors kept free for established flows; new inbound connections are refused below it (default 256)',
+    )
+    .option(
+      '--workers <n>',
+      'event-loop threads; pods are sharded across them, tenant quotas stay node-wide (experimental above 1; default 1)',
+      checked(intOption(1, 16, 'threads')),
+      '1',
     )
     .option('--capture-scope <name>', 'capture mode: BPF pin scope (default: the node name)')
     .option(

@@ -23,9 +23,12 @@ import { drainOnCertChange } from '../identity/cert-drain.js';
 import type { CertificateSigner } from '../identity/cert-manager.js';
 import { LocalCaSigner } from '../identity/local-ca-signer.js';
 import { keysDirError, PersistedKeys } from '../identity/persisted-keys.js';
+import type { ConfigTarget } from '../state/config-target.js';
 import { type LocalConfig, loadLocalConfig } from '../state/local-config.js';
 import { XdsConfigSource } from '../state/xds-config-source.js';
 import type { QuotaLimits } from '../tenancy/index.js';
+import { sharedQuotaBuffer } from '../tenancy/shared-quotas.js';
+import { ZtunnelWorkers } from '../workers/worker-pool.js';
 import { type InboundLimits, toCredential, Ztunnel } from '../ztunnel.js';
 import { OptimizerGate } from './optimizer-gate.js';
 
@@ -67,13 +70,15 @@ export interface ZtunnelCommandOptions {
   accessLogRate?: string;
   /** Seconds a SIGTERM drain keeps open connections (default 3600). */
   drainGrace?: string;
+  /** Event-loop threads (src/workers/); 1 is the single loop. */
+  workers?: number | string;
 }
 
 /** Trust, signing and config for one of the two modes; `start` and `stop` bracket the proxy's life. */
 interface Mode {
   bundle: TrustBundle;
   signer: CertificateSigner;
-  start(z: Ztunnel): Promise<void>;
+  start(z: ConfigTarget): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -113,6 +118,8 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     console.error(`zmesh ztunnel: ${mode}`);
     return 2;
   }
+  const workers = Number(opts.workers ?? 1);
+  if (workers > 1) return runWorkers(opts, mode, workers);
   const backoff = parseBackoff(opts.xdsBackoff);
   const registry = new Registry();
   const ztunnel = new Ztunnel({
@@ -161,21 +168,99 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
   const reclaim = new IdleReclaim({ registry });
   if (!opts.zdsSocket)
     log.warn('explicit-proxy mode: no capture, no strict inbound; attribution comes from forward listeners');
+  await untilSignal(opts, (ms) => ztunnel.drain(ms));
+  optimizer.stop();
+  reclaim.stop();
+  log.info('shutting down');
+  await stop();
+  return 0;
+}
+
+/**
+ * Resolves on SIGINT, or on SIGTERM once `drain` ends (a second signal during the drain
+ * stops at once).
+ */
+async function untilSignal(opts: ZtunnelCommandOptions, drain: (ms: number) => Promise<void>): Promise<void> {
   const signal = await new Promise<NodeJS.Signals>((resolve) => {
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve(sig));
   });
+  if (signal !== 'SIGTERM') return;
+  log.info({ graceSeconds: drainGraceSeconds(opts) }, 'SIGTERM: draining');
+  const now = new Promise<void>((resolve) => {
+    for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
+  });
+  await Promise.race([drain(drainGraceSeconds(opts) * 1000), now]);
+}
+
+/**
+ * `--workers N` (N > 1, experimental): this thread keeps the config source, the signer, admin
+ * and the ZDS connection; N worker threads serve the pods (src/workers/worker-pool.ts). Tenant
+ * quotas are counted node-wide in one SharedArrayBuffer; the access-log rate is split
+ * between the workers so the node's total stays the flag's.
+ */
+async function runWorkers(opts: ZtunnelCommandOptions, mode: Mode, count: number): Promise<number> {
+  const registry = new Registry();
+  const backoff = parseBackoff(opts.xdsBackoff);
+  let zds: { socket: string; cgroupRoot: string } | undefined;
+  if (opts.zdsSocket) {
+    const { BpfCapture } = await import('../capture/index.js');
+    const why = (await BpfCapture.unavailableReason()) ?? seqpacketUnavailableReason();
+    if (why) {
+      console.error(`zmesh ztunnel: capture mode unavailable: ${why}`);
+      await mode.stop();
+      return 2;
+    }
+    zds = { socket: opts.zdsSocket, cgroupRoot: opts.cgroupRoot ?? cgroup2Mount() };
+  }
+  // V8's optimizers on before any worker isolate exists: an isolate keeps the flags it was
+  // made with, so the gate's later switch reached the main thread only and the workers ran
+  // interpreted (a fifth of the throughput in `zmesh harness worker-bench`).
+  const optimizer = new OptimizerGate({ ready: () => true });
+  const access = accessLogPolicy(opts) as AccessLogPolicy;
+  const perWorkerRate = Math.max(1, Math.floor(access.ratePerSecond / count));
+  const pool = new ZtunnelWorkers({
+    count,
+    init: {
+      node: opts.node!,
+      address: opts.address ?? '127.0.0.1',
+      trustDomain: opts.trustDomain,
+      passthrough: opts.passthrough === 'allow' ? 'allow' : 'deny',
+      tenancy: {
+        fairness: opts.fairness !== 'off',
+        limits: tenantLimits(opts),
+        sharedQuotas: sharedQuotaBuffer(),
+      },
+      accessLog: { ...access, ratePerSecond: perWorkerRate, burst: 2 * perWorkerRate },
+      inboundLimits: inboundLimits(opts),
+      ...(backoff ? { certBackoff: backoff } : {}),
+      ...(zds ? { capture: { scope: opts.captureScope ?? opts.node!, cgroupRoot: zds.cgroupRoot } } : {}),
+    },
+    bundle: mode.bundle,
+    signer: mode.signer,
+    ports: {
+      admin: Number(opts.adminPort),
+      metrics: Number(opts.metricsPort),
+      ready: Number(opts.readyPort),
+    },
+    registry,
+    ...(zds ? { zds } : {}),
+    onFatal: () => process.kill(process.pid, 'SIGINT'),
+  });
+  try {
+    await pool.start();
+    await mode.start(pool);
+  } catch (e) {
+    await mode.stop();
+    await pool.stop();
+    return startFailure('ztunnel', e);
+  }
+  const reclaim = new IdleReclaim({ registry });
+  await untilSignal(opts, (ms) => pool.drain(ms));
   optimizer.stop();
   reclaim.stop();
-  if (signal === 'SIGTERM') {
-    log.info({ graceSeconds: drainGraceSeconds(opts) }, 'SIGTERM: draining');
-    // A second signal during the drain stops at once.
-    const now = new Promise<void>((resolve) => {
-      for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
-    });
-    await Promise.race([ztunnel.drain(drainGraceSeconds(opts) * 1000), now]);
-  }
   log.info('shutting down');
-  await stop();
+  await mode.stop();
+  await pool.stop();
   return 0;
 }
 
@@ -256,6 +341,8 @@ function usageError(opts: ZtunnelCommandOptions): string | undefined {
   if (opts.drainGrace !== undefined && !/^\d{1,7}$/.test(opts.drainGrace))
     return `--drain-grace: want seconds (0..9999999), got ${opts.drainGrace}`;
   if (opts.persistKeys && !opts.xds) return '--persist-keys needs --xds (a local CA never goes away)';
+  if (opts.persistKeys && Number(opts.workers ?? 1) > 1)
+    return '--persist-keys is not supported with --workers above 1 yet';
   if (opts.xds) {
     if (!opts.tokenFile || !opts.rootsFile) return '--xds needs --token-file and --roots-file';
     return undefined;

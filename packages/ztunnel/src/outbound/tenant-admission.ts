@@ -7,6 +7,7 @@ import { AttemptRates } from '../tenancy/attempt-rates.js';
 import { ByteFairness, type TenantByteStats } from '../tenancy/byte-fairness.js';
 import { FairScheduler } from '../tenancy/fair-scheduler.js';
 import { MemoryGuard } from '../tenancy/memory-guard.js';
+import { SharedQuotaTable, sharedNow } from '../tenancy/shared-quotas.js';
 import { type ConnectBucket, type QuotaLimits, TenantQuotas } from '../tenancy/tenant-quotas.js';
 
 export interface TenancyOptions {
@@ -22,6 +23,11 @@ export interface TenancyOptions {
   memoryCapBytes?: number;
   /** Connection setups (TCP + TLS + CONNECT) in progress at once, node-wide. */
   maxSetupsInFlight?: number;
+  /**
+   * `--workers N`: the node-wide counters every worker maps (`sharedQuotaBuffer()`), so a
+   * tenant's connections, pending connects and connect bucket are one across workers.
+   */
+  sharedQuotas?: SharedArrayBuffer;
 }
 
 /** A tenant's admission of one connection: released when the connection closes. */
@@ -70,6 +76,8 @@ export class TenantAdmission {
   private readonly scheduler: FairScheduler;
   private readonly bytes?: ByteFairness;
   readonly #attempts = new AttemptRates();
+  /** `--workers N`: the node-wide table; contention (pressure, active tenants, attempt rates) is read there. */
+  readonly #shared: SharedQuotaTable | undefined;
 
   constructor(options: TenancyOptions, registry: Registry) {
     this.fairness = options.fairness ?? true;
@@ -83,14 +91,33 @@ export class TenantAdmission {
       maxInFlight: options.maxSetupsInFlight ?? DEFAULT_MAX_SETUPS_IN_FLIGHT,
       registry,
     });
+    this.#shared = options.sharedQuotas ? new SharedQuotaTable(options.sharedQuotas) : undefined;
     if (this.fairness) {
-      this.quotas = new TenantQuotas({
+      const shared = this.#shared;
+      const quotas = new TenantQuotas({
         registry,
         memory: this.memory,
         defaults: { maxPendingConnects: DEFAULT_MAX_PENDING_CONNECTS, ...options.limits },
         ...(options.overrides ? { overrides: options.overrides } : {}),
+        ...(shared ? { shared } : {}),
       });
-      this.bytes = new ByteFairness({ registry, memory: this.memory });
+      this.quotas = quotas;
+      this.bytes = new ByteFairness({
+        registry,
+        memory: this.memory,
+        ...(shared
+          ? {
+              publish: (pressured: boolean, active: string[]) => {
+                const now = sharedNow();
+                if (pressured) shared.markPressure(now);
+                for (const tenant of active) {
+                  const slot = shared.slotOf(tenant, quotas.limitsOf(tenant).connectBurst, now);
+                  if (slot >= 0) shared.markActive(slot, now);
+                }
+              },
+            }
+          : {}),
+      });
     }
   }
 
@@ -125,6 +152,21 @@ export class TenantAdmission {
    * CONTENDED_CONNECT_RATE) while the node is contended, so its bucket refills slower.
    */
   #attempted(tenant: string): boolean {
+    const shared = this.#shared;
+    if (shared && this.quotas) {
+      // Node-wide: a tenant on one worker contends with tenants on the others.
+      const now = sharedNow();
+      const slot = shared.slotOf(tenant, this.quotas.limitsOf(tenant).connectBurst, now);
+      if (slot >= 0) {
+        const { rate, fastestOther } = shared.recordAttempt(slot, now);
+        return (
+          shared.pressured(now) &&
+          shared.activeTenants(now) > 1 &&
+          rate > CONTENDED_CONNECT_RATE &&
+          rate >= fastestOther
+        );
+      }
+    }
     const { rate, fastestOther } = this.#attempts.record(tenant);
     const bytes = this.bytes;
     return (

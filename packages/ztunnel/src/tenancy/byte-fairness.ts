@@ -84,6 +84,11 @@ export interface ByteFairnessOptions {
   /** The same for a bulk link while another tenant is active too. */
   readonly sharedQueueBytes?: number;
   readonly busyUtilization?: number;
+  /**
+   * `--workers N`: told at every tick whether this worker's loop is under pressure and which
+   * tenants move bytes here, so the contention signal is the node's (shared-quotas.ts).
+   */
+  readonly publish?: (pressured: boolean, active: string[]) => void;
   /** Current event loop lag in ms; the default is how late this tick's own timer fired. */
   readonly lag?: () => number;
   /** Event-loop utilisation (0–1) since the last tick; the default reads `performance.eventLoopUtilization`. */
@@ -168,8 +173,9 @@ interface TenantState {
  * paused for as long as it stays the candidate.
  */
 export class ByteFairness {
-  readonly #o: Required<Omit<ByteFairnessOptions, 'memory' | 'registry' | 'autoTick'>>;
+  readonly #o: Required<Omit<ByteFairnessOptions, 'memory' | 'registry' | 'autoTick' | 'publish'>>;
   readonly #memory: MemoryGuard | undefined;
+  readonly #publish: ByteFairnessOptions['publish'];
   readonly #metrics: ByteFairnessMetrics;
   readonly #tenants = new Map<string, TenantState>();
   readonly #autoTick: boolean;
@@ -202,6 +208,7 @@ export class ByteFairness {
       now: options.now ?? (() => performance.now()),
     };
     this.#memory = options.memory;
+    this.#publish = options.publish;
     this.#metrics = new ByteFairnessMetrics(options.registry ?? new Registry());
     this.#lastTick = this.#o.now();
     this.#due = this.#lastTick + tickMs;
@@ -302,6 +309,11 @@ export class ByteFairness {
       if (t.active.size > 0 || t.penaltyUntil !== 0) pending = true;
     }
     this.pressured = lag > this.#o.lagThresholdMs || busy > this.#o.busyUtilization;
+    if (this.#publish) {
+      const active: string[] = [];
+      for (const [name, t] of this.#tenants) if (t.active.size > 0) active.push(name);
+      this.#publish(this.pressured, active);
+    }
     if (this.pressured) this.#penalize(this.#heaviest(now), now, 'lag');
     const shed = this.#memory?.shedCandidate();
     if (shed !== undefined) this.#penalize(this.#tenants.get(shed), now, 'memory');

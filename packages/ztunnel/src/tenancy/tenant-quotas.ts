@@ -2,6 +2,7 @@ import { err, type Logger, ok, type Result, ZmeshError } from '@zmesh/shared';
 import { Registry } from 'prom-client';
 import type { MemoryGuard } from './memory-guard.js';
 import { RefusalLog } from './refusal-log.js';
+import { type SharedCounter, type SharedQuotaTable, sharedNow } from './shared-quotas.js';
 import { QuotaMetrics } from './tenancy-metrics.js';
 
 /** A tenant's connect bucket just after a token was taken from it: what the kernel throttle mirrors. */
@@ -59,6 +60,12 @@ export interface TenantQuotasOptions {
   readonly logIntervalMs?: number;
   /** Defaults to `logger('tenancy')`. */
   readonly log?: Logger;
+  /**
+   * Node-wide counters shared by worker threads (`--workers N`): connections, pending
+   * connects and the connect bucket are counted there, so a tenant spread over workers
+   * still meets one quota. Buffered bytes stay local.
+   */
+  readonly shared?: SharedQuotaTable;
 }
 
 interface Usage {
@@ -82,13 +89,17 @@ export class TenantQuotas {
   readonly #metrics: QuotaMetrics;
   readonly #now: () => number;
   readonly #log: RefusalLog;
+  readonly #shared: SharedQuotaTable | undefined;
+  #sharedFullLogged = false;
 
   constructor(options: TenantQuotasOptions = {}) {
+    this.#shared = options.shared;
     this.#defaults = checked({ ...DEFAULT_QUOTA_LIMITS, ...options.defaults });
     for (const [tenant, limits] of Object.entries(options.overrides ?? {})) this.setOverride(tenant, limits);
     this.#memory = options.memory;
     this.#metrics = new QuotaMetrics(options.registry ?? new Registry());
-    this.#now = options.now ?? (() => performance.now());
+    // Shared buckets are refilled by every worker: one clock for all threads.
+    this.#now = options.now ?? (options.shared ? sharedNow : () => performance.now());
     this.#log = new RefusalLog(options.logIntervalMs, this.#now, options.log);
   }
 
@@ -106,16 +117,20 @@ export class TenantQuotas {
   }
 
   acquireConnection(tenant: string): Result<Lease, ZmeshError> {
-    const u = this.#state(tenant);
     const limit = this.limitsOf(tenant).maxConnections;
+    const slot = this.#sharedSlot(tenant);
+    if (slot >= 0) return this.#sharedAcquire(tenant, slot, 'connections', limit);
+    const u = this.#state(tenant);
     if (u.connections >= limit) return this.#refuse(tenant, 'connections', limit);
     u.connections++;
     return ok(new QuotaLease(tenant, () => this.#drop(tenant, 'connections')));
   }
 
   acquirePending(tenant: string): Result<Lease, ZmeshError> {
-    const u = this.#state(tenant);
     const limit = this.limitsOf(tenant).maxPendingConnects;
+    const slot = this.#sharedSlot(tenant);
+    if (slot >= 0) return this.#sharedAcquire(tenant, slot, 'pending', limit);
+    const u = this.#state(tenant);
     if (u.pending >= limit) return this.#refuse(tenant, 'pending_connects', limit);
     u.pending++;
     return ok(new QuotaLease(tenant, () => this.#drop(tenant, 'pending')));
@@ -131,7 +146,6 @@ export class TenantQuotas {
     tenant: string,
     contended?: { rate: number; burst: number },
   ): Result<ConnectBucket, ZmeshError> {
-    const u = this.#state(tenant);
     const own = this.limitsOf(tenant);
     const limits = contended
       ? {
@@ -140,16 +154,21 @@ export class TenantQuotas {
           connectBurst: Math.max(1, Math.min(own.connectBurst, contended.burst)),
         }
       : own;
-    this.#refill(u, limits);
-    if (u.tokens < 1)
+    const slot = this.#sharedSlot(tenant);
+    const u = slot >= 0 ? undefined : this.#state(tenant);
+    let left: number;
+    if (u) {
+      this.#refill(u, limits);
+      left = u.tokens < 1 ? -1 : --u.tokens;
+    } else left = this.#shared!.takeToken(slot, limits.connectRate, limits.connectBurst, this.#now());
+    if (left < 0)
       return this.#refuse(
         tenant,
         'connect_rate',
         contended ? `${limits.connectRate}/s while the node is contended` : `${limits.connectRate}/s`,
         { rate: limits.connectRate, burst: limits.connectBurst },
       );
-    u.tokens--;
-    return ok({ rate: limits.connectRate, burst: limits.connectBurst, tokens: u.tokens });
+    return ok({ rate: limits.connectRate, burst: limits.connectBurst, tokens: left });
   }
 
   /** Accounts `n` buffered bytes to the tenant, against its quota and the node's memory guard. */
@@ -179,9 +198,39 @@ export class TenantQuotas {
 
   /** Current holdings, for admin pages and tests. */
   usage(tenant: string): { connections: number; pending: number; bytes: number; tokens: number } {
+    const slot = this.#sharedSlot(tenant);
+    if (slot >= 0) return { ...this.#shared!.usage(slot), bytes: this.#usage.get(tenant)?.bytes ?? 0 };
     const u = this.#state(tenant);
     this.#refill(u, this.limitsOf(tenant));
     return { connections: u.connections, pending: u.pending, bytes: u.bytes, tokens: u.tokens };
+  }
+
+  /** The tenant's node-wide slot, or -1: not shared, or the table is full (then counted here). */
+  #sharedSlot(tenant: string): number {
+    const shared = this.#shared;
+    if (!shared) return -1;
+    const slot = shared.slotOf(tenant, this.limitsOf(tenant).connectBurst, this.#now());
+    if (slot < 0 && !this.#sharedFullLogged) {
+      this.#sharedFullLogged = true;
+      this.#log.refused(
+        tenant,
+        'shared_slots',
+        { tenant },
+        'node-wide tenant table full: counting per worker',
+      );
+    }
+    return slot;
+  }
+
+  #sharedAcquire(
+    tenant: string,
+    slot: number,
+    counter: SharedCounter,
+    limit: number,
+  ): Result<Lease, ZmeshError> {
+    if (!this.#shared!.tryIncrement(slot, counter, limit))
+      return this.#refuse(tenant, counter === 'connections' ? 'connections' : 'pending_connects', limit);
+    return ok(new QuotaLease(tenant, () => this.#shared!.decrement(slot, counter)));
   }
 
   #state(tenant: string): Usage {

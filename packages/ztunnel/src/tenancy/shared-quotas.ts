@@ -1,0 +1,208 @@
+/**
+ * Node-wide tenant counters in a `SharedArrayBuffer` (docs/tenancy.md, "Workers"): with
+ * `--workers N` every worker thread maps the same buffer, so a tenant whose pods sit on
+ * different workers draws on one connection count, one pending-connect count and one connect
+ * token bucket, not N. Each tenant has a slot; a slot's fields change only under the slot's
+ * spin lock (`Atomics.compareExchange`), held for a few arithmetic operations, never across
+ * an await. Buffered bytes stay per worker (they are that worker's heap).
+ */
+
+/** Tenants a node can count node-wide; more fall back to per-worker counting (logged once). */
+const SHARED_QUOTA_SLOTS = 1024;
+/** Int32 fields per slot: lock, key (two hashes), connections, pending; padded to 8. */
+const I32_PER_SLOT = 8;
+/**
+ * Float64 fields per slot: tokens, refilledAt (ms, epoch-based so every thread agrees), the
+ * decayed connect-attempt count and when it was last counted, and when a worker last saw the
+ * tenant move bytes (the node-wide contention signal, docs/tenancy.md "Workers").
+ */
+const F64_PER_SLOT = 5;
+const LOCK = 0;
+const KEY_A = 1;
+const KEY_B = 2;
+const CONNECTIONS = 3;
+const PENDING = 4;
+const TOKENS = 0;
+const REFILLED_AT = 1;
+const ATTEMPTS = 2;
+const ATTEMPTS_AT = 3;
+const BYTES_AT = 4;
+/** As AttemptRates: a quarter-second window, in events per second. */
+const ATTEMPT_WINDOW_MS = 250;
+/** A tenant or a worker's pressure counts for this long after a worker last reported it (5 ticks). */
+const SIGNAL_WINDOW_MS = 50;
+
+/** The buffer every worker maps: made once by the main thread, passed in `workerData`. */
+export function sharedQuotaBuffer(slots = SHARED_QUOTA_SLOTS): SharedArrayBuffer {
+  // One Float64 more at the end: when a worker last found its loop under pressure.
+  return new SharedArrayBuffer(slots * (I32_PER_SLOT * 4 + F64_PER_SLOT * 8) + 8);
+}
+
+/** Milliseconds on a clock every thread of the process reads alike (performance.now() is per thread). */
+export function sharedNow(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+export type SharedCounter = 'connections' | 'pending';
+
+export class SharedQuotaTable {
+  readonly #i32: Int32Array;
+  readonly #f64: Float64Array;
+  readonly #pressure: Float64Array;
+  readonly #slots: number;
+  readonly #cache = new Map<string, number>();
+
+  constructor(buffer: SharedArrayBuffer) {
+    this.#slots = Math.floor(buffer.byteLength / (I32_PER_SLOT * 4 + F64_PER_SLOT * 8));
+    this.#i32 = new Int32Array(buffer, 0, this.#slots * I32_PER_SLOT);
+    this.#f64 = new Float64Array(buffer, this.#slots * I32_PER_SLOT * 4, this.#slots * F64_PER_SLOT);
+    this.#pressure = new Float64Array(buffer, this.#slots * (I32_PER_SLOT * 4 + F64_PER_SLOT * 8), 1);
+  }
+
+  /**
+   * Counts a connect attempt of the slot's tenant: its rate (per second, decayed over a
+   * quarter second) and the fastest other tenant's, node-wide.
+   */
+  recordAttempt(slot: number, now: number): { rate: number; fastestOther: number } {
+    let count = 0;
+    this.#locked(slot, () => {
+      const f = slot * F64_PER_SLOT;
+      const decayed =
+        this.#f64[f + ATTEMPTS]! *
+        Math.exp(-Math.max(0, now - this.#f64[f + ATTEMPTS_AT]!) / ATTEMPT_WINDOW_MS);
+      count = decayed + 1;
+      this.#f64[f + ATTEMPTS] = count;
+      this.#f64[f + ATTEMPTS_AT] = now;
+    });
+    let fastestOther = 0;
+    for (let other = 0; other < this.#slots; other++) {
+      if (other === slot || this.#i32[other * I32_PER_SLOT + KEY_A] === 0) continue;
+      const f = other * F64_PER_SLOT;
+      const decayed =
+        this.#f64[f + ATTEMPTS]! *
+        Math.exp(-Math.max(0, now - this.#f64[f + ATTEMPTS_AT]!) / ATTEMPT_WINDOW_MS);
+      if (decayed > fastestOther) fastestOther = decayed;
+    }
+    const perSecond = 1000 / ATTEMPT_WINDOW_MS;
+    return { rate: count * perSecond, fastestOther: fastestOther * perSecond };
+  }
+
+  /** A worker saw the slot's tenant move bytes now. */
+  markActive(slot: number, now: number): void {
+    this.#f64[slot * F64_PER_SLOT + BYTES_AT] = now;
+  }
+
+  /** Tenants some worker saw moving bytes within the last SIGNAL_WINDOW_MS. */
+  activeTenants(now: number): number {
+    let n = 0;
+    for (let slot = 0; slot < this.#slots; slot++)
+      if (now - this.#f64[slot * F64_PER_SLOT + BYTES_AT]! <= SIGNAL_WINDOW_MS) n++;
+    return n;
+  }
+
+  /** A worker found its event loop under pressure now. */
+  markPressure(now: number): void {
+    this.#pressure[0] = now;
+  }
+
+  /** Whether any worker found its loop under pressure within the last SIGNAL_WINDOW_MS. */
+  pressured(now: number): boolean {
+    return now - this.#pressure[0]! <= SIGNAL_WINDOW_MS;
+  }
+
+  /**
+   * The tenant's slot, claimed on first use (a new bucket starts full at `burst`), or -1 when
+   * the table is full. Two tenants share a slot only if both 32-bit hashes collide.
+   */
+  slotOf(tenant: string, burst: number, now: number): number {
+    const cached = this.#cache.get(tenant);
+    if (cached !== undefined) return cached;
+    const a = hash(tenant, 0x811c9dc5) | 1;
+    const b = hash(tenant, 0x01000193);
+    for (let probe = 0; probe < this.#slots; probe++) {
+      const slot = ((a >>> 0) + probe) % this.#slots;
+      const base = slot * I32_PER_SLOT;
+      let found = false;
+      this.#locked(slot, () => {
+        const key = this.#i32[base + KEY_A]!;
+        if (key === 0) {
+          this.#i32[base + KEY_A] = a;
+          this.#i32[base + KEY_B] = b;
+          this.#f64[slot * F64_PER_SLOT + TOKENS] = burst;
+          this.#f64[slot * F64_PER_SLOT + REFILLED_AT] = now;
+          found = true;
+        } else found = key === a && this.#i32[base + KEY_B] === b;
+      });
+      if (found) {
+        this.#cache.set(tenant, slot);
+        return slot;
+      }
+    }
+    return -1;
+  }
+
+  /** Adds one to the counter when it is under `limit`; false (unchanged) when it is not. */
+  tryIncrement(slot: number, counter: SharedCounter, limit: number): boolean {
+    const at = slot * I32_PER_SLOT + (counter === 'connections' ? CONNECTIONS : PENDING);
+    for (;;) {
+      const held = Atomics.load(this.#i32, at);
+      if (held >= limit) return false;
+      if (Atomics.compareExchange(this.#i32, at, held, held + 1) === held) return true;
+    }
+  }
+
+  decrement(slot: number, counter: SharedCounter): void {
+    const at = slot * I32_PER_SLOT + (counter === 'connections' ? CONNECTIONS : PENDING);
+    for (;;) {
+      const held = Atomics.load(this.#i32, at);
+      if (held <= 0) return;
+      if (Atomics.compareExchange(this.#i32, at, held, held - 1) === held) return;
+    }
+  }
+
+  /** Refills the bucket to `now` and takes a token: the tokens left, or -1 when it was empty. */
+  takeToken(slot: number, rate: number, burst: number, now: number): number {
+    let left = -1;
+    this.#locked(slot, () => {
+      const t = slot * F64_PER_SLOT;
+      const elapsed = Math.max(0, now - this.#f64[t + REFILLED_AT]!) / 1000;
+      const earned = rate === Number.POSITIVE_INFINITY ? burst : elapsed * rate;
+      const tokens = Math.min(burst, this.#f64[t + TOKENS]! + earned);
+      this.#f64[t + REFILLED_AT] = Math.max(now, this.#f64[t + REFILLED_AT]!);
+      if (tokens >= 1) {
+        left = tokens - 1;
+        this.#f64[t + TOKENS] = left;
+      } else this.#f64[t + TOKENS] = tokens;
+    });
+    return left;
+  }
+
+  usage(slot: number): { connections: number; pending: number; tokens: number } {
+    const base = slot * I32_PER_SLOT;
+    return {
+      connections: Atomics.load(this.#i32, base + CONNECTIONS),
+      pending: Atomics.load(this.#i32, base + PENDING),
+      tokens: this.#f64[slot * F64_PER_SLOT + TOKENS]!,
+    };
+  }
+
+  #locked(slot: number, fn: () => void): void {
+    const at = slot * I32_PER_SLOT + LOCK;
+    // A few arithmetic operations are held under it, never an await: spinning is cheaper than waiting.
+    while (Atomics.compareExchange(this.#i32, at, 0, 1) !== 0) {}
+    try {
+      fn();
+    } finally {
+      Atomics.store(this.#i32, at, 0);
+    }
+  }
+}
+
+function hash(text: string, seed: number): number {
+  let h = seed;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h | 0;
+}
