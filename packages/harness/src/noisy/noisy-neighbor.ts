@@ -1,5 +1,6 @@
 import { processCpuSecondsSync, residentSetSync } from '../bench/proc-stat.js';
-import { LocalMesh } from '../mesh/local-mesh.js';
+import type { LocalMesh } from '../mesh/local-mesh.js';
+import { startMesh } from '../mesh/mesh.js';
 import { AGGRESSOR, SERVERS, VICTIM } from './noisy-programs.js';
 
 export const SCENARIOS = ['storm', 'flood', 'slow', 'hoard'] as const;
@@ -99,7 +100,9 @@ export async function runNoisyNeighbor(
     say(
       `fairness ${fairness}: bringing up the mesh (ztunnel on CPU ${PROXY_CPU}; load on CPU ${LOAD_CPU}, the aggressor's at nice 10)`,
     );
-    const mesh = await LocalMesh.up(SPEC, {
+    const mesh = await startMesh({
+      run: 'cluster',
+      spec: SPEC,
       ztunnelCpus: PROXY_CPU,
       ztunnelArgs: fairness === 'on' ? [] : ['--fairness', 'off'],
       ztunnelLog: 'error',
