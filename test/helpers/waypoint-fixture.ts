@@ -14,9 +14,9 @@ import type { ForwardConfig, Ztunnel } from '@zmesh/ztunnel';
 import { startEcho } from './probes.js';
 
 /**
- * The mesh fixture (`startMesh` in-process, harness/src/mesh/mesh.ts) with this topology: a source ztunnel (node-a: clients), a
- * destination ztunnel (node-b: server-v1, server-v2) and a waypoint for team-b between
- * them, all on 127.<block>.x.x. The Service `server`
+ * The mesh fixture (`startMesh({ run: 'in-process' })`, harness/src/mesh/mesh.ts) with this
+ * topology: a source ztunnel (node-a: clients), a destination ztunnel (node-b: server-v1,
+ * server-v2) and a waypoint for team-b between them, all on 127.<block>.x.x. The Service `server`
  * names the waypoint (GatewayRef by address), so the source ztunnel tunnels its traffic
  * there; the waypoint forwards to the pods over HBONE with its own identity.
  */
