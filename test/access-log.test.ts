@@ -1,4 +1,5 @@
 import { connect } from 'node:net';
+import { type Mesh, startMesh, waitFor } from '@zmesh/harness';
 import {
   AccessLog,
   type AccessLogPolicy,
@@ -7,7 +8,7 @@ import {
   parseNamespaceModes,
 } from '@zmesh/shared';
 import test from 'ava';
-import { type Mesh, startEcho, startMesh, waitFor } from './helpers/mesh.js';
+import { startEcho } from './helpers/probes.js';
 
 /** Lines a ztunnel's access log wrote, as the objects it passed to its sink. */
 function sink() {
@@ -93,7 +94,9 @@ const b = sink();
 let closeEcho: () => void;
 
 test.before(async () => {
-  mesh = await startMesh(24, {
+  mesh = await startMesh({
+    run: 'in-process',
+    block: 24,
     forwards: [
       { port: 18000, to: '127.24.2.1:7000' },
       { port: 18001, to: '127.24.96.10:80' },

@@ -1,7 +1,8 @@
 import { connect } from 'node:net';
+import { startMesh, waitFor, type XdsMesh } from '@zmesh/harness';
 import { isPeerAuthenticationPolicy } from '@zmesh/shared';
 import test from 'ava';
-import { echoes, startEcho, startMesh, waitFor, type XdsMesh } from './helpers/mesh.js';
+import { echoes, startEcho } from './helpers/probes.js';
 
 /**
  * docs/design.md §5, authorization through a control-plane outage: policies stay last-known-good up
@@ -18,7 +19,9 @@ let echo: Awaited<ReturnType<typeof startEcho>>;
 let open: Awaited<ReturnType<typeof startEcho>>;
 
 test.before(async () => {
-  mesh = await startMesh(BLOCK, {
+  mesh = await startMesh({
+    run: 'in-process',
+    block: BLOCK,
     forwards: [
       { port: 18000, to: `${ip('2.1')}:7000` },
       { port: 18001, to: `${ip('3.1')}:7000` },

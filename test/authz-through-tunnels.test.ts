@@ -1,9 +1,10 @@
 import { connect } from 'node:net';
+import { type Mesh, startMesh } from '@zmesh/harness';
 import type { Workload } from '@zmesh/shared';
 import { parseLocalConfig, type Ztunnel } from '@zmesh/ztunnel';
 import { DECISION_TABLE, type DecisionCase } from '@zmesh/ztunnel/testing';
 import test from 'ava';
-import { type Mesh, startEcho, startMesh } from './helpers/mesh.js';
+import { startEcho } from './helpers/probes.js';
 
 /**
  * The L4 decision table (packages/ztunnel/src/testing/decision-table.ts) run through real
@@ -83,7 +84,7 @@ test.before(async () => {
   workloads = config.value.workloads;
   server = workloads.find((w) => w.name === 'server')!;
   // Proxies on 127.3.0.2 and .3; the workloads and forwards are this file's own.
-  mesh = await startMesh(3, { forwards: [], config: config.value });
+  mesh = await startMesh({ run: 'in-process', block: 3, forwards: [], config: config.value });
   b = mesh.b;
   for (const p of PORTS) echoes.push(await startEcho(SERVER_IP, p));
 });

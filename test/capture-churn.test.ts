@@ -1,5 +1,5 @@
 import { readdirSync } from 'node:fs';
-import { LocalMesh } from '@zmesh/harness';
+import { startMesh } from '@zmesh/harness';
 import { BpfCapture } from '@zmesh/ztunnel';
 import test from 'ava';
 import { execa } from 'execa';
@@ -35,8 +35,9 @@ function pins(scope: string): number {
     ? `enrolment churn skipped: ${unavailable}`
     : `enrol and remove ${PODS} pods ${ROUNDS} times: nothing grows`,
   async (t) => {
-    const mesh = await LocalMesh.up(
-      {
+    const mesh = await startMesh({
+      run: 'cluster',
+      spec: {
         nodes: ['node-a'],
         pods: Array.from({ length: PODS }, (_, i) => ({
           name: `churn-${i}`,
@@ -45,8 +46,8 @@ function pins(scope: string): number {
           node: 'node-a',
         })),
       },
-      { enroll: () => false },
-    );
+      enroll: () => false,
+    });
     try {
       const pid = mesh.ztunnelPid('node-a')!;
       const fds = () => readdirSync(`/proc/${pid}/fd`).length;

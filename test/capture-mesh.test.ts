@@ -1,4 +1,4 @@
-import { LocalMesh, PEER_SERVER, parseRateResult, RATE_CLIENT } from '@zmesh/harness';
+import { type LocalMesh, PEER_SERVER, parseRateResult, RATE_CLIENT, startMesh } from '@zmesh/harness';
 import { BpfCapture } from '@zmesh/ztunnel';
 import test from 'ava';
 import type { ResultPromise } from 'execa';
@@ -22,8 +22,9 @@ const metricSum = (text: string, name: string, match: (labels: string) => boolea
 
 if (!unavailable) {
   test.before(async () => {
-    mesh = await LocalMesh.up(
-      {
+    mesh = await startMesh({
+      run: 'cluster',
+      spec: {
         nodes: ['node-a', 'node-b'],
         pods: [
           { name: 'client', namespace: 'team-a', serviceAccount: 'client', node: 'node-a' },
@@ -41,12 +42,10 @@ if (!unavailable) {
           },
         ],
       },
-      {
-        enroll: (p) => p.name !== 'outsider',
-        unconfigured: (p) => p.name === 'pending',
-        ztunnelArgs: process.env.ZT_ARGS ? process.env.ZT_ARGS.split(' ') : [],
-      },
-    );
+      enroll: (p) => p.name !== 'outsider',
+      unconfigured: (p) => p.name === 'pending',
+      ztunnelArgs: process.env.ZT_ARGS ? process.env.ZT_ARGS.split(' ') : [],
+    });
     const server = mesh.pod('server');
     const proc = mesh.cluster.runInPod(server, ['node', '-e', PEER_SERVER, '8080'], {
       reject: false,

@@ -1,4 +1,4 @@
-import { LocalMesh, PEER_SERVER, parseRateResult, RATE_CLIENT } from '@zmesh/harness';
+import { type LocalMesh, PEER_SERVER, parseRateResult, RATE_CLIENT, startMesh } from '@zmesh/harness';
 import { BpfCapture } from '@zmesh/ztunnel';
 import test from 'ava';
 
@@ -23,16 +23,17 @@ const metricSum = (text: string, name: string, match: (line: string) => boolean 
 
 if (!unavailable) {
   test.before(async () => {
-    mesh = await LocalMesh.up(
-      {
+    mesh = await startMesh({
+      run: 'cluster',
+      spec: {
         nodes: ['node-a'],
         pods: [
           { name: 'client', namespace: 'storm', serviceAccount: 'client', node: 'node-a' },
           { name: 'server', namespace: 'calm', serviceAccount: 'server', node: 'node-a' },
         ],
       },
-      { ztunnelArgs: ['--tenant-connect-rate', String(RATE), '--tenant-connect-burst', String(RATE)] },
-    );
+      ztunnelArgs: ['--tenant-connect-rate', String(RATE), '--tenant-connect-burst', String(RATE)],
+    });
     const proc = mesh.cluster.runInPod(mesh.pod('server'), ['node', '-e', PEER_SERVER, '8080'], {
       reject: false,
       stdout: 'pipe',

@@ -1,4 +1,4 @@
-import { LocalMesh } from '@zmesh/harness';
+import { type LocalMesh, startMesh } from '@zmesh/harness';
 import { BpfCapture } from '@zmesh/ztunnel';
 import test from 'ava';
 import { execa } from 'execa';
@@ -47,9 +47,12 @@ let mesh: LocalMesh;
 
 if (!unavailable) {
   test.before(async () => {
-    mesh = await LocalMesh.up({
-      nodes: ['node-a'],
-      pods: [{ name: 'prober', namespace: 'transports', serviceAccount: 'prober', node: 'node-a' }],
+    mesh = await startMesh({
+      run: 'cluster',
+      spec: {
+        nodes: ['node-a'],
+        pods: [{ name: 'prober', namespace: 'transports', serviceAccount: 'prober', node: 'node-a' }],
+      },
     });
   });
   test.after.always(async () => {

@@ -1,4 +1,4 @@
-import { LocalMesh } from '@zmesh/harness';
+import { type LocalMesh, startMesh } from '@zmesh/harness';
 import { BpfCapture } from '@zmesh/ztunnel';
 import test from 'ava';
 import type { ResultPromise } from 'execa';
@@ -39,12 +39,15 @@ function nextLine(proc: ResultPromise, timeoutMs = 10_000): Promise<string> {
 
 if (!unavailable) {
   test.before(async () => {
-    mesh = await LocalMesh.up({
-      nodes: ['node-a'],
-      pods: [
-        { name: 'client', namespace: 'leaving', serviceAccount: 'client', node: 'node-a' },
-        { name: 'server', namespace: 'staying', serviceAccount: 'server', node: 'node-a' },
-      ],
+    mesh = await startMesh({
+      run: 'cluster',
+      spec: {
+        nodes: ['node-a'],
+        pods: [
+          { name: 'client', namespace: 'leaving', serviceAccount: 'client', node: 'node-a' },
+          { name: 'server', namespace: 'staying', serviceAccount: 'server', node: 'node-a' },
+        ],
+      },
     });
   });
 

@@ -1,9 +1,9 @@
 import { connect, type Socket } from 'node:net';
 import { resolve } from 'node:path';
-import { collectMesh, podDescriptionText } from '@zmesh/harness';
+import { collectMesh, podDescriptionText, startMesh, waitFor, type XdsMesh } from '@zmesh/harness';
 import test from 'ava';
 import { execa } from 'execa';
-import { startEcho, startMesh, waitFor, type XdsMesh } from './helpers/mesh.js';
+import { startEcho } from './helpers/probes.js';
 
 /**
  * The operator's view of a running mesh through the CLI: `ztunnel-config` read from every
@@ -18,7 +18,9 @@ let mesh: XdsMesh;
 let closeAll: () => Promise<void>;
 
 test.before(async () => {
-  mesh = await startMesh(BLOCK, {
+  mesh = await startMesh({
+    run: 'in-process',
+    block: BLOCK,
     forwards: [{ port: CLIENT_PORT, to: `127.${BLOCK}.2.1:7000` }],
     controlPlane: {
       extraDocs: [

@@ -1,6 +1,7 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { baseDocs, clientForwards, forwardConfigs, podDoc, startXdsNode, type XdsNode } from '@zmesh/harness';
 import { adminRequest } from '@zmesh/shared';
 import test from 'ava';
 import {
@@ -10,16 +11,7 @@ import {
   startEtcdCluster,
   startReplica,
 } from './helpers/etcd.js';
-import {
-  baseDocs,
-  clientForwards,
-  echoes,
-  podDoc,
-  startEcho,
-  startXdsNode,
-  workloadUids,
-  type XdsNode,
-} from './helpers/mesh.js';
+import { echoes, startEcho, workloadUids } from './helpers/probes.js';
 
 /** 127.134.0.0/16 is this file's: replicas .0.1 and .0.4, proxies .0.2 and .0.3, etcd .9.1. */
 const BLOCK = 134;
@@ -110,7 +102,11 @@ if (unavailable) test.skip(`control-plane HA test skipped: ${unavailable}`, () =
         address: ip('0.2'),
         xds: `${r0.xds},${r1.xds}`,
         token: await token('node-a'),
-        forwards: clientForwards(ip, [{ port: 18000, to: `${ip('2.1')}:7000` }]),
+        forwards: forwardConfigs(
+          clientForwards({ name: 'client', namespace: 'team-a', address: ip('1.1') }, [
+            { listen: `${ip('1.1')}:18000`, destination: `${ip('2.1')}:7000` },
+          ]),
+        ),
       }),
       await startXdsNode({
         ...common,

@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:net';
 import { compile, convertForZtunnel, objectKey, parseObject } from '@zmesh/control-plane';
+import { podDoc, startMesh, waitFor, type XdsMesh, type XdsNode } from '@zmesh/harness';
 import {
   ADDRESS_TYPE_URL,
   adminRequest,
@@ -10,16 +11,7 @@ import {
 } from '@zmesh/shared';
 import { CaClient } from '@zmesh/ztunnel';
 import test from 'ava';
-import {
-  echoes,
-  podDoc,
-  startEcho,
-  startMesh,
-  waitFor,
-  workloadUids,
-  type XdsMesh,
-  type XdsNode,
-} from './helpers/mesh.js';
+import { echoes, startEcho, workloadUids } from './helpers/probes.js';
 
 const BLOCK = 70;
 const ip = (s: string) => `127.${BLOCK}.${s}`;
@@ -29,7 +21,9 @@ const servers: Server[] = [];
 let waypointHits = 0;
 
 test.before(async () => {
-  mesh = await startMesh(BLOCK, {
+  mesh = await startMesh({
+    run: 'in-process',
+    block: BLOCK,
     controlPlane: {},
     forwards: [
       { port: 18000, to: `${ip('2.1')}:7000` },

@@ -1,9 +1,10 @@
 import { copyFile, readFile, writeFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
+import { startMesh, waitFor, type XdsMesh } from '@zmesh/harness';
 import type { Credential } from '@zmesh/shared';
 import test from 'ava';
-import { echoes, startEcho, startMesh, waitFor, workloadUids, type XdsMesh } from './helpers/mesh.js';
+import { echoes, startEcho, workloadUids } from './helpers/probes.js';
 
 /** Certificates live this long, so rotation (at half-life) and expiry happen within the test. */
 const TTL_SECONDS = 4;
@@ -16,7 +17,9 @@ let echo: Awaited<ReturnType<typeof startEcho>>;
 let appConnections = 0;
 
 test.before(async () => {
-  mesh = await startMesh(BLOCK, {
+  mesh = await startMesh({
+    run: 'in-process',
+    block: BLOCK,
     forwards: [{ port: 18000, to: `${ip('2.1')}:7000` }],
     controlPlane: { certTtlSeconds: TTL_SECONDS },
   });

@@ -1,6 +1,7 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { baseDocs, clientForwards, forwardConfigs, podDoc, startXdsNode, type XdsNode } from '@zmesh/harness';
 import { adminRequest } from '@zmesh/shared';
 import test from 'ava';
 import { execa } from 'execa';
@@ -11,16 +12,7 @@ import {
   startEtcdCluster,
   startReplica,
 } from './helpers/etcd.js';
-import {
-  baseDocs,
-  clientForwards,
-  echoes,
-  podDoc,
-  startEcho,
-  startXdsNode,
-  workloadUids,
-  type XdsNode,
-} from './helpers/mesh.js';
+import { echoes, startEcho, workloadUids } from './helpers/probes.js';
 
 /**
  * etcd unreachable (every member killed) under a running replica: the operator's changes fail
@@ -91,7 +83,11 @@ if (unavailable) test.skip(`etcd outage test skipped: ${unavailable}`, () => {})
         node: 'node-a',
         address: ip('0.2'),
         token: await token('node-a'),
-        forwards: clientForwards(ip, [{ port: 18000, to: `${ip('2.1')}:7000` }]),
+        forwards: forwardConfigs(
+          clientForwards({ name: 'client', namespace: 'team-a', address: ip('1.1') }, [
+            { listen: `${ip('1.1')}:18000`, destination: `${ip('2.1')}:7000` },
+          ]),
+        ),
       }),
       await startXdsNode({ ...common, node: 'node-b', address: ip('0.3'), token: await token('node-b') }),
     );

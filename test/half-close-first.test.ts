@@ -1,12 +1,17 @@
 import { connect } from 'node:net';
+import { type Mesh, startMesh } from '@zmesh/harness';
 import test from 'ava';
-import { type Mesh, startEcho, startMesh } from './helpers/mesh.js';
+import { startEcho } from './helpers/probes.js';
 
 let mesh: Mesh;
 let close: () => void;
 
 test.before(async () => {
-  mesh = await startMesh(23, { forwards: [{ port: 18000, to: '127.23.2.1:7000' }] });
+  mesh = await startMesh({
+    run: 'in-process',
+    block: 23,
+    forwards: [{ port: 18000, to: '127.23.2.1:7000' }],
+  });
   const echo = await startEcho(mesh.ip.server, 7000);
   close = () => {
     for (const s of echo.sockets) s.destroy();

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ControlPlane } from '@zmesh/control-plane';
 import { KubeController } from '@zmesh/control-plane/kubernetes';
-import { ApiServerDouble, type KubeObject } from '@zmesh/harness';
+import { ApiServerDouble, type KubeObject, startXdsNode, type XdsNode } from '@zmesh/harness';
 import {
   CaClient,
   CertificateAuthority,
@@ -15,7 +15,6 @@ import {
 } from '@zmesh/shared';
 import { WaypointXdsSource } from '@zmesh/waypoint';
 import test from 'ava';
-import { startXdsNode, type XdsNode } from './helpers/mesh.js';
 
 /**
  * Node identity in controller mode, against the API-server double: a ztunnel authenticates

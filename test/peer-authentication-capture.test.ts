@@ -1,9 +1,10 @@
 import {
-  LocalMesh,
+  type LocalMesh,
   PEER_SERVER,
   parseRateResult,
   RATE_CLIENT,
   STEADY_SERVER,
+  startMesh,
   UPGRADE_CLIENT,
   type UpgradeTrafficResult,
 } from '@zmesh/harness';
@@ -33,8 +34,9 @@ spec: { selector: { matchLabels: { app: server } }, mtls: { mode: ${mode} } }
 
 if (!unavailable) {
   test.before(async () => {
-    mesh = await LocalMesh.up(
-      {
+    mesh = await startMesh({
+      run: 'cluster',
+      spec: {
         nodes: ['node-a'], // one node: half the start-up; HBONE between pods on one node is still HBONE
         pods: [
           { name: 'client', namespace: 'team-a', serviceAccount: 'client', node: 'node-a' },
@@ -42,8 +44,9 @@ if (!unavailable) {
           { name: 'server', namespace: 'team-b', serviceAccount: 'server', node: 'node-a' },
         ],
       },
-      { enroll: (p) => p.name !== 'outsider', controlPlane: true },
-    );
+      enroll: (p) => p.name !== 'outsider',
+      controlPlane: true,
+    });
     const proc = mesh.cluster.runInPod(mesh.pod('server'), ['node', '-e', PEER_SERVER, '8080'], {
       reject: false,
       stdout: 'pipe',

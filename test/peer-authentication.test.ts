@@ -1,6 +1,7 @@
 import { connect, createServer, type Server } from 'node:net';
+import { startMesh, waitFor, type XdsMesh } from '@zmesh/harness';
 import test from 'ava';
-import { echoes, startEcho, startMesh, waitFor, type XdsMesh } from './helpers/mesh.js';
+import { echoes, startEcho } from './helpers/probes.js';
 
 /**
  * PeerAuthentication end to end (docs/peer-authentication.md): YAML in the control plane, folded
@@ -26,7 +27,12 @@ const permissive = {
 };
 
 test.before(async () => {
-  mesh = await startMesh(BLOCK, { forwards: [{ port: 18000, to: `${ip('2.1')}:7000` }], controlPlane: {} });
+  mesh = await startMesh({
+    run: 'in-process',
+    block: BLOCK,
+    forwards: [{ port: 18000, to: `${ip('2.1')}:7000` }],
+    controlPlane: {},
+  });
   echo = await startEcho(ip('2.1'), 7000);
   entry = createServer((s) => mesh.nodes.b.z.plaintext.serve(SERVER, s, { host: ip('2.1'), port: 7000 }));
   await new Promise<void>((r) => entry.listen({ host: ip('2.1'), port: 15006 }, r));

@@ -1,10 +1,11 @@
 import { execFileSync } from 'node:child_process';
 import {
-  LocalMesh,
+  type LocalMesh,
   PEER_SERVER,
   PRIVILEGE_PROBE,
   parseRateResult,
   RATE_CLIENT,
+  startMesh,
   VIP_PREFIX,
 } from '@zmesh/harness';
 import { BpfCapture } from '@zmesh/ztunnel';
@@ -31,8 +32,9 @@ const servers: ResultPromise[] = [];
 
 if (!reason) {
   test.before(async () => {
-    mesh = await LocalMesh.up(
-      {
+    mesh = await startMesh({
+      run: 'cluster',
+      spec: {
         nodes: ['node-a', 'node-b'],
         pods: [
           { name: 'client', namespace: 'front', serviceAccount: 'client', node: 'node-a' },
@@ -52,8 +54,10 @@ if (!reason) {
         ],
         waypoints: [{ name: 'waypoint', namespace: 'shop', pod: 'waypoint' }],
       },
-      { controlPlane: true, ztunnelLog: 'error', enroll: (p) => p.name !== 'outsider' },
-    );
+      controlPlane: true,
+      ztunnelLog: 'error',
+      enroll: (p) => p.name !== 'outsider',
+    });
     for (const [pod, program] of [
       ['server', PEER_SERVER],
       ['web', WEB],

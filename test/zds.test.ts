@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LocalMesh } from '@zmesh/harness';
+import { startMesh } from '@zmesh/harness';
 import {
   closeFds,
   encodeAck,
@@ -309,12 +309,15 @@ zdsTest(
     ? `real ztunnel over ZDS skipped: ${bpfUnavailable}`
     : 'a real ztunnel keeps its pods through a hostile agent, then takes the snapshot of the real one',
   async (t) => {
-    const mesh = await LocalMesh.up({
-      nodes: ['node-a'],
-      pods: [
-        { name: 'client', namespace: 'zds', serviceAccount: 'client', node: 'node-a' },
-        { name: 'server', namespace: 'zds', serviceAccount: 'server', node: 'node-a' },
-      ],
+    const mesh = await startMesh({
+      run: 'cluster',
+      spec: {
+        nodes: ['node-a'],
+        pods: [
+          { name: 'client', namespace: 'zds', serviceAccount: 'client', node: 'node-a' },
+          { name: 'server', namespace: 'zds', serviceAccount: 'server', node: 'node-a' },
+        ],
+      },
     });
     t.teardown(() => mesh.down());
     const metric = async (name: string) =>

@@ -1,15 +1,18 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { connect, createServer, type Socket } from 'node:net';
+import { type Mesh, startMesh, waitFor } from '@zmesh/harness';
 import { connectHbone, isZmeshError, spiffeIdOf } from '@zmesh/shared';
 import { openFds, settleFds } from '@zmesh/shared/testing';
 import test from 'ava';
-import { type Mesh, startEcho, startMesh, waitFor } from './helpers/mesh.js';
+import { startEcho } from './helpers/probes.js';
 
 let mesh: Mesh;
 let closeServers: () => void;
 
 test.before(async () => {
-  mesh = await startMesh(21, {
+  mesh = await startMesh({
+    run: 'in-process',
+    block: 21,
     forwards: [
       { port: 18000, to: '127.21.2.1:7000' },
       { port: 18001, to: '127.21.96.10:80' },

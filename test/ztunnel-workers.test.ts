@@ -8,7 +8,7 @@ import {
   ZtunnelWorkers,
 } from '@zmesh/ztunnel';
 import test from 'ava';
-import { startEcho } from './helpers/mesh.js';
+import { startEcho } from './helpers/probes.js';
 
 /**
  * `--workers 2` on both nodes of an explicit-proxy pair (loopback only): four client

@@ -1,6 +1,7 @@
 import * as http from 'node:http';
 import * as http2 from 'node:http2';
 import { createServer, type Server, type Socket } from 'node:net';
+import { startMesh } from '@zmesh/harness';
 import type { CertificateAuthority, TrustBundle, Workload } from '@zmesh/shared';
 import {
   type Clock,
@@ -10,12 +11,12 @@ import {
   type WaypointOptions,
 } from '@zmesh/waypoint';
 import type { ForwardConfig, Ztunnel } from '@zmesh/ztunnel';
-import { startEcho, startMesh } from './mesh.js';
+import { startEcho } from './probes.js';
 
 /**
- * The mesh fixture (mesh.ts) with this topology: a source ztunnel (node-a: clients), a
- * destination ztunnel (node-b: server-v1, server-v2) and a waypoint for team-b between
- * them, all on 127.<block>.x.x. The Service `server`
+ * The mesh fixture (`startMesh({ run: 'in-process' })`, harness/src/mesh/mesh.ts) with this
+ * topology: a source ztunnel (node-a: clients), a destination ztunnel (node-b: server-v1,
+ * server-v2) and a waypoint for team-b between them, all on 127.<block>.x.x. The Service `server`
  * names the waypoint (GatewayRef by address), so the source ztunnel tunnels its traffic
  * there; the waypoint forwards to the pods over HBONE with its own identity.
  */
@@ -149,7 +150,12 @@ services:
     forward('client', port.clientTcp, 81),
     forward('intruder', port.intruderTcp, 81),
   ];
-  const ztunnels = await startMesh(block, { forwards: [], config: { workloads, services, forwards } });
+  const ztunnels = await startMesh({
+    run: 'in-process',
+    block: block,
+    forwards: [],
+    config: { workloads, services, forwards },
+  });
   const { ca, bundle, a, b } = ztunnels;
   const app = opts.app ?? startApp;
   const apps = { v1: await app('server-v1', ip.v1, 7000), v2: await app('server-v2', ip.v2, 7000) };

@@ -11,13 +11,25 @@ export * from './install/index.js';
 export * from './kube-api/index.js';
 export { ControlPlaneLink } from './mesh/control-plane-link.js';
 export {
+  type ClusterMeshOptions,
   type ControlPlaneMode,
   LocalMesh,
-  type MeshOptions,
   type MeshService,
   type MeshSpec,
   VIP_PREFIX,
 } from './mesh/local-mesh.js';
+export {
+  baseDocs,
+  clientForwards,
+  forwardConfigs,
+  type Mesh,
+  podDoc,
+  startMesh,
+  startXdsNode,
+  waitFor,
+  type XdsMesh,
+  type XdsNode,
+} from './mesh/mesh.js';
 export { MeshControlPlane, type ProxyStatusRow } from './mesh/mesh-control-plane.js';
 export { controlPlaneUid, meshYaml } from './mesh/mesh-objects.js';
 export { netnsHttp } from './mesh/netns-http.js';

@@ -26,6 +26,7 @@ import {
   ztunnelPath,
 } from './peer-paths.js';
 import { resolveRuntimes, runtimeEnv, runtimePathName, runtimeTable } from './runtimes.js';
+import { median } from './stats.js';
 import { onPath, type RunningTargets, startTargets, type Target } from './targets.js';
 import { haproxyHopPath, haproxyPath, nodeHopPath, nodeTlsPath, stunnelPath } from './tls-peers.js';
 import { WAYPOINT_PATH, waypointPath } from './waypoint-path.js';
@@ -264,10 +265,7 @@ function medianOfRounds(results: BenchResult[]): BenchResult[] {
     groups.set(key, [...(groups.get(key) ?? []), r]);
   }
   return [...groups.values()].map((rows) => {
-    const sorted = rows.map((r) => r.value).sort((a, b) => a - b);
-    const mid = sorted.length / 2;
-    const value = sorted.length % 2 ? sorted[Math.floor(mid)]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-    return { ...rows[0]!, value };
+    return { ...rows[0]!, value: median(rows.map((r) => r.value).sort((a, b) => a - b)) };
   });
 }
 

@@ -1,5 +1,5 @@
 import { writeFile } from 'node:fs/promises';
-import { LocalMesh } from '../mesh/local-mesh.js';
+import { startMesh } from '../mesh/mesh.js';
 import { ECHO_SERVER, SETUP_AND_RTT } from '../mesh/pod-programs.js';
 
 export interface CaptureBenchRow {
@@ -23,8 +23,9 @@ export async function runCaptureBench(
 ): Promise<CaptureBenchRow[]> {
   const count = opts.quick ? 500 : 3000;
   const rounds = opts.quick ? 500 : 5000;
-  const mesh = await LocalMesh.up(
-    {
+  const mesh = await startMesh({
+    run: 'cluster',
+    spec: {
       nodes: ['node-a', 'node-b'],
       pods: [
         { name: 'mesh-client', namespace: 'bench', serviceAccount: 'client', node: 'node-a' },
@@ -33,8 +34,10 @@ export async function runCaptureBench(
         { name: 'plain-server', namespace: 'plain', serviceAccount: 'server', node: 'node-b' },
       ],
     },
-    { enroll: (p) => p.namespace === 'bench', ztunnelCpus: '0', ztunnelLog: 'error' },
-  );
+    enroll: (p) => p.namespace === 'bench',
+    ztunnelCpus: '0',
+    ztunnelLog: 'error',
+  });
   try {
     const rows: CaptureBenchRow[] = [];
     for (const [path, client, server] of [

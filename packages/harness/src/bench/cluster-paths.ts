@@ -4,7 +4,8 @@ import type { ResultPromise } from 'execa';
 import { podArgv } from '../cluster/pod-runner.js';
 import type { PodInfo } from '../cluster/topology.js';
 import { stopChild } from '../local/ztunnel-process.js';
-import { LocalMesh, type MeshSpec, VIP_PREFIX } from '../mesh/local-mesh.js';
+import { type LocalMesh, type MeshSpec, VIP_PREFIX } from '../mesh/local-mesh.js';
+import { startMesh } from '../mesh/mesh.js';
 import { ECHO_SERVER } from '../mesh/pod-programs.js';
 import type { Endpoint } from './endpoint.js';
 import {
@@ -178,7 +179,9 @@ async function openCluster(
   targets: Target[],
   proxies?: (mesh: LocalMesh, podTargets: Target[]) => Promise<OpenPath>,
 ): Promise<OpenPath> {
-  const mesh = await LocalMesh.up(clusterSpec(mode, targets), {
+  const mesh = await startMesh({
+    run: 'cluster',
+    spec: clusterSpec(mode, targets),
     enroll: () => mode !== 'direct',
     ztunnelCpus: PROXY_CPU,
     waypointCpus: PROXY_CPU,

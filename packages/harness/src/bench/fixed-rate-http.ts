@@ -1,5 +1,6 @@
 import { execa } from 'execa';
 import type { Endpoint } from './endpoint.js';
+import { quantile } from './stats.js';
 
 /**
  * Fixed-rate 1 KiB HTTP/1.1 GETs over keep-alive connections, in a child node process;
@@ -34,7 +35,7 @@ const tick = setInterval(() => {
   if (elapsed >= total) clearInterval(tick);
 }, 1);
 setTimeout(() => { const w = setInterval(() => { if (inflight === 0 || performance.now() - t0 > total + 5000) { clearInterval(w);
-  lat.sort((a, b) => a - b); const q = (p) => lat.length ? Math.round(10 * lat[Math.min(lat.length - 1, Math.floor(p * lat.length))]) / 10 : null;
+  lat.sort((a, b) => a - b); const quantile = ${quantile}; const q = (p) => Math.round(10 * quantile(lat, p)) / 10;
   console.log(JSON.stringify({ ok, failed, rps: ok / (durationMs / 1000), p50_ms: q(0.5), p99_ms: q(0.99) })); process.exit(0); } }, 20); }, total);
 `;
 

@@ -1,9 +1,32 @@
-/** Small statistics the benches share. */
+/**
+ * The statistics the benches, harnesses and their child programs share: the one quantile,
+ * the medians, rounding.
+ */
 
-/** The q-quantile of ascending `sorted` (nearest rank below); NaN when empty. */
+/**
+ * The q-quantile of ascending `sorted` (nearest rank below); NaN when empty (null in JSON).
+ * Self-contained: the programs the harness runs in child processes and pods embed its
+ * source (`const quantile = ${quantile};`).
+ */
 export function quantile(sorted: readonly number[], q: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+}
+
+/** The median of ascending `sorted`: the mean of the two middles when even; NaN when empty. */
+export function median(sorted: readonly number[]): number {
+  const mid = sorted.length / 2;
+  return sorted.length % 2 ? sorted[Math.floor(mid)]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** The median item by `key` (the upper of two middles: the 0.5-quantile); `items` is not empty. */
+export function upperMedianBy<T>(items: readonly T[], key: (item: T) => number): T {
+  return [...items].sort((a, b) => key(a) - key(b))[Math.floor(items.length / 2)]!;
+}
+
+/** The lower of the two middle items (the middle one when odd), by `key`. */
+export function lowerMedianBy<T>(items: readonly T[], key: (item: T) => number): T {
+  return [...items].sort((a, b) => key(a) - key(b))[Math.floor((items.length - 1) / 2)]!;
 }
 
 /** Milliseconds to two decimals, as the benches print them. */

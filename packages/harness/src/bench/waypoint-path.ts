@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
 import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
-import { clientForwards, startLoopbackMesh } from '../mesh/loopback-mesh.js';
+import { clientForwards, startMesh } from '../mesh/mesh.js';
 import type { Endpoint } from './endpoint.js';
 import {
   BENCH_TENANT_LIMITS,
@@ -68,30 +68,29 @@ export function waypointPath(
       const log = (name: string) => join(base, `${name}.log`);
       // Every process is spawned before `started` records the path's pids.
       try {
-        await startLoopbackMesh(
-          {
-            dir: base,
-            cp: WP.cp,
-            xdsPort: WP.xdsPort,
-            nodes: { 'node-a': WP.nodeA, 'node-b': WP.nodeB },
-            forwards: join(base, 'forwards.yaml'),
-            waypoint: { gateway: 'bench/waypoint', address: WP.waypoint },
-            ztunnelArgs: BENCH_TENANT_LIMITS,
-            readyTimeoutMs: 30_000,
-            // The control plane is not on the data path: it stays on the load CPU with this
-            // process; the ztunnels and the waypoint go to the proxy CPU.
-            spawn: (argv, role, name) =>
-              role === 'control-plane'
-                ? execa(bin, argv, {
-                    reject: false,
-                    stdin: 'ignore',
-                    stdout: 'ignore',
-                    stderr: { file: log(name) },
-                  })
-                : spawnProxy([bin, ...argv], log(name)),
-          },
+        await startMesh({
+          run: 'processes',
           children,
-        );
+          dir: base,
+          cp: WP.cp,
+          xdsPort: WP.xdsPort,
+          nodes: { 'node-a': WP.nodeA, 'node-b': WP.nodeB },
+          forwards: join(base, 'forwards.yaml'),
+          waypoint: { gateway: 'bench/waypoint', address: WP.waypoint },
+          ztunnelArgs: BENCH_TENANT_LIMITS,
+          readyTimeoutMs: 30_000,
+          // The control plane is not on the data path: it stays on the load CPU with this
+          // process; the ztunnels and the waypoint go to the proxy CPU.
+          spawn: (argv, role, name) =>
+            role === 'control-plane'
+              ? execa(bin, argv, {
+                  reject: false,
+                  stdin: 'ignore',
+                  stdout: 'ignore',
+                  stderr: { file: log(name) },
+                })
+              : spawnProxy([bin, ...argv], log(name)),
+        });
       } catch (e) {
         await Promise.all(children.map((c) => stopChild(c)));
         throw e;

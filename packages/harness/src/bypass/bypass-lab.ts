@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { CertificateAuthority, type Credential } from '@zmesh/shared';
 import type { ResultPromise } from 'execa';
 import { buildTopology, type NodeInfo, type PodInfo } from '../cluster/topology.js';
-import { LocalMesh, type MeshSpec } from '../mesh/local-mesh.js';
+import type { LocalMesh, MeshSpec } from '../mesh/local-mesh.js';
+import { startMesh } from '../mesh/mesh.js';
 import { HBONE_PROBE, PRIVILEGE_PROBE, PROBE, TARGET_SERVER } from './bypass-programs.js';
 import { L7Target } from './l7-target.js';
 import { type Movement, movements, parseScrape, type Scrape } from './metric-deltas.js';
@@ -145,16 +146,15 @@ export class BypassLab {
     // Addresses follow from the spec alone, so the policy can name the client's before the cluster exists.
     const clientIp = buildTopology(BYPASS_SPEC, 'policy', '').pods.find((p) => p.name === 'client')!.ipv4;
     const logs = new ZtunnelLogs();
-    const mesh = await LocalMesh.up(
-      { ...BYPASS_SPEC, policies: policies(clientIp) },
-      {
-        enroll: (p) => !NOT_ENROLLED.has(p.name),
-        unconfigured: (p) => p.name === 'late',
-        ztunnelLog: 'info',
-        ztunnelEnv: { ZMESH_LOG_HBONE: 'debug' },
-        ztunnelStderr: (node, chunk) => logs.add(node, chunk),
-      },
-    );
+    const mesh = await startMesh({
+      run: 'cluster',
+      spec: { ...BYPASS_SPEC, policies: policies(clientIp) },
+      enroll: (p) => !NOT_ENROLLED.has(p.name),
+      unconfigured: (p) => p.name === 'late',
+      ztunnelLog: 'info',
+      ztunnelEnv: { ZMESH_LOG_HBONE: 'debug' },
+      ztunnelStderr: (node, chunk) => logs.add(node, chunk),
+    });
     try {
       if (mesh.pod('client').ipv4 !== clientIp) throw new Error(`client address ${mesh.pod('client').ipv4}`);
       const keyPem = await readFile(join(mesh.dir, 'root-key.pem'), 'utf8');

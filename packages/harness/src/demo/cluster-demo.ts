@@ -1,7 +1,8 @@
 import { logger } from '@zmesh/shared';
 import type { ResultPromise } from 'execa';
 import type { PodInfo } from '../cluster/topology.js';
-import { LocalMesh } from '../mesh/local-mesh.js';
+import type { LocalMesh } from '../mesh/local-mesh.js';
+import { startMesh } from '../mesh/mesh.js';
 import { principalLines } from '../report/principal-lines.js';
 
 const log = logger('demo');
@@ -20,30 +21,33 @@ require('http').createServer((req, res) => {
  */
 export async function runClusterDemo(): Promise<number> {
   step('bringing up 2 nodes, 4 pods, one ztunnel per node (capture mode, strict inbound)');
-  const mesh = await LocalMesh.up({
-    nodes: ['node-a', 'node-b'],
-    pods: [
-      { name: 'web', namespace: 'shop', serviceAccount: 'web', node: 'node-b' },
-      { name: 'cache', namespace: 'data', serviceAccount: 'redis', node: 'node-b' },
-      { name: 'frontend', namespace: 'shop', serviceAccount: 'frontend', node: 'node-a' },
-      { name: 'worker', namespace: 'data', serviceAccount: 'worker', node: 'node-a' },
-    ],
-    services: [
-      {
-        name: 'web',
-        namespace: 'shop',
-        vip: '10.244.250.10',
-        ports: [{ port: 80, targetPort: 8080 }],
-        pods: ['web'],
-      },
-      {
-        name: 'cache',
-        namespace: 'data',
-        vip: '10.244.250.20',
-        ports: [{ port: 6379, targetPort: 6379 }],
-        pods: ['cache'],
-      },
-    ],
+  const mesh = await startMesh({
+    run: 'cluster',
+    spec: {
+      nodes: ['node-a', 'node-b'],
+      pods: [
+        { name: 'web', namespace: 'shop', serviceAccount: 'web', node: 'node-b' },
+        { name: 'cache', namespace: 'data', serviceAccount: 'redis', node: 'node-b' },
+        { name: 'frontend', namespace: 'shop', serviceAccount: 'frontend', node: 'node-a' },
+        { name: 'worker', namespace: 'data', serviceAccount: 'worker', node: 'node-a' },
+      ],
+      services: [
+        {
+          name: 'web',
+          namespace: 'shop',
+          vip: '10.244.250.10',
+          ports: [{ port: 80, targetPort: 8080 }],
+          pods: ['web'],
+        },
+        {
+          name: 'cache',
+          namespace: 'data',
+          vip: '10.244.250.20',
+          ports: [{ port: 6379, targetPort: 6379 }],
+          pods: ['cache'],
+        },
+      ],
+    },
   });
   const servers: ResultPromise[] = [];
   try {

@@ -6,7 +6,7 @@ import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
 import { tempDir } from '../local/exit-cleanup.js';
 import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
-import { clientForwards, startLoopbackMesh } from '../mesh/loopback-mesh.js';
+import { clientForwards, startMesh } from '../mesh/mesh.js';
 
 export interface L7LabOptions {
   /** First two octets of the lab's loopback /16 (default the demo's `127.50`). */
@@ -83,18 +83,17 @@ export async function startL7Lab(opts: L7LabOptions = {}): Promise<L7Lab> {
         ]),
       ),
     );
-    const { waypoint, admin } = await startLoopbackMesh(
-      {
-        dir,
-        cp: a.cp,
-        xdsPort: Number(xds.split(':')[1]),
-        nodes: a.nodes,
-        forwards: join(dir, 'forwards.yaml'),
-        waypoint: { gateway: 'shop/waypoint', address: a.waypoint },
-        spawn: (argv) => zmesh(argv),
-      },
+    const { waypoint, admin } = await startMesh({
+      run: 'processes',
       children,
-    );
+      dir,
+      cp: a.cp,
+      xdsPort: Number(xds.split(':')[1]),
+      nodes: a.nodes,
+      forwards: join(dir, 'forwards.yaml'),
+      waypoint: { gateway: 'shop/waypoint', address: a.waypoint },
+      spawn: (argv) => zmesh(argv),
+    });
     return {
       l7: (on) =>
         zmeshOnce(

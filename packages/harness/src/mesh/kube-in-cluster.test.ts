@@ -5,7 +5,8 @@ import { parse } from 'yaml';
 import { L7_POLICY_YAML } from '../demo/l7-lab.js';
 import { ApiServerDouble, type KubeObject } from '../kube-api/api-server-double.js';
 import { ZMESH_BIN } from '../local/ztunnel-process.js';
-import { LocalMesh, type MeshSpec, VIP_PREFIX } from './local-mesh.js';
+import { type MeshSpec, VIP_PREFIX } from './local-mesh.js';
+import { startMesh } from './mesh.js';
 import { METHOD_ECHO_SERVER, REQUESTS_CLIENT } from './pod-programs.js';
 
 /*
@@ -40,7 +41,12 @@ meshTest(
     const api = new ApiServerDouble({ host: '127.34.0.5' });
     await api.start();
     t.teardown(() => api.close());
-    const mesh = await LocalMesh.up(SPEC, { controlPlane: { kubernetes: api }, ztunnelLog: 'error' });
+    const mesh = await startMesh({
+      run: 'cluster',
+      spec: SPEC,
+      controlPlane: { kubernetes: api },
+      ztunnelLog: 'error',
+    });
     const web = mesh.cluster.runInPod(mesh.pod('web'), ['node', '-e', METHOD_ECHO_SERVER], {
       reject: false,
       stdin: 'ignore',

@@ -42,7 +42,7 @@ export interface MeshSpec extends ClusterSpec {
   waypoints?: WaypointShape[];
 }
 
-export interface MeshOptions {
+export interface ClusterMeshOptions {
   /** Pods enrolled at start (default: all). */
   enroll?: (pod: PodInfo) => boolean;
   /** Pods left out of ztunnel's configuration, so they stay pending after enrollment. */
@@ -94,7 +94,8 @@ const KEYS_TMPFS = '/dev/shm';
 export const VIP_PREFIX = '10.244.250.';
 
 /**
- * The local multi-node mesh of docs/design.md §10: a cluster of network namespaces, one ztunnel
+ * The mesh fixture's `cluster` runtime (`startMesh({ run: 'cluster', spec, ... })`, mesh.ts):
+ * the local multi-node mesh of docs/design.md §10: a cluster of network namespaces, one ztunnel
  * per node (in the node's namespace and cgroup, capture mode), pods enrolled before any of
  * their processes start by the harness acting as each node's agent: a ZDS server
  * (docs/zds.md) the node's ztunnel connects to, handing over each pod's netns fd. (With
@@ -124,12 +125,13 @@ export class LocalMesh {
     readonly cluster: Cluster,
     private readonly temp: TempDir,
     readonly spec: MeshSpec,
-    private readonly options: MeshOptions,
+    private readonly options: ClusterMeshOptions,
   ) {
     this.dir = temp.path;
   }
 
-  static async up(spec: MeshSpec, options: MeshOptions = {}): Promise<LocalMesh> {
+  /** Through `startMesh({ run: 'cluster', spec, ...options })` (mesh.ts). */
+  static async up(spec: MeshSpec, options: ClusterMeshOptions = {}): Promise<LocalMesh> {
     const reason = await BpfCapture.unavailableReason();
     if (reason) throw new Error(`capture unavailable: ${reason}`);
     const cluster = await Cluster.up(spec);

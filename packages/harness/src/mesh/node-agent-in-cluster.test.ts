@@ -1,7 +1,8 @@
 import { BpfCapture } from '@zmesh/ztunnel';
 import test from 'ava';
 import { ApiServerDouble } from '../kube-api/api-server-double.js';
-import { LocalMesh, type MeshSpec, VIP_PREFIX } from './local-mesh.js';
+import { type MeshSpec, VIP_PREFIX } from './local-mesh.js';
+import { startMesh } from './mesh.js';
 import { METHOD_ECHO_SERVER, REQUESTS_CLIENT } from './pod-programs.js';
 
 /*
@@ -36,7 +37,9 @@ meshTest(
     await api.start();
     t.teardown(() => api.close());
     const late = (p: { name: string }) => p.name === 'late';
-    const mesh = await LocalMesh.up(SPEC, {
+    const mesh = await startMesh({
+      run: 'cluster',
+      spec: SPEC,
       controlPlane: { kubernetes: api, nodeAgents: true },
       // `late` is not in the API yet: its sandbox comes later, through the CNI plugin.
       enroll: (p) => !late(p),

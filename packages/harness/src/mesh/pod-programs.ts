@@ -1,3 +1,5 @@
+import { quantile } from '../bench/stats.js';
+
 /**
  * Small Node programs that run inside pods (as `node -e`), so tests and harnesses need
  * nothing in a pod but node. Each prints JSON lines on stdout.
@@ -95,7 +97,8 @@ function rtt() {
 }
 function report(secs, lat) {
   lat.sort((a, b) => a - b);
-  const q = (p) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))];
+  const quantile = ${quantile};
+  const q = (p) => quantile(lat, p);
   console.log(JSON.stringify({ connPerSec: count / secs, rttP50Us: q(0.5), rttP99Us: q(0.99), failed }));
   process.exit(0);
 }

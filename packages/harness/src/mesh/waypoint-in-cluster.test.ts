@@ -1,7 +1,8 @@
 import { BpfCapture } from '@zmesh/ztunnel';
 import test from 'ava';
 import { L7_POLICY_YAML } from '../demo/l7-lab.js';
-import { LocalMesh, type MeshSpec, VIP_PREFIX } from './local-mesh.js';
+import { type MeshSpec, VIP_PREFIX } from './local-mesh.js';
+import { startMesh } from './mesh.js';
 import { netnsHttp } from './netns-http.js';
 import { METHOD_ECHO_SERVER, REQUESTS_CLIENT } from './pod-programs.js';
 
@@ -32,7 +33,7 @@ meshTest(
   `a namespace waypoint in its own pod: service and pod traffic cross it, its L7 policy holds${why}`,
   async (t) => {
     t.timeout(90_000);
-    const mesh = await LocalMesh.up(SPEC, { controlPlane: true, ztunnelLog: 'error' });
+    const mesh = await startMesh({ run: 'cluster', spec: SPEC, controlPlane: true, ztunnelLog: 'error' });
     const web = mesh.cluster.runInPod(mesh.pod('web'), ['node', '-e', METHOD_ECHO_SERVER], {
       reject: false,
       stdin: 'ignore',

@@ -1,5 +1,7 @@
 import { processCpuSecondsSync, residentSetSync } from '../bench/proc-stat.js';
-import { LocalMesh } from '../mesh/local-mesh.js';
+import { lowerMedianBy, upperMedianBy } from '../bench/stats.js';
+import type { LocalMesh } from '../mesh/local-mesh.js';
+import { startMesh } from '../mesh/mesh.js';
 import { AGGRESSOR, SERVERS, VICTIM } from './noisy-programs.js';
 
 export const SCENARIOS = ['storm', 'flood', 'slow', 'hoard'] as const;
@@ -101,7 +103,9 @@ export async function runNoisyNeighbor(
     say(
       `fairness ${fairness}: bringing up the mesh (ztunnel on CPU ${PROXY_CPU}; load on CPU ${LOAD_CPU}, the aggressor's at nice 10)`,
     );
-    const mesh = await LocalMesh.up(SPEC, {
+    const mesh = await startMesh({
+      run: 'cluster',
+      spec: SPEC,
       ztunnelCpus: PROXY_CPU,
       ztunnelArgs: [
         ...(fairness === 'on' ? [] : ['--fairness', 'off']),
@@ -256,23 +260,13 @@ async function victim(mesh: LocalMesh, host: string, rate: number, seconds: numb
   };
 }
 
-/** The median item by `key` (the upper of two middles); `items` is not empty. */
-function upperMedian<T>(items: T[], key: (item: T) => number): T {
-  return [...items].sort((a, b) => key(a) - key(b))[Math.floor(items.length / 2)]!;
-}
-
-/** The lower of the two middle items (the middle one when odd), by `key`. */
-function lowerMedian<T>(items: T[], key: (item: T) => number): T {
-  return [...items].sort((a, b) => key(a) - key(b))[Math.floor((items.length - 1) / 2)]!;
-}
-
 /**
  * The runs' lower median latencies and upper median rate, so that every ratio against
  * them errs towards the attack looking worse.
  */
 function lowerMedianStats(runs: VictimStats[]): VictimStats {
-  const low = (field: 'p50_ms' | 'p99_ms') => lowerMedian(runs, (r) => r[field])[field];
-  return { p50_ms: low('p50_ms'), p99_ms: low('p99_ms'), rps: upperMedian(runs, (r) => r.rps).rps };
+  const low = (field: 'p50_ms' | 'p99_ms') => lowerMedianBy(runs, (r) => r[field])[field];
+  return { p50_ms: low('p50_ms'), p99_ms: low('p99_ms'), rps: upperMedianBy(runs, (r) => r.rps).rps };
 }
 
 function ratios(loaded: VictimStats, solo: VictimStats): { p99_ratio: number; rps_ratio: number } {
@@ -294,7 +288,7 @@ function summarize(
   fairness: 'on' | 'off',
   rounds: RoundResult[],
 ): ScenarioResult {
-  const median = upperMedian(rounds, (r) => r.p99_ratio);
+  const median = upperMedianBy(rounds, (r) => r.p99_ratio);
   const rss_mb = Math.max(...rounds.map((r) => r.ztunnel.rss_mb));
   return { name, fairness, ...median, ztunnel: { ...median.ztunnel, rss_mb }, rounds };
 }

@@ -1,3 +1,5 @@
+import { quantile } from '../bench/stats.js';
+
 /**
  * Load programs for the noisy-neighbor harness, run inside pods as `node -e` (pinned to
  * the load CPU with taskset by the caller). Each bounds itself in count and time and
@@ -73,7 +75,8 @@ else {
 }
 const finish = () => {
   lat.sort((a, b) => a - b);
-  const q = (p) => (lat.length ? lat[Math.min(lat.length - 1, Math.floor(p * lat.length))] : null);
+  const quantile = ${quantile};
+  const q = (p) => quantile(lat, p);
   const secs = durationMs / 1000;
   console.log(JSON.stringify({ ok, failed, rps: ok / secs, p50_ms: q(0.5), p99_ms: q(0.99), bulk_mb_s: bulkBytes / secs / 1e6 }));
   process.exit(0);

@@ -1,5 +1,6 @@
 import type { ResultPromise } from 'execa';
-import { LocalMesh, type MeshSpec } from '../mesh/local-mesh.js';
+import type { LocalMesh, MeshSpec } from '../mesh/local-mesh.js';
+import { startMesh } from '../mesh/mesh.js';
 import { parseRateResult, RATE_CLIENT } from '../mesh/pod-programs.js';
 import { firstFiring } from './alert-eval.js';
 import { DrillRecorder, type DrillReport } from './drill-report.js';
@@ -46,7 +47,9 @@ export const DRILL_SPEC: MeshSpec = {
 export async function runOutageDrill(opts: OutageDrillOptions = {}): Promise<DrillReport> {
   const ttl = opts.certTtlSeconds ?? DEFAULT_DRILL_CERT_TTL_SECONDS;
   const duration = opts.durationSeconds ?? ttl + 5;
-  const mesh = await LocalMesh.up(DRILL_SPEC, {
+  const mesh = await startMesh({
+    run: 'cluster',
+    spec: DRILL_SPEC,
     enroll: (p) => p.name !== 'newpod' && p.name !== 'outsider',
     unconfigured: (p) => p.name === 'newpod' || p.name === 'outsider',
     // The refusals the drill provokes are warnings by design; ZMESH_LOG=warn shows them.

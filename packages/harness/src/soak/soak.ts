@@ -8,7 +8,7 @@ import { adminRequest } from '@zmesh/shared';
 import { execa, type ResultPromise } from 'execa';
 import { stringify } from 'yaml';
 import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
-import { clientForwards, startLoopbackMesh } from '../mesh/loopback-mesh.js';
+import { clientForwards, startMesh } from '../mesh/mesh.js';
 import { type FloodKind, type MeshPeerTarget, meshFlood, meshPeerTls, slowReader } from './mesh-peers.js';
 
 /** The soak's own loopback addresses (no other harness uses 127.44/16). */
@@ -229,30 +229,29 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
         ]),
       ),
     );
-    await startLoopbackMesh(
-      {
-        dir,
-        cp: SOAK.cp,
-        xdsPort: SOAK.xdsPort,
-        nodes: { 'node-a': SOAK.nodeA, 'node-b': SOAK.nodeB },
-        forwards: join(dir, 'forwards.yaml'),
-        waypoint: { gateway: 'back/waypoint', address: SOAK.waypoint },
-        // Idlers are cut at 2 s instead of 10 s, so the soak reaches its steady state soon.
-        // PINGs every 2 s, so a slow reader meets its deadline (twice that) within a short run.
-        ztunnelArgs: ['--handshake-timeout-ms', '2000', '--ping-interval-ms', String(SOAK.pingIntervalMs)],
-        readyTimeoutMs: 30_000,
-        spawn: (argv, role, name) => {
-          // The control plane restarts during the soak: its state (and so its node-token
-          // key, which the ztunnels' tokens are bound to) must outlive the process.
-          if (role === 'control-plane') {
-            cpArgv = argv.map((a) => (a === '--no-state-dir' ? `--state-dir=${join(dir, 'state')}` : a));
-            return spawnZmesh(cpArgv, name);
-          }
-          return spawnZmesh(argv, name);
-        },
-      },
+    await startMesh({
+      run: 'processes',
       children,
-    );
+      dir,
+      cp: SOAK.cp,
+      xdsPort: SOAK.xdsPort,
+      nodes: { 'node-a': SOAK.nodeA, 'node-b': SOAK.nodeB },
+      forwards: join(dir, 'forwards.yaml'),
+      waypoint: { gateway: 'back/waypoint', address: SOAK.waypoint },
+      // Idlers are cut at 2 s instead of 10 s, so the soak reaches its steady state soon.
+      // PINGs every 2 s, so a slow reader meets its deadline (twice that) within a short run.
+      ztunnelArgs: ['--handshake-timeout-ms', '2000', '--ping-interval-ms', String(SOAK.pingIntervalMs)],
+      readyTimeoutMs: 30_000,
+      spawn: (argv, role, name) => {
+        // The control plane restarts during the soak: its state (and so its node-token
+        // key, which the ztunnels' tokens are bound to) must outlive the process.
+        if (role === 'control-plane') {
+          cpArgv = argv.map((a) => (a === '--no-state-dir' ? `--state-dir=${join(dir, 'state')}` : a));
+          return spawnZmesh(cpArgv, name);
+        }
+        return spawnZmesh(argv, name);
+      },
+    });
     const [, clientSide, target] = children; // control plane, node-a, node-b, waypoint
     const pid = target!.pid!;
     const clientPid = clientSide!.pid!;

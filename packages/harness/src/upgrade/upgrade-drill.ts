@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { ResultPromise } from 'execa';
-import { LocalMesh } from '../mesh/local-mesh.js';
+import { startMesh } from '../mesh/mesh.js';
 import { STEADY_SERVER } from '../outage/steady-traffic.js';
 import { UPGRADE_CLIENT, type UpgradeTrafficResult } from './upgrade-traffic.js';
 
@@ -56,13 +56,16 @@ export async function runUpgradeDrill(opts: UpgradeDrillOptions = {}): Promise<U
   const overlapMs = opts.overlapMs ?? 1500;
   const echo = opts.echo ?? (() => {});
   const children: ResultPromise[] = [];
-  const mesh = await LocalMesh.up({
-    nodes: ['node-a', 'node-b'],
-    pods: [
-      { name: 'client', namespace: 'team-a', serviceAccount: 'client', node: 'node-a' },
-      { name: 'server', namespace: 'team-b', serviceAccount: 'server', node: 'node-b' },
-    ],
-    services: [],
+  const mesh = await startMesh({
+    run: 'cluster',
+    spec: {
+      nodes: ['node-a', 'node-b'],
+      pods: [
+        { name: 'client', namespace: 'team-a', serviceAccount: 'client', node: 'node-a' },
+        { name: 'server', namespace: 'team-b', serviceAccount: 'server', node: 'node-b' },
+      ],
+      services: [],
+    },
   });
   try {
     const server = mesh.pod('server');

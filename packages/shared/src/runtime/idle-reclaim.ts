@@ -24,7 +24,11 @@ export const QUIET_UTILIZATION = 0.01;
  * warm-up a waypoint's reclaim kept the young generation; with it, the reclaim gave it back
  * (Node 20: RSS 93-94 → 69-70 MB). Node 20's V8 judged the rate low 5 s after the young
  * collection; Node 24's smooths it and judged it low at 5.5-7 s only sometimes (the young
- * generation test kept 64 MB in 3 of 4 runs at 5.5 s), hence 7.5 s. V8's memory-reducing
+ * generation test kept 64 MB in 3 of 4 runs at 5.5 s), hence 7.5 s, and even then it kept
+ * it one run in six: Node 24's V8 smooths the rate over several collections, so every quiet
+ * sample before the reclaim runs a young collection too (each of an almost empty young
+ * generation, under a millisecond), and the test gave it back 24 runs of 24 against 20 of 24
+ * with the one collection, in the same run (docs/performance.md). V8's memory-reducing
  * collection (gc flavor `last-resort`) always gives it back, but paused a 100-pod ztunnel
  * for 1.9 s on a loaded machine, and that pause then spaced reclaims 190 s apart.
  */
@@ -43,7 +47,7 @@ export interface IdleReclaimInputs {
   utilization?: () => number;
   /** A full collection; default a compacting `globalThis.gc` when node runs with `--expose-gc`, else none. */
   collect?: (() => void) | undefined;
-  /** A young-generation collection, run when the quiet begins; default `globalThis.gc` (minor) likewise. */
+  /** A young-generation collection, run at each quiet sample before the reclaim; default `globalThis.gc` (minor) likewise. */
   scavenge?: (() => void) | undefined;
   /** Hands malloc's free pages back to the kernel; default glibc `malloc_trim(0)`. */
   trim?: () => void;
@@ -115,8 +119,8 @@ export class IdleReclaim {
   }
 
   /**
-   * One sample: marks the process busy, or, once a busy process is quiet, starts the
-   * quiet with a young collection and reclaims when it has lasted long enough. A quiet
+   * One sample: marks the process busy, or, once a busy process is quiet, runs a young
+   * collection (the first starts the quiet) and reclaims when the quiet has lasted long enough. A quiet
    * starts below `QUIET_UTILIZATION` and lasts until a busy sample: a scrape of /metrics,
    * or timers slowed by a loaded CPU, may lift a sample between the two thresholds.
    */
@@ -132,10 +136,19 @@ export class IdleReclaim {
     if (this.#quietSince === undefined) {
       if (u >= QUIET_UTILIZATION) return;
       this.#quietSince = now;
-      this.#scavenge?.();
+      this.#youngCollection();
     } else if (now - this.#quietSince >= QUIET_BEFORE_RECLAIM_MS && now >= this.#notBefore) {
       this.reclaim();
+    } else {
+      this.#youngCollection();
     }
+  }
+
+  /** A young collection; like the reclaim's pause, its own time is not work for the next sample. */
+  #youngCollection(): void {
+    if (!this.#scavenge) return;
+    this.#scavenge();
+    this.#utilization();
   }
 
   reclaim(): void {
