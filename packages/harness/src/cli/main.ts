@@ -434,10 +434,15 @@ harness
 harness
   .command('soak')
   .description(
-    'a ztunnel pair under good traffic and hostile peers; fails if its RSS, fds or heap grow, it dies or a request fails',
+    "a ztunnel pair under good traffic and hostile peers while the control plane restarts; fails if a proxy's RSS, fds, heap or event-loop delay grow, a process dies or a request fails",
   )
   .option('--minutes <n>', 'how long (default 5)')
   .option('--seconds <n>', 'how long, in seconds (short runs, CI)')
+  .option(
+    '--restart-every-minutes <k>',
+    'kill and restart the control plane every K minutes (default 3; once, a quarter in, if the run is shorter than 2K)',
+  )
+  .option('--restart-signal <s>', 'term, kill, or alternate (SIGKILL first, then SIGTERM, ...)', 'alternate')
   .option('--json <file>', 'write the samples, slopes and verdict as JSON')
   .action(async (options) => {
     const { runSoakCommand } = await import('./soak-command.js');
@@ -481,7 +486,11 @@ const EXAMPLES: Record<string, string[]> = {
   dashboard: [
     'zmesh dashboard --admin /run/zmesh/admin.sock --ztunnel 127.50.0.2 --ztunnel 127.50.0.3 --waypoint 127.50.3.1',
   ],
-  'harness soak': ['zmesh harness soak', 'zmesh harness soak --seconds 60 --json soak.json'],
+  'harness soak': [
+    'zmesh harness soak',
+    'zmesh harness soak --seconds 60 --json soak.json',
+    'zmesh harness soak --minutes 30 --restart-every-minutes 3 --json soak.json',
+  ],
   'harness upgrade': ['zmesh harness upgrade', 'zmesh harness upgrade --long-lived 50 --json upgrade.json'],
   'harness outage': [
     'zmesh harness outage',

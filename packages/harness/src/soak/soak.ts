@@ -74,19 +74,65 @@ export interface MeshPeerOutcome {
   slowReadersHeld: number;
 }
 
-export interface SoakReport {
-  seconds: number;
-  /** The server-side ztunnel (node-b), which the hostile peers hit. */
+/** The proxies the soak samples and judges across control-plane restarts. */
+type ProxyName = 'node-a' | 'node-b' | 'waypoint';
+const PROXIES: readonly ProxyName[] = ['node-a', 'node-b', 'waypoint'];
+
+interface ProxyTrend {
   samples: SoakSample[];
   series: SoakSeries[];
-  /** The client-side ztunnel (node-a), judged the same way. */
-  client: { samples: SoakSample[]; series: SoakSeries[] };
+  /** xDS streams that ended over the run, by gRPC status (its zmesh_xds_stream_ends_total at the end). */
+  xdsStreamEnds: Record<string, number>;
+  /** Its xDS stream was up at the end (zmesh_xds_connected). */
+  xdsConnected: boolean;
+}
+
+/** One control-plane restart: killed by pid, started again on the same state directory. */
+interface CpRestart {
+  /** Seconds into the mix when the signal was sent. */
+  atSeconds: number;
+  signal: 'SIGTERM' | 'SIGKILL';
+  /** Signal to the new process answering /healthz; null if it did not within CP_START_GIVE_UP_MS. */
+  downSeconds: number | null;
+  /**
+   * Signal to each proxy's xDS stream being up again on a new stream (its stream-end count
+   * past the one before the signal, and zmesh_xds_connected 1); null if not within
+   * RECONNECT_GIVE_UP_MS.
+   */
+  reconnectSeconds: Record<ProxyName, number | null>;
+  /** Good requests done, and failed, from the signal until every proxy was back (last-known-good serving). */
+  requestsWhileDown: number;
+  failedWhileDown: number;
+}
+
+/**
+ * One control-plane process. Its memory starts over at each restart, so its series are
+ * judged within the incarnation only, and only when it ran CP_JUDGE_MIN_SECONDS.
+ */
+interface CpIncarnation {
+  pid: number;
+  /** Seconds into the mix it answered /healthz (0: the first) and it was signalled (or the run ended). */
+  startedAt: number;
+  endedAt: number;
+  samples: SoakSample[];
+  /** Absent when the incarnation was too short to judge. */
+  series?: SoakSeries[];
+}
+
+export interface SoakReport {
+  seconds: number;
+  /** The two ztunnels (node-b takes the hostile peers, node-a the workloads) and the waypoint. */
+  proxies: Record<ProxyName, ProxyTrend>;
   traffic: { requests: number; failed: number; firstFailure?: string };
   hostile: Record<string, number>;
   mesh: MeshPeerOutcome;
-  /** Times the control plane was stopped (SIGTERM), started again and answered /healthz. */
-  cpRestarts: number;
-  /** Which ztunnel died and how, if one did. */
+  controlPlane: {
+    restarts: CpRestart[];
+    /** Proxy reconnections seen after the restarts (at most restarts × proxies). */
+    reconnects: number;
+    incarnations: CpIncarnation[];
+  };
+  /** Which process died and how, if one did outside a restart. */
   died?: string;
   passed: boolean;
 }
@@ -96,9 +142,31 @@ export interface SoakOptions {
   sampleMs?: number;
   /** Growth allowed per minute over the second half (defaults: `soakLimits(seconds)`). */
   limits?: Partial<Record<SoakSeries['name'], number>>;
-  /** Control-plane restart period (default 120 s; a run shorter than two restarts once, a quarter in). */
+  /** Control-plane restart period (default 180 s; a run shorter than two periods restarts once, a quarter in). */
   restartEverySeconds?: number;
+  /** How the control plane is stopped: one signal, or SIGKILL and SIGTERM in turn (default), SIGKILL first. */
+  restartSignal?: 'SIGTERM' | 'SIGKILL' | 'alternate';
   echo?: (line: string) => void;
+}
+
+/** A control plane not answering /healthz this long after its restart fails the restart. */
+const CP_START_GIVE_UP_MS = 60_000;
+/** A proxy not back on xDS this long after the signal fails the restart. */
+const RECONNECT_GIVE_UP_MS = 90_000;
+/** A control-plane incarnation shorter than this is reported, not judged (its second half is start-up). */
+const CP_JUDGE_MIN_SECONDS = 60;
+
+/**
+ * Limits for one control-plane incarnation of `span` seconds: RSS, heap and fds as for a
+ * run that long. Its event-loop delay is judged only from five minutes on: at the default
+ * period (3 minutes) the second half is ~90 s, and there the delay's floor moves with the
+ * machine's load, not with the process (a 30-minute run at load 20: one incarnation's floor
+ * went from 105 to ~120 ms within it, 21.6 ms/min, while every proxy's stayed under 5 ms/min
+ * over 15 minutes).
+ */
+function cpLimits(span: number): Record<SeriesName, number> {
+  const limits = soakLimits(span);
+  return span >= 300 ? limits : { ...limits, loopDelay: Number.POSITIVE_INFINITY };
 }
 
 /**
@@ -167,11 +235,11 @@ export function judge(samples: SoakSample[], limits: Record<SeriesName, number>)
   });
 }
 
-async function sample(pid: number, metricsUrl: string, t: number): Promise<SoakSample> {
+async function sample(pid: number, scrape: () => Promise<string>, t: number): Promise<SoakSample> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
   const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
   const fds = (await readdir(`/proc/${pid}/fd`)).length;
-  const text = await (await fetch(metricsUrl)).text();
+  const text = await scrape();
   // Committed, not used: used climbs for minutes between major collections (a sawtooth
   // longer than a short run); committed grows only when what survives them needs room.
   const heapBytes = Number(/^nodejs_heap_size_total_bytes (\S+)/m.exec(text)?.[1] ?? Number.NaN);
@@ -179,6 +247,17 @@ async function sample(pid: number, metricsUrl: string, t: number): Promise<SoakS
   const loopDelay = Number(/^nodejs_eventloop_lag_p99_seconds (\S+)/m.exec(text)?.[1] ?? Number.NaN);
   return { t, rssBytes: rssKb * 1024, fds, heapBytes, loopDelay };
 }
+
+/** A proxy's xDS client from its metrics: streams ended (by gRPC status) and whether one is up. */
+function xdsState(text: string): { ends: Record<string, number>; total: number; connected: boolean } {
+  const ends: Record<string, number> = {};
+  for (const m of text.matchAll(/^zmesh_xds_stream_ends_total\{[^}]*code="([^"]*)"[^}]*\} (\S+)$/gm))
+    ends[m[1]!] = (ends[m[1]!] ?? 0) + Number(m[2]);
+  const connected = /^zmesh_xds_connected(?:\{[^}]*\})? 1$/m.test(text);
+  return { ends, total: Object.values(ends).reduce((x, y) => x + y, 0), connected };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * `zmesh harness soak`: a ztunnel pair on loopback (the loopback mesh the bench uses,
@@ -229,7 +308,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
         ]),
       ),
     );
-    await startMesh({
+    const lab = await startMesh({
       run: 'processes',
       children,
       dir,
@@ -252,18 +331,27 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
         return spawnZmesh(argv, name);
       },
     });
-    const [, clientSide, target] = children; // control plane, node-a, node-b, waypoint
-    const pid = target!.pid!;
-    const clientPid = clientSide!.pid!;
+    // children: control plane, node-a, node-b, waypoint; the control plane's entry changes at each restart.
+    const proxy: Record<ProxyName, { child: ResultPromise; metricsUrl: string }> = {
+      'node-a': { child: children[1]!, metricsUrl: `http://${SOAK.nodeA}:15020/metrics` },
+      'node-b': { child: children[2]!, metricsUrl: `http://${SOAK.nodeB}:15020/metrics` },
+      waypoint: { child: lab.waypoint, metricsUrl: `http://${SOAK.waypoint}:15020/metrics` },
+    };
+    const scrape = (name: ProxyName) => async () => (await fetch(proxy[name].metricsUrl)).text();
+    const pid = proxy['node-b'].child.pid!;
     let died: string | undefined;
-    for (const [node, child] of [
-      ['node-a', clientSide!],
-      ['node-b', target!],
-    ] as const) {
-      void child.then((r) => {
-        if (!stopping) died ??= `${node}: exit ${r.exitCode ?? r.signal}`;
+    for (const name of PROXIES) {
+      void proxy[name].child.then((r) => {
+        if (!stopping) died ??= `${name}: exit ${r.exitCode ?? r.signal}`;
       });
     }
+    // The control plane may exit only when the soak signals it.
+    let signalled: ResultPromise | undefined;
+    const watchCp = (child: ResultPromise) =>
+      void child.then((r) => {
+        if (!stopping && child !== signalled) died ??= `control-plane: exit ${r.exitCode ?? r.signal}`;
+      });
+    watchCp(children[0]!);
     echo(`soak: ztunnel pair up (server side pid ${pid}); ${opts.seconds} s of traffic and hostile peers`);
 
     const traffic = { requests: 0, failed: 0, firstFailure: undefined as string | undefined };
@@ -363,28 +451,103 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     });
 
     const mesh = await meshPeers(dir, every, () => stopping);
-    // The control plane restarts every `restartEverySeconds` (a quarter into a run shorter
-    // than two periods, leaving time for a start that takes 10 s on a loaded machine): the
-    // ztunnels keep serving from what they have and reconnect.
-    let cpRestarts = 0;
-    const period = opts.restartEverySeconds ?? 120;
-    const restartEvery = (opts.seconds < 2 * period ? opts.seconds / 4 : period) * 1000;
+    const started = performance.now();
+    const now = () => (performance.now() - started) / 1000;
+    // The control plane restarts every `restartEverySeconds` (once, a quarter into a run
+    // shorter than two periods, leaving time for a start that takes 10 s on a loaded
+    // machine): killed by pid (SIGKILL and SIGTERM in turn), then started again on the same
+    // state directory, CA and ports. The proxies keep serving from the config and
+    // certificates they hold and reconnect; good traffic goes on throughout.
+    const admin = lab.admin;
+    const incarnations: CpIncarnation[] = [
+      { pid: children[0]!.pid!, startedAt: 0, endedAt: opts.seconds, samples: [] },
+    ];
+    let cpUp = true;
+    const restarts: CpRestart[] = [];
+    const period = opts.restartEverySeconds ?? 180;
+    const once = opts.seconds < 2 * period;
+    const restartEvery = (once ? opts.seconds / 4 : period) * 1000;
+    const signalFor = (n: number): CpRestart['signal'] =>
+      opts.restartSignal === 'SIGTERM' || opts.restartSignal === 'SIGKILL'
+        ? opts.restartSignal
+        : n % 2 === 0
+          ? 'SIGKILL'
+          : 'SIGTERM';
+    const restartCp = async (signal: CpRestart['signal']): Promise<CpRestart> => {
+      const before = Object.fromEntries(
+        await Promise.all(PROXIES.map(async (n) => [n, xdsState(await scrape(n)()).total] as const)),
+      ) as Record<ProxyName, number>;
+      const done = { requests: traffic.requests, failed: traffic.failed };
+      const atSeconds = now();
+      const signalledAt = performance.now();
+      const old = children[0]!;
+      signalled = old;
+      cpUp = false;
+      incarnations.at(-1)!.endedAt = atSeconds;
+      if (signal === 'SIGKILL') {
+        old.kill('SIGKILL');
+        await old.catch(() => {});
+      } else await stopChild(old);
+      const fresh = spawnZmesh(cpArgv, 'control-plane');
+      children[0] = fresh;
+      watchCp(fresh);
+      let downSeconds: number | null = null;
+      while (performance.now() - signalledAt < CP_START_GIVE_UP_MS) {
+        if ((await adminRequest(admin, '/healthz').catch(() => undefined))?.ok) {
+          downSeconds = (performance.now() - signalledAt) / 1000;
+          incarnations.push({ pid: fresh.pid!, startedAt: now(), endedAt: opts.seconds, samples: [] });
+          cpUp = true;
+          break;
+        }
+        await sleep(200);
+      }
+      const reconnectSeconds = Object.fromEntries(PROXIES.map((n) => [n, null])) as Record<
+        ProxyName,
+        number | null
+      >;
+      while (
+        downSeconds !== null &&
+        PROXIES.some((n) => reconnectSeconds[n] === null) &&
+        performance.now() - signalledAt < RECONNECT_GIVE_UP_MS
+      ) {
+        for (const n of PROXIES) {
+          if (reconnectSeconds[n] !== null) continue;
+          const x = xdsState(await scrape(n)().catch(() => ''));
+          if (x.connected && x.total > before[n])
+            reconnectSeconds[n] = (performance.now() - signalledAt) / 1000;
+        }
+        // Each scrape resets the proxy's event-loop delay histogram: once a second keeps the
+        // next sample's p99 over a second at least.
+        await sleep(1000);
+      }
+      return {
+        atSeconds,
+        signal,
+        downSeconds,
+        reconnectSeconds,
+        requestsWhileDown: traffic.requests - done.requests,
+        failedWhileDown: traffic.failed - done.failed,
+      };
+    };
+    let restarting: Promise<void> | undefined;
     loops.push(
       (async () => {
-        for (let next = performance.now() + restartEvery; ; next += restartEvery) {
-          while (!stopping && performance.now() < next) await new Promise((r) => setTimeout(r, 200));
-          if (stopping || (opts.seconds < 2 * period && cpRestarts > 0)) return;
-          await stopChild(children[0]!);
-          children[0] = spawnZmesh(cpArgv, 'control-plane');
-          const admin = { admin: join(dir, 'admin.sock') };
-          for (const until = performance.now() + 30_000; !stopping && performance.now() < until; ) {
-            if ((await adminRequest(admin, '/healthz').catch(() => undefined))?.ok) {
-              cpRestarts++;
-              echo(`  control plane restarted (${cpRestarts})`);
-              break;
-            }
-            await new Promise((r) => setTimeout(r, 200));
-          }
+        for (let next = started + restartEvery; ; next += restartEvery) {
+          while (!stopping && performance.now() < next) await sleep(200);
+          // None at (or after) the run's end: the proxies would have no run left to reconnect in.
+          if (stopping || (once && restarts.length > 0) || next - started >= opts.seconds * 1000) return;
+          const signal = signalFor(restarts.length);
+          echo(`  control plane: ${signal} to pid ${children[0]!.pid}`);
+          restarting = restartCp(signal).then((r) => {
+            restarts.push(r);
+            const back = PROXIES.map((n) => `${n} ${r.reconnectSeconds[n]?.toFixed(1) ?? 'never'} s`).join(
+              ', ',
+            );
+            echo(
+              `  control plane restarted (${restarts.length}): healthz after ${r.downSeconds?.toFixed(1) ?? 'never'} s; reconnected ${back}; ${r.requestsWhileDown} good requests meanwhile, ${r.failedWhileDown} failed`,
+            );
+          });
+          await restarting;
         }
       })(),
     );
@@ -405,50 +568,81 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       }, 5000);
     });
 
-    const samples: SoakSample[] = [];
-    const clientSamples: SoakSample[] = [];
-    const started = performance.now();
-    const metricsUrl = `http://${SOAK.nodeB}:15020/metrics`;
-    const clientMetricsUrl = `http://${SOAK.nodeA}:15020/metrics`;
-    while (performance.now() - started < opts.seconds * 1000 && died === undefined) {
-      await new Promise((r) => setTimeout(r, sampleMs));
-      const t = (performance.now() - started) / 1000;
-      const s = await sample(pid, metricsUrl, t).catch((e: Error) => {
-        died ??= `sampling failed: ${e.message}`;
-        return undefined;
-      });
-      const c = await sample(clientPid, clientMetricsUrl, t).catch((e: Error) => {
-        died ??= `node-a sampling failed: ${e.message}`;
-        return undefined;
-      });
-      if (s === undefined || c === undefined) break;
-      samples.push(s);
-      clientSamples.push(c);
+    const samples = Object.fromEntries(PROXIES.map((n) => [n, [] as SoakSample[]])) as Record<
+      ProxyName,
+      SoakSample[]
+    >;
+    const cpScrape = async () => (await adminRequest(admin, '/metrics')).text;
+    while (now() < opts.seconds && died === undefined) {
+      await sleep(sampleMs);
+      const t = now();
+      const got: Partial<Record<ProxyName, SoakSample>> = {};
+      for (const n of PROXIES) {
+        got[n] = await sample(proxy[n].child.pid!, scrape(n), t).catch((e: Error) => {
+          died ??= `${n} sampling failed: ${e.message}`;
+          return undefined;
+        });
+      }
+      if (died !== undefined) break;
+      for (const n of PROXIES) samples[n].push(got[n]!);
+      // The control plane only while it is up, into its own incarnation; a restart racing
+      // the sample drops it.
+      const incarnation = incarnations.at(-1)!;
+      if (cpUp) {
+        const c = await sample(incarnation.pid, cpScrape, t).catch(() => undefined);
+        if (c !== undefined && cpUp && incarnations.at(-1) === incarnation) incarnation.samples.push(c);
+      }
+      const s = got['node-b']!;
       echo(
-        `  ${t.toFixed(0).padStart(4)} s  rss ${(s.rssBytes / 2 ** 20).toFixed(1)} MiB  fds ${s.fds}  heap ${(s.heapBytes / 2 ** 20).toFixed(1)} MiB  requests ${traffic.requests} (failed ${traffic.failed})`,
+        `  ${t.toFixed(0).padStart(4)} s  node-b rss ${(s.rssBytes / 2 ** 20).toFixed(1)} MiB  fds ${s.fds}  heap ${(s.heapBytes / 2 ** 20).toFixed(1)} MiB  requests ${traffic.requests} (failed ${traffic.failed})  cp restarts ${restarts.length}`,
       );
     }
+    // A restart under way finishes (its proxies reconnect or give up) while traffic still flows.
+    await restarting;
     stopping = true;
     await Promise.all(loops);
-    const series = judge(samples, limits);
-    const clientSeries = judge(clientSamples, limits);
+    const proxies = {} as Record<ProxyName, ProxyTrend>;
+    for (const n of PROXIES) {
+      const x = xdsState(await scrape(n)().catch(() => ''));
+      proxies[n] = {
+        samples: samples[n],
+        series: judge(samples[n], limits),
+        xdsStreamEnds: x.ends,
+        xdsConnected: x.connected,
+      };
+    }
+    const last = incarnations.at(-1)!;
+    last.endedAt = Math.max(last.startedAt, Math.min(last.endedAt, now()));
+    for (const inc of incarnations) {
+      const span = inc.endedAt - inc.startedAt;
+      if (span >= CP_JUDGE_MIN_SECONDS && inc.samples.length >= 10)
+        inc.series = judge(inc.samples, { ...cpLimits(span), ...opts.limits });
+    }
+    const reconnects = restarts.reduce(
+      (sum, r) => sum + PROXIES.filter((n) => r.reconnectSeconds[n] !== null).length,
+      0,
+    );
     const meshPassed = mesh.unanswered === 0 && mesh.slowReadersHeld === 0;
+    const restartsPassed =
+      restarts.length > 0 &&
+      restarts.every((r) => r.downSeconds !== null) &&
+      reconnects === restarts.length * PROXIES.length;
     return {
       seconds: opts.seconds,
-      samples,
-      series,
-      client: { samples: clientSamples, series: clientSeries },
+      proxies,
       traffic,
       hostile,
       mesh,
-      cpRestarts,
+      controlPlane: { restarts, reconnects, incarnations },
       ...(died ? { died } : {}),
       passed:
         died === undefined &&
         traffic.failed === 0 &&
         traffic.requests > 0 &&
         meshPassed &&
-        [...series, ...clientSeries].every((s) => s.passed),
+        restartsPassed &&
+        PROXIES.every((n) => proxies[n].xdsConnected && proxies[n].series.every((s) => s.passed)) &&
+        incarnations.every((inc) => inc.series?.every((s) => s.passed) ?? true),
     };
   } finally {
     stopping = true;
@@ -560,12 +754,18 @@ export function soakTable(r: SoakReport): string {
         : name === 'loopDelay'
           ? `${(v * 1000).toFixed(1)} ms`
           : `${(v / 2 ** 20).toFixed(2)} MiB`;
-  const rows = [
-    ...r.series.map((s) => ['node-b', s] as const),
-    ...r.client.series.map((s) => ['node-a', s] as const),
-  ].map(
-    ([node, s]) =>
-      `${node} ${s.name.padEnd(9)} first ${unit(s.name, s.first)}  last ${unit(s.name, s.last)}  max ${unit(s.name, s.max)}  slope ${unit(s.name, s.slopePerMinute)}/min (limit ${unit(s.name, s.limitPerMinute)})  ${s.passed ? 'ok' : 'GROWS'}`,
+  const row = (who: string, s: SoakSeries) =>
+    `${who} ${s.name.padEnd(9)} first ${unit(s.name, s.first)}  last ${unit(s.name, s.last)}  max ${unit(s.name, s.max)}  slope ${unit(s.name, s.slopePerMinute)}/min (limit ${unit(s.name, s.limitPerMinute)})  ${s.passed ? 'ok' : 'GROWS'}`;
+  const rows = PROXIES.flatMap((n) => r.proxies[n].series.map((s) => row(n.padEnd(8), s)));
+  const cp = r.controlPlane;
+  const incarnations = cp.incarnations.map((inc, i) =>
+    inc.series
+      ? inc.series.map((s) => row(`cp#${i}    `, s)).join('\n')
+      : `cp#${i}     pid ${inc.pid}, ${inc.startedAt.toFixed(0)}-${inc.endedAt.toFixed(0)} s, ${inc.samples.length} samples: too short to judge`,
+  );
+  const restarts = cp.restarts.map(
+    (x, i) =>
+      `restart ${i + 1} at ${x.atSeconds.toFixed(0)} s (${x.signal}): healthz after ${x.downSeconds?.toFixed(1) ?? 'never'} s; reconnected ${PROXIES.map((n) => `${n} ${x.reconnectSeconds[n]?.toFixed(1) ?? 'never'} s`).join(', ')}; ${x.requestsWhileDown} good requests meanwhile, ${x.failedWhileDown} failed`,
   );
   const hostile = Object.entries(r.hostile)
     .map(([k, v]) => `${k} ${v}`)
@@ -579,8 +779,10 @@ export function soakTable(r: SoakReport): string {
       .join(
         ', ',
       )} (${r.mesh.unanswered} not answered by GOAWAY, ${r.mesh.settingsClosed} SETTINGS floods cut); slow readers ${r.mesh.slowReaders}, ${r.mesh.slowReadersClosed} closed at their deadline (slowest ${(r.mesh.slowestCloseMs / 1000).toFixed(1)} s), ${r.mesh.slowReadersHeld} held`,
-    `control plane restarted ${r.cpRestarts} time(s)`,
-    r.died ? `ztunnel died: ${r.died}` : 'ztunnels alive',
+    ...incarnations,
+    ...restarts,
+    `control plane restarted ${cp.restarts.length} time(s), ${cp.reconnects} proxy reconnects`,
+    r.died ? `died: ${r.died}` : 'proxies and control plane alive',
     `soak ${r.passed ? 'PASSED' : 'FAILED'} after ${r.seconds} s`,
   ].join('\n');
 }

@@ -5,6 +5,7 @@ import {
   InspectorProfiles,
   listenServer,
   logger,
+  MeshMetrics,
   readCaDir,
   startFailure,
   TrustBundle,
@@ -152,6 +153,7 @@ async function startFromFile(opts: RunWaypointOptions): Promise<RunningWaypoint 
   const credential = await ca.issue(identity, Number(opts.certTtlSeconds ?? 24 * 3600));
   const bundle = new TrustBundle(trustDomain, [ca.rootPem]);
   const waypoint = new Waypoint({
+    metrics: new MeshMetrics({ defaultMetrics: true }),
     credential,
     bundle,
     config: config.value,

@@ -56,7 +56,8 @@ export async function startFromControlPlane(
   const id = await identitySetup(opts);
   if (typeof id === 'string') return id;
   // Made before the waypoint so the xDS client's metrics (zmesh_xds_*) are in its registry.
-  const metrics = new MeshMetrics();
+  // Process metrics too (RSS, heap, event-loop delay), as ztunnel's: the soak judges them.
+  const metrics = new MeshMetrics({ defaultMetrics: true });
   const feed = new ConfigFeed(opts, id.token, metrics.registry);
   let waypoint: Waypoint | undefined;
   let renewal: NodeJS.Timeout | undefined;
