@@ -55,7 +55,8 @@ async function send(c: ConformanceCase, agent?: http.Agent) {
   });
 }
 
-const appOf = (name: string) => (name === 'server-v1' ? mesh.apps.v1 : mesh.apps.v2);
+const appOf = (name: string) =>
+  name === 'server-v1' ? mesh.apps.v1 : name === 'server-v2' ? mesh.apps.v2 : mesh.apps.v3;
 
 for (const suite of SUITES) {
   test.serial(`${suite.name} (${suite.cases.length} requests)`, async (t) => {
@@ -69,7 +70,12 @@ for (const suite of SUITES) {
       if (c.reached) t.truthy(appOf(c.reached).last, `${at}: reached ${c.reached}`);
       if (c.backend === undefined) {
         // A redirect or a local reply before forwarding: nothing reached an app.
-        if (!c.reached) t.is(mesh.apps.v1.last ?? mesh.apps.v2.last, undefined, `${at}: no backend saw it`);
+        if (!c.reached)
+          t.is(
+            mesh.apps.v1.last ?? mesh.apps.v2.last ?? mesh.apps.v3.last,
+            undefined,
+            `${at}: no backend saw it`,
+          );
         continue;
       }
       const body = JSON.parse(res.body) as { app: string; url: string };
@@ -81,15 +87,17 @@ for (const suite of SUITES) {
         t.is(seen[k], v, `${at}: backend header ${k}`);
       for (const k of c.absentBackendHeaders ?? [])
         t.is(seen[k], undefined, `${at}: backend header ${k} absent`);
-      if (c.mirroredTo) {
+      for (const to of [c.mirroredTo ?? []].flat()) {
         // The copy is sent once the request is complete and is not waited for: poll briefly.
-        const mirror = appOf(c.mirroredTo);
+        const mirror = appOf(to);
         const deadline = Date.now() + 2000;
         while (mirror.last === undefined && Date.now() < deadline)
           await new Promise((r) => setTimeout(r, 10));
-        t.truthy(mirror.last, `${at}: mirrored to ${c.mirroredTo}`);
+        t.truthy(mirror.last, `${at}: mirrored to ${to}`);
         for (const [k, v] of Object.entries(c.backendHeaders ?? {}))
-          t.is(mirror.last?.[k], v, `${at}: mirror header ${k}`);
+          t.is(mirror.last?.[k], v, `${at}: ${to} mirror header ${k}`);
+        for (const k of c.absentBackendHeaders ?? [])
+          t.is(mirror.last?.[k], undefined, `${at}: ${to} mirror header ${k} absent`);
       }
       for (const [k, v] of Object.entries(c.responseHeaders ?? {}))
         t.is(res.headers[k], v, `${at}: response header ${k}`);
