@@ -583,6 +583,8 @@ export interface PercentageMirrorCase {
   request: { path: string; headers?: Record<string, string> };
   /** The share of requests whose copy must reach server-v2 (the primary is server-v1). */
   percent: number;
+  /** The share whose copy must also reach server-v3 (upstream's infra-backend-v3), drawn apart. */
+  percentV3?: number;
   backendHeaders?: Record<string, string>;
   absentBackendHeaders?: string[];
 }
@@ -596,8 +598,8 @@ export interface PercentageMirrorCase {
  * 4 standard deviations of the binomial mean (test/httproute-conformance.test.ts). Two
  * departures: the third request's path is the one its rule matches
  * (`/percent-multi-mirror-and-modify-headers`; upstream sends `/percent-mirror-and-modify-headers`,
- * which no PathPrefix of the route matches element by element), and that rule's second mirror
- * (infra-backend-v3, 50%) is left out: the fixture has two backends.
+ * which no PathPrefix of the route matches element by element). That rule's second mirror
+ * (infra-backend-v3, 50%) is server-v3 in another-namespace, counted the same way.
  */
 export const PERCENTAGE_MIRROR: { upstream: string; routes: string; cases: PercentageMirrorCase[] } = {
   upstream: 'conformance/tests/httproute-request-percentage-mirror.{go,yaml}',
@@ -621,6 +623,7 @@ export const PERCENTAGE_MIRROR: { upstream: string; routes: string; cases: Perce
               add: [{ name: X-Header-Add, value: header-val-1 }, { name: X-Header-Add-Append, value: header-val-2 }]
               remove: [X-Header-Remove]
           - { type: RequestMirror, requestMirror: { backendRef: { name: server-v2, port: 80 }, percent: 35 } }
+          - { type: RequestMirror, requestMirror: { backendRef: { name: server-v3, namespace: another-namespace, port: 80 }, percent: 50 } }
         backendRefs: ${v1}
 `,
   cases: [
@@ -632,6 +635,7 @@ export const PERCENTAGE_MIRROR: { upstream: string; routes: string; cases: Perce
         headers: { 'X-Header-Remove': 'remove-val', 'X-Header-Add-Append': 'append-val-1' },
       },
       percent: 35,
+      percentV3: 50,
       backendHeaders: {
         'x-header-add': 'header-val-1',
         'x-header-add-append': 'append-val-1,header-val-2',
