@@ -55,7 +55,8 @@ async function send(c: ConformanceCase, agent?: http.Agent) {
   });
 }
 
-const appOf = (name: string) => (name === 'server-v1' ? mesh.apps.v1 : mesh.apps.v2);
+const appOf = (name: string) =>
+  name === 'server-v1' ? mesh.apps.v1 : name === 'server-v2' ? mesh.apps.v2 : mesh.apps.v3;
 
 for (const suite of SUITES) {
   test.serial(`${suite.name} (${suite.cases.length} requests)`, async (t) => {
@@ -69,7 +70,12 @@ for (const suite of SUITES) {
       if (c.reached) t.truthy(appOf(c.reached).last, `${at}: reached ${c.reached}`);
       if (c.backend === undefined) {
         // A redirect or a local reply before forwarding: nothing reached an app.
-        if (!c.reached) t.is(mesh.apps.v1.last ?? mesh.apps.v2.last, undefined, `${at}: no backend saw it`);
+        if (!c.reached)
+          t.is(
+            mesh.apps.v1.last ?? mesh.apps.v2.last ?? mesh.apps.v3.last,
+            undefined,
+            `${at}: no backend saw it`,
+          );
         continue;
       }
       const body = JSON.parse(res.body) as { app: string; url: string };
@@ -81,15 +87,17 @@ for (const suite of SUITES) {
         t.is(seen[k], v, `${at}: backend header ${k}`);
       for (const k of c.absentBackendHeaders ?? [])
         t.is(seen[k], undefined, `${at}: backend header ${k} absent`);
-      if (c.mirroredTo) {
+      for (const to of [c.mirroredTo ?? []].flat()) {
         // The copy is sent once the request is complete and is not waited for: poll briefly.
-        const mirror = appOf(c.mirroredTo);
+        const mirror = appOf(to);
         const deadline = Date.now() + 2000;
         while (mirror.last === undefined && Date.now() < deadline)
           await new Promise((r) => setTimeout(r, 10));
-        t.truthy(mirror.last, `${at}: mirrored to ${c.mirroredTo}`);
+        t.truthy(mirror.last, `${at}: mirrored to ${to}`);
         for (const [k, v] of Object.entries(c.backendHeaders ?? {}))
-          t.is(mirror.last?.[k], v, `${at}: mirror header ${k}`);
+          t.is(mirror.last?.[k], v, `${at}: ${to} mirror header ${k}`);
+        for (const k of c.absentBackendHeaders ?? [])
+          t.is(mirror.last?.[k], undefined, `${at}: ${to} mirror header ${k} absent`);
       }
       for (const [k, v] of Object.entries(c.responseHeaders ?? {}))
         t.is(res.headers[k], v, `${at}: response header ${k}`);
@@ -144,22 +152,30 @@ test.serial(
     draw = seeded(0x36);
     for (const c of PERCENTAGE_MIRROR.cases) {
       const at = c.request.path;
-      const before = await settledHits(mesh.apps.v2, 50);
-      delete mesh.apps.v1.last;
-      delete mesh.apps.v2.last;
+      const mirrors = [
+        { app: mesh.apps.v2, percent: c.percent },
+        { app: mesh.apps.v3, percent: c.percentV3 ?? 0 },
+      ];
+      const before = await Promise.all(mirrors.map((m) => settledHits(m.app, 50)));
+      for (const app of Object.values(mesh.apps)) delete app.last;
       t.deepEqual(await sendMany(c, PER_CASE), [], `${at}: every request answered by server-v1`);
-      const mirrored = (await settledHits(mesh.apps.v2)) - before;
-      // Binomial: the count of copies for a share p of n requests has mean np and standard
-      // deviation sqrt(np(1-p)); 4 of them is a bound a correct sampler misses once in ~16,000.
-      const p = c.percent / 100;
-      const mean = PER_CASE * p;
-      const bound = 4 * Math.sqrt(PER_CASE * p * (1 - p));
-      t.log(`${at}: ${mirrored} of ${PER_CASE} copied (${c.percent}% is ${mean} ± ${bound.toFixed(1)})`);
-      t.true(
-        Math.abs(mirrored - mean) <= bound,
-        `${at}: ${mirrored} copies, want ${mean} ± ${bound.toFixed(1)}`,
-      );
-      for (const app of [mesh.apps.v1, mesh.apps.v2]) {
+      for (const [i, { app, percent }] of mirrors.entries()) {
+        const mirrored = (await settledHits(app)) - before[i]!;
+        // Binomial: the count of copies for a share p of n requests has mean np and standard
+        // deviation sqrt(np(1-p)); 4 of them is a bound a correct sampler misses once in ~16,000.
+        const p = percent / 100;
+        const mean = PER_CASE * p;
+        const bound = 4 * Math.sqrt(PER_CASE * p * (1 - p));
+        t.log(
+          `${at}: ${mirrored} of ${PER_CASE} copied to ${app.name} (${percent}% is ${mean} ± ${bound.toFixed(1)})`,
+        );
+        t.true(
+          Math.abs(mirrored - mean) <= bound,
+          `${at}: ${mirrored} copies to ${app.name}, want ${mean} ± ${bound.toFixed(1)}`,
+        );
+      }
+      const reached = [mesh.apps.v1, ...mirrors.filter((m) => m.percent > 0).map((m) => m.app)];
+      for (const app of reached) {
         for (const [k, v] of Object.entries(c.backendHeaders ?? {}))
           t.is(app.last?.[k], v, `${at}: ${app.name} header ${k}`);
         for (const k of c.absentBackendHeaders ?? [])

@@ -3,13 +3,13 @@
  * data: each suite is one upstream test (kubernetes-sigs/gateway-api
  * `conformance/tests/mesh/*.go` and `conformance/tests/httproute-*.go`, with their YAML), its
  * route in zmesh's waypoint form, and each request with the backend, status, and headers
- * the upstream test expects. The upstream echo-v1/echo-v2 (infra-backend-v1/v2) are the
- * fixture's server-v1/server-v2; the parent Service `echo` is `server`. The facts are the
+ * the upstream test expects. The upstream infra-backend-v1/v2/v3 are the fixture's
+ * server-v1/server-v2/server-v3 (v3 in another-namespace, as upstream); the parent Service `echo` is `server`. The facts are the
  * upstream's; the table and runner are ours (test/httproute-conformance.test.ts), and the
  * cases left out are in SKIPPED with the reason. docs/gateway-api-conformance.md lists both.
  */
 
-export type Backend = 'server-v1' | 'server-v2';
+export type Backend = 'server-v1' | 'server-v2' | 'server-v3';
 
 export interface ConformanceCase {
   request: {
@@ -27,8 +27,8 @@ export interface ConformanceCase {
   backend?: Backend;
   /** A local reply to a request that did reach this backend (a timeout). */
   reached?: Backend;
-  /** A RequestMirror copy must reach this backend (with backendHeaders too, when given). */
-  mirroredTo?: Backend;
+  /** A RequestMirror copy must reach each of these backends (with backendHeaders too, when given). */
+  mirroredTo?: Backend | Backend[];
   /** What the backend must have received: path and query, headers, headers it must not see. */
   backendTarget?: string;
   backendHost?: string;
@@ -513,6 +513,52 @@ export const SUITES: ConformanceSuite[] = [
     ],
   },
   {
+    name: 'HTTPRouteRequestMultipleMirrors',
+    upstream:
+      'conformance/tests/httproute-request-multiple-mirrors.{go,yaml}: two RequestMirror filters on one rule, the second to infra-backend-v3 in another namespace; each mirror backend is checked for its copy',
+    routes: `
+  - name: request-multiple-mirrors
+    ${PARENT}
+    rules:
+      - matches: [{ path: { type: PathPrefix, value: /mirror } }]
+        filters:
+          - { type: RequestMirror, requestMirror: { backendRef: { name: server-v2, port: 80 } } }
+          - { type: RequestMirror, requestMirror: { backendRef: { name: server-v3, namespace: another-namespace, port: 80 } } }
+        backendRefs: ${v1}
+      - matches: [{ path: { type: PathPrefix, value: /mirror-and-modify-headers } }]
+        filters:
+          - type: RequestHeaderModifier
+            requestHeaderModifier:
+              set: [{ name: X-Header-Set, value: set-overwrites-values }]
+              add: [{ name: X-Header-Add, value: header-val-1 }, { name: X-Header-Add-Append, value: header-val-2 }]
+              remove: [X-Header-Remove]
+          - { type: RequestMirror, requestMirror: { backendRef: { name: server-v2, port: 80 } } }
+          - { type: RequestMirror, requestMirror: { backendRef: { name: server-v3, namespace: another-namespace, port: 80 } } }
+        backendRefs: ${v1}
+`,
+    cases: [
+      { request: { path: '/mirror' }, backend: 'server-v1', mirroredTo: ['server-v2', 'server-v3'] },
+      {
+        request: {
+          path: '/mirror-and-modify-headers',
+          headers: {
+            'X-Header-Set': 'some-other-value',
+            'X-Header-Add-Append': 'append-val-1',
+            'X-Header-Remove': 'remove-val',
+          },
+        },
+        backend: 'server-v1',
+        backendHeaders: {
+          'x-header-set': 'set-overwrites-values',
+          'x-header-add': 'header-val-1',
+          'x-header-add-append': 'append-val-1,header-val-2',
+        },
+        absentBackendHeaders: ['x-header-remove'],
+        mirroredTo: ['server-v2', 'server-v3'],
+      },
+    ],
+  },
+  {
     name: 'HTTPRouteInvalidNonExistentBackendRef + HTTPRouteAllBackendsWeightZero',
     upstream:
       'conformance/tests/httproute-invalid-backendref-nonexistent.go, conformance/tests/httproute-all-backends-weight-zero.go (config given to the waypoint directly: apply refuses the first)',
@@ -537,6 +583,8 @@ export interface PercentageMirrorCase {
   request: { path: string; headers?: Record<string, string> };
   /** The share of requests whose copy must reach server-v2 (the primary is server-v1). */
   percent: number;
+  /** The share whose copy must also reach server-v3 (upstream's infra-backend-v3), drawn apart. */
+  percentV3?: number;
   backendHeaders?: Record<string, string>;
   absentBackendHeaders?: string[];
 }
@@ -550,8 +598,8 @@ export interface PercentageMirrorCase {
  * 4 standard deviations of the binomial mean (test/httproute-conformance.test.ts). Two
  * departures: the third request's path is the one its rule matches
  * (`/percent-multi-mirror-and-modify-headers`; upstream sends `/percent-mirror-and-modify-headers`,
- * which no PathPrefix of the route matches element by element), and that rule's second mirror
- * (infra-backend-v3, 50%) is left out: the fixture has two backends.
+ * which no PathPrefix of the route matches element by element). That rule's second mirror
+ * (infra-backend-v3, 50%) is server-v3 in another-namespace, counted the same way.
  */
 export const PERCENTAGE_MIRROR: { upstream: string; routes: string; cases: PercentageMirrorCase[] } = {
   upstream: 'conformance/tests/httproute-request-percentage-mirror.{go,yaml}',
@@ -575,6 +623,7 @@ export const PERCENTAGE_MIRROR: { upstream: string; routes: string; cases: Perce
               add: [{ name: X-Header-Add, value: header-val-1 }, { name: X-Header-Add-Append, value: header-val-2 }]
               remove: [X-Header-Remove]
           - { type: RequestMirror, requestMirror: { backendRef: { name: server-v2, port: 80 }, percent: 35 } }
+          - { type: RequestMirror, requestMirror: { backendRef: { name: server-v3, namespace: another-namespace, port: 80 }, percent: 50 } }
         backendRefs: ${v1}
 `,
   cases: [
@@ -586,6 +635,7 @@ export const PERCENTAGE_MIRROR: { upstream: string; routes: string; cases: Perce
         headers: { 'X-Header-Remove': 'remove-val', 'X-Header-Add-Append': 'append-val-1' },
       },
       percent: 35,
+      percentV3: 50,
       backendHeaders: {
         'x-header-add': 'header-val-1',
         'x-header-add-append': 'append-val-1,header-val-2',
@@ -614,12 +664,6 @@ export const SKIPPED: Array<{ name: string; upstream: string; reason: string }> 
     upstream: 'conformance/tests/mesh/mesh-consumer-route.go, mesh-frontend*.go',
     reason:
       'consumer routes (a route in the client namespace) and Service-frontend addressing need the control plane: not in the waypoint table',
-  },
-  {
-    name: 'HTTPRouteRequestMultipleMirrors',
-    upstream: 'conformance/tests/httproute-request-multiple-mirrors.go',
-    reason:
-      'needs a third backend (infra-backend-v3) the fixture does not have; one mirror end to end is HTTPRouteRequestMirror, a mirror by percent PERCENTAGE_MIRROR',
   },
   {
     name: 'HTTPRouteCORS, HTTPRouteExternalAuth*, HTTPRouteDirectResponse, HTTPRouteSessionPersistence',

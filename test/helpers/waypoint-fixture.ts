@@ -16,7 +16,8 @@ import { startEcho } from './probes.js';
 /**
  * The mesh fixture (`startMesh({ run: 'in-process' })`, harness/src/mesh/mesh.ts) with this
  * topology: a source ztunnel (node-a: clients), a destination ztunnel (node-b: server-v1,
- * server-v2) and a waypoint for team-b between them, all on 127.<block>.x.x. The Service `server`
+ * server-v2, and server-v3 in another-namespace, a third backend that is no endpoint of
+ * `server`, as the Gateway API suite's infra-backend-v3) and a waypoint for team-b between them, all on 127.<block>.x.x. The Service `server`
  * names the waypoint (GatewayRef by address), so the source ztunnel tunnels its traffic
  * there; the waypoint forwards to the pods over HBONE with its own identity.
  */
@@ -26,7 +27,7 @@ export interface WaypointMesh {
   a: Ztunnel;
   b: Ztunnel;
   waypoint: Waypoint;
-  apps: { v1: App; v2: App };
+  apps: { v1: App; v2: App; v3: App };
   ip: {
     a: string;
     b: string;
@@ -35,6 +36,7 @@ export interface WaypointMesh {
     intruder: string;
     v1: string;
     v2: string;
+    v3: string;
     vip: string;
   };
   /** Forward listeners on node-a: `client` and `intruder` identities to the server VIP:80. */
@@ -78,6 +80,7 @@ export async function startWaypointMesh(
     intruder: `127.${block}.1.2`,
     v1: `127.${block}.2.1`,
     v2: `127.${block}.2.2`,
+    v3: `127.${block}.2.3`,
     vip: `127.${block}.96.10`,
   };
   const svcPorts = '[{ servicePort: 80, targetPort: 7000 }]';
@@ -98,10 +101,17 @@ workloads:
     addresses: [${ip.v2}]
     node: node-b
     services: { team-b/server.team-b.svc.cluster.local: ${serverPorts}, team-b/server-v2.team-b.svc.cluster.local: ${svcPorts} }
+  - name: server-v3
+    namespace: another-namespace
+    serviceAccount: server
+    addresses: [${ip.v3}]
+    node: node-b
+    services: { another-namespace/server-v3.another-namespace.svc.cluster.local: ${svcPorts} }
 services:
   - { name: server, namespace: team-b, addresses: [${ip.vip}], ports: ${serverPorts} }
   - { name: server-v1, namespace: team-b, addresses: [127.${block}.96.11], ports: ${svcPorts} }
   - { name: server-v2, namespace: team-b, addresses: [127.${block}.96.12], ports: ${svcPorts} }
+  - { name: server-v3, namespace: another-namespace, addresses: [127.${block}.96.13], ports: ${svcPorts} }
 `;
   const config = (extra = '') => {
     const r = parseWaypointConfig(baseYaml + extra, 'fixture');
@@ -158,7 +168,11 @@ services:
   });
   const { ca, bundle, a, b } = ztunnels;
   const app = opts.app ?? startApp;
-  const apps = { v1: await app('server-v1', ip.v1, 7000), v2: await app('server-v2', ip.v2, 7000) };
+  const apps = {
+    v1: await app('server-v1', ip.v1, 7000),
+    v2: await app('server-v2', ip.v2, 7000),
+    v3: await app('server-v3', ip.v3, 7000),
+  };
   const echoes = [await startEcho(ip.v1, 7001), await startEcho(ip.v2, 7001)];
   const credential = await ca.issue('spiffe://cluster.local/ns/team-b/sa/waypoint', 3600);
   const startWaypoint = async (
@@ -193,6 +207,7 @@ services:
       await mesh.waypoint.stop();
       apps.v1.close();
       apps.v2.close();
+      apps.v3.close();
       for (const e of echoes) {
         for (const sock of e.sockets) sock.destroy();
         e.close();

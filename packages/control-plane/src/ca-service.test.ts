@@ -1,5 +1,8 @@
+import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import {
   CA_METHOD,
@@ -11,6 +14,7 @@ import {
   certificateResponseCodec,
   csrUriSans,
   generateCsr,
+  TokenFile,
   TrustBundle,
   toStruct,
 } from '@zmesh/shared';
@@ -187,4 +191,44 @@ test('the CA client fails over past a dead address and re-reads a refused token 
   t.teardown(() => refused.close());
   const e = await t.throwsAsync(refused.sign(csrPem, ID_A, 600));
   t.regex(e.message, /UNAUTHENTICATED/);
+});
+
+test('a token rotated in the watched token file is used on the next CSR, with no refusal first (issue 33)', async (t) => {
+  const ca = await CertificateAuthority.create({ trustDomain: 'cluster.local' });
+  const dir = await configDir({ 'ns.yaml': NAMESPACE_YAML, 'a.yaml': podYaml('a', '10.1.0.1', 'node-1') });
+  const { cp, port } = await startControlPlane(dir, { signCsr: (csr, o) => ca.signCsr(csr, o) });
+  const tokens = await mkdtemp(join(tmpdir(), 'zmesh-token-'));
+  const path = join(tokens, 'node.token');
+  await writeFile(path, 'zmn1.stale.token');
+  const file = await TokenFile.read(path);
+  file.watch();
+  let refreshes = 0;
+  const client = new CaClient({
+    address: `127.0.0.1:${port}`,
+    token: () => file.token,
+    refreshToken: () => {
+      refreshes++;
+      return file.reread();
+    },
+    bundle: new TrustBundle('cluster.local', [ca.rootPem]),
+    timeoutMs: 2000,
+  });
+  t.teardown(async () => {
+    file.stop();
+    client.close();
+    await cp.stop();
+    await removeDir(dir);
+    await rm(tokens, { recursive: true, force: true });
+  });
+  // Rotated as a writer does it (a rename), with no request in between to be refused.
+  const fresh = cp.issueNodeToken('node-1');
+  await writeFile(`${path}.tmp`, fresh);
+  await rename(`${path}.tmp`, path);
+  const deadline = Date.now() + 5000;
+  while (file.token !== fresh && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  t.is(file.token, fresh, 'the watch read the new token');
+  const { csrPem } = await generateCsr(ID_A);
+  const chain = await client.sign(csrPem, ID_A, 600);
+  t.true(chain.length >= 1);
+  t.is(refreshes, 0, 'signed at the first attempt: never refused');
 });

@@ -84,7 +84,7 @@ export const CATALOGUE = {
     flag: '-',
   },
   ZM_ERR_HBONE_RAPID_RESET: {
-    message: 'peer reset {count} streams within {windowMs} ms',
+    message: 'peer reset {count} streams prematurely within {within} (limit {limit})',
     status: 400,
     flag: 'DC',
   },

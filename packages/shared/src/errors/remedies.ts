@@ -97,7 +97,8 @@ export const REMEDIES = {
     remedy: 'Nothing to do for traffic; repeated counts from one peer are worth a look (a spoofing attempt).',
   },
   ZM_ERR_HBONE_RAPID_RESET: {
-    cause: 'The peer reset more streams than allowed within the window (rapid reset).',
+    cause:
+      'The peer reset more streams prematurely (before they were answered, in their first second) than allowed: over 100 in a second, or half of its streams (rapid reset, CVE-2023-44487).',
     remedy: 'The connection was closed to protect the proxy; investigate the peer.',
   },
   ZM_ERR_HBONE_PROTOCOL: {

@@ -88,6 +88,78 @@ test.serial('2,000 rapid resets with NO_ERROR: GOAWAY, no upstream dials', async
   t.is(await metricValue(metrics, 'zmesh_errors_total', { code: 'ZM_ERR_HBONE_RAPID_RESET' }), 1);
 });
 
+test.serial(
+  'resets of streams that were answered or completed are no flood: 600 of them keep the session (issue 38)',
+  async (t) => {
+    // Envoy counts only premature resets (before the response, in the stream's first second):
+    // a source whose apps abort connections that had finished must not lose its session.
+    const code = { code: 'ZM_ERR_HBONE_RAPID_RESET' };
+    const before = await metricValue(metrics, 'zmesh_errors_total', code);
+    const raw = await RawH2.connect({ ...rawTls, host: '127.0.0.1', port });
+    const rst = Buffer.alloc(4); // NO_ERROR, as an app's abort of a finished connection sends
+    const END_STREAM = 0x1;
+    let next = 1;
+    const unanswered: number[] = [];
+    for (let batch = 0; batch < 6; batch++) {
+      const ids = Array.from({ length: 100 }, (_, i) => next + 2 * i);
+      next += 200;
+      raw.write(Buffer.concat(ids.map((id) => frame(FRAME.HEADERS, 0x4, id, headerBlock(CONNECT)))));
+      for (const id of ids)
+        if (!(await raw.waitFor((f) => f.type === FRAME.HEADERS && f.streamId === id, 5000)))
+          unanswered.push(id);
+      if (batch % 2 === 1) {
+        // Completed both ways first: END_STREAM from us, the tunnel's end from the server.
+        raw.write(Buffer.concat(ids.map((id) => frame(FRAME.DATA, END_STREAM, id, Buffer.alloc(0)))));
+        for (const id of ids)
+          await raw.waitFor((f) => f.streamId === id && (f.flags & END_STREAM) !== 0, 5000);
+      }
+      raw.write(Buffer.concat(ids.map((id) => frame(FRAME.RST_STREAM, 0, id, rst))));
+    }
+    t.deepEqual(unanswered, [], 'every stream answered before its reset');
+    raw.write(frame(FRAME.HEADERS, 0x4, next, headerBlock(CONNECT)));
+    t.truthy(
+      await raw.waitFor((f) => f.type === FRAME.HEADERS && f.streamId === next, 5000),
+      'the session still takes streams',
+    );
+    t.is(
+      raw.frames.find((f) => f.type === FRAME.GOAWAY),
+      undefined,
+      'no GOAWAY',
+    );
+    t.is(await metricValue(metrics, 'zmesh_errors_total', code), before);
+    raw.destroy();
+    await raw.closed;
+  },
+);
+
+test.serial(
+  'premature resets are also bounded as a share of the session, as Envoy does: GOAWAY under the per-second rate',
+  async (t) => {
+    // The ratio alone, on a server whose per-second bound is out of reach: 250 premature
+    // resets before 500 streams have ended is half of Envoy's 500.
+    const slow = await startHbone(pki, echo.port, {
+      rapidReset: { limit: 1_000_000, windowMs: 1000 },
+      onTunnel: async () => ({ upstream: new PassThrough() }),
+    });
+    t.teardown(() => slow.server.close());
+    const raw = await RawH2.connect({ ...rawTls, host: '127.0.0.1', port: slow.port });
+    const rst = Buffer.alloc(4);
+    let sent = 0;
+    for (let id = 1; sent < 400 && !raw.destroyed; id += 2, sent++)
+      raw.write(
+        Buffer.concat([
+          frame(FRAME.HEADERS, 0x4, id, headerBlock(CONNECT)),
+          frame(FRAME.RST_STREAM, 0, id, rst),
+        ]),
+      );
+    const goaway = await raw.waitFor((f) => f.type === FRAME.GOAWAY, 5000);
+    t.truthy(goaway, 'GOAWAY sent');
+    t.is(goaway && goawayCode(goaway), ENHANCE_YOUR_CALM);
+    t.is(goaway?.payload.subarray(8).toString(), 'ZM_ERR_HBONE_RAPID_RESET');
+    await raw.closed;
+  },
+);
+
 test.serial('a PRIORITY flood and an unknown-frame flood end with GOAWAY', async (t) => {
   const raw = await RawH2.connect({ ...rawTls, host: '127.0.0.1', port });
   await flood(raw, frame(FRAME.PRIORITY, 0, 1, Buffer.from([0, 0, 0, 0, 16])), 10_000);

@@ -65,6 +65,7 @@ export async function startFromControlPlane(
     clearTimeout(renewal);
     await feed.source.stop();
     id.roots.stop();
+    id.token.stop();
     id.ca.close();
     await waypoint?.stop();
   };
@@ -149,6 +150,7 @@ async function identitySetup(
     roots.stop();
     return `--roots-file: ${loaded.error.join('; ')}`;
   }
+  token.watch();
   const ca = new CaClient({
     address: opts.xds,
     token: () => token.token,

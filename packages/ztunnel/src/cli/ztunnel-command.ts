@@ -399,6 +399,7 @@ async function controlPlaneMode(opts: ZtunnelCommandOptions, config?: LocalConfi
     roots.stop();
     return `--roots-file: ${loaded.error.join('; ')}`;
   }
+  token.watch();
   const backoff = parseBackoff(opts.xdsBackoff);
   const ca = new CaClient({
     address: opts.xds!,
@@ -431,6 +432,7 @@ async function controlPlaneMode(opts: ZtunnelCommandOptions, config?: LocalConfi
     },
     stop: async () => {
       roots.stop();
+      token.stop();
       await source?.stop();
       ca.close();
     },

@@ -2,8 +2,8 @@
  * Bounds on what an HTTP/2 peer can make a connection hold or do without sending data
  * (docs/hardening.md). Modelled on Envoy's defaults (Http2ProtocolOptions:
  * max_consecutive_inbound_frames_with_empty_payload 1, max_inbound_priority_frames_per_stream
- * 100, max_inbound_window_update_frames_per_data_frame_sent 10) and nghttp2's CONTINUATION bound (CVE-2024-27316); resets of every code are counted
- * as they are read (CVE-2023-44487). Exceeding one is a connection error ENHANCE_YOUR_CALM.
+ * 100, max_inbound_window_update_frames_per_data_frame_sent 10) and nghttp2's CONTINUATION bound (CVE-2024-27316); premature resets (of every code) are
+ * counted as they are read (CVE-2023-44487), as Envoy counts them. Exceeding one is a connection error ENHANCE_YOUR_CALM.
  */
 export interface H2FloodLimits {
   /** Consecutive HEADERS, CONTINUATION and DATA frames with an empty payload and no END_STREAM. */
@@ -12,9 +12,20 @@ export interface H2FloodLimits {
   continuationFrames: number;
   /** PRIORITY and unknown-type frames, per stream the peer opened plus one. */
   idleFramesPerStream: number;
-  /** RST_STREAM frames from the peer (any code) within `resetWindowMs`. */
+  /**
+   * Premature resets from the peer (RST_STREAM of any code, NO_ERROR too, on a stream we have
+   * not answered, within PREMATURE_RESET_LIFETIME_MS of its opening: Envoy's
+   * isPrematureRstStream) within `resetWindowMs`. A reset of a stream that completed, or that
+   * we had answered, is an ordinary end and is not counted.
+   */
   resets: number;
   resetWindowMs: number;
+  /**
+   * Envoy's overload.premature_reset_total_stream_count (500): over the session, premature
+   * resets may be at most half of the peer's streams that ended, or, before this many ended,
+   * fewer than half of this number.
+   */
+  prematureResetStreams: number;
   /**
    * WINDOW_UPDATE frames the peer may send per DATA frame we sent; in all 5 + 2 × (streams
    * opened + this × DATA frames sent), Envoy's max_inbound_window_update_frames_per_data_frame_sent (10).
@@ -28,8 +39,12 @@ export const DEFAULT_FLOOD_LIMITS: H2FloodLimits = {
   idleFramesPerStream: 100,
   resets: 100,
   resetWindowMs: 1000,
+  prematureResetStreams: 500,
   windowUpdatesPerDataFrame: 10,
 };
+
+/** Envoy's overload.premature_reset_min_stream_lifetime_seconds (1 s): a reset after it is not premature. */
+export const PREMATURE_RESET_LIFETIME_MS = 1000;
 
 /** Bounded label of the limit a peer exceeded (zmesh_hbone_floods_total{kind}). */
 export type FloodKind = 'empty_frames' | 'continuation' | 'priority' | 'rst_stream' | 'window_update';

@@ -9,6 +9,7 @@ import {
   FloodCounters,
   type FloodKind,
   type H2FloodLimits,
+  PREMATURE_RESET_LIFETIME_MS,
 } from './flood-limits.js';
 import {
   ErrorCode,
@@ -29,7 +30,7 @@ import { type ConnectionFault, type HeaderBlock, HeaderBlocks, headerFrames } fr
 import { HpackEncoder } from './hpack.js';
 import { defaultPeerSettings, type H2PeerSettings } from './peer-settings.js';
 import { ReceiveWindows } from './receive-windows.js';
-import { ResetCounter } from './reset-counter.js';
+import { prematureRatioExceeded, ResetCounter } from './reset-counter.js';
 import { StreamIds } from './stream-ids.js';
 
 /** Our SETTINGS (RFC 9113 §6.5.2). */
@@ -81,6 +82,9 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
   #peerStreams = 0;
   readonly #limits: H2FloodLimits;
   readonly #resets: ResetCounter;
+  /** Peer streams ended (closed or reset) and those reset prematurely, for Envoy's ratio. */
+  #peerEnded = 0;
+  #prematureResets = 0;
   readonly #floods: FloodCounters;
   /** The stream the DATA frame being read belongs to. */
   #current: H2Stream | undefined;
@@ -309,8 +313,18 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     if (stream.protocolClosed) this.#forget(stream);
   }
 
+  /** Envoy's isPrematureRstStream: no response yet, and younger than its minimum lifetime. */
+  #premature(stream: H2Stream): boolean {
+    return (
+      this.#ids.isPeers(stream.id) &&
+      !stream.headersSent &&
+      Date.now() - stream.openedAt <= PREMATURE_RESET_LIFETIME_MS
+    );
+  }
+
   #forget(stream: H2Stream, how: 'closed' | 'reset' = 'closed'): void {
     if (this.#streams.get(stream.id) !== stream) return;
+    if (this.#ids.isPeers(stream.id)) this.#peerEnded++;
     this.#ids.closed(stream.id, how);
     this.#streams.delete(stream.id);
     this.#data.forget(stream);
@@ -547,18 +561,35 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     if (streamId === 0) return this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
     if (payload.length !== 4)
       return this.#connectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM not 4 bytes');
-    // Rapid reset (CVE-2023-44487): every code counts, NO_ERROR too, and it counts here, as
-    // the frame is read, before the owner starts work (a dial) for any stream of this read.
-    if (this.role === 'server' && this.#resets.hit()) {
-      const { resets: limit, resetWindowMs: windowMs } = this.#limits;
-      const error = new ZmeshError('ZM_ERR_HBONE_RAPID_RESET', {
-        count: this.#resets.count,
-        windowMs,
-        limit,
-      });
-      return this.#flood('rst_stream', error);
-    }
     const stream = this.#streams.get(streamId);
+    // Rapid reset (CVE-2023-44487), counted as Envoy counts it: only premature resets (any
+    // code, NO_ERROR too) of a stream we have not answered, in its first second; a reset of
+    // a stream that completed or was answered is an ordinary end. Counted here, as the frame
+    // is read, before the owner starts work (a dial) for any stream of this read.
+    if (this.role === 'server' && stream !== undefined && this.#premature(stream)) {
+      this.#prematureResets++;
+      const { resets: limit, resetWindowMs: windowMs, prematureResetStreams: total } = this.#limits;
+      // This stream ends with the reset: count it among the ended ones, as Envoy does.
+      const ended = this.#peerEnded + 1;
+      if (this.#resets.hit())
+        return this.#flood(
+          'rst_stream',
+          new ZmeshError('ZM_ERR_HBONE_RAPID_RESET', {
+            count: this.#resets.count,
+            within: `${windowMs} ms`,
+            limit,
+          }),
+        );
+      if (prematureRatioExceeded(this.#prematureResets, ended, total))
+        return this.#flood(
+          'rst_stream',
+          new ZmeshError('ZM_ERR_HBONE_RAPID_RESET', {
+            count: this.#prematureResets,
+            within: `the session (${ended} streams ended)`,
+            limit: `half of ${Math.max(ended, total)}`,
+          }),
+        );
+    }
     if (stream === undefined) {
       if (this.#ids.isIdle(streamId))
         this.#connectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');

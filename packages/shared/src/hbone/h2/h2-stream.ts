@@ -66,6 +66,8 @@ export class H2Stream extends Duplex {
   remoteEnded = false;
   /** The client got its final response HEADERS. */
   responded = false;
+  /** When the stream was opened (Date.now()): a reset within PREMATURE_RESET_LIFETIME_MS of it may be premature. */
+  readonly openedAt = Date.now();
   readonly queue: PendingWrite[] = [];
   /** end() was called: END_STREAM goes after the queue. */
   finalCallback: ((error?: Error | null) => void) | undefined = undefined;
