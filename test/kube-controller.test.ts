@@ -1,7 +1,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { ControlPlane } from '@zmesh/control-plane';
+import { ControlPlane, compile } from '@zmesh/control-plane';
 import { KubeController } from '@zmesh/control-plane/kubernetes';
 import { ApiServerDouble, type KubeObject } from '@zmesh/harness';
 import { decodeWaypointConfig } from '@zmesh/waypoint';
@@ -295,6 +295,63 @@ test('HTTPRoute and refused AuthorizationPolicy status; a stale status write (40
   t.regex(metrics, /^zmesh_cp_kubernetes_refused_objects 1$/m);
   t.regex(metrics, /^zmesh_cp_kubernetes_leader 1$/m);
   t.true(has(cp, 'HTTPRoute/shop/r'), 'the rest of the batch is');
+});
+
+test('a GRPCRoute in the API reaches its waypoint config and gets Accepted/ResolvedRefs; one naming no Service is ResolvedRefs=False BackendNotFound', async (t) => {
+  const service = (name: string, ip: string): KubeObject => ({
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name, namespace: 'shop' },
+    spec: { clusterIP: ip, ports: [{ name: 'grpc', port: 80, targetPort: 8080 }], selector: { app: name } },
+  });
+  const grpcRoute = (name: string, backend: string): KubeObject => ({
+    apiVersion: 'gateway.networking.k8s.io/v1',
+    kind: 'GRPCRoute',
+    metadata: { name, namespace: 'shop' },
+    spec: {
+      parentRefs: [{ group: '', kind: 'Service', name: 'echo', port: 80 }],
+      rules: [
+        {
+          matches: [{ method: { service: 'pkg.Echo', method: name === 'ok' ? 'Echo' : 'Other' } }],
+          backendRefs: [{ name: backend, port: 80 }],
+        },
+      ],
+    },
+  });
+  const { api, replica } = await cluster(t, [
+    ns('shop', { 'istio.io/dataplane-mode': 'ambient', 'istio.io/use-waypoint': 'waypoint' }),
+    gateway(),
+    service('echo', '10.96.34.30'),
+    service('echo-v2', '10.96.34.31'),
+  ]);
+  const { cp } = await replica('cp-0');
+  api.put(grpcRoute('ok', 'echo-v2'));
+  api.put(grpcRoute('lost', 'nowhere'));
+  const conditions = (name: string) =>
+    (
+      api.get('gateway.networking.k8s.io', 'v1', 'grpcroutes', 'shop', name)?.status as
+        | { parents?: Array<{ conditions: Array<{ type: string; status: string; reason: string }> }> }
+        | undefined
+    )?.parents?.[0]?.conditions
+      .map((c) => `${c.type}=${c.status} ${c.reason}`)
+      .sort();
+  await until(
+    () => conditions('ok')?.length === 2 && conditions('lost')?.length === 2,
+    'GRPCRoute status written',
+  );
+  t.deepEqual(conditions('ok'), ['Accepted=True Accepted', 'ResolvedRefs=True ResolvedRefs']);
+  t.deepEqual(conditions('lost'), ['Accepted=True Accepted', 'ResolvedRefs=False BackendNotFound']);
+  const wp = compile(cp.store.view(), { trustDomain: 'cluster.local' }).waypoints?.find(
+    (w) => w.name === 'shop/waypoint',
+  );
+  const served = ((wp?.config.grpcRoutes ?? []) as Array<{ name: string }>).map((r) => r.name).sort();
+  t.deepEqual(served, ['lost', 'ok'], 'both routes are in the waypoint config');
+  const decoded = decodeWaypointConfig(wp?.config, 'waypoint');
+  t.true(decoded.ok, 'the waypoint decodes that config');
+  // Deleted from the API: out of the served config.
+  api.remove(grpcRoute('lost', 'nowhere'));
+  await until(() => !has(cp, 'GRPCRoute/shop/lost'), 'GRPCRoute removed');
+  t.true(has(cp, 'GRPCRoute/shop/ok'));
 });
 
 test('two replicas: one Lease holder writes, both serve; the holder stepping down hands over', async (t) => {

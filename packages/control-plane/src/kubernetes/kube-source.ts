@@ -62,11 +62,20 @@ const WATCHED: readonly Watched[] = [
   },
   custom('Gateway', 'gateway.networking.k8s.io', 'gateways'),
   custom('HTTPRoute', 'gateway.networking.k8s.io', 'httproutes'),
+  custom('GRPCRoute', 'gateway.networking.k8s.io', 'grpcroutes'),
   custom('AuthorizationPolicy', 'security.istio.io', 'authorizationpolicies'),
 ];
 
 /** Commit order when a batch has to go one object at a time: what others refer to first. */
-const ORDER: readonly Kind[] = ['Gateway', 'Namespace', 'Service', 'Pod', 'HTTPRoute', 'AuthorizationPolicy'];
+const ORDER: readonly Kind[] = [
+  'Gateway',
+  'Namespace',
+  'Service',
+  'Pod',
+  'HTTPRoute',
+  'GRPCRoute',
+  'AuthorizationPolicy',
+];
 
 /** The API server's form of an object, as the controller last saw it (for status writes). */
 export type RawObject = KubernetesObject & Record<string, unknown>;
