@@ -1,6 +1,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { DiscoveryV1Api, KubeConfig } from '@kubernetes/client-node';
 import { ControlPlane, compile } from '@zmesh/control-plane';
 import { KubeController } from '@zmesh/control-plane/kubernetes';
 import { ApiServerDouble, type KubeObject } from '@zmesh/harness';
@@ -352,6 +353,116 @@ test('a GRPCRoute in the API reaches its waypoint config and gets Accepted/Resol
   api.remove(grpcRoute('lost', 'nowhere'));
   await until(() => !has(cp, 'GRPCRoute/shop/lost'), 'GRPCRoute removed');
   t.true(has(cp, 'GRPCRoute/shop/ok'));
+});
+
+test('EndpointSlices: ready/terminating decide who takes new connections, a selector-less Service takes its hand-made slice, addresses without a pod are plain endpoints', async (t) => {
+  const slice = (
+    name: string,
+    service: string,
+    endpoints: Array<{ ip: string; ready?: boolean; terminating?: boolean; pod?: string }>,
+  ): KubeObject => ({
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: { name, namespace: 'shop', labels: { 'kubernetes.io/service-name': service } },
+    addressType: 'IPv4',
+    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+    endpoints: endpoints.map((e) => ({
+      addresses: [e.ip],
+      conditions: {
+        ready: e.ready ?? true,
+        serving: e.ready ?? true,
+        terminating: e.terminating ?? false,
+      },
+      ...(e.pod ? { targetRef: { kind: 'Pod', namespace: 'shop', name: e.pod } } : {}),
+    })),
+  });
+  const webPod = (name: string, ip: string): KubeObject => ({
+    ...pod(name, ip),
+    metadata: { name, namespace: 'shop', labels: { app: 'web' } },
+  });
+  const { api, replica, kubeconfig } = await cluster(t, [
+    ns('shop', { 'istio.io/dataplane-mode': 'ambient' }),
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'web', namespace: 'shop' },
+      spec: {
+        clusterIP: '10.96.34.40',
+        ports: [{ name: 'http', port: 80, targetPort: 8080 }],
+        selector: { app: 'web' },
+      },
+    },
+    // No selector: its endpoints are the slice below, kept by hand (an external database, a pod).
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'db', namespace: 'shop' },
+      spec: { clusterIP: '10.96.34.41', ports: [{ name: 'http', port: 80 }] },
+    },
+    webPod('web-a', '10.34.2.1'),
+    webPod('web-b', '10.34.2.2'),
+    pod('helper', '10.34.2.3'),
+    slice('web-abc', 'web', [
+      { ip: '10.34.2.1', pod: 'web-a' },
+      // Being deleted: still serving its connections, not ready for new ones.
+      { ip: '10.34.2.2', pod: 'web-b', ready: false, terminating: true },
+    ]),
+    slice('db-1', 'db', [{ ip: '192.0.2.10' }, { ip: '192.0.2.11', ready: false }, { ip: '10.34.2.3' }]),
+  ]);
+  const { cp } = await replica('cp-0');
+  const workloads = () =>
+    new Map(
+      compile(cp.store.view(), { trustDomain: 'cluster.local' }).workloads.map((w) => [
+        w.addresses[0] ?? '',
+        w,
+      ]),
+    );
+  await until(() => workloads().has('192.0.2.10'), 'slice endpoints compiled');
+  let w = workloads();
+  t.is(w.get('10.34.2.1')?.status, 'HEALTHY');
+  t.is(w.get('10.34.2.2')?.status, 'UNHEALTHY', 'terminating: no new connections');
+  t.deepEqual(Object.keys(w.get('10.34.2.2')?.services ?? {}), ['shop/web.shop.svc.cluster.local']);
+  const db = 'shop/db.shop.svc.cluster.local';
+  t.like(w.get('192.0.2.10'), {
+    uid: 'Kubernetes/discovery.k8s.io/EndpointSlice/shop/db-1/192.0.2.10',
+    tunnelProtocol: 'NONE',
+    status: 'HEALTHY',
+    services: { [db]: [{ servicePort: 80, targetPort: 8080 }] },
+  });
+  t.is(w.get('192.0.2.11')?.status, 'UNHEALTHY', 'not ready');
+  // A mesh pod at a hand-made slice's address serves that Service, as a mesh (HBONE) workload.
+  t.like(w.get('10.34.2.3'), { tunnelProtocol: 'HBONE', status: 'HEALTHY' });
+  t.deepEqual(w.get('10.34.2.3')?.services[db], [{ servicePort: 80, targetPort: 8080 }]);
+  t.is([...w.values()].filter((x) => x.addresses[0] === '10.34.2.2').length, 1, 'no plain twin of a pod');
+
+  // The double answers a label selector on the slices, as the API server does.
+  const client = new KubeConfig();
+  client.loadFromFile(kubeconfig);
+  const listed = await client
+    .makeApiClient(DiscoveryV1Api)
+    .listNamespacedEndpointSlice({ namespace: 'shop', labelSelector: 'kubernetes.io/service-name=db' });
+  t.deepEqual(
+    listed.items.map((i) => i.metadata?.name),
+    ['db-1'],
+  );
+
+  // Watched: web-b ready again, one db address gone, then the slice deleted.
+  api.put(
+    slice('web-abc', 'web', [
+      { ip: '10.34.2.1', pod: 'web-a' },
+      { ip: '10.34.2.2', pod: 'web-b' },
+    ]),
+  );
+  api.put(slice('db-1', 'db', [{ ip: '192.0.2.10' }]));
+  await until(
+    () => workloads().get('10.34.2.2')?.status === 'HEALTHY' && !workloads().has('192.0.2.11'),
+    'slice updates compiled',
+  );
+  api.remove(slice('db-1', 'db', []));
+  await until(() => !workloads().has('192.0.2.10'), 'slice deletion compiled');
+  w = workloads();
+  t.deepEqual(Object.keys(w.get('10.34.2.3')?.services ?? {}), [], 'the pod no longer serves db');
+  t.is(w.get('10.34.2.1')?.status, 'HEALTHY');
 });
 
 test('two replicas: one Lease holder writes, both serve; the holder stepping down hands over', async (t) => {
