@@ -6,6 +6,7 @@ import { ControlPlane, compile } from '@zmesh/control-plane';
 import { KubeController } from '@zmesh/control-plane/kubernetes';
 import { ApiServerDouble, type KubeObject } from '@zmesh/harness';
 import { decodeWaypointConfig } from '@zmesh/waypoint';
+import { ProxyState } from '@zmesh/ztunnel';
 import test, { type ExecutionContext } from 'ava';
 import { execa } from 'execa';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
@@ -434,6 +435,28 @@ test('EndpointSlices: ready/terminating decide who takes new connections, a sele
   t.like(w.get('10.34.2.3'), { tunnelProtocol: 'HBONE', status: 'HEALTHY' });
   t.deepEqual(w.get('10.34.2.3')?.services[db], [{ servicePort: 80, targetPort: 8080 }]);
   t.is([...w.values()].filter((x) => x.addresses[0] === '10.34.2.2').length, 1, 'no plain twin of a pod');
+  // What ztunnel makes of it: new connections to a VIP go only to ready, non-terminating endpoints.
+  const compiled = compile(cp.store.view(), { trustDomain: 'cluster.local' });
+  const state = new ProxyState({ workloads: compiled.workloads, services: compiled.services, version: 1 });
+  const picked = (vip: string) => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 60; i++) {
+      const r = state.resolve(vip, 80);
+      if (r instanceof Error) throw r;
+      seen.add(r.kind === 'hbone' ? `hbone ${r.authority.host}` : `plain ${r.target.host}:${r.target.port}`);
+    }
+    return [...seen].sort();
+  };
+  t.deepEqual(
+    picked('10.96.34.40'),
+    ['hbone 10.34.2.1'],
+    'web: only web-a; the terminating web-b takes none',
+  );
+  t.deepEqual(
+    picked('10.96.34.41'),
+    ['hbone 10.34.2.3', 'plain 192.0.2.10:8080'],
+    'db: the mesh pod over HBONE, the plain address in plaintext; the not-ready one takes none',
+  );
 
   // The double answers a label selector on the slices, as the API server does.
   const client = new KubeConfig();
