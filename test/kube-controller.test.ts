@@ -1,10 +1,12 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { ControlPlane } from '@zmesh/control-plane';
+import { DiscoveryV1Api, KubeConfig } from '@kubernetes/client-node';
+import { ControlPlane, compile } from '@zmesh/control-plane';
 import { KubeController } from '@zmesh/control-plane/kubernetes';
 import { ApiServerDouble, type KubeObject } from '@zmesh/harness';
 import { decodeWaypointConfig } from '@zmesh/waypoint';
+import { ProxyState } from '@zmesh/ztunnel';
 import test, { type ExecutionContext } from 'ava';
 import { execa } from 'execa';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
@@ -295,6 +297,195 @@ test('HTTPRoute and refused AuthorizationPolicy status; a stale status write (40
   t.regex(metrics, /^zmesh_cp_kubernetes_refused_objects 1$/m);
   t.regex(metrics, /^zmesh_cp_kubernetes_leader 1$/m);
   t.true(has(cp, 'HTTPRoute/shop/r'), 'the rest of the batch is');
+});
+
+test('a GRPCRoute in the API reaches its waypoint config and gets Accepted/ResolvedRefs; one naming no Service is ResolvedRefs=False BackendNotFound', async (t) => {
+  const service = (name: string, ip: string): KubeObject => ({
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name, namespace: 'shop' },
+    spec: { clusterIP: ip, ports: [{ name: 'grpc', port: 80, targetPort: 8080 }], selector: { app: name } },
+  });
+  const grpcRoute = (name: string, backend: string): KubeObject => ({
+    apiVersion: 'gateway.networking.k8s.io/v1',
+    kind: 'GRPCRoute',
+    metadata: { name, namespace: 'shop' },
+    spec: {
+      parentRefs: [{ group: '', kind: 'Service', name: 'echo', port: 80 }],
+      rules: [
+        {
+          matches: [{ method: { service: 'pkg.Echo', method: name === 'ok' ? 'Echo' : 'Other' } }],
+          backendRefs: [{ name: backend, port: 80 }],
+        },
+      ],
+    },
+  });
+  const { api, replica } = await cluster(t, [
+    ns('shop', { 'istio.io/dataplane-mode': 'ambient', 'istio.io/use-waypoint': 'waypoint' }),
+    gateway(),
+    service('echo', '10.96.34.30'),
+    service('echo-v2', '10.96.34.31'),
+  ]);
+  const { cp } = await replica('cp-0');
+  api.put(grpcRoute('ok', 'echo-v2'));
+  api.put(grpcRoute('lost', 'nowhere'));
+  const conditions = (name: string) =>
+    (
+      api.get('gateway.networking.k8s.io', 'v1', 'grpcroutes', 'shop', name)?.status as
+        | { parents?: Array<{ conditions: Array<{ type: string; status: string; reason: string }> }> }
+        | undefined
+    )?.parents?.[0]?.conditions
+      .map((c) => `${c.type}=${c.status} ${c.reason}`)
+      .sort();
+  await until(
+    () => conditions('ok')?.length === 2 && conditions('lost')?.length === 2,
+    'GRPCRoute status written',
+  );
+  t.deepEqual(conditions('ok'), ['Accepted=True Accepted', 'ResolvedRefs=True ResolvedRefs']);
+  t.deepEqual(conditions('lost'), ['Accepted=True Accepted', 'ResolvedRefs=False BackendNotFound']);
+  const wp = compile(cp.store.view(), { trustDomain: 'cluster.local' }).waypoints?.find(
+    (w) => w.name === 'shop/waypoint',
+  );
+  const served = ((wp?.config.grpcRoutes ?? []) as Array<{ name: string }>).map((r) => r.name).sort();
+  t.deepEqual(served, ['lost', 'ok'], 'both routes are in the waypoint config');
+  const decoded = decodeWaypointConfig(wp?.config, 'waypoint');
+  t.true(decoded.ok, 'the waypoint decodes that config');
+  // Deleted from the API: out of the served config.
+  api.remove(grpcRoute('lost', 'nowhere'));
+  await until(() => !has(cp, 'GRPCRoute/shop/lost'), 'GRPCRoute removed');
+  t.true(has(cp, 'GRPCRoute/shop/ok'));
+});
+
+test('EndpointSlices: ready/terminating decide who takes new connections, a selector-less Service takes its hand-made slice, addresses without a pod are plain endpoints', async (t) => {
+  const slice = (
+    name: string,
+    service: string,
+    endpoints: Array<{ ip: string; ready?: boolean; terminating?: boolean; pod?: string }>,
+  ): KubeObject => ({
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: { name, namespace: 'shop', labels: { 'kubernetes.io/service-name': service } },
+    addressType: 'IPv4',
+    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+    endpoints: endpoints.map((e) => ({
+      addresses: [e.ip],
+      conditions: {
+        ready: e.ready ?? true,
+        serving: e.ready ?? true,
+        terminating: e.terminating ?? false,
+      },
+      ...(e.pod ? { targetRef: { kind: 'Pod', namespace: 'shop', name: e.pod } } : {}),
+    })),
+  });
+  const webPod = (name: string, ip: string): KubeObject => ({
+    ...pod(name, ip),
+    metadata: { name, namespace: 'shop', labels: { app: 'web' } },
+  });
+  const { api, replica, kubeconfig } = await cluster(t, [
+    ns('shop', { 'istio.io/dataplane-mode': 'ambient' }),
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'web', namespace: 'shop' },
+      spec: {
+        clusterIP: '10.96.34.40',
+        ports: [{ name: 'http', port: 80, targetPort: 8080 }],
+        selector: { app: 'web' },
+      },
+    },
+    // No selector: its endpoints are the slice below, kept by hand (an external database, a pod).
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'db', namespace: 'shop' },
+      spec: { clusterIP: '10.96.34.41', ports: [{ name: 'http', port: 80 }] },
+    },
+    webPod('web-a', '10.34.2.1'),
+    webPod('web-b', '10.34.2.2'),
+    pod('helper', '10.34.2.3'),
+    slice('web-abc', 'web', [
+      { ip: '10.34.2.1', pod: 'web-a' },
+      // Being deleted: still serving its connections, not ready for new ones.
+      { ip: '10.34.2.2', pod: 'web-b', ready: false, terminating: true },
+    ]),
+    slice('db-1', 'db', [{ ip: '192.0.2.10' }, { ip: '192.0.2.11', ready: false }, { ip: '10.34.2.3' }]),
+  ]);
+  const { cp } = await replica('cp-0');
+  const workloads = () =>
+    new Map(
+      compile(cp.store.view(), { trustDomain: 'cluster.local' }).workloads.map((w) => [
+        w.addresses[0] ?? '',
+        w,
+      ]),
+    );
+  await until(() => workloads().has('192.0.2.10'), 'slice endpoints compiled');
+  let w = workloads();
+  t.is(w.get('10.34.2.1')?.status, 'HEALTHY');
+  t.is(w.get('10.34.2.2')?.status, 'UNHEALTHY', 'terminating: no new connections');
+  t.deepEqual(Object.keys(w.get('10.34.2.2')?.services ?? {}), ['shop/web.shop.svc.cluster.local']);
+  const db = 'shop/db.shop.svc.cluster.local';
+  t.like(w.get('192.0.2.10'), {
+    uid: 'Kubernetes/discovery.k8s.io/EndpointSlice/shop/db-1/192.0.2.10',
+    tunnelProtocol: 'NONE',
+    status: 'HEALTHY',
+    services: { [db]: [{ servicePort: 80, targetPort: 8080 }] },
+  });
+  t.is(w.get('192.0.2.11')?.status, 'UNHEALTHY', 'not ready');
+  // A mesh pod at a hand-made slice's address serves that Service, as a mesh (HBONE) workload.
+  t.like(w.get('10.34.2.3'), { tunnelProtocol: 'HBONE', status: 'HEALTHY' });
+  t.deepEqual(w.get('10.34.2.3')?.services[db], [{ servicePort: 80, targetPort: 8080 }]);
+  t.is([...w.values()].filter((x) => x.addresses[0] === '10.34.2.2').length, 1, 'no plain twin of a pod');
+  // What ztunnel makes of it: new connections to a VIP go only to ready, non-terminating endpoints.
+  const compiled = compile(cp.store.view(), { trustDomain: 'cluster.local' });
+  const state = new ProxyState({ workloads: compiled.workloads, services: compiled.services, version: 1 });
+  const picked = (vip: string) => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 60; i++) {
+      const r = state.resolve(vip, 80);
+      if (r instanceof Error) throw r;
+      seen.add(r.kind === 'hbone' ? `hbone ${r.authority.host}` : `plain ${r.target.host}:${r.target.port}`);
+    }
+    return [...seen].sort();
+  };
+  t.deepEqual(
+    picked('10.96.34.40'),
+    ['hbone 10.34.2.1'],
+    'web: only web-a; the terminating web-b takes none',
+  );
+  t.deepEqual(
+    picked('10.96.34.41'),
+    ['hbone 10.34.2.3', 'plain 192.0.2.10:8080'],
+    'db: the mesh pod over HBONE, the plain address in plaintext; the not-ready one takes none',
+  );
+
+  // The double answers a label selector on the slices, as the API server does.
+  const client = new KubeConfig();
+  client.loadFromFile(kubeconfig);
+  const listed = await client
+    .makeApiClient(DiscoveryV1Api)
+    .listNamespacedEndpointSlice({ namespace: 'shop', labelSelector: 'kubernetes.io/service-name=db' });
+  t.deepEqual(
+    listed.items.map((i) => i.metadata?.name),
+    ['db-1'],
+  );
+
+  // Watched: web-b ready again, one db address gone, then the slice deleted.
+  api.put(
+    slice('web-abc', 'web', [
+      { ip: '10.34.2.1', pod: 'web-a' },
+      { ip: '10.34.2.2', pod: 'web-b' },
+    ]),
+  );
+  api.put(slice('db-1', 'db', [{ ip: '192.0.2.10' }]));
+  await until(
+    () => workloads().get('10.34.2.2')?.status === 'HEALTHY' && !workloads().has('192.0.2.11'),
+    'slice updates compiled',
+  );
+  api.remove(slice('db-1', 'db', []));
+  await until(() => !workloads().has('192.0.2.10'), 'slice deletion compiled');
+  w = workloads();
+  t.deepEqual(Object.keys(w.get('10.34.2.3')?.services ?? {}), [], 'the pod no longer serves db');
+  t.is(w.get('10.34.2.1')?.status, 'HEALTHY');
 });
 
 test('two replicas: one Lease holder writes, both serve; the holder stepping down hands over', async (t) => {

@@ -90,3 +90,63 @@ spec: { selector: { matchLabels: { app: a } }, action: DENY }
   t.deepEqual(out.workloads.find((w) => w.name === 'b')?.authorizationPolicies, [strict]);
   t.is(out.authorizations[0]?.name, 'deny-a');
 });
+
+const slice = (body: string) => `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: ext-1, namespace: ns1, labels: { kubernetes.io/service-name: ext } }
+${body}`;
+const EXT = `kind: Service
+metadata: { name: ext, namespace: ns1 }
+spec: { clusterIP: 10.96.0.20, ports: [{ name: db, port: 5432 }] }
+`;
+
+test('an EndpointSlice in YAML: a selector-less Service gets plain endpoints; a bad slice is refused with its path; FQDN slices add none', (t) => {
+  const { workloads } = compiled(
+    NAMESPACE_YAML,
+    EXT,
+    slice(`addressType: IPv4
+ports: [{ name: db, port: 15432 }]
+endpoints:
+  - addresses: [192.0.2.7]
+  - addresses: [192.0.2.8]
+    conditions: { ready: false, serving: true, terminating: true }
+`),
+  );
+  t.deepEqual(
+    workloads.map((w) => [w.uid, w.tunnelProtocol, w.status, w.services['ns1/ext.ns1.svc.cluster.local']]),
+    [
+      [
+        'Kubernetes/discovery.k8s.io/EndpointSlice/ns1/ext-1/192.0.2.7',
+        'NONE',
+        'HEALTHY',
+        [{ servicePort: 5432, targetPort: 15432 }],
+      ],
+      [
+        'Kubernetes/discovery.k8s.io/EndpointSlice/ns1/ext-1/192.0.2.8',
+        'NONE',
+        'UNHEALTHY',
+        [{ servicePort: 5432, targetPort: 15432 }],
+      ],
+    ],
+  );
+  const store = new ConfigStore();
+  const bad = store.applyYaml(
+    [
+      NAMESPACE_YAML,
+      EXT,
+      slice('addressType: IPv4\nendpoints: [{ addresses: [not-an-ip], conditions: { ready: "yes" } }]\n'),
+    ].join('---\n'),
+  );
+  t.false(bad.ok);
+  if (!bad.ok) {
+    t.true(bad.error.some((r) => /endpoints\[0\]\.addresses\[0\]: "not-an-ip" is not an IP address/.test(r)));
+    t.true(bad.error.some((r) => /endpoints\[0\]\.conditions\.ready: not a boolean/.test(r)));
+  }
+  t.is(store.view().objects.size, 0, 'nothing stored');
+  const fqdn = compiled(
+    NAMESPACE_YAML,
+    EXT,
+    slice('addressType: FQDN\nendpoints: [{ addresses: [db.example.org] }]\n'),
+  );
+  t.is(fqdn.workloads.length, 0);
+});

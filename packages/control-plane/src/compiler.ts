@@ -2,6 +2,7 @@ import type { AppProtocol, Authorization, GatewayRef, Port, Service, Workload } 
 import { objectsOf, type StoreView } from './config-store.js';
 import {
   type AuthorizationPolicyObject,
+  type EndpointSliceObject,
   type GatewayObject,
   isWaypointClass,
   type NamespaceObject,
@@ -58,7 +59,7 @@ export class Compiler {
   readonly #hostnameOf: (name: string, ns: string) => string;
   readonly #pods = new WeakMap<
     PodObject,
-    { ns: NamespaceObject | undefined; deps: object; workload: Workload }
+    { ns: NamespaceObject | undefined; deps: object; slices: string; workload: Workload }
   >();
   readonly #services = new WeakMap<object, { ns: NamespaceObject | undefined; service: Service }>();
   readonly #policies = new WeakMap<AuthorizationPolicyObject, Authorization | undefined>();
@@ -86,10 +87,13 @@ export class Compiler {
     const deps = this.#depsToken([...kubeServices, ...gateways, ...policies, ...peerAuthObjects]);
     const peerAuth = this.#peerAuth(peerAuthObjects, deps);
     let ctx: PodContext | undefined;
-    const workloads = objectsOf(view, 'Pod').map((pod) => {
+    const pods = objectsOf(view, 'Pod');
+    const slices = sliceEndpoints(objectsOf(view, 'EndpointSlice'), kubeServices, pods, this.#hostnameOf);
+    const workloads = pods.map((pod) => {
       const ns = namespaces.get(pod.metadata.namespace);
       const memo = this.#pods.get(pod);
-      if (memo && memo.ns === ns && memo.deps === deps) return memo.workload;
+      const facts = slices.podFacts(pod);
+      if (memo && memo.ns === ns && memo.deps === deps && memo.slices === facts.key) return memo.workload;
       ctx ??= podContext(
         namespaces,
         kubeServices,
@@ -99,10 +103,15 @@ export class Compiler {
         this.#hostnameOf,
         this.#opts,
       );
-      const workload = compilePod(pod, ctx);
-      this.#pods.set(pod, { ns, deps, workload });
+      const workload = compilePod(pod, ctx, facts);
+      this.#pods.set(pod, { ns, deps, slices: facts.key, workload });
       return workload;
     });
+    workloads.push(
+      ...slices.plain.map((p) =>
+        plainWorkload(p, this.#opts.trustDomain, this.#opts.clusterId ?? 'Kubernetes'),
+      ),
+    );
     const authorizations = policies.flatMap((p) => {
       if (!this.#policies.has(p)) this.#policies.set(p, this.#opts.convertPolicy?.(p.raw));
       const converted = this.#policies.get(p);
@@ -200,7 +209,115 @@ function podContext(
   };
 }
 
-function compilePod(pod: PodObject, ctx: PodContext): Workload {
+/** What EndpointSlices say of one pod: its readiness, and selector-less Services it backs. */
+interface PodSliceFacts {
+  /** False when a slice lists the pod not ready or terminating. */
+  healthy: boolean;
+  services: Record<string, Port[]>;
+  /** Equal facts, equal key (the pod memo's). */
+  key: string;
+}
+
+/** An endpoint no pod stands behind, served as a plain (non-mesh) workload. */
+interface PlainEndpoint {
+  slice: EndpointSliceObject;
+  address: string;
+  node: string;
+  healthy: boolean;
+  services: Record<string, Port[]>;
+}
+
+const NO_SLICE_FACTS: PodSliceFacts = { healthy: true, services: {}, key: '' };
+
+/**
+ * EndpointSlices (`discovery.k8s.io/v1`, by `kubernetes.io/service-name`) as Istio's ambient
+ * controller reads them:
+ * - an endpoint is sent new connections only when ready and not terminating (a terminating
+ *   endpoint that still serves keeps its connections, takes no new ones): the pod behind it is
+ *   UNHEALTHY otherwise;
+ * - a Service without a selector (slices managed by hand) gets its endpoints from its slices:
+ *   a pod at that address serves it; an address no pod stands behind (and no Pod targetRef
+ *   names) is a plain workload (tunnel NONE: ztunnel sends it plaintext, as to a pod outside
+ *   the mesh), uid `cluster/discovery.k8s.io/EndpointSlice/ns/slice/ip`;
+ * - a Service with a selector keeps its pods from the selector (YAML mode has no slices); its
+ *   slices add only readiness, and addresses no pod stands behind, served plain.
+ * A slice of no known Service is ignored. Targets: the slice port of the Service port's name.
+ */
+function sliceEndpoints(
+  slices: readonly EndpointSliceObject[],
+  services: readonly ServiceObject[],
+  pods: readonly PodObject[],
+  hostnameOf: (name: string, ns: string) => string,
+): { podFacts: (pod: PodObject) => PodSliceFacts; plain: PlainEndpoint[] } {
+  if (slices.length === 0) return { podFacts: () => NO_SLICE_FACTS, plain: [] };
+  const byName = new Map(services.map((s) => [`${s.metadata.namespace}/${s.metadata.name}`, s]));
+  const podAt = new Map<string, PodObject>();
+  for (const p of pods) for (const ip of p.status.podIPs) podAt.set(`${p.metadata.namespace}/${ip}`, p);
+  const facts = new Map<PodObject, { healthy: boolean; services: Record<string, Port[]> }>();
+  const plain = new Map<string, PlainEndpoint>();
+  for (const slice of slices) {
+    const { namespace } = slice.metadata;
+    const svc = byName.get(`${namespace}/${slice.spec.service}`);
+    if (svc === undefined) continue;
+    const svcKey = `${namespace}/${hostnameOf(svc.metadata.name, namespace)}`;
+    const ports = svc.spec.ports.map((p) => ({
+      servicePort: p.port,
+      targetPort: slice.spec.ports.find((sp) => sp.name === (p.name ?? ''))?.port ?? p.targetPort,
+    }));
+    for (const ep of slice.spec.endpoints) {
+      const healthy = ep.ready && !ep.terminating;
+      for (const address of ep.addresses) {
+        const pod = podAt.get(`${namespace}/${address}`);
+        if (pod !== undefined) {
+          const f = facts.get(pod) ?? { healthy: true, services: {} };
+          f.healthy &&= healthy;
+          if (svc.spec.selector === undefined) f.services[svcKey] = ports;
+          facts.set(pod, f);
+          continue;
+        }
+        // A Pod not served yet (no IP, not scheduled): it will be, from the Pod itself.
+        if (ep.pod !== undefined) continue;
+        const key = `${namespace}/${address}`;
+        const p = plain.get(key) ?? { slice, address, node: ep.node ?? '', healthy: true, services: {} };
+        p.healthy &&= healthy;
+        p.services[svcKey] = ports;
+        plain.set(key, p);
+      }
+    }
+  }
+  return {
+    podFacts: (pod) => {
+      const f = facts.get(pod);
+      return f === undefined ? NO_SLICE_FACTS : { ...f, key: JSON.stringify(f) };
+    },
+    plain: [...plain.values()],
+  };
+}
+
+function plainWorkload(p: PlainEndpoint, trustDomain: string, clusterId: string): Workload {
+  const { namespace, name } = p.slice.metadata;
+  const service = p.slice.spec.service;
+  return {
+    uid: `${clusterId}/discovery.k8s.io/EndpointSlice/${namespace}/${name}/${p.address}`,
+    name,
+    namespace,
+    addresses: [p.address],
+    network: '',
+    node: p.node,
+    trustDomain,
+    serviceAccount: 'default',
+    tunnelProtocol: 'NONE',
+    services: p.services,
+    authorizationPolicies: [],
+    status: p.healthy ? 'HEALTHY' : 'UNHEALTHY',
+    canonicalName: service,
+    canonicalRevision: 'latest',
+    workloadName: service,
+    clusterId,
+  };
+}
+
+function compilePod(pod: PodObject, ctx: PodContext, slices: PodSliceFacts = NO_SLICE_FACTS): Workload {
   const { name, namespace, labels } = pod.metadata;
   const nsLabels = ctx.namespaces.get(namespace)?.metadata.labels ?? {};
   const ambient = (labels[DATAPLANE_MODE_LABEL] ?? nsLabels[DATAPLANE_MODE_LABEL]) === 'ambient';
@@ -215,7 +332,7 @@ function compilePod(pod: PodObject, ctx: PodContext): Workload {
     trustDomain: ctx.opts.trustDomain,
     serviceAccount: pod.spec.serviceAccountName,
     tunnelProtocol: ambient || isWaypoint ? 'HBONE' : 'NONE',
-    services: podServices(pod, ctx),
+    services: { ...podServices(pod, ctx), ...slices.services },
     authorizationPolicies: [
       ...(ctx.policies.get(namespace) ?? [])
         .filter((p) => policySelects(p, pod))
@@ -223,7 +340,10 @@ function compilePod(pod: PodObject, ctx: PodContext): Workload {
       // PeerAuthentication, folded in as Istio does; a waypoint's own pods take HBONE only.
       ...(ambient && !isWaypoint ? ctx.peerAuth.keysFor(pod) : []),
     ],
-    status: pod.status.phase === undefined || pod.status.phase === 'Running' ? 'HEALTHY' : 'UNHEALTHY',
+    status:
+      (pod.status.phase === undefined || pod.status.phase === 'Running') && slices.healthy
+        ? 'HEALTHY'
+        : 'UNHEALTHY',
     canonicalName:
       labels['service.istio.io/canonical-name'] ?? labels['app.kubernetes.io/name'] ?? labels.app ?? name,
     canonicalRevision:

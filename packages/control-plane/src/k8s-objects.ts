@@ -38,6 +38,35 @@ export interface ServiceObject {
   spec: { clusterIPs: string[]; ports: ServicePortSpec[]; selector?: Record<string, string> };
 }
 
+/** One endpoint of an EndpointSlice, its conditions as Kubernetes defines them. */
+export interface SliceEndpoint {
+  /** Canonical IP text. */
+  addresses: string[];
+  /** Absent (nil) means true, as Kubernetes says. */
+  ready: boolean;
+  serving: boolean;
+  terminating: boolean;
+  /** `namespace/name` when targetRef names a Pod. */
+  pod?: string;
+  node?: string;
+}
+
+/**
+ * `discovery.k8s.io/v1` EndpointSlice of a Service (label `kubernetes.io/service-name`). FQDN
+ * slices carry no IP endpoints and are kept empty.
+ */
+export interface EndpointSliceObject {
+  kind: 'EndpointSlice';
+  metadata: Meta;
+  spec: {
+    service: string;
+    ports: Array<{ name: string; port: number }>;
+    endpoints: SliceEndpoint[];
+  };
+}
+
+export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+
 export interface ServiceAccountObject {
   kind: 'ServiceAccount';
   metadata: Meta;
@@ -106,6 +135,7 @@ export type StoreObject =
   | NamespaceObject
   | PodObject
   | ServiceObject
+  | EndpointSliceObject
   | ServiceAccountObject
   | GatewayObject
   | AuthorizationPolicyObject
@@ -121,6 +151,7 @@ export const KINDS: readonly Kind[] = [
   'Namespace',
   'Pod',
   'Service',
+  'EndpointSlice',
   'ServiceAccount',
   'AuthorizationPolicy',
   'Gateway',
@@ -135,6 +166,7 @@ export const KINDS: readonly Kind[] = [
 const SHORT_KINDS: Record<string, Kind> = {
   po: 'Pod',
   svc: 'Service',
+  eps: 'EndpointSlice',
   ns: 'Namespace',
   sa: 'ServiceAccount',
   gtw: 'Gateway',
@@ -145,7 +177,7 @@ const SHORT_KINDS: Record<string, Kind> = {
 };
 
 /**
- * A kind as an operator types it (or kubectl's short name: po, svc, ns, sa, gtw, dr, pa, ra, ap) (`pod`, `Pods`, `authorizationpolicies`), or undefined;
+ * A kind as an operator types it (or kubectl's short name: po, svc, eps, ns, sa, gtw, dr, pa, ra, ap) (`pod`, `Pods`, `authorizationpolicies`), or undefined;
  * `all` stands for every kind.
  */
 export function resolveKind(text: string): Kind | 'all' | undefined {

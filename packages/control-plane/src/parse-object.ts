@@ -8,7 +8,9 @@ import {
   MTLS_MODES,
   type MtlsMode,
   type PeerAuthenticationObject,
+  SERVICE_NAME_LABEL,
   type ServicePortSpec,
+  type SliceEndpoint,
   type StoreObject,
 } from './k8s-objects.js';
 
@@ -39,6 +41,8 @@ export function parseObject(doc: unknown, reasons: string[]): StoreObject | unde
       return { kind: 'Namespace', metadata };
     case 'ServiceAccount':
       return { kind: 'ServiceAccount', metadata };
+    case 'EndpointSlice':
+      return parseEndpointSlice(metadata, doc, reasons);
     case 'Pod':
       return parsePod(metadata, spec, status, reasons);
     case 'Service':
@@ -126,6 +130,60 @@ function parseService(metadata: Meta, spec: Obj, reasons: string[]): StoreObject
   const service: StoreObject = { kind: 'Service', metadata, spec: { clusterIPs, ports } };
   if (spec.selector !== undefined) service.spec.selector = stringMap(spec.selector, 'spec.selector', reasons);
   return service;
+}
+
+/**
+ * An EndpointSlice (its fields are top-level, not under spec). IPv4/IPv6 slices only: an FQDN
+ * slice's addresses are names, kept out (no endpoints). Conditions default as Kubernetes says:
+ * ready and serving nil mean true (serving follows ready when absent), terminating nil false.
+ */
+function parseEndpointSlice(metadata: Meta, doc: Obj, reasons: string[]): StoreObject {
+  const service = metadata.labels[SERVICE_NAME_LABEL] ?? '';
+  if (service === '') reasons.push(`metadata.labels: ${SERVICE_NAME_LABEL} must name the slice's Service`);
+  const addressType = doc.addressType;
+  if (addressType !== 'IPv4' && addressType !== 'IPv6' && addressType !== 'FQDN')
+    reasons.push(`addressType: ${JSON.stringify(addressType)} is not one of IPv4, IPv6, FQDN`);
+  const rawPorts = Array.isArray(doc.ports) ? doc.ports : [];
+  if (doc.ports !== undefined && doc.ports !== null && !Array.isArray(doc.ports))
+    reasons.push('ports: not a list');
+  const ports = rawPorts.map((p, i) => {
+    const o = isObj(p) ? p : {};
+    return {
+      name: typeof o.name === 'string' ? o.name : '',
+      port: portNumber(o.port, `ports[${i}].port`, reasons),
+    };
+  });
+  const rawEndpoints = Array.isArray(doc.endpoints) ? doc.endpoints : [];
+  if (doc.endpoints !== undefined && doc.endpoints !== null && !Array.isArray(doc.endpoints))
+    reasons.push('endpoints: not a list');
+  const endpoints =
+    addressType === 'FQDN'
+      ? []
+      : rawEndpoints.map((e, i): SliceEndpoint => {
+          const o = isObj(e) ? e : {};
+          const path = `endpoints[${i}]`;
+          const listed = Array.isArray(o.addresses) ? o.addresses : [];
+          if (listed.length === 0) reasons.push(`${path}.addresses: must list an address`);
+          const c = isObj(o.conditions) ? o.conditions : {};
+          const flag = (v: unknown, dflt: boolean, name: string) => {
+            if (v === undefined || v === null) return dflt;
+            if (typeof v !== 'boolean') reasons.push(`${path}.conditions.${name}: not a boolean`);
+            return v === true;
+          };
+          const ready = flag(c.ready, true, 'ready');
+          const out: SliceEndpoint = {
+            addresses: ips(listed, `${path}.addresses`, reasons),
+            ready,
+            serving: flag(c.serving, ready, 'serving'),
+            terminating: flag(c.terminating, false, 'terminating'),
+          };
+          if (typeof o.nodeName === 'string') out.node = o.nodeName;
+          const ref = isObj(o.targetRef) ? o.targetRef : undefined;
+          if (ref?.kind === 'Pod' && typeof ref.name === 'string')
+            out.pod = `${typeof ref.namespace === 'string' ? ref.namespace : metadata.namespace}/${ref.name}`;
+          return out;
+        });
+  return { kind: 'EndpointSlice', metadata, spec: { service, ports, endpoints } };
 }
 
 function parseServicePort(value: unknown, path: string, reasons: string[]): ServicePortSpec {

@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import {
   CoreV1Api,
   CustomObjectsApi,
+  DiscoveryV1Api,
   type KubeConfig,
   type KubernetesListObject,
   type KubernetesObject,
@@ -38,8 +39,9 @@ const custom = (kind: Kind, group: string, plural: string): Watched => ({
 });
 
 /**
- * What the controller reads. EndpointSlices are not: the compiler derives endpoints from
- * Pods and Service selectors, as it does from YAML.
+ * What the controller reads. Endpoints come from Pods and Service selectors, as from YAML;
+ * EndpointSlices add readiness (ready, terminating), the endpoints of a Service without a
+ * selector, and addresses no pod stands behind (compiler.ts, sliceEndpoints).
  */
 const WATCHED: readonly Watched[] = [
   {
@@ -60,13 +62,29 @@ const WATCHED: readonly Watched[] = [
     path: '/api/v1/services',
     list: (kc) => kc.makeApiClient(CoreV1Api).listServiceForAllNamespaces(),
   },
+  {
+    kind: 'EndpointSlice',
+    apiVersion: 'discovery.k8s.io/v1',
+    path: '/apis/discovery.k8s.io/v1/endpointslices',
+    list: (kc) => kc.makeApiClient(DiscoveryV1Api).listEndpointSliceForAllNamespaces(),
+  },
   custom('Gateway', 'gateway.networking.k8s.io', 'gateways'),
   custom('HTTPRoute', 'gateway.networking.k8s.io', 'httproutes'),
+  custom('GRPCRoute', 'gateway.networking.k8s.io', 'grpcroutes'),
   custom('AuthorizationPolicy', 'security.istio.io', 'authorizationpolicies'),
 ];
 
 /** Commit order when a batch has to go one object at a time: what others refer to first. */
-const ORDER: readonly Kind[] = ['Gateway', 'Namespace', 'Service', 'Pod', 'HTTPRoute', 'AuthorizationPolicy'];
+const ORDER: readonly Kind[] = [
+  'Gateway',
+  'Namespace',
+  'Service',
+  'EndpointSlice',
+  'Pod',
+  'HTTPRoute',
+  'GRPCRoute',
+  'AuthorizationPolicy',
+];
 
 /** The API server's form of an object, as the controller last saw it (for status writes). */
 export type RawObject = KubernetesObject & Record<string, unknown>;

@@ -5,6 +5,7 @@ import {
   KubernetesObjectApi,
 } from '@kubernetes/client-node';
 import { Gateway } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/Gateway';
+import { GRPCRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/GRPCRoute';
 import { HTTPRoute } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/HTTPRoute';
 import { logger } from '@zmesh/shared';
 import { isWaypointClass } from '../k8s-objects.js';
@@ -32,7 +33,7 @@ type Meta = { name: string; namespace: string; uid: string; generation?: number;
 /**
  * The leader's writes: each waypoint Gateway's owned objects (waypoint-objects.ts), kept in
  * step by a spec hash, and status on Gateways (Accepted, Programmed once a waypoint ACKed its
- * config), HTTPRoutes (Accepted, ResolvedRefs per parent) and AuthorizationPolicies (Accepted
+ * config), HTTPRoutes and GRPCRoutes (Accepted, ResolvedRefs per parent) and AuthorizationPolicies (Accepted
  * False with admission's reasons when refused). Status goes through the status subresource
  * with the resourceVersion read; a 409 re-reads and retries. One pass at a time; a pass asked
  * for during one runs after it.
@@ -111,15 +112,19 @@ export class KubeWriter {
     }
     // The control plane's own route status (route-status.ts): what proxy-status shows.
     const statuses = new Map(this.#routes().map((r) => [`${r.kind}/${r.namespace}/${r.name}`, r]));
-    for (const route of this.#source.rawOf('HTTPRoute')) {
+    const routes = [
+      ...this.#source.rawOf('HTTPRoute').map((r) => ['httproutes', r] as const),
+      ...this.#source.rawOf('GRPCRoute').map((r) => ['grpcroutes', r] as const),
+    ];
+    for (const [plural, route] of routes) {
       const m = route.metadata as Meta;
-      const key = `HTTPRoute/${m.namespace}/${m.name}`;
+      const key = `${route.kind}/${m.namespace}/${m.name}`;
       const spec = (route.spec ?? {}) as { parentRefs?: Array<Record<string, unknown>> };
       const refused = this.#source.refused().get(key);
       const served = statuses.get(key);
       // Neither refused nor stored yet: the next pass (after the store's sync) writes it.
       if (!refused && !served) continue;
-      await this.#writeStatus(route, 'httproutes', (current) => ({
+      await this.#writeStatus(route, plural, (current) => ({
         ...(current ?? {}),
         parents: (spec.parentRefs ?? []).map((p, i) => {
           const conditions = refused
@@ -323,8 +328,9 @@ function canonical(v: unknown): string {
   return JSON.stringify(v) ?? 'null';
 }
 
-/** Gateway and HTTPRoute statuses against the Gateway API schema before they are written. */
+/** Gateway, HTTPRoute and GRPCRoute statuses against the Gateway API schema before they are written. */
 function validateStatus(body: RawObject): void {
   if (body.kind === 'Gateway') new Gateway(body as never).validate();
   if (body.kind === 'HTTPRoute') new HTTPRoute(body as never).validate();
+  if (body.kind === 'GRPCRoute') new GRPCRoute(body as never).validate();
 }

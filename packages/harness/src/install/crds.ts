@@ -9,6 +9,7 @@ export const REQUIRED_CRDS: ReadonlyArray<{ name: string; version: string; from:
   { name: 'gatewayclasses.gateway.networking.k8s.io', version: 'v1', from: 'Gateway API (standard channel)' },
   { name: 'gateways.gateway.networking.k8s.io', version: 'v1', from: 'Gateway API (standard channel)' },
   { name: 'httproutes.gateway.networking.k8s.io', version: 'v1', from: 'Gateway API (standard channel)' },
+  { name: 'grpcroutes.gateway.networking.k8s.io', version: 'v1', from: 'Gateway API (standard channel)' },
   { name: 'authorizationpolicies.security.istio.io', version: 'v1', from: "Istio's base CRDs" },
 ];
 

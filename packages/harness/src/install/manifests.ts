@@ -351,13 +351,13 @@ function crdRules() {
     },
     {
       apiGroups: ['gateway.networking.k8s.io'],
-      resources: ['gatewayclasses', 'gateways', 'httproutes'],
+      resources: ['gatewayclasses', 'gateways', 'httproutes', 'grpcroutes'],
       verbs: ['get', 'list', 'watch'],
     },
     // Status written back: Programmed, Accepted/ResolvedRefs, a refused policy's condition.
     {
       apiGroups: ['gateway.networking.k8s.io'],
-      resources: ['gatewayclasses/status', 'gateways/status', 'httproutes/status'],
+      resources: ['gatewayclasses/status', 'gateways/status', 'httproutes/status', 'grpcroutes/status'],
       verbs: ['update', 'patch'],
     },
     {

@@ -96,6 +96,7 @@ export const DEFAULT_RESOURCES: readonly ResourceType[] = [
       ['gatewayclasses', 'GatewayClass', false],
       ['gateways', 'Gateway', true],
       ['httproutes', 'HTTPRoute', true],
+      ['grpcroutes', 'GRPCRoute', true],
     ] as const
   ).map(([resource, kind, namespaced]) => ({
     group: 'gateway.networking.k8s.io',
