@@ -65,6 +65,19 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
   // directory and a new root CA behind it.
   let adminToken = '';
   try {
+    // Flags that cannot go together are refused before any file is read.
+    if (options.store !== undefined) {
+      if (typeof options.stateDir === 'string')
+        throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
+          source: '--state-dir',
+          reason: 'not with --store: the state lives in the shared store',
+        });
+      if (options.kubernetes)
+        throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
+          source: '--store',
+          reason: 'not with --kubernetes: there the API server holds the config',
+        });
+    }
     if (options.adminTokenFile) adminToken = await readAdminToken(options.adminTokenFile);
     // So is the kubeconfig, before a state directory or a CA is made for a start that fails.
     if (options.kubernetes && options.kubeconfig !== undefined) {
@@ -89,16 +102,6 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
         });
     }
     if (options.store !== undefined) {
-      if (typeof options.stateDir === 'string')
-        throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
-          source: '--state-dir',
-          reason: 'not with --store: the state lives in the shared store',
-        });
-      if (options.kubernetes)
-        throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
-          source: '--store',
-          reason: 'not with --kubernetes: there the API server holds the config',
-        });
       // Loaded only here: the etcd client (gRPC, its protos) is for replicated setups.
       const { EtcdStateStore } = await import('../store/etcd-store.js');
       shared = await EtcdStateStore.open(options.store);
