@@ -57,7 +57,7 @@ export async function startFromControlPlane(
   if (typeof id === 'string') return id;
   // Made before the waypoint so the xDS client's metrics (zmesh_xds_*) are in its registry.
   const metrics = new MeshMetrics();
-  const feed = new ConfigFeed(opts, id.token, metrics.registry);
+  const feed = new ConfigFeed(opts, id.token, metrics.registry, id.bundle);
   let waypoint: Waypoint | undefined;
   let renewal: NodeJS.Timeout | undefined;
   const stop = async () => {
@@ -168,7 +168,7 @@ class ConfigFeed {
   #waypoint: Waypoint | undefined;
   #latest: WaypointConfig | undefined;
 
-  constructor(opts: XdsModeOptions, token: TokenFile, registry: Registry) {
+  constructor(opts: XdsModeOptions, token: TokenFile, registry: Registry, roots: TrustBundle) {
     let resolve: (c: WaypointConfig) => void = () => {};
     this.first = new Promise((r) => {
       resolve = r;
@@ -178,6 +178,7 @@ class ConfigFeed {
       resourceName: opts.gateway,
       token: () => token.token,
       refreshToken: () => token.reread(),
+      roots,
       registry,
       node: { id: `waypoint~${opts.address}~${opts.gateway.replace('/', '.')}~svc.cluster.local` },
       apply: (doc, from): Result<WaypointConfig> => {
