@@ -198,6 +198,15 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
         // 0.0.0.0 / :: name no one address: the DNS names alone are certified then.
         ips: isIP(options.host) !== 0 && !/^(0\.0\.0\.0|::)$/.test(options.host) ? [options.host] : [],
       });
+    if (serving) {
+      const creds = serving;
+      // Renewal failing for a whole lifetime leaves nothing proxies can verify: not ready then.
+      cp.addReadinessCheck(() =>
+        creds.notAfter.getTime() <= Date.now()
+          ? `serving certificate expired at ${creds.notAfter.toISOString()}`
+          : undefined,
+      );
+    }
     port = await cp.start(
       Number(options.port),
       options.socket ? `unix:${options.socket}` : options.host,
