@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import type * as grpc from '@grpc/grpc-js';
 import {
   ADDRESS_TYPE_URL,
   type Authorization,
@@ -302,11 +303,12 @@ export class ControlPlane {
   }
 
   /**
-   * Loads the config directory and serves on loopback. A refused initial load is an error:
+   * Loads the config directory and serves (plaintext on loopback; elsewhere only with `tls`,
+   * the serving certificate). A refused initial load is an error:
    * serving an empty config would make every resuming proxy drop what it holds. Without a
    * directory, proxies get their first response after the first `store.apply`.
    */
-  async start(port = 0, host = '127.0.0.1'): Promise<number> {
+  async start(port = 0, host = '127.0.0.1', tls?: grpc.ServerCredentials): Promise<number> {
     const loaded = await this.store.reload();
     if (!loaded.ok) {
       throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
@@ -316,7 +318,7 @@ export class ControlPlane {
     }
     this.#loaded = true;
     this.#waypointTimer = setInterval(() => this.waypointStatus(), WAYPOINT_CHECK_MS).unref();
-    const bound = await this.server.listen(port, host);
+    const bound = await this.server.listen(port, host, tls);
     this.#listening = true;
     return bound;
   }

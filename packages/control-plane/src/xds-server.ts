@@ -51,9 +51,9 @@ export interface XdsServerOptions {
 }
 
 /**
- * Delta ADS and the CA API on one gRPC server. Plaintext on loopback only for now: xDS
- * over TLS (with the node token inside the channel) is still to come, so this refuses any
- * non-loopback bind.
+ * Delta ADS and the CA API on one gRPC server: plaintext on loopback and Unix sockets only;
+ * any other address is served with TLS (a serving certificate from the control plane's CA,
+ * ServingCredentials) or refused.
  */
 /** How long a stream with a refused token may take to name itself before it is closed anyway. */
 const REFUSAL_WAIT_MS = 2000;
@@ -181,17 +181,18 @@ export class XdsServer {
   }
 
   /**
-   * Binds loopback `host:port`, or a Unix socket when `host` is `unix:<absolute path>`: a
-   * socket file reaches proxies in other network namespaces with no route, and its file mode
-   * (0600, root) is the access control a plaintext loopback port cannot have.
+   * Binds `host:port`, or a Unix socket when `host` is `unix:<absolute path>`: a socket file
+   * reaches proxies in other network namespaces with no route, and its file mode (0600,
+   * root) is the access control a plaintext loopback port cannot have. `tls` (the serving
+   * certificate) is required for any host that is not loopback; with it, loopback is TLS too.
    */
-  async listen(port = 0, host = '127.0.0.1'): Promise<number> {
-    if (!isLoopback(host) && !isUnixAddress(host))
+  async listen(port = 0, host = '127.0.0.1', tls?: grpc.ServerCredentials): Promise<number> {
+    if (tls === undefined && !isLoopback(host) && !isUnixAddress(host))
       throw new ZmeshError('ZM_ERR_XDS_BIND_REFUSED', { service: 'xDS/CA', host });
     const address = isUnixAddress(host) ? host : formatHostPort(host, port);
     const target = isUnixAddress(host) ? { path: host.slice('unix:'.length) } : { host, port };
     return new Promise((resolve, reject) => {
-      this.#server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (e, bound) =>
+      this.#server.bindAsync(address, tls ?? grpc.ServerCredentials.createInsecure(), (e, bound) =>
         e ? reject(bindError('xDS/CA', target, e)) : resolve(bound),
       );
     });

@@ -8,17 +8,27 @@ import { defaultStateDir } from '../store/state-dir.js';
  */
 export function controlPlaneCommand(): Command {
   const cmd = new Command('control-plane')
-    .description('run the control plane: YAML config store, delta ADS (and CA) on loopback, admin API')
+    .description(
+      'run the control plane: YAML config store, delta ADS and the CA (TLS off loopback), admin API',
+    )
     .option('-c, --config <dir>', 'directory of YAML config (watched)')
-    .option('--host <ip>', 'loopback address to serve xDS, CA and admin on', '127.0.0.1')
-    .option('--port <port>', 'xDS/CA gRPC port (loopback, plaintext)', checked(portOption), '15010')
+    .option(
+      '--host <ip>',
+      'address to serve xDS and the CA on: plaintext on loopback; any other address needs --serving-dns (TLS)',
+      '127.0.0.1',
+    )
+    .option('--port <port>', 'xDS/CA gRPC port', checked(portOption), '15010')
+    .option(
+      '--serving-dns <names>',
+      'with a non-loopback --host: serve TLS with a certificate from the mesh CA for these DNS names (comma-separated, e.g. the Service name) and --host, renewed before expiry',
+    )
     .option(
       '--admin-socket <path>',
       `admin API (apply, delete, ns l7, node tokens, metrics) on this Unix socket, mode 0600 (default ${defaultAdminSocket()})`,
     )
     .option(
       '--admin-port <port>',
-      'admin API on loopback TCP instead; requires --admin-token-file',
+      'admin API on loopback TCP instead (--host when loopback, else 127.0.0.1); requires --admin-token-file',
       checked(portOption),
     )
     .option('--admin-token-file <file>', 'bearer token the TCP admin port requires (16+ characters)')

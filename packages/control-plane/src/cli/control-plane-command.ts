@@ -1,7 +1,15 @@
 import { constants } from 'node:fs';
 import { access, chmod, rm, stat } from 'node:fs/promises';
+import { isIP } from 'node:net';
 import { hostname } from 'node:os';
-import { BUILD_INFO, defaultAdminSocket, readAdminToken, startFailure, ZmeshError } from '@zmesh/shared';
+import {
+  BUILD_INFO,
+  defaultAdminSocket,
+  isLoopbackHost,
+  readAdminToken,
+  startFailure,
+  ZmeshError,
+} from '@zmesh/shared';
 import { type AdminListen, type AdminServer, startAdminServer } from '../admin-server.js';
 import {
   caReadiness,
@@ -12,6 +20,7 @@ import {
 } from '../ca-files.js';
 import { ControlPlane, sharedNodeTokenKey } from '../control-plane.js';
 import type { KubeController } from '../kubernetes/kube-controller.js';
+import { ServingCredentials } from '../serving-cert.js';
 import { defaultStateDir, SqliteStateStore, sqliteAvailable } from '../store/sqlite-store.js';
 import { MemoryStateStore, type SharedStateStore, type StateStore } from '../store/state-store.js';
 
@@ -31,6 +40,8 @@ export interface ControlPlaneCommandOptions {
   rootsFile?: string;
   maxCertTtl?: string;
   host: string;
+  /** Comma-separated DNS names of the TLS serving certificate (a non-loopback host needs them). */
+  servingDns?: string;
   /** xDS and CA on this Unix socket (mode 0600) instead of host:port. */
   socket?: string;
   kubernetes?: boolean;
@@ -89,6 +100,14 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
         });
       });
     }
+    // Loopback is plaintext, anything else TLS (docs/xds.md, Transport): one rule both sides.
+    if (options.servingDns !== undefined && (options.socket || isLoopbackHost(options.host)))
+      throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
+        source: '--serving-dns',
+        reason: `${options.socket ? '--socket' : `--host ${options.host}`} is plaintext (loopback); TLS is for a non-loopback --host`,
+      });
+    if (options.servingDns === undefined && !options.socket && !isLoopbackHost(options.host))
+      throw new ZmeshError('ZM_ERR_XDS_BIND_REFUSED', { service: 'xDS/CA', host: options.host });
     // Checked before anything starts: a missing directory is the operator's typo, not a watch error.
     if (options.config !== undefined) {
       const source = options.config;
@@ -163,31 +182,58 @@ export async function runControlPlane(options: ControlPlaneCommandOptions): Prom
   if (options.socket) await rm(options.socket, { force: true });
   let port: number;
   let admin: AdminServer;
+  let serving: ServingCredentials | undefined;
+  const listen: AdminListen =
+    options.adminPort === undefined
+      ? { socket: options.adminSocket ?? defaultAdminSocket() }
+      : {
+          host: isLoopbackHost(options.host) ? options.host : '127.0.0.1',
+          port: Number(options.adminPort),
+          token: adminToken,
+        };
   try {
-    const listen: AdminListen =
-      options.adminPort === undefined
-        ? { socket: options.adminSocket ?? defaultAdminSocket() }
-        : {
-            host: options.host,
-            port: Number(options.adminPort),
-            token: adminToken,
-          };
-    port = await cp.start(Number(options.port), options.socket ? `unix:${options.socket}` : options.host);
+    if (options.servingDns !== undefined)
+      serving = await ServingCredentials.start(ca, {
+        dnsNames: options.servingDns
+          .split(',')
+          .map((d) => d.trim())
+          .filter((d) => d !== ''),
+        // 0.0.0.0 / :: name no one address: the DNS names alone are certified then.
+        ips: isIP(options.host) !== 0 && !/^(0\.0\.0\.0|::)$/.test(options.host) ? [options.host] : [],
+      });
+    if (serving) {
+      const creds = serving;
+      // Renewal failing for a whole lifetime leaves nothing proxies can verify: not ready then.
+      cp.addReadinessCheck(() =>
+        creds.notAfter.getTime() <= Date.now()
+          ? `serving certificate expired at ${creds.notAfter.toISOString()}`
+          : undefined,
+      );
+    }
+    port = await cp.start(
+      Number(options.port),
+      options.socket ? `unix:${options.socket}` : options.host,
+      serving,
+    );
     if (options.socket) await chmod(options.socket, 0o600);
     admin = await startAdminServer(cp, listen);
   } catch (e) {
     // The xDS server may be up when the admin port is taken: close it before saying why.
+    serving?.close();
     await kube?.stop();
     await cp.stop();
     return startFailure('control-plane', e);
   }
-  const where = options.socket ? `unix:${options.socket}` : `${options.host}:${port} (plaintext, loopback)`;
+  const where = options.socket
+    ? `unix:${options.socket}`
+    : `${options.host}:${port} (${serving ? `TLS for ${options.servingDns}` : 'plaintext, loopback'})`;
   console.error(
-    `control plane: xDS and CA on ${where}, admin on ${admin.port === 0 ? `unix:${admin.address}` : `${options.host}:${admin.port}`}` +
+    `control plane: xDS and CA on ${where}, admin on ${admin.port === 0 ? `unix:${admin.address}` : `${'host' in listen ? listen.host : ''}:${admin.port}`}` +
       `, state in ${shared?.location ?? state.location}` +
       (options.rootsFile ? `, roots in ${options.rootsFile}` : ''),
   );
   const stop = async () => {
+    serving?.close();
     await kube?.stop();
     await admin.close();
     await cp.stop();

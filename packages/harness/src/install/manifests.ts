@@ -178,6 +178,13 @@ function controlPlaneContainer(o: InstallOptions): IContainer {
       PATHS.caDir,
       '--trust-domain',
       o.values.trustDomain,
+      // xDS and the CA on the pod IP (the Service's endpoints, the readiness probe), with TLS:
+      // a serving certificate from the mesh CA for the Service names, renewed before expiry.
+      // Proxies verify it against the zmesh-roots ConfigMap (docs/xds.md, Transport).
+      '--host',
+      '$(POD_IP)',
+      '--serving-dns',
+      `${CONTROL_PLANE}.${o.namespace}.svc,${CONTROL_PLANE}.${o.namespace}.svc.cluster.local`,
       '--port',
       String(XDS_PORT),
       // The admin API (apply, node tokens) stays on its default 0600 Unix socket in the
@@ -193,6 +200,7 @@ function controlPlaneContainer(o: InstallOptions): IContainer {
     env: env(o.values, [
       { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
       { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+      { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
     ]),
     ports: [{ name: 'grpc-xds', containerPort: XDS_PORT, protocol: 'TCP' }],
     readinessProbe: { tcpSocket: { port: XDS_PORT }, periodSeconds: 5 },
@@ -220,6 +228,8 @@ function ztunnelContainer(o: InstallOptions): IContainer {
       '$(POD_IP)',
       '--trust-domain',
       o.values.trustDomain,
+      // Not loopback, so TLS: the control plane's certificate must lead to the zmesh-roots
+      // ConfigMap (--roots-file) and name this host.
       '--xds',
       `${CONTROL_PLANE}.${o.namespace}.svc:${XDS_PORT}`,
       '--token-file',

@@ -161,9 +161,15 @@ export const CATALOGUE = {
     flag: 'CFG',
   },
   ZM_ERR_XDS_BIND_REFUSED: {
-    message: 'refusing to serve {service} on {host}: it is plaintext and binds loopback only',
+    message:
+      'refusing to serve {service} on {host}: plaintext binds loopback only; serve TLS there (--serving-dns)',
     status: 500,
     flag: 'CFG',
+  },
+  ZM_ERR_XDS_TLS_REFUSED: {
+    message: 'control plane {address} refused: its TLS could not be verified ({reason})',
+    status: 503,
+    flag: 'TLS',
   },
   ZM_ERR_LISTEN_BIND: {
     message: '{listener} listener cannot bind {address}: {errno} ({reason})',

@@ -195,8 +195,16 @@ export const REMEDIES = {
       'Give the ztunnel address with --ztunnel HOST[:PORT] (its admin port, 15000 by default); the admin port binds the ztunnel address (the loopback of its namespace), so run the CLI where that address is reachable.',
   },
   ZM_ERR_XDS_BIND_REFUSED: {
-    cause: 'A plaintext control-plane service was asked to bind a non-loopback address.',
-    remedy: 'Bind 127.0.0.1 or a Unix socket; TLS for xDS and the CA is not built.',
+    cause:
+      'The control plane was asked to serve xDS and the CA on a non-loopback address without TLS (no --serving-dns).',
+    remedy:
+      'Give --serving-dns with the Service DNS names proxies dial (the control plane then serves TLS with a certificate from its own CA), or bind 127.0.0.1 or a Unix socket.',
+  },
+  ZM_ERR_XDS_TLS_REFUSED: {
+    cause:
+      'A proxy dialled a non-loopback control-plane address with TLS and refused what answered: a certificate that does not lead to the mesh roots (--roots-file) or does not name the dialled host, or a plaintext server.',
+    remedy:
+      'Point --xds at the control plane of this mesh, by a name among its --serving-dns (or its listen IP), and give the proxy the roots file of that control plane’s CA. The next --xds address is tried meanwhile.',
   },
   ZM_ERR_LISTEN_BIND: {
     cause: 'A listener could not bind its address (in use, not assigned here, or no permission).',

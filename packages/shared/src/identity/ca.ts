@@ -1,4 +1,5 @@
 import type { KeyObject } from 'node:crypto';
+import { isIP } from 'node:net';
 import { ZmeshError } from '../errors/index.js';
 import {
   authorityKeyIdentifier,
@@ -9,6 +10,7 @@ import {
   keyUsage,
   name,
   OIDS,
+  serverSubjectAltName,
   signCertificate,
   subjectKeyIdentifier,
   uriSubjectAltName,
@@ -150,6 +152,60 @@ export class CertificateAuthority {
     return { identity, keyPem, certChainPem: chain, notBefore: leaf.notBefore, notAfter: leaf.notAfter };
   }
 
+  /**
+   * A TLS serving certificate for the control plane itself (istiod's DNS certificate): a
+   * fresh P-256 key, DNS and IP SANs only (no SPIFFE ID, so no workload can present it as
+   * an identity), serverAuth only. Proxies verify it against the mesh roots they load.
+   */
+  async issueServing(opts: {
+    dnsNames: readonly string[];
+    ips: readonly string[];
+    ttlSeconds: number;
+  }): Promise<{
+    keyPem: string;
+    certChainPem: string[];
+    notAfter: Date;
+  }> {
+    const reasons = [
+      ...opts.dnsNames.filter((d) => !isDnsName(d)).map((d) => `${JSON.stringify(d)} is not a DNS name`),
+      ...opts.ips.filter((ip) => isIP(ip) === 0).map((ip) => `${JSON.stringify(ip)} is not an IP address`),
+    ];
+    if (opts.dnsNames.length + opts.ips.length === 0) reasons.push('no DNS name or IP to certify');
+    if (reasons.length > 0)
+      throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
+        source: 'serving certificate',
+        reason: reasons.join('; '),
+      });
+    const { privateKey, publicKey } = await generateP256();
+    const spki = spkiOf(publicKey);
+    const notBefore = new Date(Date.now() - 60_000);
+    const notAfter = new Date(Math.min(Date.now() + opts.ttlSeconds * 1000, this.#root.notAfter.getTime()));
+    const leaf = signCertificate(
+      {
+        serial: randomSerial(),
+        issuer: this.#root.subjectDer,
+        subject: name([]),
+        notBefore,
+        notAfter,
+        spki,
+        extensions: [
+          basicConstraints(false),
+          keyUsage(KeyUsage.digitalSignature),
+          extendedKeyUsage([OIDS.serverAuth]),
+          serverSubjectAltName(opts.dnsNames, opts.ips.map(ipBytes), true),
+          subjectKeyIdentifier(spki),
+          authorityKeyIdentifier(this.#root.keyId),
+        ],
+      },
+      this.#key,
+    );
+    return {
+      keyPem: exportKeyPem(privateKey),
+      certChainPem: [toPem(leaf, 'CERTIFICATE'), this.rootPem],
+      notAfter,
+    };
+  }
+
   #checkIdentity(identity: string): void {
     const id = parseSpiffeId(identity);
     if (!id.ok) throw new ZmeshError('ZM_ERR_CA_REFUSED', { identity, reason: id.error.join('; ') });
@@ -160,6 +216,25 @@ export class CertificateAuthority {
       });
     }
   }
+}
+
+function isDnsName(d: string): boolean {
+  return d.length <= 253 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/i.test(d);
+}
+
+/** 4 or 16 bytes of an IP literal (checked by the caller). */
+function ipBytes(ip: string): Buffer {
+  if (isIP(ip) === 4) return Buffer.from(ip.split('.').map(Number));
+  const [head = '', tail = ''] = ip.split('::') as [string, string?];
+  const h = head === '' ? [] : head.split(':');
+  const t = ip.includes('::') && tail !== '' ? tail.split(':') : [];
+  const groups = ip.includes('::') ? [...h, ...Array(8 - h.length - t.length).fill('0'), ...t] : h;
+  return Buffer.from(
+    groups.flatMap((g) => {
+      const n = Number.parseInt(g, 16);
+      return [n >> 8, n & 0xff];
+    }),
+  );
 }
 
 function checkTrustDomain(trustDomain: string): void {

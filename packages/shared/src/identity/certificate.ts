@@ -60,6 +60,9 @@ export interface Extension {
 
 /** uniformResourceIdentifier [6] IMPLICIT IA5String, a GeneralName (RFC 5280 §4.2.1.6). */
 const URI_NAME = context(6, false);
+/** dNSName [2] IMPLICIT IA5String and iPAddress [7] IMPLICIT OCTET STRING (RFC 5280 §4.2.1.6). */
+const DNS_NAME = context(2, false);
+const IP_NAME = context(7, false);
 
 /**
  * A parsed X.509 certificate. OpenSSL (node:crypto's X509Certificate) parses it, verifies
@@ -222,6 +225,24 @@ export const uriSubjectAltName = (uris: readonly string[], critical: boolean): B
     OIDS.subjectAltName,
     critical,
     sequence(...uris.map((u) => tlv(URI_NAME, Buffer.from(u, 'latin1')))),
+  );
+
+/**
+ * A SAN of DNS names and IP addresses (a TLS server's, e.g. the control plane's serving
+ * certificate); `ips` are 4 or 16 raw bytes each.
+ */
+export const serverSubjectAltName = (
+  dns: readonly string[],
+  ips: readonly Buffer[],
+  critical: boolean,
+): Buffer =>
+  extension(
+    OIDS.subjectAltName,
+    critical,
+    sequence(
+      ...dns.map((d) => tlv(DNS_NAME, Buffer.from(d, 'latin1'))),
+      ...ips.map((ip) => tlv(IP_NAME, ip)),
+    ),
   );
 
 export const subjectKeyIdentifier = (spki: Buffer): Buffer =>

@@ -15,6 +15,7 @@ import {
 } from './ads-messages.js';
 import { csrPublicKey } from './csr-info.js';
 import { splitAddresses } from './token-file.js';
+import { controlPlaneCredentials, tlsFailure } from './transport.js';
 
 /** Signs a CSR for an identity; ztunnel's CertManager and the waypoint take any of these. */
 export interface CertificateSigner {
@@ -44,7 +45,11 @@ export interface CaClientOptions {
    */
   refreshToken?: () => Promise<boolean>;
   bundle: TrustBundle;
-  /** Plaintext on loopback until the CA serves TLS (docs/xds.md, Transport). */
+  /**
+   * Forces these credentials for every address (tests). Without them each address follows
+   * the transport rule (transport.ts): plaintext on loopback, else TLS verified against
+   * `bundle` (the roots when the client is made).
+   */
   credentials?: grpc.ChannelCredentials;
   timeoutMs?: number;
   /**
@@ -71,14 +76,16 @@ export class CaClient implements CertificateSigner {
   readonly #opts: CaClientOptions;
   /** One channel per CA address; `#at` is the one that answered last. */
   readonly #clients: readonly grpc.Client[];
+  readonly #addresses: readonly string[];
   #at = 0;
 
   constructor(opts: CaClientOptions) {
     this.#opts = opts;
     const backoff = opts.backoff ?? { initialMs: 500, maxMs: 30_000 };
-    this.#clients = splitAddresses(opts.address).map(
+    this.#addresses = splitAddresses(opts.address);
+    this.#clients = this.#addresses.map(
       (address) =>
-        new grpc.Client(address, opts.credentials ?? grpc.credentials.createInsecure(), {
+        new grpc.Client(address, opts.credentials ?? controlPlaneCredentials(address, opts.bundle), {
           'grpc.initial_reconnect_backoff_ms': backoff.initialMs,
           'grpc.max_reconnect_backoff_ms': backoff.maxMs,
         }),
@@ -146,7 +153,7 @@ export class CaClient implements CertificateSigner {
     let refreshed = false;
     for (let tried = 0; ; ) {
       try {
-        return await this.#callOne(this.#clients[this.#at]!, identity, request);
+        return await this.#callOne(this.#clients[this.#at]!, this.#addresses[this.#at]!, identity, request);
       } catch (e) {
         const code = ((e as ZmeshError).cause as grpc.ServiceError | undefined)?.code;
         if (code === grpc.status.UNAUTHENTICATED && !refreshed && this.#opts.refreshToken) {
@@ -160,7 +167,12 @@ export class CaClient implements CertificateSigner {
     }
   }
 
-  #callOne(client: grpc.Client, identity: string, request: CertificateRequest): Promise<string[]> {
+  #callOne(
+    client: grpc.Client,
+    address: string,
+    identity: string,
+    request: CertificateRequest,
+  ): Promise<string[]> {
     const metadata = new grpc.Metadata();
     metadata.set('authorization', `Bearer ${this.#opts.token()}`);
     const deadline = Date.now() + (this.#opts.timeoutMs ?? DEFAULT_CA_TIMEOUT_MS);
@@ -173,7 +185,7 @@ export class CaClient implements CertificateSigner {
         metadata,
         { deadline },
         (e: grpc.ServiceError | null, res?: CertificateResponse) => {
-          if (e) return reject(callError(identity, e));
+          if (e) return reject(callError(identity, address, e));
           resolve(res?.certChain ?? []);
         },
       );
@@ -181,9 +193,15 @@ export class CaClient implements CertificateSigner {
   }
 }
 
-function callError(identity: string, e: grpc.ServiceError): ZmeshError {
-  const refused = [grpc.status.PERMISSION_DENIED, grpc.status.UNAUTHENTICATED, grpc.status.INVALID_ARGUMENT];
-  const code = refused.includes(e.code) ? 'ZM_ERR_CA_REFUSED' : 'ZM_ERR_CA_UNAVAILABLE';
+function callError(identity: string, address: string, e: grpc.ServiceError): ZmeshError {
+  const refused = tlsFailure(address, e);
+  if (refused !== undefined) {
+    const tls = new ZmeshError('ZM_ERR_XDS_TLS_REFUSED', { address, reason: refused }, { cause: e });
+    log.warn({ code: tls.code, address, identity }, tls.message);
+    return tls;
+  }
+  const refusals = [grpc.status.PERMISSION_DENIED, grpc.status.UNAUTHENTICATED, grpc.status.INVALID_ARGUMENT];
+  const code = refusals.includes(e.code) ? 'ZM_ERR_CA_REFUSED' : 'ZM_ERR_CA_UNAVAILABLE';
   return new ZmeshError(code, { identity, reason: `${grpc.status[e.code]}: ${e.details}` }, { cause: e });
 }
 

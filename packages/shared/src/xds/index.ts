@@ -51,6 +51,14 @@ export {
 } from './snapshot-file.js';
 export { splitAddresses, TokenFile } from './token-file.js';
 export {
+  addressHost,
+  controlPlaneCredentials,
+  controlPlaneUsesTls,
+  isLoopbackHost,
+  type MeshRoots,
+  tlsFailure,
+} from './transport.js';
+export {
   decodeWaypointResource,
   encodeWaypointResource,
   MAX_WAYPOINT_CONFIG_BYTES,

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import type { Registry } from 'prom-client';
+import { ZmeshError } from '../errors/zmesh-error.js';
 import { logger } from '../log/index.js';
 import {
   ADS_METHOD,
@@ -20,6 +21,7 @@ import {
 import { applyBatch, decodeResources, type RawResource } from './resource-decoder.js';
 import { loadSnapshot, readCurrentStamp, writeCurrentStamp, writeSnapshot } from './snapshot-file.js';
 import { splitAddresses } from './token-file.js';
+import { controlPlaneCredentials, controlPlaneUsesTls, type MeshRoots, tlsFailure } from './transport.js';
 import { typeLabel, XdsMetrics } from './xds-metrics.js';
 
 const log = logger('xds-client');
@@ -70,7 +72,14 @@ export interface XdsClientOptions {
   typeUrls: readonly string[];
   /** Types applied by their owner, not part of the snapshot. */
   subscriptions?: readonly XdsSubscription[];
-  credentials: grpc.ChannelCredentials;
+  /**
+   * Forces these credentials for every address (tests). Without them each address follows
+   * the transport rule (transport.ts): plaintext on loopback and Unix sockets, else TLS
+   * verified against `roots`.
+   */
+  credentials?: grpc.ChannelCredentials;
+  /** The mesh roots a TLS control plane's certificate must lead to; a new generation rebuilds the channel. */
+  roots?: MeshRoots;
   /** Largest response accepted; default MAX_RESPONSE_BYTES. */
   maxResponseBytes?: number;
   snapshotPath?: string;
@@ -102,7 +111,7 @@ export interface NackEvent {
 export class XdsClient extends EventEmitter {
   readonly #opts: XdsClientOptions;
   /** One channel per control-plane address; `#at` is the one in use. */
-  readonly #clients: readonly { address: string; client: grpc.Client }[];
+  readonly #clients: { address: string; client: grpc.Client; generation: number }[];
   #at = 0;
   readonly #metrics: XdsMetrics | undefined;
   /** Every subscribed type: the snapshot's, then the owner-applied ones. */
@@ -133,15 +142,7 @@ export class XdsClient extends EventEmitter {
     this.#lastCurrentAt = this.#now();
     this.#subscriptions = new Map((opts.subscriptions ?? []).map((s) => [s.typeUrl, s]));
     this.#types = new Set([...opts.typeUrls, ...this.#subscriptions.keys()]);
-    this.#clients = splitAddresses(opts.address).map((address) => ({
-      address,
-      client: new grpc.Client(address, opts.credentials, {
-        'grpc.max_receive_message_length': opts.maxResponseBytes ?? MAX_RESPONSE_BYTES,
-        'grpc.keepalive_time_ms': KEEPALIVE_MS,
-        'grpc.initial_reconnect_backoff_ms': opts.backoff.initialMs,
-        'grpc.max_reconnect_backoff_ms': opts.backoff.maxMs,
-      }),
-    }));
+    this.#clients = splitAddresses(opts.address).map((address) => this.#channel(address));
     this.#metrics =
       opts.registry &&
       new XdsMetrics(opts.registry, {
@@ -149,6 +150,36 @@ export class XdsClient extends EventEmitter {
           this.#call && this.#current ? 0 : (this.#now() - this.#disconnectedSince) / 1000,
         snapshotAgeSeconds: () => this.snapshotAgeMs() / 1000,
       });
+  }
+
+  #channel(address: string): { address: string; client: grpc.Client; generation: number } {
+    const opts = this.#opts;
+    return {
+      address,
+      generation: opts.roots?.generation ?? 0,
+      client: new grpc.Client(address, opts.credentials ?? controlPlaneCredentials(address, opts.roots), {
+        'grpc.max_receive_message_length': opts.maxResponseBytes ?? MAX_RESPONSE_BYTES,
+        'grpc.keepalive_time_ms': KEEPALIVE_MS,
+        'grpc.initial_reconnect_backoff_ms': opts.backoff.initialMs,
+        'grpc.max_reconnect_backoff_ms': opts.backoff.maxMs,
+      }),
+    };
+  }
+
+  /** The channel to the address in use; rebuilt when the mesh roots changed since it was made. */
+  #channelInUse(): grpc.Client {
+    const at = this.#clients[this.#at]!;
+    const roots = this.#opts.roots;
+    if (
+      this.#opts.credentials === undefined &&
+      roots &&
+      roots.generation !== at.generation &&
+      controlPlaneUsesTls(at.address)
+    ) {
+      at.client.close();
+      this.#clients[this.#at] = this.#channel(at.address);
+    }
+    return this.#clients[this.#at]!.client;
   }
 
   /** Loads the on-disk snapshot (if any and intact), then connects. */
@@ -241,7 +272,7 @@ export class XdsClient extends EventEmitter {
     const metadata = new grpc.Metadata();
     const token = this.#opts.token;
     metadata.set('authorization', `Bearer ${typeof token === 'string' ? token : token()}`);
-    const call = this.#clients[this.#at]!.client.makeBidiStreamRequest(
+    const call = this.#channelInUse().makeBidiStreamRequest(
       ADS_METHOD,
       deltaRequestCodec.serialize,
       deltaResponseCodec.deserialize,
@@ -297,6 +328,13 @@ export class XdsClient extends EventEmitter {
     if (this.#stopped) return;
     const delay = this.#nextDelay();
     const address = this.#clients[this.#at]!.address;
+    const refused = tlsFailure(address, status);
+    if (refused !== undefined) {
+      this.#metrics?.tlsRefusals.inc();
+      const e = new ZmeshError('ZM_ERR_XDS_TLS_REFUSED', { address, reason: refused });
+      log.warn({ code: e.code, address }, e.message);
+      this.emit('tlsRefused', { address, reason: refused });
+    }
     // Another replica may be up where this one is not (or restarting): try the next address.
     this.#at = (this.#at + 1) % this.#clients.length;
     log.warn(

@@ -9,6 +9,7 @@ export class XdsMetrics {
   readonly nacks: Counter<'type'>;
   readonly pendingResources: Gauge;
   readonly streamEnds: Counter<'code'>;
+  readonly tlsRefusals: Counter;
 
   constructor(registry: Registry, sample: { disconnectedSeconds(): number; snapshotAgeSeconds(): number }) {
     const registers = [registry];
@@ -49,6 +50,11 @@ export class XdsMetrics {
       name: 'zmesh_xds_stream_ends_total',
       help: 'xDS streams ended, by gRPC status name (UNAVAILABLE: control plane unreachable; UNAUTHENTICATED: node token refused)',
       labelNames: ['code'],
+      registers,
+    });
+    this.tlsRefusals = new Counter({
+      name: 'zmesh_xds_tls_refusals_total',
+      help: 'Control-plane connections refused because its TLS could not be verified (unknown root, wrong name, plaintext server): ZM_ERR_XDS_TLS_REFUSED',
       registers,
     });
     this.pendingResources = new Gauge({

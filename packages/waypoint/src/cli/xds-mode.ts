@@ -58,7 +58,7 @@ export async function startFromControlPlane(
   // Made before the waypoint so the xDS client's metrics (zmesh_xds_*) are in its registry.
   // Process metrics too (RSS, heap, event-loop delay), as ztunnel's: the soak judges them.
   const metrics = new MeshMetrics({ defaultMetrics: true });
-  const feed = new ConfigFeed(opts, id.token, metrics.registry);
+  const feed = new ConfigFeed(opts, id.token, metrics.registry, id.bundle);
   let waypoint: Waypoint | undefined;
   let renewal: NodeJS.Timeout | undefined;
   const stop = async () => {
@@ -171,7 +171,7 @@ class ConfigFeed {
   #waypoint: Waypoint | undefined;
   #latest: WaypointConfig | undefined;
 
-  constructor(opts: XdsModeOptions, token: TokenFile, registry: Registry) {
+  constructor(opts: XdsModeOptions, token: TokenFile, registry: Registry, roots: TrustBundle) {
     let resolve: (c: WaypointConfig) => void = () => {};
     this.first = new Promise((r) => {
       resolve = r;
@@ -181,6 +181,7 @@ class ConfigFeed {
       resourceName: opts.gateway,
       token: () => token.token,
       refreshToken: () => token.reread(),
+      roots,
       registry,
       node: { id: `waypoint~${opts.address}~${opts.gateway.replace('/', '.')}~svc.cluster.local` },
       apply: (doc, from): Result<WaypointConfig> => {

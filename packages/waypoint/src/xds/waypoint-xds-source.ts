@@ -1,8 +1,9 @@
 import { EventEmitter } from 'node:events';
-import * as grpc from '@grpc/grpc-js';
+import type * as grpc from '@grpc/grpc-js';
 import {
   decodeWaypointResource,
   logger,
+  type MeshRoots,
   type NackEvent,
   type RawResource,
   type Result,
@@ -31,7 +32,10 @@ export interface WaypointXdsSourceOptions {
   /** Re-reads the token when the control plane refuses it (see XdsClientOptions). */
   refreshToken?: () => Promise<unknown>;
   backoff?: { initialMs: number; maxMs: number };
+  /** Forces these credentials; by default loopback is plaintext and any other address TLS verified against `roots`. */
   credentials?: grpc.ChannelCredentials;
+  /** The mesh roots a TLS control plane must present a certificate from (the proxy's TrustBundle). */
+  roots?: MeshRoots;
   /** Where the xDS client's metrics (zmesh_xds_connected, …_stream_ends_total) go. */
   registry?: Registry;
 }
@@ -69,7 +73,8 @@ export class WaypointXdsSource extends EventEmitter {
           apply: (resources, removed) => this.#apply(resources, removed),
         },
       ],
-      credentials: opts.credentials ?? grpc.credentials.createInsecure(),
+      ...(opts.credentials ? { credentials: opts.credentials } : {}),
+      ...(opts.roots ? { roots: opts.roots } : {}),
       maxResponseBytes: MAX_RESPONSE_BYTES,
       backoff: opts.backoff ?? DEFAULT_BACKOFF,
       ...(opts.registry ? { registry: opts.registry } : {}),

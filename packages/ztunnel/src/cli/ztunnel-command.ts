@@ -422,6 +422,7 @@ async function controlPlaneMode(opts: ZtunnelCommandOptions, config?: LocalConfi
         adminAddress: formatHostPort(opts.address ?? '127.0.0.1', Number(opts.adminPort)),
         token: () => token.token,
         refreshToken: () => token.reread(),
+        roots: bundle,
         ...(opts.snapshot ? { snapshotPath: opts.snapshot } : {}),
         ...(config ? { forwards: config.forwards } : {}),
         ...(backoff ? { backoff } : {}),

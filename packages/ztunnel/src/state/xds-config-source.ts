@@ -1,10 +1,11 @@
 import { EventEmitter } from 'node:events';
-import * as grpc from '@grpc/grpc-js';
+import type * as grpc from '@grpc/grpc-js';
 import {
   ADDRESS_TYPE_URL,
   AUTHORIZATION_TYPE_URL,
   type ConfigSnapshot,
   logger,
+  type MeshRoots,
   type PendingResource,
   XdsClient,
 } from '@zmesh/shared';
@@ -36,7 +37,10 @@ export interface XdsConfigSourceOptions {
   snapshotPath?: string;
   /** Explicit-proxy mode: forward listeners come from the local file, not from xDS. */
   forwards?: readonly ForwardConfig[];
+  /** Forces these credentials; by default loopback is plaintext and any other address TLS verified against `roots`. */
   credentials?: grpc.ChannelCredentials;
+  /** The mesh roots a TLS control plane must present a certificate from (the proxy's TrustBundle). */
+  roots?: MeshRoots;
   backoff?: { initialMs: number; maxMs: number };
   /** An on-disk snapshot older than this is refused at start. */
   maxSnapshotAgeMs?: number;
@@ -83,7 +87,8 @@ export class XdsConfigSource extends EventEmitter {
       token: opts.token,
       ...(opts.refreshToken ? { refreshToken: opts.refreshToken } : {}),
       typeUrls: [ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL],
-      credentials: opts.credentials ?? grpc.credentials.createInsecure(),
+      ...(opts.credentials ? { credentials: opts.credentials } : {}),
+      ...(opts.roots ? { roots: opts.roots } : {}),
       backoff: opts.backoff ?? DEFAULT_XDS_BACKOFF,
       registry: opts.ztunnel.metrics.registry,
       ...(opts.snapshotPath === undefined ? {} : { snapshotPath: opts.snapshotPath }),
