@@ -29,11 +29,7 @@ test('first serve is as compiled; a new binding to a not-ready waypoint keeps th
   const held = hold.serve(wp2, none);
   t.deepEqual(bindings(held), ['shop/wp1']);
   t.deepEqual(hold.held, [{ object: 'Pod/shop/web', waypoint: 'shop/wp2', keptOn: 'shop/wp1' }]);
-  t.is(
-    hold.serve(wp2, none).workloads[0],
-    held.workloads[0],
-    'same copy: deterministic and memoised',
-  );
+  t.is(hold.serve(wp2, none).workloads[0], held.workloads[0], 'same copy: deterministic and memoised');
   t.deepEqual(
     bindings(hold.serve(config('wp2'), (w) => w === 'shop/wp2')),
     ['shop/wp2'],
