@@ -348,7 +348,8 @@ export class ControlPlane {
     const view = this.store.view();
     const pod = view.objects.get(`Pod/${namespace}/${name}`);
     if (pod?.kind !== 'Pod') return undefined;
-    return explainPod(pod, this.#compiled, this.#compiler.peerAuthentications(view));
+    // What is served: a pod held on its previous path (waypoint-hold.ts) is explained as it runs.
+    return explainPod(pod, this.#served, this.#compiler.peerAuthentications(view));
   }
 
   /**
