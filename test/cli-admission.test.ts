@@ -224,10 +224,12 @@ test('zmesh ns l7 on: refused without a waypoint Gateway; with one but no waypoi
   t.is(status.exitCode, 0);
   t.regex(
     status.stderr,
-    /^waypoint team-b\/waypoint: NOT READY: 2 workloads\/services use it, no connected waypoint has ACKed its config/m,
+    /^waypoint team-b\/waypoint: NOT READY: 2 users kept on their previous path until it ACKs/m,
   );
+  t.notRegex(status.stderr, /fail closed/, 'nothing is cut: they stay direct');
   t.regex(await metrics(cp), /^zmesh_cp_waypoints_not_ready 1$/m);
-  t.regex(log, /"waypoint":"team-b\/waypoint","users":2,"msg":"waypoint not ready/);
+  t.regex(await metrics(cp), /^zmesh_cp_waypoint_users_held 2$/m);
+  t.regex(log, /"waypoint":"team-b\/waypoint","users":0,"held":2,"msg":"waypoint not ready/);
 });
 
 test('admin API: an unreachable socket is one line; TCP needs a token file, and requests without the token get 401', async (t) => {

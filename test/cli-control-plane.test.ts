@@ -109,7 +109,13 @@ test('zmesh control-plane signs and writes roots; zmesh ztunnel --xds gets confi
     on.stderr,
     /not acked: waypoint team-b\/wp \(NOT_CONNECTED: no waypoint for this Gateway is connected/,
   );
-  t.truthy((await dump())?.workloads[0]?.waypoint);
+  // Not cut: with no waypoint ACKed, the pod (and its Service) stay direct, and proxy-status says so.
+  t.is((await dump())?.workloads[0]?.waypoint, undefined);
+  const status = await execa(ZMESH, ['proxy-status', '--admin', admin], { reject: false });
+  t.regex(
+    status.stderr,
+    /^waypoint team-b\/wp: NOT READY: 2 users kept on their previous path until it ACKs/m,
+  );
   const off = await execa(ZMESH, ['ns', 'l7', 'off', 'team-b', '--admin', admin], { reject: false });
   t.is(off.exitCode, 0, off.stderr);
   t.is((await dump())?.workloads[0]?.waypoint, undefined);

@@ -9,6 +9,7 @@ import {
   isPeerAuthenticationPolicy,
   isZmeshError,
 } from '@zmesh/shared';
+import { decodeWaypointConfig, WaypointXdsSource } from '@zmesh/waypoint';
 import { CaClient } from '@zmesh/ztunnel';
 import test from 'ava';
 import { echoes, startEcho, workloadUids } from './helpers/probes.js';
@@ -173,11 +174,25 @@ test.serial(
   },
 );
 
+/** A waypoint's xDS side for team-b/wp (the fake waypoint at 3.1 is its data plane): it ACKs the config. */
+function connectWaypoint(): WaypointXdsSource {
+  const source = new WaypointXdsSource({
+    address: `${ip('0.1')}:${mesh.xdsPort}`,
+    resourceName: 'team-b/wp',
+    node: { id: `waypoint~${ip('3.1')}~wp.team-b~svc.cluster.local` },
+    token: mesh.cp.issueNodeToken('node-w'),
+    apply: (doc, from) => decodeWaypointConfig(doc, from),
+  });
+  source.start();
+  return source;
+}
+const wpStatus = () => mesh.cp.waypointStatus().find((w) => w.waypoint === 'team-b/wp');
+
 test.serial(
-  'ns l7 on puts the waypoint on the namespace workloads and services in every ztunnel; off removes it',
+  'ns l7 on with no waypoint ready keeps the namespace on its direct path and says so; its ACK switches it; a ready waypoint that disconnects fails closed, never bypassed',
   async (t) => {
-    const post = async (state: 'on' | 'off') => {
-      const q = new URLSearchParams({ namespace: 'team-b', state, waypoint: 'wp', timeoutMs: '5000' });
+    const post = async (state: 'on' | 'off', timeoutMs = '5000') => {
+      const q = new URLSearchParams({ namespace: 'team-b', state, waypoint: 'wp', timeoutMs });
       const res = await adminRequest(mesh.admin, `/namespace-l7?${q}`, { method: 'POST' });
       return {
         status: res.status,
@@ -191,7 +206,8 @@ test.serial(
       const svc = d.services.find((s) => s.hostname === 'server.team-b.svc.cluster.local');
       return [server?.waypoint?.hostname?.hostname, svc?.waypoint?.hostname?.hostname];
     };
-    const on = await post('on');
+    const metrics = async () => (await adminRequest(mesh.admin, '/metrics')).text;
+    const on = await post('on', '1000');
     // Both ztunnels ACK; no waypoint proxy runs for team-b/wp, so `on` says so and fails.
     t.is(on.status, 504, JSON.stringify(on.body));
     t.is(on.body.acked.length, 2);
@@ -200,12 +216,49 @@ test.serial(
         proxy: 'waypoint team-b/wp',
         node: '',
         state: 'NOT_CONNECTED',
-        reason: 'no waypoint for this Gateway is connected; the namespace traffic fails closed until one is',
+        reason:
+          'no waypoint for this Gateway is connected; the namespace traffic stays on its previous path until one ACKs',
       },
     ]);
-    for (const n of both()) t.deepEqual(onWaypoint(n), [wp, wp]);
+    // (a) Not cut: the server pod and its service stay direct until the waypoint ACKs.
+    for (const n of both()) t.deepEqual(onWaypoint(n), [undefined, undefined]);
+    const hits = waypointHits;
+    t.true(await echoes(ip('1.1'), 18000), 'still flows, directly through the ztunnels');
+    t.is(waypointHits, hits, 'not through the waypoint');
+    t.like(wpStatus(), { ready: false, held: 2 });
+    t.deepEqual(
+      mesh.cp.heldUsers().map((h) => [h.object, h.keptOn]),
+      [
+        ['Pod/team-b/server', undefined],
+        ['Service/team-b/server', undefined],
+      ],
+    );
+    t.regex(await metrics(), /^zmesh_cp_waypoint_users_held 2$/m);
+
+    const source = connectWaypoint();
+    t.teardown(() => source.stop());
+    await waitFor(() => both().every((n) => onWaypoint(n).every((h) => h === wp)), 5000);
+    t.like(wpStatus(), { ready: true, held: 0 });
+    t.regex(await metrics(), /^zmesh_cp_waypoint_users_held 0$/m);
+    await echoes(ip('1.1'), 18000, 1000);
+    t.true(waypointHits > hits, 'after its ACK the traffic goes through the waypoint');
     const waypointPod = dump(mesh.nodes.a).workloads.find((w) => w.uid === 'Kubernetes//Pod/team-b/wp');
     t.is(waypointPod?.waypoint, undefined, 'the waypoint itself never goes through a waypoint');
+
+    // (b) The waypoint disconnects: its users stay bound (fail closed), also across a recompile.
+    source.stop();
+    await waitFor(() => wpStatus()?.ready === false, 5000);
+    t.true(mesh.cp.store.apply([podDoc('team-b', 'server3', ip('2.3'), 'node-b', { app: 'other' })]).ok);
+    await waitFor(
+      () => both().every((n) => workloadUids(n.z).includes('Kubernetes//Pod/team-b/server3')),
+      5000,
+    );
+    for (const n of both()) t.deepEqual(onWaypoint(n), [wp, wp], 'still bound to the waypoint');
+    t.like(wpStatus(), { ready: false, held: 0 });
+    const before = waypointHits;
+    t.false(await echoes(ip('1.1'), 18000), 'refused: the fake waypoint closes it');
+    t.true(waypointHits > before, 'sent to the waypoint, not around it');
+    t.true(mesh.cp.store.remove(['Pod/team-b/server3']).ok);
 
     const off = await post('off');
     t.is(off.status, 200);
@@ -215,13 +268,17 @@ test.serial(
 );
 
 test.serial('ns l7 names the proxies that did not ACK in time', async (t) => {
+  // A ready waypoint, so `on` changes what the ztunnels serve at once.
+  const source = connectWaypoint();
+  t.teardown(() => source.stop());
+  await waitFor(() => wpStatus()?.ready === true, 5000);
   const q = new URLSearchParams({ namespace: 'team-b', state: 'on', waypoint: 'wp', timeoutMs: '0' });
   const res = await adminRequest(mesh.admin, `/namespace-l7?${q}`, { method: 'POST' });
   const body = res.json<{ notAcked: Array<{ proxy: string }> }>();
   // With no time to wait, at least one proxy cannot have ACKed the push yet.
   t.is(res.status, 504);
-  const ztunnels = body.notAcked.filter((p) => p.proxy !== 'waypoint team-b/wp');
-  t.true(ztunnels.length > 0 && ztunnels.every((p) => p.proxy.startsWith('ztunnel~')));
+  const ztunnels = body.notAcked.filter((p) => !p.proxy.startsWith('waypoint'));
+  t.true(ztunnels.length > 0 && ztunnels.every((p) => p.proxy.startsWith('ztunnel~')), JSON.stringify(body));
   const unknown = await adminRequest(mesh.admin, '/namespace-l7?namespace=nope&state=on', { method: 'POST' });
   t.is(unknown.status, 400);
   t.regex(unknown.json<{ reasons: string[] }>().reasons[0] ?? '', /namespace nope has no waypoint/);

@@ -102,6 +102,26 @@ test('the waypoint takes its policy and routes from the control plane over xDS, 
 
   await unlink(policyFile);
   t.true(await until(async () => (await call(lab, 'POST', '/admin')).startsWith('200')), 'policy removed');
+
+  // The ready waypoint goes away (killed): its users stay bound and fail closed, never bypassed.
+  const pid = lab.waypointPid();
+  if (pid === undefined) return t.fail('no waypoint pid');
+  process.kill(pid, 'SIGKILL');
+  const waypoint = async () =>
+    (await adminRequest(lab.admin, '/waypoint-status'))
+      .json<Array<{ waypoint: string; users: number; held: number; ready: boolean }>>()
+      .find((w) => w.waypoint === 'shop/waypoint');
+  t.true(await until(async () => (await waypoint())?.ready === false), 'the control plane sees it gone');
+  // A change while it is gone recompiles: still bound.
+  const reapplied = await adminRequest(lab.admin, '/apply', { method: 'POST', body: L7_POLICY_YAML });
+  t.is(reapplied.status, 200, reapplied.text);
+  t.like(await waypoint(), { held: 0 });
+  t.true(((await waypoint())?.users ?? 0) > 0, 'its users stay bound to it');
+  for (let i = 0; i < 5; i++) {
+    const r = await call(lab, 'GET', '/public');
+    t.false(r.startsWith('200'), `refused, not sent around the waypoint: ${r}`);
+    if (i === 0) t.log(`with the waypoint gone: ${r}`);
+  }
 });
 
 test('a waypoint config the waypoint cannot enforce is NACKed with its reasons; the last good one stays', async (t) => {

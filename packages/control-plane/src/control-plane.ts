@@ -27,6 +27,7 @@ import {
   type SharedStateStore,
   type StateStore,
 } from './store/state-store.js';
+import { type HeldUser, WaypointHold, waypointName } from './waypoint-hold.js';
 import { XdsServer } from './xds-server.js';
 
 export interface ControlPlaneOptions {
@@ -66,6 +67,8 @@ export interface WaypointStatus {
   waypoint: string;
   /** Workloads and services that send their traffic through it. */
   users: number;
+  /** Users newly bound to it while it is not ready, kept on their previous path until it ACKs. */
+  held: number;
   /** Connected waypoint proxies that ACKed its config (any version). */
   ackedBy: string[];
   ready: boolean;
@@ -93,7 +96,13 @@ export class ControlPlane {
   /** Refused changes and waypoint bindings, for `zmesh describe` (GET /events). */
   readonly events = new EventLog();
   readonly #compiler: Compiler;
+  /** The compiler's output: what the config asks for. */
   #compiled: CompiledConfig | undefined;
+  /** What is served: `#compiled` with the transition hold applied (waypoint-hold.ts). */
+  #served: CompiledConfig | undefined;
+  readonly #hold = new WaypointHold();
+  #generation = 0;
+  #reservePending = false;
   /** Set once the first load committed: before it, the control plane cannot serve. */
   #loaded = false;
   #listening = false;
@@ -169,22 +178,58 @@ export class ControlPlane {
     });
     if (!opts.shared) this.server.cache.seedVersions(storedVersions(this.state));
     this.store.on('change', (view: StoreView) => {
-      const before = this.#compiled;
       this.#compiled = this.#compiler.compile(view);
-      this.events.compiled(before, this.#compiled);
-      if (opts.shared) this.server.setConfig(this.#compiled, view.generation);
-      else {
-        this.server.setConfig(this.#compiled);
-        keepVersions(this.state, this.server.cache.versions());
-      }
+      this.#generation = view.generation;
+      this.#serve();
       this.metrics.configChanges.inc();
       this.metrics.configGeneration.set(view.generation);
     });
+    // A waypoint's ACK may make it ready: serve the bindings held for it (after the ACK's turn).
+    this.server.proxies.onAck = (typeUrl) => {
+      if (typeUrl !== WAYPOINT_CONFIG_TYPE_URL || this.#hold.held.length === 0 || this.#reservePending)
+        return;
+      this.#reservePending = true;
+      setImmediate(() => {
+        this.#reservePending = false;
+        this.#releaseIfReady();
+      });
+    };
     this.store.on('rejected', (reasons: string[], source: string) => {
       this.metrics.configRejections.inc({ source: source ?? 'apply' });
       this.events.refused(reasons, source ?? 'apply');
     });
     if (opts.watch) this.store.watch();
+  }
+
+  /**
+   * Serves the compiled config with the transition hold applied, against the waypoints'
+   * readiness now; records binding events from what is served.
+   */
+  #serve(): void {
+    const compiled = this.#compiled;
+    if (compiled === undefined) return;
+    const ackers = this.server.proxies.ackersOf(this.server.cache, WAYPOINT_CONFIG_TYPE_URL);
+    const before = this.#served;
+    this.#served = this.#hold.serve(compiled, (w) => (ackers.get(w)?.any.length ?? 0) > 0);
+    this.events.compiled(before, this.#served);
+    if (this.#shared) this.server.setConfig(this.#served, this.#generation);
+    else {
+      this.server.setConfig(this.#served);
+      keepVersions(this.state, this.server.cache.versions());
+    }
+    this.waypointStatus();
+  }
+
+  /** Re-serves when a waypoint that users are held for has become ready. */
+  #releaseIfReady(): void {
+    if (this.#hold.held.length === 0) return;
+    const ackers = this.server.proxies.ackersOf(this.server.cache, WAYPOINT_CONFIG_TYPE_URL);
+    if (this.#hold.held.some((h) => (ackers.get(h.waypoint)?.any.length ?? 0) > 0)) this.#serve();
+  }
+
+  /** Users held back from a waypoint that is not ready (proxy-status, GET /waypoints/held). */
+  heldUsers(): readonly HeldUser[] {
+    return this.#hold.held;
   }
 
   /** Refreshes the gauges that are read from state rather than counted. */
@@ -249,36 +294,48 @@ export class ControlPlane {
 
   /**
    * Every waypoint Gateway with its users and whether a connected waypoint holds its config.
-   * One that has users but no such waypoint fails their traffic closed (ztunnel refuses to
-   * bypass a waypoint): the gauge `zmesh_cp_waypoints_not_ready` counts them and each one
-   * that becomes not ready is logged once, with the fix.
+   * Users served through one that is not ready fail closed (ztunnel refuses to bypass a
+   * waypoint); users newly bound to it are held on their previous path until it ACKs
+   * (waypoint-hold.ts). The gauges `zmesh_cp_waypoints_not_ready` and
+   * `zmesh_cp_waypoint_users_held` count them; each waypoint that becomes not ready is
+   * logged once, with what happens to its users.
    */
   waypointStatus(): WaypointStatus[] {
-    const compiled = this.#compiled;
-    if (compiled === undefined) return [];
+    const served = this.#served;
+    if (served === undefined) return [];
     const users = new Map<string, number>();
-    for (const ref of [...compiled.workloads, ...compiled.services].map((o) => o.waypoint?.hostname)) {
-      if (ref === undefined) continue;
-      const key = `${ref.namespace}/${ref.hostname.split('.')[0]}`;
-      users.set(key, (users.get(key) ?? 0) + 1);
+    for (const o of [...served.workloads, ...served.services]) {
+      const key = waypointName(o.waypoint);
+      if (key !== undefined) users.set(key, (users.get(key) ?? 0) + 1);
     }
+    const held = new Map<string, number>();
+    for (const h of this.#hold.held) held.set(h.waypoint, (held.get(h.waypoint) ?? 0) + 1);
     const ackers = this.server.proxies.ackersOf(this.server.cache, WAYPOINT_CONFIG_TYPE_URL);
-    const out = (compiled.waypoints ?? []).map((w) => {
+    const out = (served.waypoints ?? []).map((w) => {
       const ackedBy = ackers.get(w.name)?.any ?? [];
-      return { waypoint: w.name, users: users.get(w.name) ?? 0, ackedBy, ready: ackedBy.length > 0 };
+      return {
+        waypoint: w.name,
+        users: users.get(w.name) ?? 0,
+        held: held.get(w.name) ?? 0,
+        ackedBy,
+        ready: ackedBy.length > 0,
+      };
     });
-    const notReady = new Set(out.filter((w) => !w.ready && w.users > 0).map((w) => w.waypoint));
+    const notReady = new Set(out.filter((w) => !w.ready && w.users + w.held > 0).map((w) => w.waypoint));
     for (const w of out) {
       if (notReady.has(w.waypoint) && !this.#notReadyWaypoints.has(w.waypoint))
         log.warn(
-          { waypoint: w.waypoint, users: w.users },
-          'waypoint not ready: no connected waypoint has ACKed its config; traffic of its users is refused (fail closed) until one does',
+          { waypoint: w.waypoint, users: w.users, held: w.held },
+          w.users > 0
+            ? 'waypoint not ready: no connected waypoint has ACKed its config; traffic of its users is refused (fail closed) until one does'
+            : 'waypoint not ready: no connected waypoint has ACKed its config; the workloads and services newly bound to it are kept on their previous path until one does',
         );
       else if (!notReady.has(w.waypoint) && this.#notReadyWaypoints.has(w.waypoint))
         log.info({ waypoint: w.waypoint, ackedBy: w.ackedBy }, 'waypoint ready');
     }
     this.#notReadyWaypoints = notReady;
     this.metrics.waypointsNotReady.set(notReady.size);
+    this.metrics.waypointUsersHeld.set(this.#hold.held.length);
     return out;
   }
 
@@ -291,7 +348,8 @@ export class ControlPlane {
     const view = this.store.view();
     const pod = view.objects.get(`Pod/${namespace}/${name}`);
     if (pod?.kind !== 'Pod') return undefined;
-    return explainPod(pod, this.#compiled, this.#compiler.peerAuthentications(view));
+    // What is served: a pod held on its previous path (waypoint-hold.ts) is explained as it runs.
+    return explainPod(pod, this.#served, this.#compiler.peerAuthentications(view));
   }
 
   /**
@@ -317,7 +375,10 @@ export class ControlPlane {
       });
     }
     this.#loaded = true;
-    this.#waypointTimer = setInterval(() => this.waypointStatus(), WAYPOINT_CHECK_MS).unref();
+    this.#waypointTimer = setInterval(() => {
+      this.#releaseIfReady();
+      this.waypointStatus();
+    }, WAYPOINT_CHECK_MS).unref();
     const bound = await this.server.listen(port, host, tls);
     this.#listening = true;
     return bound;
@@ -369,14 +430,26 @@ export class ControlPlane {
       const applied = await setNamespaceWaypoint(this.store, namespace, waypoint);
       if (!applied.ok) return applied;
     }
-    const version = this.server.cache.view(ADDRESS_TYPE_URL).version;
+    let version = this.server.cache.view(ADDRESS_TYPE_URL).version;
     const waypointVersion = this.server.cache.view(WAYPOINT_CONFIG_TYPE_URL).version;
-    const split = await waitForAcks(() => this.proxyStatus(), version, timeoutMs, waypointVersion);
+    let split = await waitForAcks(() => this.proxyStatus(), version, timeoutMs, waypointVersion);
     if (waypoint !== undefined) {
       const name = `${namespace}/${waypoint}`;
       const holders = () => this.server.proxies.ackers(this.server.cache, WAYPOINT_CONFIG_TYPE_URL, name);
       while (holders().current.length === 0 && Date.now() - started < timeoutMs)
         await new Promise((r) => setTimeout(r, 20));
+      // Users held on their previous path switch once the waypoint ACKed: wait for that too.
+      this.#releaseIfReady();
+      const switched = this.server.cache.view(ADDRESS_TYPE_URL).version;
+      if (switched !== version) {
+        version = switched;
+        split = await waitForAcks(
+          () => this.proxyStatus(),
+          version,
+          Math.max(0, timeoutMs - (Date.now() - started)),
+          waypointVersion,
+        );
+      }
       const { any, current } = holders();
       if (current.length === 0)
         split.notAcked.push({
@@ -386,7 +459,7 @@ export class ControlPlane {
           reason:
             any.length > 0
               ? `connected waypoints (${any.join(', ')}) have not ACKed the new config`
-              : 'no waypoint for this Gateway is connected; the namespace traffic fails closed until one is',
+              : 'no waypoint for this Gateway is connected; the namespace traffic stays on its previous path until one ACKs',
         });
     }
     return { ok: true, value: { namespace, waypoint: waypoint ?? null, version, ...split } };

@@ -32,6 +32,12 @@ export class ControlPlaneMetrics {
     help: 'Waypoints that workloads or services use but no connected waypoint proxy has ACKed (their L7 traffic fails closed)',
     registers: [this.registry],
   });
+  /** Set with the status above: the transition hold (control-plane.ts `#serve`). */
+  readonly waypointUsersHeld = new Gauge({
+    name: 'zmesh_cp_waypoint_users_held',
+    help: 'Workloads and services newly bound to a waypoint that no connected waypoint proxy has ACKed, kept on their previous path until one does',
+    registers: [this.registry],
+  });
   readonly connectedProxies = new Gauge({
     name: 'zmesh_cp_connected_proxies',
     help: 'Proxies (ztunnels, waypoints) with an open xDS stream',

@@ -87,7 +87,11 @@ export class ProxyStatusRegistry {
   /** Per type URL, responses sent and the ACKs and NACKs they got (for /metrics). */
   readonly counts = new Map<string, { pushes: number; acks: number; nacks: number }>();
 
+  /** Called after each ACK is recorded (the control plane re-serves bindings held for a waypoint). */
+  onAck: ((typeUrl: string) => void) | undefined;
+
   count(typeUrl: string, what: 'pushes' | 'acks' | 'nacks'): void {
+    if (what === 'acks') this.onAck?.(typeUrl);
     let c = this.counts.get(typeUrl);
     if (c === undefined) {
       c = { pushes: 0, acks: 0, nacks: 0 };

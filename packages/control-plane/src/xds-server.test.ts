@@ -140,7 +140,13 @@ ${ns}`);
   t.true(applied.ok);
   const resolved = await snapshotWhere(client, (s) => s.workloads.has(UID_A));
   t.deepEqual(resolved.pending, []);
-  t.is(resolved.workloads.get(UID_A)?.waypoint?.hostname?.hostname, 'wp.ns1.svc.cluster.local');
+  // The store served pod a direct before; no waypoint has ACKed ns1/wp, so the control plane
+  // keeps it on that path (waypoint-hold.ts) rather than cut it.
+  t.is(resolved.workloads.get(UID_A)?.waypoint, undefined);
+  t.deepEqual(
+    cp.heldUsers().map((h) => [h.object, h.waypoint, h.keptOn]),
+    [['Pod/ns1/a', 'ns1/wp', undefined]],
+  );
   t.deepEqual(resolved.services.get('ns1/wp.ns1.svc.cluster.local')?.addresses, [
     { network: '', address: '10.96.0.99' },
   ]);

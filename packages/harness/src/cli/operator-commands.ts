@@ -199,12 +199,17 @@ export function runProxyStatus(opts: AdminOptions & { output?: 'table' | 'json' 
       if (routes.length > 0) console.log(`\n${routeStatusTable(routes)}`);
     } else console.log(structured({ proxies, routes }, output));
     const waypoints = (await adminRequest(t, '/waypoint-status')).json<
-      Array<{ waypoint: string; users: number; ready: boolean }>
+      Array<{ waypoint: string; users: number; held?: number; ready: boolean }>
     >();
-    for (const w of waypoints.filter((w) => !w.ready && w.users > 0)) {
-      console.error(
-        `waypoint ${w.waypoint}: NOT READY: ${w.users} workloads/services use it, no connected waypoint has ACKed its config; their traffic is refused (fail closed)`,
-      );
+    for (const w of waypoints.filter((w) => !w.ready)) {
+      if (w.users > 0)
+        console.error(
+          `waypoint ${w.waypoint}: NOT READY: ${w.users} workloads/services use it, no connected waypoint has ACKed its config; their traffic is refused (fail closed)`,
+        );
+      if ((w.held ?? 0) > 0)
+        console.error(
+          `waypoint ${w.waypoint}: NOT READY: ${w.held} users kept on their previous path until it ACKs (newly bound; no connected waypoint has ACKed its config)`,
+        );
     }
     // Held by the control plane but not served as written (an older control plane has no such route).
     const notServed = await adminRequest(t, '/not-served');
