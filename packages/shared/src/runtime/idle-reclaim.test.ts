@@ -216,12 +216,16 @@ test('the default collection compacts: the pages a plain collection keeps are re
   );
   // End states, not freed bytes, are compared: the plain collections before the one under
   // test do not always finish giving back (a further plain one once freed 12.6 MB more).
+  // Node 24's V8 sometimes compacts in the plain collections of the set-up too, in every try
+  // (1.08x after 8 tries in a quiet CI run of 2026-12-05): then there is nothing left for the
+  // reclaim's collection to free, and only its end state can be judged.
+  if (compacting.before >= COMPACT_RATIO)
+    t.true(compacting.freed > 0, `compacting frees what the plain collections kept: ${mb(compacting.freed)}`);
+  else t.log(`plain collections did not leave old space fragmented in ${FRAGMENTED_TRIES} tries`);
   t.true(
-    compacting.before >= COMPACT_RATIO,
-    `plain collections left old space fragmented (${FRAGMENTED_TRIES} tries)`,
+    compacting.ratio < COMPACT_RATIO,
+    `the compacting collection leaves old space near live: ${compacting.ratio.toFixed(2)}x`,
   );
-  t.true(compacting.freed > 0, `compacting frees what the plain collections kept: ${mb(compacting.freed)}`);
-  t.true(compacting.ratio < COMPACT_RATIO, `and leaves old space near live: ${compacting.ratio.toFixed(2)}x`);
   // On Node 20 a further plain collection always left old space further from live than the
   // compacting one. Node 24's V8 sometimes compacts on its own in a plain collection (1.01x in
   // a quiet CI run of 2026-12-04), so that comparison is logged above, not asserted: what the
