@@ -2,14 +2,14 @@ import { judge, runSoak, type SoakSample, slope, soakLimits, soakTable } from '@
 import test from 'ava';
 
 /**
- * The soak's short form (`zmesh harness soak --seconds 30`): a ztunnel pair on loopback
+ * The soak's short form (`zmesh harness soak --minutes 2`): a ztunnel pair on loopback
  * under good traffic and hostile peers. Loopback only, no root needed.
  */
 test.serial(
   'soak, short form: the proxies stay alive and bounded across a control-plane kill, no good request fails',
   async (t) => {
-    t.timeout(150_000);
-    const report = await runSoak({ seconds: 30, sampleMs: 1000 });
+    t.timeout(270_000);
+    const report = await runSoak({ seconds: 120, sampleMs: 1000 });
     t.log(`\n${soakTable(report)}`);
     t.is(report.died, undefined);
     t.is(report.traffic.failed, 0, report.traffic.firstFailure);
