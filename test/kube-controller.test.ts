@@ -5,6 +5,7 @@ import { DiscoveryV1Api, KubeConfig } from '@kubernetes/client-node';
 import { ControlPlane, compile } from '@zmesh/control-plane';
 import { KubeController } from '@zmesh/control-plane/kubernetes';
 import { ApiServerDouble, type KubeObject } from '@zmesh/harness';
+import { ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL, XdsClient } from '@zmesh/shared';
 import { decodeWaypointConfig } from '@zmesh/waypoint';
 import { ProxyState } from '@zmesh/ztunnel';
 import test, { type ExecutionContext } from 'ava';
@@ -87,9 +88,9 @@ async function cluster(t: ExecutionContext, objects: KubeObject[]) {
       },
     });
     await kube.start();
-    await cp.start(0, '127.0.0.1');
+    const port = await cp.start(0, '127.0.0.1');
     started.push({ cp, kube });
-    return { cp, kube };
+    return { cp, kube, port };
   };
   return { api, replica, kubeconfig, dir };
 }
@@ -490,6 +491,122 @@ test('EndpointSlices: ready/terminating decide who takes new connections, a sele
   w = workloads();
   t.deepEqual(Object.keys(w.get('10.34.2.3')?.services ?? {}), [], 'the pod no longer serves db');
   t.is(w.get('10.34.2.1')?.status, 'HEALTHY');
+});
+
+test('Pod readiness: Ready=False makes the workload UNHEALTHY in the pushed snapshot before its EndpointSlice says so, Service or not; ztunnel sends it no new connection', async (t) => {
+  const readyPod = (name: string, ip: string, ready: boolean, app = 'web'): KubeObject => ({
+    ...pod(name, ip),
+    metadata: { name, namespace: 'shop', labels: { app } },
+    status: {
+      phase: 'Running',
+      podIP: ip,
+      podIPs: [{ ip }],
+      conditions: [
+        { type: 'PodScheduled', status: 'True' },
+        { type: 'Ready', status: ready ? 'True' : 'False' },
+      ],
+    },
+  });
+  const webSlice = (
+    endpoints: Array<{ pod: string; ip: string; ready?: boolean; terminating?: boolean }>,
+  ) => ({
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: { name: 'web-1', namespace: 'shop', labels: { 'kubernetes.io/service-name': 'web' } },
+    addressType: 'IPv4',
+    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+    endpoints: endpoints.map((e) => ({
+      addresses: [e.ip],
+      conditions: { ready: e.ready ?? true, serving: e.ready ?? true, terminating: e.terminating ?? false },
+      targetRef: { kind: 'Pod', namespace: 'shop', name: e.pod },
+    })),
+  });
+  const { api, replica } = await cluster(t, [
+    ns('shop', { 'istio.io/dataplane-mode': 'ambient' }),
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'web', namespace: 'shop' },
+      spec: {
+        clusterIP: '10.96.34.50',
+        ports: [{ name: 'http', port: 80, targetPort: 8080 }],
+        selector: { app: 'web' },
+      },
+    },
+    readyPod('web-a', '10.34.3.1', true),
+    readyPod('web-b', '10.34.3.2', true),
+    // No Service selects it: its workload's status is still its readiness.
+    readyPod('batch', '10.34.3.9', true, 'batch'),
+    webSlice([
+      { pod: 'web-a', ip: '10.34.3.1' },
+      { pod: 'web-b', ip: '10.34.3.2' },
+    ]),
+  ]);
+  const { cp, port } = await replica('cp-0');
+  // What a ztunnel on node-1 is pushed, over its own ADS stream.
+  const xds = new XdsClient({
+    address: `127.0.0.1:${port}`,
+    node: { id: 'ztunnel~10.34.0.1~ztunnel-node-1.istio-system~istio-system.svc.cluster.local' },
+    token: cp.issueNodeToken('node-1'),
+    typeUrls: [ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL],
+    backoff: { initialMs: 50, maxMs: 200 },
+  });
+  t.teardown(() => xds.stop());
+  await xds.start();
+  const status = () =>
+    Object.fromEntries([...xds.snapshot().workloads.values()].map((w) => [w.name, w.status]));
+  const picked = () => {
+    const snap = xds.snapshot();
+    const state = new ProxyState({
+      workloads: [...snap.workloads.values()],
+      services: [...snap.services.values()],
+      version: 1,
+    });
+    const seen = new Set<string>();
+    for (let i = 0; i < 60; i++) {
+      const r = state.resolve('10.96.34.50', 80);
+      if (r instanceof Error) throw r;
+      seen.add(r.kind === 'hbone' ? r.authority.host : `plain ${r.target.host}`);
+    }
+    return [...seen].sort();
+  };
+  await until(
+    () => status()['web-a'] === 'HEALTHY' && status()['web-b'] === 'HEALTHY' && status().batch === 'HEALTHY',
+    'the first push',
+  );
+  t.deepEqual(picked(), ['10.34.3.1', '10.34.3.2']);
+
+  // web-b fails its readiness probe; the EndpointSlice controller has not caught up (still ready).
+  api.put(readyPod('web-b', '10.34.3.2', false));
+  api.put(readyPod('batch', '10.34.3.9', false, 'batch'));
+  await until(
+    () => status()['web-b'] === 'UNHEALTHY' && status().batch === 'UNHEALTHY',
+    'Ready=False pushed',
+  );
+  t.is(status()['web-a'], 'HEALTHY');
+  t.deepEqual(picked(), ['10.34.3.1'], 'new connections to the Service go to web-a only');
+
+  // The slice catches up (web-b not ready) while web-b is Ready again: the Pod decides, as in Istio.
+  api.put(
+    webSlice([
+      { pod: 'web-a', ip: '10.34.3.1' },
+      { pod: 'web-b', ip: '10.34.3.2', ready: false },
+    ]),
+  );
+  api.put(readyPod('web-b', '10.34.3.2', true));
+  api.put(readyPod('batch', '10.34.3.9', true, 'batch'));
+  await until(() => status()['web-b'] === 'HEALTHY' && status().batch === 'HEALTHY', 'Ready=True pushed');
+  t.deepEqual(picked(), ['10.34.3.1', '10.34.3.2']);
+
+  // Terminating still takes effect from the slice: web-a, Ready but being deleted, takes no new connections.
+  api.put(
+    webSlice([
+      { pod: 'web-a', ip: '10.34.3.1', ready: false, terminating: true },
+      { pod: 'web-b', ip: '10.34.3.2' },
+    ]),
+  );
+  await until(() => status()['web-a'] === 'UNHEALTHY', 'terminating pushed');
+  t.deepEqual(picked(), ['10.34.3.2']);
 });
 
 test('two replicas: one Lease holder writes, both serve; the holder stepping down hands over', async (t) => {

@@ -150,3 +150,36 @@ endpoints:
   );
   t.is(fqdn.workloads.length, 0);
 });
+
+test('pod status: the Ready condition decides when the Pod has conditions; none (YAML) is ready; being deleted or Pending is not', (t) => {
+  const withStatus = (name: string, ip: string, extra: string, meta = '') =>
+    podYaml(name, ip).replace(`  name: ${name}\n`, `  name: ${name}\n${meta}`) + extra;
+  const { workloads } = compiled(
+    NAMESPACE_YAML,
+    podYaml('plain', '10.1.0.1'),
+    withStatus('ready', '10.1.0.2', '  conditions: [{ type: Ready, status: "True" }]\n'),
+    withStatus('unready', '10.1.0.3', '  conditions: [{ type: Ready, status: "False" }]\n'),
+    withStatus('unknown', '10.1.0.4', '  conditions: [{ type: PodScheduled, status: "True" }]\n'),
+    withStatus('pending', '10.1.0.5', '  phase: Pending\n'),
+    withStatus(
+      'deleting',
+      '10.1.0.6',
+      '  conditions: [{ type: Ready, status: "True" }]\n',
+      '  deletionTimestamp: "2026-01-01T00:00:00Z"\n',
+    ),
+  );
+  t.deepEqual(Object.fromEntries(workloads.map((w) => [w.name, w.status])), {
+    plain: 'HEALTHY',
+    ready: 'HEALTHY',
+    unready: 'UNHEALTHY',
+    unknown: 'UNHEALTHY',
+    pending: 'UNHEALTHY',
+    deleting: 'UNHEALTHY',
+  });
+  const store = new ConfigStore();
+  const bad = store.applyYaml(
+    [NAMESPACE_YAML, withStatus('x', '10.1.0.9', '  conditions: Ready\n')].join('---\n'),
+  );
+  t.false(bad.ok);
+  t.true(!bad.ok && bad.error.some((r) => /status\.conditions: not a list/.test(r)));
+});

@@ -211,8 +211,10 @@ function podContext(
 
 /** What EndpointSlices say of one pod: its readiness, and selector-less Services it backs. */
 interface PodSliceFacts {
-  /** False when a slice lists the pod not ready or terminating. */
-  healthy: boolean;
+  /** False when a slice lists the pod not ready. */
+  ready: boolean;
+  /** True when a slice lists the pod terminating. */
+  terminating: boolean;
   services: Record<string, Port[]>;
   /** Equal facts, equal key (the pod memo's). */
   key: string;
@@ -227,14 +229,14 @@ interface PlainEndpoint {
   services: Record<string, Port[]>;
 }
 
-const NO_SLICE_FACTS: PodSliceFacts = { healthy: true, services: {}, key: '' };
+const NO_SLICE_FACTS: PodSliceFacts = { ready: true, terminating: false, services: {}, key: '' };
 
 /**
  * EndpointSlices (`discovery.k8s.io/v1`, by `kubernetes.io/service-name`) as Istio's ambient
  * controller reads them:
  * - an endpoint is sent new connections only when ready and not terminating (a terminating
- *   endpoint that still serves keeps its connections, takes no new ones): the pod behind it is
- *   UNHEALTHY otherwise;
+ *   endpoint that still serves keeps its connections, takes no new ones); for the pod behind
+ *   it, podStatus says which of the Pod's and the slice's conditions decide;
  * - a Service without a selector (slices managed by hand) gets its endpoints from its slices:
  *   a pod at that address serves it; an address no pod stands behind (and no Pod targetRef
  *   names) is a plain workload (tunnel NONE: ztunnel sends it plaintext, as to a pod outside
@@ -253,7 +255,7 @@ function sliceEndpoints(
   const byName = new Map(services.map((s) => [`${s.metadata.namespace}/${s.metadata.name}`, s]));
   const podAt = new Map<string, PodObject>();
   for (const p of pods) for (const ip of p.status.podIPs) podAt.set(`${p.metadata.namespace}/${ip}`, p);
-  const facts = new Map<PodObject, { healthy: boolean; services: Record<string, Port[]> }>();
+  const facts = new Map<PodObject, Omit<PodSliceFacts, 'key'>>();
   const plain = new Map<string, PlainEndpoint>();
   for (const slice of slices) {
     const { namespace } = slice.metadata;
@@ -269,8 +271,9 @@ function sliceEndpoints(
       for (const address of ep.addresses) {
         const pod = podAt.get(`${namespace}/${address}`);
         if (pod !== undefined) {
-          const f = facts.get(pod) ?? { healthy: true, services: {} };
-          f.healthy &&= healthy;
+          const f = facts.get(pod) ?? { ready: true, terminating: false, services: {} };
+          f.ready &&= ep.ready;
+          f.terminating ||= ep.terminating;
           if (svc.spec.selector === undefined) f.services[svcKey] = ports;
           facts.set(pod, f);
           continue;
@@ -317,6 +320,23 @@ function plainWorkload(p: PlainEndpoint, trustDomain: string, clusterId: string)
   };
 }
 
+/**
+ * Whether a pod's workload takes new connections (docs/kubernetes.md, "Endpoints"). The Pod is
+ * the source, as in Istio's ambient controller (IsPodReady): when it carries conditions, its
+ * `Ready` condition decides and a slice's `ready` for it is not read — the EndpointSlice
+ * controller derives that from the same condition, only later, so a pod turns UNHEALTHY (or
+ * HEALTHY again) as soon as kubelet says so, Service or not. A Pod without conditions (a YAML
+ * config, no kubelet) is ready unless a slice lists it not ready. Either way a pod being deleted
+ * (`deletionTimestamp`, or `terminating` in a slice) takes no new connections, and a phase
+ * other than Running (Pending) is UNHEALTHY.
+ */
+function podStatus(pod: PodObject, slices: PodSliceFacts): Workload['status'] {
+  const { phase, ready, terminating } = pod.status;
+  if (phase !== undefined && phase !== 'Running') return 'UNHEALTHY';
+  if (terminating === true || slices.terminating) return 'UNHEALTHY';
+  return (ready ?? slices.ready) ? 'HEALTHY' : 'UNHEALTHY';
+}
+
 function compilePod(pod: PodObject, ctx: PodContext, slices: PodSliceFacts = NO_SLICE_FACTS): Workload {
   const { name, namespace, labels } = pod.metadata;
   const nsLabels = ctx.namespaces.get(namespace)?.metadata.labels ?? {};
@@ -340,10 +360,7 @@ function compilePod(pod: PodObject, ctx: PodContext, slices: PodSliceFacts = NO_
       // PeerAuthentication, folded in as Istio does; a waypoint's own pods take HBONE only.
       ...(ambient && !isWaypoint ? ctx.peerAuth.keysFor(pod) : []),
     ],
-    status:
-      (pod.status.phase === undefined || pod.status.phase === 'Running') && slices.healthy
-        ? 'HEALTHY'
-        : 'UNHEALTHY',
+    status: podStatus(pod, slices),
     canonicalName:
       labels['service.istio.io/canonical-name'] ?? labels['app.kubernetes.io/name'] ?? labels.app ?? name,
     canonicalRevision:

@@ -21,8 +21,12 @@ export interface PodObject {
   kind: 'Pod';
   metadata: Meta;
   spec: { serviceAccountName: string; nodeName: string };
-  /** Canonical IP text; podIPs when given, else [podIP]. */
-  status: { podIPs: string[]; phase?: string };
+  /**
+   * Canonical IP text; podIPs when given, else [podIP]. `ready`: the Pod's `Ready` condition
+   * is True, present only when the Pod carries `status.conditions` (a kubelet's pod; YAML
+   * configs have none). `terminating`: `metadata.deletionTimestamp` is set.
+   */
+  status: { podIPs: string[]; phase?: string; ready?: boolean; terminating?: boolean };
 }
 
 export interface ServicePortSpec {

@@ -44,7 +44,7 @@ export function parseObject(doc: unknown, reasons: string[]): StoreObject | unde
     case 'EndpointSlice':
       return parseEndpointSlice(metadata, doc, reasons);
     case 'Pod':
-      return parsePod(metadata, spec, status, reasons);
+      return parsePod(metadata, isObj(doc.metadata) ? doc.metadata : {}, spec, status, reasons);
     case 'Service':
       return parseService(metadata, spec, reasons);
     case 'Gateway':
@@ -89,7 +89,13 @@ function parseMeta(value: unknown, kind: Kind, reasons: string[]): Meta {
   return meta;
 }
 
-function parsePod(metadata: Meta, spec: Obj, status: Obj, reasons: string[]): StoreObject {
+/**
+ * A Pod. Its readiness is the `Ready` condition, as Istio reads it (IsPodReady): when the Pod
+ * lists `status.conditions`, `ready` is whether one of type Ready has status "True" (none:
+ * not ready); a Pod without conditions (a YAML config) has no `ready` and the compiler falls
+ * back on its phase and EndpointSlices (compiler.ts, podStatus).
+ */
+function parsePod(metadata: Meta, rawMeta: Obj, spec: Obj, status: Obj, reasons: string[]): StoreObject {
   const serviceAccountName =
     spec.serviceAccountName === undefined ? 'default' : String(spec.serviceAccountName);
   if (!DNS_SUBDOMAIN.test(serviceAccountName)) {
@@ -110,6 +116,14 @@ function parsePod(metadata: Meta, spec: Obj, status: Obj, reasons: string[]): St
     status: { podIPs },
   };
   if (typeof status.phase === 'string') pod.status.phase = status.phase;
+  if (status.conditions !== undefined && status.conditions !== null) {
+    if (!Array.isArray(status.conditions)) reasons.push('status.conditions: not a list');
+    const conditions = Array.isArray(status.conditions) ? status.conditions : [];
+    const ready = conditions.find((c) => isObj(c) && c.type === 'Ready');
+    pod.status.ready = isObj(ready) && ready.status === 'True';
+  }
+  if (rawMeta.deletionTimestamp !== undefined && rawMeta.deletionTimestamp !== null)
+    pod.status.terminating = true;
   return pod;
 }
 

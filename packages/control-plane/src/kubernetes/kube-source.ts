@@ -39,9 +39,10 @@ const custom = (kind: Kind, group: string, plural: string): Watched => ({
 });
 
 /**
- * What the controller reads. Endpoints come from Pods and Service selectors, as from YAML;
- * EndpointSlices add readiness (ready, terminating), the endpoints of a Service without a
- * selector, and addresses no pod stands behind (compiler.ts, sliceEndpoints).
+ * What the controller reads. Endpoints come from Pods and Service selectors, as from YAML, and
+ * their health from the Pod's Ready condition (compiler.ts, podStatus); EndpointSlices add
+ * terminating, the endpoints of a Service without a selector, and addresses no pod stands
+ * behind with their own conditions (compiler.ts, sliceEndpoints).
  */
 const WATCHED: readonly Watched[] = [
   {

@@ -15,7 +15,7 @@ import {
 } from './ads-messages.js';
 import { csrPublicKey } from './csr-info.js';
 import { splitAddresses } from './token-file.js';
-import { controlPlaneCredentials, tlsFailure } from './transport.js';
+import { ControlPlaneChannels, tlsFailure } from './transport.js';
 
 /** Signs a CSR for an identity; ztunnel's CertManager and the waypoint take any of these. */
 export interface CertificateSigner {
@@ -47,8 +47,9 @@ export interface CaClientOptions {
   bundle: TrustBundle;
   /**
    * Forces these credentials for every address (tests). Without them each address follows
-   * the transport rule (transport.ts): plaintext on loopback, else TLS verified against
-   * `bundle` (the roots when the client is made).
+   * the transport rule (transport.ts): plaintext on loopback, else TLS verified against the
+   * roots `bundle` holds at that handshake: a root rotated in through the roots file is
+   * trusted from the next request on, as by the xDS client (ControlPlaneChannels).
    */
   credentials?: grpc.ChannelCredentials;
   timeoutMs?: number;
@@ -74,22 +75,21 @@ export interface CaClientOptions {
  */
 export class CaClient implements CertificateSigner {
   readonly #opts: CaClientOptions;
-  /** One channel per CA address; `#at` is the one that answered last. */
-  readonly #clients: readonly grpc.Client[];
-  readonly #addresses: readonly string[];
+  /** One channel per CA address (rebuilt when the bundle's roots move); `#at` is the one that answered last. */
+  readonly #channels: ControlPlaneChannels;
   #at = 0;
 
   constructor(opts: CaClientOptions) {
     this.#opts = opts;
     const backoff = opts.backoff ?? { initialMs: 500, maxMs: 30_000 };
-    this.#addresses = splitAddresses(opts.address);
-    this.#clients = this.#addresses.map(
-      (address) =>
-        new grpc.Client(address, opts.credentials ?? controlPlaneCredentials(address, opts.bundle), {
-          'grpc.initial_reconnect_backoff_ms': backoff.initialMs,
-          'grpc.max_reconnect_backoff_ms': backoff.maxMs,
-        }),
-    );
+    this.#channels = new ControlPlaneChannels(splitAddresses(opts.address), {
+      roots: opts.bundle,
+      ...(opts.credentials ? { credentials: opts.credentials } : {}),
+      options: {
+        'grpc.initial_reconnect_backoff_ms': backoff.initialMs,
+        'grpc.max_reconnect_backoff_ms': backoff.maxMs,
+      },
+    });
   }
 
   async sign(csrPem: string, identity: string, ttlSeconds: number): Promise<string[]> {
@@ -128,7 +128,7 @@ export class CaClient implements CertificateSigner {
   }
 
   close(): void {
-    for (const client of this.#clients) client.close();
+    this.#channels.close();
   }
 
   /** The chain's last element when it is a self-signed CA outside the bundle and may be trusted. */
@@ -153,7 +153,12 @@ export class CaClient implements CertificateSigner {
     let refreshed = false;
     for (let tried = 0; ; ) {
       try {
-        return await this.#callOne(this.#clients[this.#at]!, this.#addresses[this.#at]!, identity, request);
+        return await this.#callOne(
+          this.#channels.get(this.#at),
+          this.#channels.addresses[this.#at]!,
+          identity,
+          request,
+        );
       } catch (e) {
         const code = ((e as ZmeshError).cause as grpc.ServiceError | undefined)?.code;
         if (code === grpc.status.UNAUTHENTICATED && !refreshed && this.#opts.refreshToken) {
@@ -161,8 +166,9 @@ export class CaClient implements CertificateSigner {
           if (await this.#opts.refreshToken().catch(() => false)) continue;
         }
         const unreachable = code === grpc.status.UNAVAILABLE || code === grpc.status.DEADLINE_EXCEEDED;
-        if (!unreachable || ++tried >= this.#clients.length) throw e;
-        this.#at = (this.#at + 1) % this.#clients.length;
+        const count = this.#channels.addresses.length;
+        if (!unreachable || ++tried >= count) throw e;
+        this.#at = (this.#at + 1) % count;
       }
     }
   }

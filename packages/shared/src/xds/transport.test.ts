@@ -2,7 +2,14 @@ import { X509Certificate } from 'node:crypto';
 import { checkServerIdentity } from 'node:tls';
 import test from 'ava';
 import { CertificateAuthority } from '../identity/ca.js';
-import { addressHost, controlPlaneCredentials, controlPlaneUsesTls, tlsFailure } from './transport.js';
+import { TrustBundle } from '../identity/trust-bundle.js';
+import {
+  addressHost,
+  ControlPlaneChannels,
+  controlPlaneCredentials,
+  controlPlaneUsesTls,
+  tlsFailure,
+} from './transport.js';
 
 test('one rule: loopback and unix: are plaintext, every other host is TLS', (t) => {
   for (const a of ['127.0.0.1:15010', '127.9.0.3:1', '[::1]:15010', 'localhost:15010', 'unix:/run/x.sock'])
@@ -62,4 +69,22 @@ test('handshake failures at a TLS address are told apart from an unreachable one
     undefined,
   );
   t.is(tlsFailure('127.0.0.1:15010', { code: 14, details: wrong }), undefined);
+});
+
+test('ControlPlaneChannels: a TLS channel is remade when the mesh roots move, a plaintext one is kept', async (t) => {
+  const first = await CertificateAuthority.create({ trustDomain: 'cluster.local' });
+  const bundle = new TrustBundle('cluster.local', [first.rootPem]);
+  const channels = new ControlPlaneChannels(['10.0.0.1:15010', '127.0.0.1:15010'], { roots: bundle });
+  t.teardown(() => channels.close());
+  const tls = channels.get(0);
+  const plain = channels.get(1);
+  t.is(channels.get(0), tls, 'same roots, same channel');
+  const next = await CertificateAuthority.create({ trustDomain: 'cluster.local' });
+  bundle.add(next.rootPem);
+  const remade = channels.get(0);
+  t.not(remade, tls, 'a root rotated in: the next handshake is made from the new roots');
+  t.is(channels.get(0), remade);
+  t.is(channels.get(1), plain, 'loopback is plaintext: no roots involved');
+  bundle.remove(first.rootPem);
+  t.not(channels.get(0), remade, 'a root rotated out as well');
 });

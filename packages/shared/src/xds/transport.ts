@@ -58,6 +58,66 @@ export function controlPlaneCredentials(
 }
 
 /**
+ * The channels of one proxy component (the xDS client, the CA client) to its control-plane
+ * addresses, one per address, each made under the transport rule above. A TLS channel is made
+ * from the mesh roots of one `MeshRoots` generation; when the roots move (the roots file
+ * changed: a root rotated in or out), the next `get` of that address closes it and makes a new
+ * one from the roots now held, so the next handshake trusts exactly the current mesh roots and
+ * nothing else. Calls still waiting for a connection on the old channel end UNAVAILABLE (each
+ * caller treats that as an unreachable address). `credentials` (tests) pins every channel.
+ */
+export class ControlPlaneChannels {
+  readonly addresses: readonly string[];
+  readonly #roots: MeshRoots | undefined;
+  readonly #credentials: grpc.ChannelCredentials | undefined;
+  readonly #options: grpc.ChannelOptions;
+  readonly #channels: Array<{ client: grpc.Client; generation: number }>;
+
+  constructor(
+    addresses: readonly string[],
+    opts: { roots?: MeshRoots; credentials?: grpc.ChannelCredentials; options?: grpc.ChannelOptions },
+  ) {
+    this.addresses = addresses;
+    this.#roots = opts.roots;
+    this.#credentials = opts.credentials;
+    this.#options = opts.options ?? {};
+    this.#channels = addresses.map((a) => this.#make(a));
+  }
+
+  /** The channel to `addresses[i]`, rebuilt first when it is TLS and the mesh roots moved since it was made. */
+  get(i: number): grpc.Client {
+    const address = this.addresses[i]!;
+    const at = this.#channels[i]!;
+    const roots = this.#roots;
+    if (
+      this.#credentials === undefined &&
+      roots !== undefined &&
+      roots.generation !== at.generation &&
+      controlPlaneUsesTls(address)
+    ) {
+      at.client.close();
+      this.#channels[i] = this.#make(address);
+    }
+    return this.#channels[i]!.client;
+  }
+
+  close(): void {
+    for (const { client } of this.#channels) client.close();
+  }
+
+  #make(address: string): { client: grpc.Client; generation: number } {
+    return {
+      generation: this.#roots?.generation ?? 0,
+      client: new grpc.Client(
+        address,
+        this.#credentials ?? controlPlaneCredentials(address, this.#roots),
+        this.#options,
+      ),
+    };
+  }
+}
+
+/**
  * A failed call or stream to a TLS address whose status says the handshake failed: an
  * unknown root, a name mismatch, an expired certificate, or a plaintext server (which
  * cannot complete a TLS handshake). Such a server is refused, not merely "unreachable".

@@ -21,7 +21,7 @@ import {
 import { applyBatch, decodeResources, type RawResource } from './resource-decoder.js';
 import { loadSnapshot, readCurrentStamp, writeCurrentStamp, writeSnapshot } from './snapshot-file.js';
 import { splitAddresses } from './token-file.js';
-import { controlPlaneCredentials, controlPlaneUsesTls, type MeshRoots, tlsFailure } from './transport.js';
+import { ControlPlaneChannels, type MeshRoots, tlsFailure } from './transport.js';
 import { typeLabel, XdsMetrics } from './xds-metrics.js';
 
 const log = logger('xds-client');
@@ -110,8 +110,8 @@ export interface NackEvent {
  */
 export class XdsClient extends EventEmitter {
   readonly #opts: XdsClientOptions;
-  /** One channel per control-plane address; `#at` is the one in use. */
-  readonly #clients: { address: string; client: grpc.Client; generation: number }[];
+  /** One channel per control-plane address (rebuilt when the mesh roots move); `#at` is the one in use. */
+  readonly #channels: ControlPlaneChannels;
   #at = 0;
   readonly #metrics: XdsMetrics | undefined;
   /** Every subscribed type: the snapshot's, then the owner-applied ones. */
@@ -142,7 +142,16 @@ export class XdsClient extends EventEmitter {
     this.#lastCurrentAt = this.#now();
     this.#subscriptions = new Map((opts.subscriptions ?? []).map((s) => [s.typeUrl, s]));
     this.#types = new Set([...opts.typeUrls, ...this.#subscriptions.keys()]);
-    this.#clients = splitAddresses(opts.address).map((address) => this.#channel(address));
+    this.#channels = new ControlPlaneChannels(splitAddresses(opts.address), {
+      ...(opts.roots ? { roots: opts.roots } : {}),
+      ...(opts.credentials ? { credentials: opts.credentials } : {}),
+      options: {
+        'grpc.max_receive_message_length': opts.maxResponseBytes ?? MAX_RESPONSE_BYTES,
+        'grpc.keepalive_time_ms': KEEPALIVE_MS,
+        'grpc.initial_reconnect_backoff_ms': opts.backoff.initialMs,
+        'grpc.max_reconnect_backoff_ms': opts.backoff.maxMs,
+      },
+    });
     this.#metrics =
       opts.registry &&
       new XdsMetrics(opts.registry, {
@@ -150,36 +159,6 @@ export class XdsClient extends EventEmitter {
           this.#call && this.#current ? 0 : (this.#now() - this.#disconnectedSince) / 1000,
         snapshotAgeSeconds: () => this.snapshotAgeMs() / 1000,
       });
-  }
-
-  #channel(address: string): { address: string; client: grpc.Client; generation: number } {
-    const opts = this.#opts;
-    return {
-      address,
-      generation: opts.roots?.generation ?? 0,
-      client: new grpc.Client(address, opts.credentials ?? controlPlaneCredentials(address, opts.roots), {
-        'grpc.max_receive_message_length': opts.maxResponseBytes ?? MAX_RESPONSE_BYTES,
-        'grpc.keepalive_time_ms': KEEPALIVE_MS,
-        'grpc.initial_reconnect_backoff_ms': opts.backoff.initialMs,
-        'grpc.max_reconnect_backoff_ms': opts.backoff.maxMs,
-      }),
-    };
-  }
-
-  /** The channel to the address in use; rebuilt when the mesh roots changed since it was made. */
-  #channelInUse(): grpc.Client {
-    const at = this.#clients[this.#at]!;
-    const roots = this.#opts.roots;
-    if (
-      this.#opts.credentials === undefined &&
-      roots &&
-      roots.generation !== at.generation &&
-      controlPlaneUsesTls(at.address)
-    ) {
-      at.client.close();
-      this.#clients[this.#at] = this.#channel(at.address);
-    }
-    return this.#clients[this.#at]!.client;
   }
 
   /** Loads the on-disk snapshot (if any and intact), then connects. */
@@ -201,7 +180,7 @@ export class XdsClient extends EventEmitter {
     if (this.synced) this.#stamp(this.#now());
     this.#call?.cancel();
     this.#call = undefined;
-    for (const { client } of this.#clients) client.close();
+    this.#channels.close();
     await this.flush();
   }
 
@@ -272,12 +251,14 @@ export class XdsClient extends EventEmitter {
     const metadata = new grpc.Metadata();
     const token = this.#opts.token;
     metadata.set('authorization', `Bearer ${typeof token === 'string' ? token : token()}`);
-    const call = this.#channelInUse().makeBidiStreamRequest(
-      ADS_METHOD,
-      deltaRequestCodec.serialize,
-      deltaResponseCodec.deserialize,
-      metadata,
-    );
+    const call = this.#channels
+      .get(this.#at)
+      .makeBidiStreamRequest(
+        ADS_METHOD,
+        deltaRequestCodec.serialize,
+        deltaResponseCodec.deserialize,
+        metadata,
+      );
     this.#call = call;
     call.on('metadata', () => this.#markConnected(call));
     call.on('data', (res: DeltaResponse) => this.#onResponse(call, res));
@@ -309,7 +290,7 @@ export class XdsClient extends EventEmitter {
     if (call !== this.#call || this.#current) return;
     this.#current = true;
     this.#metrics?.connected.set(1);
-    log.info({ address: this.#clients[this.#at]!.address }, 'xds connected');
+    log.info({ address: this.#channels.addresses[this.#at]! }, 'xds connected');
     this.emit('connected');
   }
 
@@ -327,7 +308,7 @@ export class XdsClient extends EventEmitter {
     this.#metrics?.streamEnds.inc({ code: grpc.status[status.code] ?? String(status.code) });
     if (this.#stopped) return;
     const delay = this.#nextDelay();
-    const address = this.#clients[this.#at]!.address;
+    const address = this.#channels.addresses[this.#at]!;
     const refused = tlsFailure(address, status);
     if (refused !== undefined) {
       this.#metrics?.tlsRefusals.inc();
@@ -336,14 +317,14 @@ export class XdsClient extends EventEmitter {
       this.emit('tlsRefused', { address, reason: refused });
     }
     // Another replica may be up where this one is not (or restarting): try the next address.
-    this.#at = (this.#at + 1) % this.#clients.length;
+    this.#at = (this.#at + 1) % this.#channels.addresses.length;
     log.warn(
       {
         address,
         code: status.code,
         details: status.details,
         retryInMs: Math.round(delay),
-        ...(this.#clients.length > 1 ? { next: this.#clients[this.#at]!.address } : {}),
+        ...(this.#channels.addresses.length > 1 ? { next: this.#channels.addresses[this.#at]! } : {}),
       },
       'xds stream ended',
     );
