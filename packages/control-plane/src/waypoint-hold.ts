@@ -1,5 +1,6 @@
 import type { Service, Workload } from '@zmesh/shared';
 import type { CompiledConfig } from './compiler.js';
+import type { Bindings } from './store/state-store.js';
 
 type Ref = Workload['waypoint'];
 
@@ -13,6 +14,15 @@ export interface HeldUser {
   keptOn: string | undefined;
 }
 
+/** What serving a compiled config through the hold gives. */
+export interface HoldDecision {
+  /** The config to serve. */
+  config: CompiledConfig;
+  /** The last-served bindings once `config` is served: recorded in the store before it is. */
+  bindings: Map<string, string>;
+  held: HeldUser[];
+}
+
 /**
  * The transition hold: traffic is never cut by a new waypoint binding. A workload or
  * service the control plane has served before, whose compiled waypoint differs from the
@@ -20,59 +30,86 @@ export interface HeldUser {
  * config), keeps being served with its last binding (another waypoint, or none: direct)
  * until the new waypoint ACKs; then it switches. Once served through a waypoint, an object
  * stays bound to it: a waypoint that disconnects later fails its users closed, it is never
- * bypassed. An object the control plane has not served before (the first load after a
- * start, a new pod) is served as compiled. Same compiled config, same last-served
- * bindings and same readiness give the same output (the resources stay content-hashed).
+ * bypassed. An object never served before (a new pod, a store that never served) is served
+ * as compiled.
+ *
+ * The last-served bindings are not this object's: they live in the state store
+ * (`Bindings`, store/state-store.ts) and are written before what they describe is served,
+ * in the same transaction as the change that moves them, so every replica and a restarted
+ * control plane decide the same. Same compiled config, same bindings and same readiness
+ * give the same output (the resources stay content-hashed).
  */
 export class WaypointHold {
-  /** Binding last served per object; undefined until the first serve. */
-  #last: Map<string, string | undefined> | undefined;
   readonly #copies = new WeakMap<object, { keptOn: Ref; copy: Workload | Service }>();
+  /** Stored binding text → the reference it names (few distinct: one per waypoint). */
+  #decoded = new Map<string, Ref>();
   #held: HeldUser[] = [];
 
   get held(): readonly HeldUser[] {
     return this.#held;
   }
 
-  serve(compiled: CompiledConfig, ready: (waypoint: string) => boolean): CompiledConfig {
-    const prev = this.#last;
-    const next = new Map<string, string | undefined>();
-    const lastRef = new Map<string, Ref>();
+  /** Records `decision` as the one served (proxy-status, the gauges). */
+  served(decision: HoldDecision): void {
+    this.#held = decision.held;
+  }
+
+  decide(compiled: CompiledConfig, ready: (waypoint: string) => boolean, last: Bindings): HoldDecision {
+    const next = new Map<string, string>();
     const held: HeldUser[] = [];
-    // Refs of the previous bindings, to rebuild a held object's waypoint field.
+    const decoded = new Map<string, Ref>();
+    // Current refs of the waypoints by name, to rebuild a held object's waypoint field;
+    // a waypoint no compiled object names any more is rebuilt from its stored reference.
     const refs = new Map<string, Ref>();
     for (const o of [...compiled.workloads, ...compiled.services])
       if (o.waypoint) refs.set(waypointName(o.waypoint)!, o.waypoint);
-    for (const [name, ref] of this.#refs) if (!refs.has(name)) refs.set(name, ref);
     const pick = <T extends Workload | Service>(key: string, object: string, o: T): T => {
       const want = waypointName(o.waypoint);
       let out = o;
-      if (want !== undefined && prev?.has(key) && !ready(want)) {
-        const keptOn = prev.get(key);
-        if (keptOn !== want) {
+      const stored = last.get(key);
+      if (want !== undefined && stored !== undefined && !ready(want)) {
+        const keptRef = this.#decode(stored, decoded);
+        const keptOn = waypointName(keptRef);
+        // Unreadable text is not "direct": such an object is served as compiled.
+        if (keptOn !== want && (stored === '' || keptRef !== undefined)) {
           held.push({ object, waypoint: want, keptOn });
-          out = this.#copy(o, keptOn === undefined ? undefined : refs.get(keptOn));
+          out = this.#copy(o, keptOn === undefined ? undefined : (refs.get(keptOn) ?? keptRef));
         }
       }
-      const served = waypointName(out.waypoint);
-      next.set(key, served);
-      if (served !== undefined) lastRef.set(served, out.waypoint);
+      next.set(key, out.waypoint === undefined ? '' : JSON.stringify(out.waypoint));
       return out;
     };
-    const served: CompiledConfig = {
+    const config: CompiledConfig = {
       ...compiled,
-      workloads: compiled.workloads.map((w) => pick(`w/${w.uid}`, `Pod/${w.namespace}/${w.name}`, w)),
+      workloads: compiled.workloads.map((w) =>
+        pick(`${w.namespace}/w/${w.uid}`, `Pod/${w.namespace}/${w.name}`, w),
+      ),
       services: compiled.services.map((s) =>
-        pick(`s/${s.namespace}/${s.hostname}`, `Service/${s.namespace}/${s.name}`, s),
+        pick(`${s.namespace}/s/${s.hostname}`, `Service/${s.namespace}/${s.name}`, s),
       ),
     };
-    this.#last = next;
-    this.#refs = lastRef;
-    this.#held = held.sort((a, b) => a.object.localeCompare(b.object));
-    return served;
+    this.#decoded = decoded;
+    return { config, bindings: next, held: held.sort((a, b) => a.object.localeCompare(b.object)) };
   }
 
-  #refs = new Map<string, Ref>();
+  /**
+   * The reference a stored binding names; undefined for direct, and for text that is not a
+   * reference (a store written by something else), which is then served as compiled.
+   */
+  #decode(text: string, seen: Map<string, Ref>): Ref {
+    if (text === '') return undefined;
+    let ref = seen.get(text) ?? this.#decoded.get(text);
+    if (ref === undefined) {
+      try {
+        const o = JSON.parse(text) as Ref;
+        ref = waypointName(o) === undefined || typeof o?.hbonePort !== 'number' ? undefined : o;
+      } catch {
+        ref = undefined;
+      }
+    }
+    if (ref !== undefined) seen.set(text, ref);
+    return ref;
+  }
 
   /** The same copy for the same object and binding, so the xDS server's encoding memo holds. */
   #copy<T extends Workload | Service>(o: T, keptOn: Ref): T {
