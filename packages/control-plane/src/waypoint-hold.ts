@@ -41,6 +41,7 @@ export interface HoldDecision {
  */
 export class WaypointHold {
   readonly #copies = new WeakMap<object, { keptOn: Ref; copy: Workload | Service }>();
+  readonly #keys = new WeakMap<object, string>();
   /** Stored binding text → the reference it names (few distinct: one per waypoint). */
   #decoded = new Map<string, Ref>();
   #held: HeldUser[] = [];
@@ -63,16 +64,17 @@ export class WaypointHold {
     const refs = new Map<string, Ref>();
     for (const o of [...compiled.workloads, ...compiled.services])
       if (o.waypoint) refs.set(waypointName(o.waypoint)!, o.waypoint);
-    const pick = <T extends Workload | Service>(key: string, object: string, o: T): T => {
+    const pick = <T extends Workload | Service>(kind: 'Pod' | 'Service', o: T): T => {
+      const key = this.#keyOf(o);
       const want = waypointName(o.waypoint);
       let out = o;
-      const stored = last.get(key);
+      const stored = want === undefined ? undefined : last.get(key);
       if (want !== undefined && stored !== undefined && !ready(want)) {
         const keptRef = this.#decode(stored, decoded);
         const keptOn = waypointName(keptRef);
         // Unreadable text is not "direct": such an object is served as compiled.
         if (keptOn !== want && (stored === '' || keptRef !== undefined)) {
-          held.push({ object, waypoint: want, keptOn });
+          held.push({ object: `${kind}/${o.namespace}/${o.name}`, waypoint: want, keptOn });
           out = this.#copy(o, keptOn === undefined ? undefined : (refs.get(keptOn) ?? keptRef));
         }
       }
@@ -81,12 +83,8 @@ export class WaypointHold {
     };
     const config: CompiledConfig = {
       ...compiled,
-      workloads: compiled.workloads.map((w) =>
-        pick(`${w.namespace}/w/${w.uid}`, `Pod/${w.namespace}/${w.name}`, w),
-      ),
-      services: compiled.services.map((s) =>
-        pick(`${s.namespace}/s/${s.hostname}`, `Service/${s.namespace}/${s.name}`, s),
-      ),
+      workloads: compiled.workloads.map((w) => pick('Pod', w)),
+      services: compiled.services.map((s) => pick('Service', s)),
     };
     this.#decoded = decoded;
     return { config, bindings: next, held: held.sort((a, b) => a.object.localeCompare(b.object)) };
@@ -109,6 +107,19 @@ export class WaypointHold {
     }
     if (ref !== undefined) seen.set(text, ref);
     return ref;
+  }
+
+  /**
+   * The binding key of a compiled object (`Bindings`): the same string for the same object,
+   * as compiled objects are kept while unchanged, so map lookups do not rebuild it.
+   */
+  #keyOf(o: Workload | Service): string {
+    let key = this.#keys.get(o);
+    if (key === undefined) {
+      key = 'uid' in o ? `${o.namespace}/w/${o.uid}` : `${o.namespace}/s/${o.hostname}`;
+      this.#keys.set(o, key);
+    }
+    return key;
   }
 
   /** The same copy for the same object and binding, so the xDS server's encoding memo holds. */

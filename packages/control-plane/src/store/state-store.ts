@@ -20,8 +20,11 @@ export interface BindingsChange {
 export function bindingsChange(before: Bindings, after: Bindings, drop: boolean): BindingsChange {
   const put = new Map<string, string>();
   for (const [k, v] of after) if (before.get(k) !== v) put.set(k, v);
-  const remove = drop ? [...before.keys()].filter((k) => !after.has(k)) : [];
-  const whole = drop ? after : new Map([...before, ...put]);
+  const remove: string[] = [];
+  if (drop) for (const k of before.keys()) if (!after.has(k)) remove.push(k);
+  if (drop || put.size === 0) return { put, remove, after: drop ? after : before };
+  const whole = new Map(before);
+  for (const [k, v] of put) whole.set(k, v);
   return { put, remove, after: whole };
 }
 
