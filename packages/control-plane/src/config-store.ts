@@ -42,7 +42,7 @@ export interface ConfigStoreOptions {
   dir?: string;
   debounceMs?: number;
   /**
-   * Where applied objects and the generation are kept (store/). Loaded at construction
+   * Where applied objects, the generation and the served waypoint bindings are kept (store/). Loaded at construction
    * (ZM_ERR_STATE_STORE when it cannot be read); every accepted change is committed there
    * first, in one transaction, and a change the store refuses is refused.
    */

@@ -41,8 +41,8 @@ export interface ControlPlaneOptions {
   /** HMAC key for node tokens; default: the state store's (created there on first start). */
   tokenKey?: Buffer;
   /**
-   * Applied objects, the generation, xDS version counters and the node-token key
-   * (store/). Default: in memory, nothing survives the process.
+   * Applied objects, the generation, the served waypoint bindings, xDS version counters and
+   * the node-token key (store/). Default: in memory, nothing survives the process.
    */
   state?: StateStore;
   /**
