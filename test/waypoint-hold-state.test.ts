@@ -231,5 +231,16 @@ if (noEtcd) test.skip(`etcd waypoint-hold test skipped: ${noEtcd}`, () => {});
       t.deepEqual(servedPath(r.cp), ['team-b/wp']);
       t.deepEqual(heldOf(r.cp), []);
     }
+
+    // `ns l7 on` returns once the users switched, though the release is a commit of its own.
+    t.true((await r1.cp.setNamespaceL7('team-b', undefined, 2000)).ok);
+    await until('all to be direct again', () => [r0, r1, r2].every((r) => servedPath(r.cp)?.length === 0));
+    const on = r1.cp.setNamespaceL7('team-b', 'wp', 10_000);
+    await until('r1 to hold them (p2 too)', () => heldOf(r1.cp).length === 3);
+    waypoint(t, r1.cp, r1.address);
+    const done = await on;
+    t.true(done.ok, JSON.stringify(done));
+    t.deepEqual(heldOf(r1.cp), [], 'switched when ns l7 on returns');
+    t.deepEqual(servedPath(r1.cp), ['team-b/wp']);
   },
 );

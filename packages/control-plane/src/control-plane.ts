@@ -460,8 +460,12 @@ export class ControlPlane {
       const holders = () => this.server.proxies.ackers(this.server.cache, WAYPOINT_CONFIG_TYPE_URL, name);
       while (holders().current.length === 0 && Date.now() - started < timeoutMs)
         await new Promise((r) => setTimeout(r, 20));
-      // Users held on their previous path switch once the waypoint ACKed: wait for that too.
+      // Users held on their previous path switch once the waypoint ACKed: wait for that too
+      // (on a shared store the release is a commit, served when it arrives).
       this.#releaseIfReady();
+      const stillHeld = () =>
+        holders().current.length > 0 && this.#hold.held.some((h) => h.waypoint === name);
+      while (stillHeld() && Date.now() - started < timeoutMs) await new Promise((r) => setTimeout(r, 20));
       const switched = this.server.cache.view(ADDRESS_TYPE_URL).version;
       if (switched !== version) {
         version = switched;
