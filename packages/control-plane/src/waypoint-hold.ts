@@ -1,8 +1,10 @@
-import type { Service, Workload } from '@zmesh/shared';
+import { logger, type Service, type Workload } from '@zmesh/shared';
 import type { CompiledConfig } from './compiler.js';
 import type { Bindings } from './store/state-store.js';
 
 type Ref = Workload['waypoint'];
+
+const log = logger('waypoint-hold');
 
 /** A workload or service newly bound to a waypoint that is not ready, kept on its previous path. */
 export interface HeldUser {
@@ -44,6 +46,7 @@ export class WaypointHold {
   readonly #keys = new WeakMap<object, string>();
   /** Stored binding text → the reference it names (few distinct: one per waypoint). */
   #decoded = new Map<string, Ref>();
+  readonly #unreadable = new Set<string>();
   #held: HeldUser[] = [];
 
   get held(): readonly HeldUser[] {
@@ -103,6 +106,14 @@ export class WaypointHold {
         ref = waypointName(o) === undefined || typeof o?.hbonePort !== 'number' ? undefined : o;
       } catch {
         ref = undefined;
+      }
+      // Logged once per text, for the first 64 texts (a bounded set); the next record replaces it.
+      if (ref === undefined && this.#unreadable.size < 64 && !this.#unreadable.has(text)) {
+        this.#unreadable.add(text);
+        log.warn(
+          { binding: text.slice(0, 200) },
+          'stored waypoint binding is not a reference; served as compiled',
+        );
       }
     }
     if (ref !== undefined) seen.set(text, ref);
