@@ -219,3 +219,55 @@ run(
     );
   },
 );
+
+run(
+  'served waypoint bindings: replicated with their commit, a namespace of 200 is one txn operation, a lost race writes nothing',
+  async (t) => {
+    const a = await replica();
+    const b = await replica();
+    const change = (put: Map<string, string>, remove: string[], after: Map<string, string>) => ({
+      put: [],
+      remove: [],
+      bindings: { put, remove, after },
+    });
+    // 200 bindings of one namespace: more than etcd's 128 operations if each were a key.
+    const many = new Map(Array.from({ length: 200 }, (_, i) => [`bind-1/w/p${i}`, i % 2 ? '' : '{"x":1}']));
+    many.set('bind-2/s/h', '');
+    const basedOn = a.store.snapshot().generation;
+    const generation = await a.store.commitIf(change(many, [], many), basedOn);
+    t.truthy(generation);
+    await until(
+      'replica b to see the bindings',
+      () => b.config.bindings().get('bind-1/w/p198') === '{"x":1}',
+    );
+    t.is(b.config.view().generation, generation!);
+    t.deepEqual(
+      [...b.store.snapshot().bindings].filter(([k]) => k.startsWith('bind-')).sort(),
+      [...many].sort(),
+    );
+    // The lost race: based on the old generation, refused, nothing written.
+    const stale = new Map([['bind-2/s/h', '{"x":2}']]);
+    t.is(await b.store.commitIf(change(stale, [], new Map([...many, ...stale])), basedOn), undefined);
+    // Emptying a namespace removes its group; the other stays.
+    const left = new Map([['bind-2/s/h', '']]);
+    const removed = await b.store.commitIf(
+      change(
+        new Map(),
+        [...many.keys()].filter((k) => k.startsWith('bind-1/')),
+        left,
+      ),
+      generation!,
+    );
+    t.truthy(removed);
+    await until('replica a to see the removal', () => a.config.view().generation === removed);
+    t.deepEqual(
+      [...a.config.bindings()].filter(([k]) => k.startsWith('bind-')),
+      [['bind-2/s/h', '']],
+    );
+    const c = await replica();
+    t.deepEqual(
+      [...c.store.snapshot().bindings].filter(([k]) => k.startsWith('bind-')),
+      [['bind-2/s/h', '']],
+    );
+  },
+);

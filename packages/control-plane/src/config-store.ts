@@ -7,7 +7,15 @@ import { parseAllDocuments } from 'yaml';
 import { type AdmitChecks, admit } from './admission.js';
 import { objectKey, type StoreObject } from './k8s-objects.js';
 import { parseObject } from './parse-object.js';
-import type { SharedStateStore, StateStore, StoredState } from './store/state-store.js';
+import {
+  type Bindings,
+  type BindingsChange,
+  bindingsChange,
+  changesBindings,
+  type SharedStateStore,
+  type StateStore,
+  type StoredState,
+} from './store/state-store.js';
 
 const log = logger('config-store');
 
@@ -34,7 +42,7 @@ export interface ConfigStoreOptions {
   dir?: string;
   debounceMs?: number;
   /**
-   * Where applied objects and the generation are kept (store/). Loaded at construction
+   * Where applied objects, the generation and the served waypoint bindings are kept (store/). Loaded at construction
    * (ZM_ERR_STATE_STORE when it cannot be read); every accepted change is committed there
    * first, in one transaction, and a change the store refuses is refused.
    */
@@ -52,7 +60,16 @@ export interface ConfigStoreOptions {
     objects: ReadonlyMap<string, StoreObject>,
     originOf: (key: string) => string | undefined,
   ) => string[];
+  /**
+   * The served waypoint bindings the would-be objects give, from the last-served ones
+   * (the control plane's compile and WaypointHold): computed once a change is admitted and
+   * committed with it, in its transaction. Absent: the bindings are left as they are.
+   */
+  bindings?: (objects: ReadonlyMap<string, StoreObject>, last: Bindings) => Bindings;
 }
+
+/** What `recordBindings` did: written now (local store), on its way (shared: a 'change' follows), or not written. */
+export type BindingsRecord = 'recorded' | 'pending' | 'failed';
 
 /**
  * The control plane's configuration: a directory of YAML plus objects applied through
@@ -90,7 +107,12 @@ interface Prepared {
   changed: ReadonlyMap<string, string>;
   put: StoreObject[];
   remove: string[];
+  /** The served bindings that change with it, and all of them after. */
+  bindings: BindingsChange;
 }
+
+/** No binding changes: `bindings` stays as it is. */
+const unchanged = (bindings: Bindings): BindingsChange => ({ put: new Map(), remove: [], after: bindings });
 
 /** What an edit would make `applied`, before admission. */
 interface Edit {
@@ -116,6 +138,10 @@ export class ConfigStore extends EventEmitter {
   #commitFailure: string | undefined;
   /** Shared-store changes run one at a time, so this replica never races itself. */
   #submitting: Promise<unknown> = Promise.resolve();
+  /** The served waypoint bindings as stored, current with the view. */
+  #bindings: Bindings = new Map();
+  /** A shared-store bindings record in flight. */
+  #recording = false;
 
   constructor(opts: ConfigStoreOptions = {}) {
     super();
@@ -123,6 +149,7 @@ export class ConfigStore extends EventEmitter {
     const stored = opts.shared?.snapshot() ?? opts.state?.load();
     if (stored) {
       this.#applied = new Map(stored.objects);
+      this.#bindings = stored.bindings;
       this.#view = Object.freeze({ generation: stored.generation, objects: new Map(stored.objects) });
       this.#restored = stored.generation > 0;
     }
@@ -131,6 +158,70 @@ export class ConfigStore extends EventEmitter {
 
   view(): StoreView {
     return this.#view;
+  }
+
+  /** The served waypoint bindings as stored (waypoint-hold.ts), current with `view()`. */
+  bindings(): Bindings {
+    return this.#bindings;
+  }
+
+  /**
+   * Writes binding changes that come with no config change (a held object released when its
+   * waypoint ACKs), before they are served. Local store: at once, the generation unchanged.
+   * Shared store: one transaction guarded by the view's generation, like `submit`; its commit
+   * arrives as a 'change' (as from any replica), and one that lost a race is dropped (the
+   * caller decides again on what won). One shared record is in flight at a time.
+   */
+  recordBindings(change: BindingsChange): BindingsRecord {
+    const shared = this.#opts.shared;
+    if (shared === undefined) {
+      try {
+        this.#opts.state?.commit({
+          put: [],
+          remove: [],
+          generation: this.#view.generation,
+          bindings: change,
+        });
+      } catch (e) {
+        log.warn({ err: (e as Error).message }, 'could not record waypoint bindings; they stay held');
+        return 'failed';
+      }
+      this.#bindings = change.after;
+      return 'recorded';
+    }
+    if (this.#recording) return 'pending';
+    this.#recording = true;
+    const basedOn = this.#view.generation;
+    const run = this.#submitting.then(() => this.#recordShared(shared, change, basedOn));
+    this.#submitting = run.finally(() => {
+      this.#recording = false;
+    });
+    return 'pending';
+  }
+
+  async #recordShared(shared: SharedStateStore, change: BindingsChange, basedOn: number): Promise<void> {
+    if (this.#view.generation !== basedOn) return; // decided on a state that has moved on
+    try {
+      const generation = await shared.commitIf({ put: [], remove: [], bindings: change }, basedOn);
+      if (generation === undefined) this.#adopt(await shared.refresh());
+      else if (generation > this.#view.generation)
+        this.#install({ ...this.#same(), bindings: change }, generation);
+    } catch (e) {
+      log.warn({ err: (e as Error).message }, 'could not record waypoint bindings; they stay held, retrying');
+    }
+  }
+
+  /** The current objects as a change that changes none of them. */
+  #same(): Omit<Prepared, 'bindings'> {
+    return {
+      files: this.#files,
+      applied: this.#applied,
+      // Views are never changed in place: the same map, so what was compiled for it holds.
+      objects: this.#view.objects as Map<string, StoreObject>,
+      changed: new Map(),
+      put: [],
+      remove: [],
+    };
   }
 
   /**
@@ -316,6 +407,7 @@ export class ConfigStore extends EventEmitter {
         changed: new Map(),
         put: [],
         remove: [],
+        bindings: unchanged(state.bindings),
       },
       state.generation,
     );
@@ -347,13 +439,23 @@ export class ConfigStore extends EventEmitter {
     // On a shared store only the directory's files come here (reloads): the generation is the store's.
     const generation = this.#view.generation + (this.#opts.shared ? 0 : 1);
     try {
-      this.#opts.state?.commit({ put: prepared.value.put, remove: prepared.value.remove, generation });
+      this.#opts.state?.commit({
+        put: prepared.value.put,
+        remove: prepared.value.remove,
+        generation,
+        ...(changesBindings(prepared.value.bindings) ? { bindings: prepared.value.bindings } : {}),
+      });
       this.#commitFailure = undefined;
     } catch (e) {
       this.#commitFailure = `state store ${this.#opts.state?.location} cannot be written: ${(e as Error).message}`;
       return this.#unavailable(`state store: ${(e as Error).message}`, source);
     }
-    this.#install(prepared.value, generation);
+    // A shared store's bindings are its own: what this reload would change is recorded by
+    // the control plane (recordBindings), as a commit of the store.
+    this.#install(
+      this.#opts.shared ? { ...prepared.value, bindings: unchanged(this.#bindings) } : prepared.value,
+      generation,
+    );
     return ok(this.#view);
   }
 
@@ -376,12 +478,16 @@ export class ConfigStore extends EventEmitter {
       o.metadata.creationTimestamp ??= this.#view.objects.get(key)?.metadata.creationTimestamp ?? now;
     const put = [...applied].filter(([k, o]) => this.#applied.get(k) !== o).map(([, o]) => o);
     const remove = [...this.#applied.keys()].filter((k) => !applied.has(k));
-    return ok({ files, applied, objects, changed, put, remove });
+    const served = this.#opts.bindings?.(objects, this.#bindings);
+    const bindings =
+      served === undefined ? unchanged(this.#bindings) : bindingsChange(this.#bindings, served, true);
+    return ok({ files, applied, objects, changed, put, remove, bindings });
   }
 
   #install(p: Prepared, generation: number): void {
     this.#files = p.files;
     this.#applied = p.applied;
+    this.#bindings = p.bindings.after;
     this.#origins = new Map(
       [...p.objects.keys()].flatMap((k) => {
         const at = p.changed.get(k) ?? this.#origins.get(k);

@@ -16,12 +16,13 @@ import { ConfigStore, type StoreUnavailable, type StoreView } from './config-sto
 import { ControlPlaneMetrics } from './cp-metrics.js';
 import { EventLog } from './events.js';
 import { explainPod, type PodExplanation } from './explain-pod.js';
-import { isWaypointClass, USE_WAYPOINT_LABEL, WAYPOINT_CLASS } from './k8s-objects.js';
+import { isWaypointClass, type StoreObject, USE_WAYPOINT_LABEL, WAYPOINT_CLASS } from './k8s-objects.js';
 import { type RolloutReport, setNamespaceWaypoint, waitForAcks } from './namespace-waypoint.js';
 import { NodeTokens } from './node-tokens.js';
 import type { ProxyReport } from './proxy-status.js';
 import { type RouteStatus, routeStatuses } from './route-status.js';
 import {
+  bindingsChange,
   MemoryStateStore,
   metaOrCreate,
   type SharedStateStore,
@@ -40,8 +41,8 @@ export interface ControlPlaneOptions {
   /** HMAC key for node tokens; default: the state store's (created there on first start). */
   tokenKey?: Buffer;
   /**
-   * Applied objects, the generation, xDS version counters and the node-token key
-   * (store/). Default: in memory, nothing survives the process.
+   * Applied objects, the generation, the served waypoint bindings, xDS version counters and
+   * the node-token key (store/). Default: in memory, nothing survives the process.
    */
   state?: StateStore;
   /**
@@ -103,6 +104,8 @@ export class ControlPlane {
   readonly #hold = new WaypointHold();
   #generation = 0;
   #reservePending = false;
+  /** The last compile, by the objects map it compiled (views share theirs). */
+  #compiledFor: { objects: ReadonlyMap<string, StoreObject>; compiled: CompiledConfig } | undefined;
   /** Set once the first load committed: before it, the control plane cannot serve. */
   #loaded = false;
   #listening = false;
@@ -140,13 +143,11 @@ export class ControlPlane {
       ...(validate
         ? {
             admit: (objects, originOf) =>
-              admitWaypointConfigs(
-                this.#compiler.compile({ generation: -1, objects }).waypoints ?? [],
-                validate,
-                originOf,
-              ),
+              admitWaypointConfigs(this.#compile(objects).waypoints ?? [], validate, originOf),
           }
         : {}),
+      // What serving the change will record, committed with it (waypoint-hold.ts).
+      bindings: (objects, last) => this.#hold.decide(this.#compile(objects), this.#ready(), last).bindings,
     });
     this.tokens = new NodeTokens(opts.tokenKey ?? nodeTokenKey(this.state));
     const sign = opts.signCsr;
@@ -178,7 +179,7 @@ export class ControlPlane {
     });
     if (!opts.shared) this.server.cache.seedVersions(storedVersions(this.state));
     this.store.on('change', (view: StoreView) => {
-      this.#compiled = this.#compiler.compile(view);
+      this.#compiled = this.#compile(view.objects);
       this.#generation = view.generation;
       this.#serve();
       this.metrics.configChanges.inc();
@@ -201,16 +202,37 @@ export class ControlPlane {
     if (opts.watch) this.store.watch();
   }
 
+  /** The compiled config of `objects`: admission, the bindings and serving compile each change once. */
+  #compile(objects: ReadonlyMap<string, StoreObject>): CompiledConfig {
+    if (this.#compiledFor?.objects !== objects)
+      this.#compiledFor = { objects, compiled: this.#compiler.compile({ generation: -1, objects }) };
+    return this.#compiledFor.compiled;
+  }
+
+  /** Whether a connected waypoint (of this replica) has ACKed the config of each waypoint, now. */
+  #ready(): (waypoint: string) => boolean {
+    const ackers = this.server.proxies.ackersOf(this.server.cache, WAYPOINT_CONFIG_TYPE_URL);
+    return (w) => (ackers.get(w)?.any.length ?? 0) > 0;
+  }
+
   /**
-   * Serves the compiled config with the transition hold applied, against the waypoints'
-   * readiness now; records binding events from what is served.
+   * Serves the compiled config with the transition hold applied, against the stored
+   * last-served bindings and the waypoints' readiness now; records binding events from what
+   * is served. Bindings that serving would move (a held object whose waypoint ACKed) are
+   * written to the store first: until they are, what is served is what the store says
+   * (nothing released), so no replica and no restart ever finds a waypoint it used missing.
    */
   #serve(): void {
     const compiled = this.#compiled;
     if (compiled === undefined) return;
-    const ackers = this.server.proxies.ackersOf(this.server.cache, WAYPOINT_CONFIG_TYPE_URL);
+    const stored = this.store.bindings();
+    let decision = this.#hold.decide(compiled, this.#ready(), stored);
+    const change = bindingsChange(stored, decision.bindings, false);
+    if (change.put.size > 0 && this.store.recordBindings(change) !== 'recorded')
+      decision = this.#hold.decide(compiled, () => false, stored);
+    this.#hold.served(decision);
     const before = this.#served;
-    this.#served = this.#hold.serve(compiled, (w) => (ackers.get(w)?.any.length ?? 0) > 0);
+    this.#served = decision.config;
     this.events.compiled(before, this.#served);
     if (this.#shared) this.server.setConfig(this.#served, this.#generation);
     else {
@@ -220,11 +242,11 @@ export class ControlPlane {
     this.waypointStatus();
   }
 
-  /** Re-serves when a waypoint that users are held for has become ready. */
+  /** Re-serves when a waypoint that users are held for has become ready (also: a record to retry). */
   #releaseIfReady(): void {
     if (this.#hold.held.length === 0) return;
-    const ackers = this.server.proxies.ackersOf(this.server.cache, WAYPOINT_CONFIG_TYPE_URL);
-    if (this.#hold.held.some((h) => (ackers.get(h.waypoint)?.any.length ?? 0) > 0)) this.#serve();
+    const ready = this.#ready();
+    if (this.#hold.held.some((h) => ready(h.waypoint))) this.#serve();
   }
 
   /** Users held back from a waypoint that is not ready (proxy-status, GET /waypoints/held). */
@@ -438,8 +460,12 @@ export class ControlPlane {
       const holders = () => this.server.proxies.ackers(this.server.cache, WAYPOINT_CONFIG_TYPE_URL, name);
       while (holders().current.length === 0 && Date.now() - started < timeoutMs)
         await new Promise((r) => setTimeout(r, 20));
-      // Users held on their previous path switch once the waypoint ACKed: wait for that too.
+      // Users held on their previous path switch once the waypoint ACKed: wait for that too
+      // (on a shared store the release is a commit, served when it arrives).
       this.#releaseIfReady();
+      const stillHeld = () =>
+        holders().current.length > 0 && this.#hold.held.some((h) => h.waypoint === name);
+      while (stillHeld() && Date.now() - started < timeoutMs) await new Promise((r) => setTimeout(r, 20));
       const switched = this.server.cache.view(ADDRESS_TYPE_URL).version;
       if (switched !== version) {
         version = switched;

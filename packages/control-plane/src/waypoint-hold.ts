@@ -1,7 +1,10 @@
-import type { Service, Workload } from '@zmesh/shared';
+import { logger, type Service, type Workload } from '@zmesh/shared';
 import type { CompiledConfig } from './compiler.js';
+import type { Bindings } from './store/state-store.js';
 
 type Ref = Workload['waypoint'];
+
+const log = logger('waypoint-hold');
 
 /** A workload or service newly bound to a waypoint that is not ready, kept on its previous path. */
 export interface HeldUser {
@@ -13,6 +16,15 @@ export interface HeldUser {
   keptOn: string | undefined;
 }
 
+/** What serving a compiled config through the hold gives. */
+export interface HoldDecision {
+  /** The config to serve. */
+  config: CompiledConfig;
+  /** The last-served bindings once `config` is served: recorded in the store before it is. */
+  bindings: Map<string, string>;
+  held: HeldUser[];
+}
+
 /**
  * The transition hold: traffic is never cut by a new waypoint binding. A workload or
  * service the control plane has served before, whose compiled waypoint differs from the
@@ -20,59 +32,106 @@ export interface HeldUser {
  * config), keeps being served with its last binding (another waypoint, or none: direct)
  * until the new waypoint ACKs; then it switches. Once served through a waypoint, an object
  * stays bound to it: a waypoint that disconnects later fails its users closed, it is never
- * bypassed. An object the control plane has not served before (the first load after a
- * start, a new pod) is served as compiled. Same compiled config, same last-served
- * bindings and same readiness give the same output (the resources stay content-hashed).
+ * bypassed. An object never served before (a new pod, a store that never served) is served
+ * as compiled.
+ *
+ * The last-served bindings are not this object's: they live in the state store
+ * (`Bindings`, store/state-store.ts) and are written before what they describe is served,
+ * in the same transaction as the change that moves them, so every replica and a restarted
+ * control plane decide the same. Same compiled config, same bindings and same readiness
+ * give the same output (the resources stay content-hashed).
  */
 export class WaypointHold {
-  /** Binding last served per object; undefined until the first serve. */
-  #last: Map<string, string | undefined> | undefined;
   readonly #copies = new WeakMap<object, { keptOn: Ref; copy: Workload | Service }>();
+  readonly #keys = new WeakMap<object, string>();
+  /** Stored binding text → the reference it names (few distinct: one per waypoint). */
+  #decoded = new Map<string, Ref>();
+  readonly #unreadable = new Set<string>();
   #held: HeldUser[] = [];
 
   get held(): readonly HeldUser[] {
     return this.#held;
   }
 
-  serve(compiled: CompiledConfig, ready: (waypoint: string) => boolean): CompiledConfig {
-    const prev = this.#last;
-    const next = new Map<string, string | undefined>();
-    const lastRef = new Map<string, Ref>();
+  /** Records `decision` as the one served (proxy-status, the gauges). */
+  served(decision: HoldDecision): void {
+    this.#held = decision.held;
+  }
+
+  decide(compiled: CompiledConfig, ready: (waypoint: string) => boolean, last: Bindings): HoldDecision {
+    const next = new Map<string, string>();
     const held: HeldUser[] = [];
-    // Refs of the previous bindings, to rebuild a held object's waypoint field.
+    const decoded = new Map<string, Ref>();
+    // Current refs of the waypoints by name, to rebuild a held object's waypoint field;
+    // a waypoint no compiled object names any more is rebuilt from its stored reference.
     const refs = new Map<string, Ref>();
     for (const o of [...compiled.workloads, ...compiled.services])
       if (o.waypoint) refs.set(waypointName(o.waypoint)!, o.waypoint);
-    for (const [name, ref] of this.#refs) if (!refs.has(name)) refs.set(name, ref);
-    const pick = <T extends Workload | Service>(key: string, object: string, o: T): T => {
+    const pick = <T extends Workload | Service>(kind: 'Pod' | 'Service', o: T): T => {
+      const key = this.#keyOf(o);
       const want = waypointName(o.waypoint);
       let out = o;
-      if (want !== undefined && prev?.has(key) && !ready(want)) {
-        const keptOn = prev.get(key);
-        if (keptOn !== want) {
-          held.push({ object, waypoint: want, keptOn });
-          out = this.#copy(o, keptOn === undefined ? undefined : refs.get(keptOn));
+      const stored = want === undefined ? undefined : last.get(key);
+      if (want !== undefined && stored !== undefined && !ready(want)) {
+        const keptRef = this.#decode(stored, decoded);
+        const keptOn = waypointName(keptRef);
+        // Unreadable text is not "direct": such an object is served as compiled.
+        if (keptOn !== want && (stored === '' || keptRef !== undefined)) {
+          held.push({ object: `${kind}/${o.namespace}/${o.name}`, waypoint: want, keptOn });
+          out = this.#copy(o, keptOn === undefined ? undefined : (refs.get(keptOn) ?? keptRef));
         }
       }
-      const served = waypointName(out.waypoint);
-      next.set(key, served);
-      if (served !== undefined) lastRef.set(served, out.waypoint);
+      next.set(key, out.waypoint === undefined ? '' : JSON.stringify(out.waypoint));
       return out;
     };
-    const served: CompiledConfig = {
+    const config: CompiledConfig = {
       ...compiled,
-      workloads: compiled.workloads.map((w) => pick(`w/${w.uid}`, `Pod/${w.namespace}/${w.name}`, w)),
-      services: compiled.services.map((s) =>
-        pick(`s/${s.namespace}/${s.hostname}`, `Service/${s.namespace}/${s.name}`, s),
-      ),
+      workloads: compiled.workloads.map((w) => pick('Pod', w)),
+      services: compiled.services.map((s) => pick('Service', s)),
     };
-    this.#last = next;
-    this.#refs = lastRef;
-    this.#held = held.sort((a, b) => a.object.localeCompare(b.object));
-    return served;
+    this.#decoded = decoded;
+    return { config, bindings: next, held: held.sort((a, b) => a.object.localeCompare(b.object)) };
   }
 
-  #refs = new Map<string, Ref>();
+  /**
+   * The reference a stored binding names; undefined for direct, and for text that is not a
+   * reference (a store written by something else), which is then served as compiled.
+   */
+  #decode(text: string, seen: Map<string, Ref>): Ref {
+    if (text === '') return undefined;
+    let ref = seen.get(text) ?? this.#decoded.get(text);
+    if (ref === undefined) {
+      try {
+        const o = JSON.parse(text) as Ref;
+        ref = waypointName(o) === undefined || typeof o?.hbonePort !== 'number' ? undefined : o;
+      } catch {
+        ref = undefined;
+      }
+      // Logged once per text, for the first 64 texts (a bounded set); the next record replaces it.
+      if (ref === undefined && this.#unreadable.size < 64 && !this.#unreadable.has(text)) {
+        this.#unreadable.add(text);
+        log.warn(
+          { binding: text.slice(0, 200) },
+          'stored waypoint binding is not a reference; served as compiled',
+        );
+      }
+    }
+    if (ref !== undefined) seen.set(text, ref);
+    return ref;
+  }
+
+  /**
+   * The binding key of a compiled object (`Bindings`): the same string for the same object,
+   * as compiled objects are kept while unchanged, so map lookups do not rebuild it.
+   */
+  #keyOf(o: Workload | Service): string {
+    let key = this.#keys.get(o);
+    if (key === undefined) {
+      key = 'uid' in o ? `${o.namespace}/w/${o.uid}` : `${o.namespace}/s/${o.hostname}`;
+      this.#keys.set(o, key);
+    }
+    return key;
+  }
 
   /** The same copy for the same object and binding, so the xDS server's encoding memo holds. */
   #copy<T extends Workload | Service>(o: T, keptOn: Ref): T {

@@ -4,6 +4,8 @@ import { Etcd3, type IKeyValue, type IWatchResponse, type Watcher } from 'etcd3'
 import { objectKey, type StoreObject } from '../k8s-objects.js';
 import { decodeObject } from './sqlite-store.js';
 import {
+  type Bindings,
+  bindingGroup,
   type SharedStateStore,
   type StateChange,
   type StoredState,
@@ -17,6 +19,11 @@ const log = logger('etcd-store');
 export const ETCD_PREFIX = 'zmesh/';
 const OBJECTS = `${ETCD_PREFIX}objects/`;
 const META = `${ETCD_PREFIX}meta/`;
+/**
+ * Served waypoint bindings, one key per namespace (a JSON object of that namespace's
+ * bindings), so a change to a whole namespace is one operation of etcd's bounded txn.
+ */
+const BINDINGS = `${ETCD_PREFIX}bindings/`;
 /** Written by every commit: its mod revision is the generation, the compare of every write. */
 const GENERATION = `${ETCD_PREFIX}generation`;
 /** How long one etcd call may take before it counts as failed (and is retried on another member). */
@@ -39,7 +46,7 @@ function storeError(where: string, reason: string): ZmeshError {
 
 /**
  * The shared store on etcd (`--store etcd://…`): objects under `zmesh/objects/<Kind/ns/name>`,
- * named values (CA root, node-token key) under `zmesh/meta/`, and `zmesh/generation`, which
+ * served waypoint bindings under `zmesh/bindings/<namespace>`, named values (CA root, node-token key) under `zmesh/meta/`, and `zmesh/generation`, which
  * every commit rewrites last in its transaction. A commit compares that key's mod revision
  * with the generation the change was computed from, so two replicas never interleave: the
  * second one is told and recomputes. A watch from the loaded revision on keeps the mirror
@@ -52,6 +59,8 @@ export class EtcdStateStore implements SharedStateStore {
   readonly #client: Etcd3;
   #observer: StoreObserver | undefined;
   #objects = new Map<string, StoreObject>();
+  /** Binding groups (namespace → its bindings), as stored. */
+  #groups = new Map<string, ReadonlyMap<string, string>>();
   #generation = 0;
   /** The revision the mirror is current through (the watch resumes after it). */
   #revision = 0;
@@ -87,7 +96,9 @@ export class EtcdStateStore implements SharedStateStore {
   }
 
   snapshot(): StoredState {
-    return { objects: new Map(this.#objects), generation: this.#generation };
+    const bindings = new Map<string, string>();
+    for (const group of this.#groups.values()) for (const [k, v] of group) bindings.set(k, v);
+    return { objects: new Map(this.#objects), generation: this.#generation, bindings };
   }
 
   observe(observer: StoreObserver): void {
@@ -101,15 +112,18 @@ export class EtcdStateStore implements SharedStateStore {
   async #refresh(): Promise<StoredState> {
     const res = await this.#call(() => this.#client.getAll().prefix(ETCD_PREFIX).exec());
     const objects = new Map<string, StoreObject>();
+    const groups = new Map<string, ReadonlyMap<string, string>>();
     let generation = 0;
     for (const kv of res.kvs) {
       const key = kv.key.toString();
       if (key === GENERATION) generation = Number(kv.mod_revision);
       else if (key.startsWith(OBJECTS)) objects.set(key.slice(OBJECTS.length), this.#decode(kv));
+      else if (key.startsWith(BINDINGS)) groups.set(key.slice(BINDINGS.length), this.#decodeGroup(kv));
     }
     const revision = Number(res.header.revision);
     if (revision >= this.#revision) {
       this.#objects = objects;
+      this.#groups = groups;
       this.#generation = generation;
       this.#revision = revision;
     }
@@ -127,6 +141,10 @@ export class EtcdStateStore implements SharedStateStore {
     const ops = [
       ...change.remove.map((k) => this.#client.delete().key(OBJECTS + k)),
       ...change.put.map((o) => this.#client.put(OBJECTS + objectKey(o)).value(JSON.stringify(o))),
+      ...this.#groupOps(change.bindings?.after, [
+        ...(change.bindings?.put.keys() ?? []),
+        ...(change.bindings?.remove ?? []),
+      ]),
       this.#client.put(GENERATION).value(mark),
     ];
     let failure: unknown;
@@ -148,6 +166,22 @@ export class EtcdStateStore implements SharedStateStore {
     if (kv?.value.toString() === mark) return Number(kv.mod_revision);
     if (failure !== undefined) throw storeError(this.location, describe(failure));
     return undefined;
+  }
+
+  /** Rewrites (or deletes, once empty) each binding group `keys` touch, from the whole set `after`. */
+  #groupOps(after: Bindings | undefined, keys: readonly string[]) {
+    if (after === undefined) return [];
+    const touched = new Set(keys.map(bindingGroup));
+    const groups = new Map<string, Record<string, string>>([...touched].map((g) => [g, {}]));
+    for (const [k, v] of after) {
+      const group = groups.get(bindingGroup(k));
+      if (group !== undefined) group[k] = v;
+    }
+    return [...groups].map(([g, bindings]) =>
+      Object.keys(bindings).length === 0
+        ? this.#client.delete().key(BINDINGS + g)
+        : this.#client.put(BINDINGS + g).value(JSON.stringify(bindings)),
+    );
   }
 
   onChange(listener: (state: StoredState) => void): void {
@@ -258,6 +292,10 @@ export class EtcdStateStore implements SharedStateStore {
             log.error({ key, err: describe(e) }, 'state store holds an object zmesh cannot read; ignored');
           }
         }
+      } else if (key.startsWith(BINDINGS)) {
+        const group = key.slice(BINDINGS.length);
+        if (ev.type === 'Delete') this.#groups.delete(group);
+        else this.#groups.set(group, this.#decodeGroup(ev.kv));
       }
     }
   }
@@ -272,6 +310,29 @@ export class EtcdStateStore implements SharedStateStore {
     const object = decodeObject(key, kv.value.toString());
     if (typeof object === 'string') throw storeError(this.location, `object ${key}: ${object}`);
     return object;
+  }
+
+  /**
+   * One namespace's bindings. What zmesh cannot read is dropped with a log line: those
+   * objects are then served as compiled (a waypoint they name is never bypassed), not refused.
+   */
+  #decodeGroup(kv: IKeyValue): ReadonlyMap<string, string> {
+    const group = kv.key.toString().slice(BINDINGS.length);
+    try {
+      const o: unknown = JSON.parse(kv.value.toString());
+      if (typeof o !== 'object' || o === null || Array.isArray(o)) throw new Error('not an object');
+      return new Map(
+        Object.entries(o).filter(
+          (e): e is [string, string] => typeof e[1] === 'string' && bindingGroup(e[0]) === group,
+        ),
+      );
+    } catch (e) {
+      log.error(
+        { group, err: describe(e) },
+        'state store holds waypoint bindings zmesh cannot read; ignored',
+      );
+      return new Map();
+    }
   }
 
   async #call<T>(run: () => Promise<T>): Promise<T> {

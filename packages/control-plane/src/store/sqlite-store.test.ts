@@ -176,3 +176,60 @@ sqliteTest(
     t.false(/backend="(etcd|memory)"/.test(after), 'only the backend in use');
   },
 );
+
+sqliteTest(
+  'served waypoint bindings commit with the objects, all or nothing; a version-1 database gains their table',
+  async (t) => {
+    const dir = await stateDir(t);
+    const ns = (name: string) => ({
+      kind: 'Namespace' as const,
+      metadata: { name, namespace: '', labels: {} },
+    });
+    const bind = (put: Array<[string, string]>, remove: string[] = []) => ({
+      put: new Map(put),
+      remove,
+      after: new Map(put),
+    });
+    const first = SqliteStateStore.open(dir);
+    first.commit({
+      put: [ns('a')],
+      remove: [],
+      generation: 1,
+      bindings: bind([
+        ['a/w/p', ''],
+        ['a/s/h', '{}'],
+      ]),
+    });
+    first.commit({ put: [], remove: [], generation: 1, bindings: bind([['a/w/p', '{"x":1}']], ['a/s/h']) });
+    // A binding the schema refuses (NOT NULL) rolls back the objects of its commit too.
+    t.throws(() =>
+      first.commit({
+        put: [ns('b')],
+        remove: [],
+        generation: 2,
+        bindings: bind([['b/w/q', null as unknown as string]]),
+      }),
+    );
+    first.close();
+    const reopened = SqliteStateStore.open(dir);
+    const state = reopened.load();
+    t.deepEqual([...state.objects.keys()], ['Namespace//a']);
+    t.is(state.generation, 1);
+    t.deepEqual([...state.bindings], [['a/w/p', '{"x":1}']]);
+    reopened.close();
+
+    // The database as zmesh wrote it before bindings were stored.
+    const sqlite = process.getBuiltinModule('node:sqlite') as {
+      DatabaseSync: new (p: string) => { exec(sql: string): void; close(): void };
+    };
+    const db = new sqlite.DatabaseSync(join(dir, STATE_DB_FILE));
+    db.exec('DROP TABLE bindings; PRAGMA user_version = 1;');
+    db.close();
+    const upgraded = SqliteStateStore.open(dir);
+    t.teardown(() => upgraded.close());
+    t.deepEqual([...upgraded.load().objects.keys()], ['Namespace//a'], 'objects kept');
+    t.is(upgraded.load().bindings.size, 0, 'no bindings yet: served as compiled');
+    upgraded.commit({ put: [], remove: [], generation: 1, bindings: bind([['a/w/p', '']]) });
+    t.deepEqual([...upgraded.load().bindings], [['a/w/p', '']]);
+  },
+);

@@ -14,8 +14,11 @@ const log = logger('state-store');
 
 /** The database file inside `--state-dir`. */
 export const STATE_DB_FILE = 'zmesh-state.db';
-/** Bumped when the schema changes; an unknown newer version is refused, not guessed at. */
-const SCHEMA_VERSION = 1;
+/**
+ * Bumped when the schema changes; an unknown newer version is refused, not guessed at.
+ * 2: the served waypoint bindings (table `bindings`); a version-1 database gains it empty.
+ */
+const SCHEMA_VERSION = 2;
 
 /** The part of `node:sqlite` (Node 22.5+) this store uses. */
 interface Statement {
@@ -115,7 +118,10 @@ export class SqliteStateStore implements StateStore {
       const generation = Number(this.#getMeta('generation') ?? '0');
       if (!Number.isSafeInteger(generation) || generation < 0)
         throw new Error(`generation is not a counter: ${generation}`);
-      return { objects, generation };
+      const bindings = new Map<string, string>();
+      for (const row of this.#db.prepare('SELECT key, value FROM bindings ORDER BY key').all())
+        bindings.set(String(row.key), String(row.value));
+      return { objects, generation, bindings };
     } catch (e) {
       throw storeError(this.#dir, describe(e));
     }
@@ -131,6 +137,12 @@ export class SqliteStateStore implements StateStore {
       for (const key of change.remove) del.run(key);
       const put = this.#db.prepare('INSERT OR REPLACE INTO objects (key, body) VALUES (?, ?)');
       for (const o of change.put) put.run(objectKey(o), JSON.stringify(o));
+      if (change.bindings) {
+        const unbind = this.#db.prepare('DELETE FROM bindings WHERE key = ?');
+        for (const key of change.bindings.remove) unbind.run(key);
+        const bind = this.#db.prepare('INSERT OR REPLACE INTO bindings (key, value) VALUES (?, ?)');
+        for (const [key, value] of change.bindings.put) bind.run(key, value);
+      }
       this.#setMeta('generation', String(change.generation));
     });
   }
@@ -197,6 +209,7 @@ function migrate(db: Database): void {
     if (version < SCHEMA_VERSION)
       db.exec(`CREATE TABLE IF NOT EXISTS objects (key TEXT PRIMARY KEY, body TEXT NOT NULL) STRICT;
         CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
+        CREATE TABLE IF NOT EXISTS bindings (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
         PRAGMA user_version = ${SCHEMA_VERSION};`);
     db.exec('COMMIT');
   } catch (e) {

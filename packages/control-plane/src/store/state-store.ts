@@ -1,9 +1,49 @@
 import { objectKey, type StoreObject } from '../k8s-objects.js';
 
-/** What a store holds for the config store: every applied object and the generation counter. */
+/**
+ * The served waypoint bindings (waypoint-hold.ts): which path each workload and service was
+ * last served with. Key `<namespace>/w/<uid>` or `<namespace>/s/<hostname>`; value the
+ * waypoint reference it was served through, as JSON, or `''` for direct. An object served
+ * through a waypoint keeps that waypoint here, so no replica and no restart routes around it.
+ */
+export type Bindings = ReadonlyMap<string, string>;
+
+/** Bindings that change in one commit, and the whole set after it. */
+export interface BindingsChange {
+  readonly put: ReadonlyMap<string, string>;
+  readonly remove: readonly string[];
+  /** Every binding once the change is made (a backend that stores them grouped rewrites each touched group from it). */
+  readonly after: Bindings;
+}
+
+/** What changes from `before` to `after`; `drop` false keeps keys `after` lacks (puts only). */
+export function bindingsChange(before: Bindings, after: Bindings, drop: boolean): BindingsChange {
+  const put = new Map<string, string>();
+  for (const [k, v] of after) if (before.get(k) !== v) put.set(k, v);
+  const remove: string[] = [];
+  if (drop) for (const k of before.keys()) if (!after.has(k)) remove.push(k);
+  if (drop || put.size === 0) return { put, remove, after: drop ? after : before };
+  const whole = new Map(before);
+  for (const [k, v] of put) whole.set(k, v);
+  return { put, remove, after: whole };
+}
+
+/** Whether `change` changes anything. */
+export function changesBindings(change: BindingsChange | undefined): change is BindingsChange {
+  return change !== undefined && (change.put.size > 0 || change.remove.length > 0);
+}
+
+/** The binding group a key belongs to: its namespace (etcd keeps one key per group). */
+export function bindingGroup(key: string): string {
+  const slash = key.indexOf('/');
+  return slash < 0 ? key : key.slice(0, slash);
+}
+
+/** What a store holds for the config store: every applied object, the generation counter and the served bindings. */
 export interface StoredState {
   readonly objects: ReadonlyMap<string, StoreObject>;
   readonly generation: number;
+  readonly bindings: Bindings;
 }
 
 /** Which kind of store: a bounded label of the store-latency histogram. */
@@ -50,11 +90,13 @@ export interface StateChange {
   /** Keys (`Kind/namespace/name`) of applied objects that are gone. */
   readonly remove: readonly string[];
   readonly generation: number;
+  /** Served waypoint bindings that change with it (absent: none), in the same transaction. */
+  readonly bindings?: BindingsChange;
 }
 
 /**
  * The control plane's source of truth (ARCHITECTURE.md, "State"). Applied objects, the
- * generation, and small named values (the node-token key, the CA root, xDS version
+ * generation, the served waypoint bindings, and small named values (the node-token key, the CA root, xDS version
  * counters) live here. Every method is synchronous: the embedded backend commits before
  * `apply` returns, so an acknowledged apply is on disk. A failure throws ZM_ERR_STATE_STORE
  * and leaves the store as it was.
@@ -79,6 +121,7 @@ export class MemoryStateStore implements StateStore {
   readonly backend = 'memory';
   readonly #objects = new Map<string, StoreObject>();
   readonly #meta = new Map<string, string>();
+  readonly #bindings = new Map<string, string>();
   #generation = 0;
   #observer: StoreObserver | undefined;
 
@@ -90,6 +133,7 @@ export class MemoryStateStore implements StateStore {
     return timed(this.#observer, 'load', () => ({
       objects: new Map(this.#objects),
       generation: this.#generation,
+      bindings: new Map(this.#bindings),
     }));
   }
 
@@ -97,6 +141,8 @@ export class MemoryStateStore implements StateStore {
     timed(this.#observer, 'commit', () => {
       for (const key of change.remove) this.#objects.delete(key);
       for (const o of change.put) this.#objects.set(objectKey(o), o);
+      for (const key of change.bindings?.remove ?? []) this.#bindings.delete(key);
+      for (const [key, value] of change.bindings?.put ?? []) this.#bindings.set(key, value);
       this.#generation = change.generation;
     });
   }
