@@ -4,6 +4,7 @@ import {
   CaClient,
   CertificateAuthority,
   type Credential,
+  configFileRefused,
   DEFAULT_ACCESS_LOG_RATE,
   formatHostPort,
   IdleReclaim,
@@ -88,8 +89,8 @@ const DEFAULT_DRAIN_GRACE_SECONDS = 3600;
 /**
  * `zmesh ztunnel`: with --xds, config and certificates come from the control plane (the
  * local --config, if any, supplies only forward listeners); without it, explicit-proxy mode
- * from a local config file and a local CA (docs/design.md §11). Exits 2 with every reason when
- * inputs are invalid, 1 naming the listener, address and errno when a port cannot be bound
+ * from a local config file and a local CA (docs/design.md §11). Exits 2 when a flag is
+ * invalid, 1 with ZM_ERR_CONFIG_INVALID and every reason when the config file is, 1 naming the listener, address and errno when a port cannot be bound
  * (ZM_ERR_LISTEN_BIND). SIGTERM drains (stops accepting, GOAWAY, keeps open connections up
  * to --drain-grace: docs/upgrade.md); SIGINT, a second SIGTERM or POST /quitquitquit stop at once.
  */
@@ -102,10 +103,7 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
   let config: LocalConfig | undefined;
   if (opts.config) {
     const loaded = await loadLocalConfig(opts.config);
-    if (!loaded.ok) {
-      for (const reason of loaded.error) console.error(`zmesh ztunnel: ${reason}`);
-      return 2;
-    }
+    if (!loaded.ok) return startFailure('ztunnel', configFileRefused(opts.config, loaded.error));
     config = loaded.value;
   }
   const keys = opts.persistKeys ? await openKeys(opts.persistKeys) : undefined;
