@@ -1,15 +1,9 @@
 import { readFile } from 'node:fs/promises';
-import { FieldReader, ZmeshError } from '@zmesh/shared';
+import { FieldReader, ZmeshError } from '@zmesh/shared/cli';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { checkCrds } from './crds.js';
-import {
-  DEFAULT_IMAGE,
-  DEFAULT_NAMESPACE,
-  DEFAULT_VALUES,
-  type InstallValues,
-  installObjects,
-  type ManifestObject,
-} from './manifests.js';
+import { DEFAULT_IMAGE, DEFAULT_NAMESPACE, DEFAULT_VALUES, type InstallValues } from './install-values.js';
+import type { ManifestObject } from './manifests.js';
 
 export interface InstallCommandOptions {
   namespace?: string;
@@ -53,6 +47,8 @@ export async function runInstall(opts: InstallCommandOptions, io: InstallIo = ST
   try {
     if (opts.checkCrds !== undefined) return await runCheckCrds(opts.checkCrds, io);
     const values = opts.values ? await readValues(opts.values) : DEFAULT_VALUES;
+    // The Kubernetes models load only for input that passed.
+    const { installObjects } = await import('./manifests.js');
     const objects = installObjects({
       namespace,
       image,
