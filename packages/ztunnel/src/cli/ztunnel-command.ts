@@ -18,6 +18,7 @@ import {
   TokenFile,
   TrustBundle,
   validateSvid,
+  ZmeshError,
 } from '@zmesh/shared';
 import { Registry } from 'prom-client';
 import { drainOnCertChange } from '../identity/cert-drain.js';
@@ -111,7 +112,12 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     console.error(`zmesh ztunnel: ${keys}`);
     return 2;
   }
-  const mode = opts.xds ? await controlPlaneMode(opts, config) : await localMode(opts, config!);
+  let mode: Mode | string;
+  try {
+    mode = opts.xds ? await controlPlaneMode(opts, config) : await localMode(opts, config!);
+  } catch (e) {
+    return startFailure('ztunnel', e);
+  }
   if (typeof mode === 'string') {
     console.error(`zmesh ztunnel: ${mode}`);
     return 2;
@@ -388,14 +394,18 @@ async function controlPlaneMode(opts: ZtunnelCommandOptions, config?: LocalConfi
   try {
     token = await TokenFile.read(opts.tokenFile!);
   } catch (e) {
-    return `--token-file: ${(e as Error).message}`;
+    // A file that cannot be read is a runtime failure (exit 1, with its code), not a usage error.
+    throw new ZmeshError('ZM_ERR_CONFIG_INVALID', { source: '--token-file', reason: (e as Error).message });
   }
   const bundle = new TrustBundle(opts.trustDomain);
   const roots = new RootsFileWatcher(opts.rootsFile!, bundle);
   const loaded = await roots.start();
   if (!loaded.ok) {
     roots.stop();
-    return `--roots-file: ${loaded.error.join('; ')}`;
+    throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
+      source: '--roots-file',
+      reason: loaded.error.join('; '),
+    });
   }
   token.watch();
   const backoff = parseBackoff(opts.xdsBackoff);
