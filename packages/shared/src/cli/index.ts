@@ -6,5 +6,6 @@
 export { FieldReader } from '../config/field-reader.js';
 export { isZmeshError, ZmeshError } from '../errors/index.js';
 export * from '../net/admin-client.js';
+export { err, ok, type Result } from '../result.js';
 export { BUILD_INFO, versionLine } from '../runtime/build-info.js';
 export * from './discipline.js';
