@@ -13,14 +13,18 @@ test('bin/zmesh --help lists the subcommands', async (t) => {
   for (const cmd of ['ztunnel', 'demo', 'bench']) t.regex(r.stdout, new RegExp(`\\b${cmd}\\b`));
 });
 
-test('zmesh ztunnel with an invalid config exits 2 naming file, path and reason', async (t) => {
+test('zmesh ztunnel with a config file it cannot read exits 1 with one line naming the file and reason', async (t) => {
   const r = await execa(
     ZMESH,
     ['ztunnel', '--config', '/nonexistent.yaml', '--node', 'n', '--ca-dir', '/tmp'],
     { reject: false },
   );
-  t.is(r.exitCode, 2);
-  t.regex(r.stderr, /\/nonexistent\.yaml: cannot read/);
+  t.is(r.exitCode, 1);
+  t.regex(
+    r.stderr,
+    /^zmesh ztunnel: ZM_ERR_CONFIG_INVALID: invalid config \/nonexistent\.yaml: cannot read: ENOENT/,
+  );
+  t.is(r.stderr.trim().split('\n').length, 1);
 });
 
 test('zmesh ztunnel refuses a bad access-log flag with one line naming it', async (t) => {

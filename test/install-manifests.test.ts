@@ -233,8 +233,9 @@ test('zmesh install: flags, values and --ca-dir change the manifests; bad input 
   t.notRegex(toYaml(defaults()), /PRIVATE KEY/);
 
   await writeFile(values, 'controlPlaneReplicas: 0\nlogLevl: debug\n');
+  // A values file holding bad values is a runtime failure, as a bad file given to apply -f is.
   const bad = await install({ values });
-  t.is(bad.code, 2);
+  t.is(bad.code, 1);
   t.is(bad.stdout, '');
   t.is(bad.stderr.length, 1);
   t.regex(bad.stderr[0]!, /^zmesh install: ZM_ERR_INSTALL_INPUT: invalid install input \S+values\.yaml: /);
@@ -244,7 +245,7 @@ test('zmesh install: flags, values and --ca-dir change the manifests; bad input 
   const two = join(dir, 'two-replicas.yaml');
   await writeFile(two, 'controlPlaneReplicas: 2\n');
   const diverging = await install({ values: two });
-  t.is(diverging.code, 2);
+  t.is(diverging.code, 1);
   t.regex(diverging.stderr[0]!, /controlPlaneReplicas: more than one needs stateStore: etcd:\/\//);
   const badNs = await install({ namespace: 'Not_A_Name' });
   t.deepEqual(badNs.code, 2);
@@ -254,9 +255,9 @@ test('zmesh install: flags, values and --ca-dir change the manifests; bad input 
   );
   t.is((await install({ output: 'xml' })).code, 2);
 
-  // The command line itself: the same one line on stderr, exit 2, nothing on stdout, no stack.
+  // The command line itself: the same one line on stderr, exit 1, nothing on stdout, no stack.
   const cli = await execa(ZMESH, ['install', '--values', values], { reject: false });
-  t.is(cli.exitCode, 2);
+  t.is(cli.exitCode, 1);
   t.is(cli.stdout, '');
   t.is(cli.stderr.trim(), bad.stderr[0] ?? '');
 });
@@ -293,7 +294,13 @@ test('zmesh install --check-crds names the CRDs a cluster dump lacks (exit 1), p
   t.is(complete.code, 0, complete.stderr.join('\n'));
   t.regex(complete.stdout, /every required CRD is present/);
 
-  t.is((await install({ checkCrds: join(dir, 'absent.yaml') })).code, 2);
+  // A dump that cannot be read: a runtime failure with its code (exit 1), as apply -f's file.
+  const absent = await install({ checkCrds: join(dir, 'absent.yaml') });
+  t.is(absent.code, 1);
+  t.regex(
+    absent.stderr[0]!,
+    /^zmesh install: ZM_ERR_INSTALL_INPUT: invalid install input \S+absent\.yaml: cannot read: ENOENT$/,
+  );
   t.throws(() => checkCrds('kind: Pod\nmetadata: {name: x}\n'), {
     message: 'a Pod document, not a CustomResourceDefinition or List',
   });

@@ -164,6 +164,36 @@ test.serial('HTTP/2 rapid reset closes only that connection', async (t) => {
   socket.destroy();
 });
 
+test.serial(
+  "HTTP/2 rapid reset is judged by HBONE's premature-reset rule: a reset of any code counts",
+  async (t) => {
+    // RST_STREAM(NO_ERROR) of unanswered streams is premature for Envoy, as CANCEL is; the
+    // waypoint once counted CANCEL only, and this burst went through.
+    const count = async () =>
+      Number(
+        /zmesh_waypoint_bad_requests_total\{protocol="http2",reason="rapid_reset"\} (\d+)/.exec(
+          await mesh.waypoint.metrics.registry.metrics(),
+        )?.[1] ?? 0,
+      );
+    const before = await count();
+    const { socket, closed } = await rawH2();
+    const block = Buffer.concat(REQUEST.map(([n, v]) => literal(n, v)));
+    const noError = Buffer.alloc(4);
+    noError.writeUInt32BE(http2.constants.NGHTTP2_NO_ERROR);
+    const burst: Buffer[] = [];
+    for (let id = 1; id < 2 * 400; id += 2)
+      burst.push(frame(1, 0x4 | 0x1, id, block), frame(3, 0, id, noError));
+    socket.write(Buffer.concat(burst));
+    const ended = await Promise.race([
+      closed.then(() => true),
+      new Promise<boolean>((r) => setTimeout(() => r(false), 5000)),
+    ]);
+    t.true(ended, 'the attacking connection was closed');
+    t.is((await count()) - before, 1);
+    socket.destroy();
+  },
+);
+
 test.serial('an HTTP/2 CONTINUATION flood closes only that connection', async (t) => {
   const bystander = http2.connect(`http://${mesh.ip.client}:${mesh.port.client}`);
   const { socket, closed } = await rawH2();

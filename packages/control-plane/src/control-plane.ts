@@ -393,7 +393,8 @@ export class ControlPlane {
     if (!loaded.ok) {
       throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
         source: 'config directory',
-        reason: loaded.error.join('; '),
+        // One line: a YAML parser's reason goes on with the text it points at.
+        reason: loaded.error.map((r) => r.split('\n')[0]).join('; '),
       });
     }
     this.#loaded = true;

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
-import { ZmeshError } from '@zmesh/shared';
-import { Cluster, type ClusterSpec, type ClusterStatus, gridSpec } from '../cluster/index.js';
+import { ZmeshError } from '@zmesh/shared/cli';
+import type { Cluster, ClusterStatus } from '../cluster/cluster.js';
+import { type ClusterSpec, gridSpec, parseClusterSpec } from '../cluster/cluster-spec.js';
 
 export interface ClusterCommandOptions {
   /** YAML spec file (see ClusterSpec); without it, a grid of `nodes` × `pods`. */
@@ -26,21 +27,28 @@ export async function runCluster(
   }
   switch (action) {
     case 'up': {
-      const cluster = await Cluster.up(specFrom(opts), { persistent: true });
+      // The spec is judged before the cluster's modules load.
+      const spec = specFrom(opts);
+      const parsed = typeof spec === 'string' ? parseClusterSpec(spec) : undefined;
+      if (parsed?.ok === false)
+        throw new ZmeshError('ZM_ERR_CLUSTER_SPEC', { reason: parsed.error.join('; ') });
+      const cluster = await (await clusters()).up(spec, { persistent: true });
       print([cluster.status()], opts.json === true);
       return 0;
     }
     case 'down': {
       // Without a run id, only clusters made by `cluster up`: a test's live cluster is its own.
-      const clusters = selected(opts.runId).filter((c) => opts.runId !== undefined || c.status().persistent);
-      for (const c of clusters) await c.down();
-      await Cluster.cleanupStale();
-      process.stdout.write(`removed ${clusters.length} cluster(s)\n`);
+      const removed = (await selected(opts.runId)).filter(
+        (c) => opts.runId !== undefined || c.status().persistent,
+      );
+      for (const c of removed) await c.down();
+      await (await clusters()).cleanupStale();
+      process.stdout.write(`removed ${removed.length} cluster(s)\n`);
       return 0;
     }
     case 'status': {
       print(
-        selected(opts.runId).map((c) => c.status()),
+        (await selected(opts.runId)).map((c) => c.status()),
         opts.json === true,
       );
       return 0;
@@ -60,9 +68,15 @@ function specFrom(opts: ClusterCommandOptions): ClusterSpec | string {
   return gridSpec(Number(opts.nodes ?? 2), Number(opts.pods ?? 2));
 }
 
-function selected(runId: string | undefined): Cluster[] {
-  const ids = runId === undefined ? Cluster.list().map((s) => s.runId) : [runId];
-  return ids.map((id) => Cluster.load(id)).filter((c): c is Cluster => c !== undefined);
+/** The Cluster class, loaded when a command gets that far (network namespaces, cgroups, pods). */
+async function clusters(): Promise<typeof Cluster> {
+  return (await import('../cluster/cluster.js')).Cluster;
+}
+
+async function selected(runId: string | undefined): Promise<Cluster[]> {
+  const loaded = await clusters();
+  const ids = runId === undefined ? loaded.list().map((s) => s.runId) : [runId];
+  return ids.map((id) => loaded.load(id)).filter((c): c is Cluster => c !== undefined);
 }
 
 function print(statuses: ClusterStatus[], json: boolean): void {

@@ -1,5 +1,4 @@
-import { type AdminTarget, readAdminToken } from '@zmesh/shared';
-import { startDashboard } from '../dashboard/dashboard-server.js';
+import { type AdminTarget, readAdminToken } from '@zmesh/shared/cli';
 
 export interface DashboardCommandOptions {
   listen: string;
@@ -30,6 +29,8 @@ export async function runDashboard(o: DashboardCommandOptions): Promise<number> 
   let admin: AdminTarget = { admin: o.admin };
   try {
     if (o.adminTokenFile) admin = { admin: o.admin, token: await readAdminToken(o.adminTokenFile) };
+    // The server (and what it loads) only for flags that passed.
+    const { startDashboard } = await import('../dashboard/dashboard-server.js');
     const d = await startDashboard({
       host: host.replace(/^\[|\]$/g, ''),
       port,

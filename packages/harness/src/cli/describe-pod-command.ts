@@ -4,13 +4,12 @@ import {
   isPeerAuthenticationPolicy,
   isZmeshError,
   spiffeIdOf,
-  UsageError,
   type Workload,
 } from '@zmesh/shared';
 import { AuthorizationStore } from '@zmesh/ztunnel';
 import { type AdminOptions, type ProxyRow, printRefusal, type Refusal, target } from './operator-commands.js';
 import { age, structured, table } from './table.js';
-import { type ConfigDump, readConfigDump, ztunnelAddress } from './ztunnel-config-command.js';
+import { type ConfigDump, podRef, readConfigDump, ztunnelAddress } from './ztunnel-config-command.js';
 
 interface PodObj {
   kind: 'Pod';
@@ -51,9 +50,7 @@ export async function runDescribePod(
   ref: string,
   opts: AdminOptions & { ztunnel?: string; output: 'text' | 'json' | 'yaml' },
 ): Promise<number> {
-  const m = /^(?:([a-z0-9-]+)\/)?([a-z0-9.-]+)$/.exec(ref);
-  if (!m) throw new UsageError(`want NAMESPACE/NAME (or NAME in default), got ${JSON.stringify(ref)}`);
-  const [namespace, name] = [m[1] ?? 'default', m[2] as string];
+  const { namespace, name } = podRef(ref);
   const given = opts.ztunnel === undefined ? undefined : ztunnelAddress(opts.ztunnel);
   const t = await target(opts);
   const objects = async <T>(kind: string, extra: Record<string, string> = {}) => {

@@ -214,6 +214,10 @@ adminOptions(
     'zmesh x describe pod shop/web -o json',
   ),
 ).action(async (pod: string, options) => {
+  // The argument and --ztunnel first: the command's module loads the ztunnel's policy store.
+  const { podRef, ztunnelAddress } = await import('./ztunnel-config-command.js');
+  podRef(pod);
+  if (options.ztunnel !== undefined) ztunnelAddress(options.ztunnel);
   const { runDescribePod } = await import('./describe-pod-command.js');
   process.exitCode = await runDescribePod(pod, options);
 });

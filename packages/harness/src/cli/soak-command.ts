@@ -1,5 +1,4 @@
 import { writeFile } from 'node:fs/promises';
-import { runSoak, soakTable } from '../soak/soak.js';
 
 export interface SoakCommandOptions {
   minutes?: string;
@@ -33,6 +32,8 @@ export async function runSoakCommand(opts: SoakCommandOptions): Promise<number> 
     console.error('zmesh harness soak: --restart-signal must be term, kill or alternate');
     return 2;
   }
+  // The soak's modules load only for flags that passed.
+  const { runSoak, soakTable } = await import('../soak/soak.js');
   const report = await runSoak({
     seconds,
     sampleMs: seconds < 120 ? 1000 : 5000,

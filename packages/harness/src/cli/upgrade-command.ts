@@ -1,6 +1,4 @@
 import { writeFile } from 'node:fs/promises';
-import { BpfCapture } from '@zmesh/ztunnel';
-import { runUpgradeDrill } from '../upgrade/upgrade-drill.js';
 
 export interface UpgradeCommandOptions {
   longLived?: string;
@@ -13,11 +11,6 @@ export interface UpgradeCommandOptions {
  * the traffic's outcome and each node's old process; exit 0 only when every target is met.
  */
 export async function runUpgrade(opts: UpgradeCommandOptions): Promise<number> {
-  const why = await BpfCapture.unavailableReason();
-  if (why) {
-    console.error(`zmesh harness upgrade: needs the local cluster (root, BPF): ${why}`);
-    return 2;
-  }
   const longLived = Number(opts.longLived ?? '20');
   const duration = Number(opts.duration ?? '20');
   if (!Number.isInteger(longLived) || longLived < 1 || longLived > 500) {
@@ -28,6 +21,14 @@ export async function runUpgrade(opts: UpgradeCommandOptions): Promise<number> {
     console.error(`zmesh harness upgrade: --duration: want seconds 10..3600, got ${opts.duration}`);
     return 2;
   }
+  // The flags first; the drill's modules (ztunnel, BPF) load only for flags that passed.
+  const { BpfCapture } = await import('@zmesh/ztunnel');
+  const why = await BpfCapture.unavailableReason();
+  if (why) {
+    console.error(`zmesh harness upgrade: needs the local cluster (root, BPF): ${why}`);
+    return 2;
+  }
+  const { runUpgradeDrill } = await import('../upgrade/upgrade-drill.js');
   console.log(`upgrade drill: ${longLived} long-lived connections, a new one every 50 ms, ${duration} s`);
   const report = await runUpgradeDrill({
     longLived,

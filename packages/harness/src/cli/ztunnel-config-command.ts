@@ -59,6 +59,13 @@ export interface ConfigDump {
   connections?: { total: number; items: Connection[] };
 }
 
+/** `zmesh x describe pod`'s argument: NAMESPACE/NAME, or NAME in default. */
+export function podRef(ref: string): { namespace: string; name: string } {
+  const m = /^(?:([a-z0-9-]+)\/)?([a-z0-9.-]+)$/.exec(ref);
+  if (!m) throw new UsageError(`want NAMESPACE/NAME (or NAME in default), got ${JSON.stringify(ref)}`);
+  return { namespace: m[1] ?? 'default', name: m[2] as string };
+}
+
 /** `--ztunnel`: HOST or HOST:PORT (port 15000 when absent), no scheme or path. */
 export function ztunnelAddress(value: string): string {
   const m = /^(\[[0-9a-fA-F:.]+\]|[\w.-]+)(?::(\d{1,5}))?$/.exec(value);

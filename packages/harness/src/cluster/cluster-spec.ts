@@ -1,4 +1,4 @@
-import { err, ok, type Result } from '@zmesh/shared';
+import { err, ok, type Result } from '@zmesh/shared/cli';
 import { parse } from 'yaml';
 
 /**

@@ -1,15 +1,9 @@
 import { readFile } from 'node:fs/promises';
-import { FieldReader, ZmeshError } from '@zmesh/shared';
+import { FieldReader, ZmeshError } from '@zmesh/shared/cli';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { checkCrds } from './crds.js';
-import {
-  DEFAULT_IMAGE,
-  DEFAULT_NAMESPACE,
-  DEFAULT_VALUES,
-  type InstallValues,
-  installObjects,
-  type ManifestObject,
-} from './manifests.js';
+import { DEFAULT_IMAGE, DEFAULT_NAMESPACE, DEFAULT_VALUES, type InstallValues } from './install-values.js';
+import type { ManifestObject } from './manifests.js';
 
 export interface InstallCommandOptions {
   namespace?: string;
@@ -27,28 +21,44 @@ const VALUE_KEYS = Object.keys(DEFAULT_VALUES) as Array<keyof InstallValues>;
 /**
  * `zmesh install`: prints the manifests (YAML, or a JSON List with `-o json`) on stdout and
  * exits 0; with `--check-crds FILE`, says which required CRDs a `kubectl get crd -o yaml`
- * dump lacks (exit 1 naming them). A bad flag, values file or dump: one line with its code
- * on stderr, exit 2, nothing on stdout.
+ * dump lacks (exit 1 naming them). Bad input is one line with its code on stderr and nothing
+ * on stdout: a bad flag value is a usage error (exit 2); a file that cannot be read or holds
+ * bad values, and a CA directory that cannot be used, are runtime failures (exit 1), as
+ * `zmesh apply -f` treats its file.
  */
 export async function runInstall(opts: InstallCommandOptions, io: InstallIo = STDIO): Promise<number> {
+  const refused = (e: unknown, exit: number) => {
+    if (!(e instanceof ZmeshError)) throw e;
+    io.err(`zmesh install: ${e.code}: ${e.message}`);
+    return exit;
+  };
+  let namespace: string;
+  let image: string;
+  let output: 'yaml' | 'json';
+  try {
+    namespace = flag('--namespace', opts.namespace ?? DEFAULT_NAMESPACE, DNS_LABEL);
+    image = flag('--image', opts.image ?? DEFAULT_IMAGE, /^[^\s]+$/);
+    const out = opts.output ?? 'yaml';
+    if (out !== 'yaml' && out !== 'json') throw input('-o', `want yaml or json, got ${JSON.stringify(out)}`);
+    output = out;
+  } catch (e) {
+    return refused(e, 2);
+  }
   try {
     if (opts.checkCrds !== undefined) return await runCheckCrds(opts.checkCrds, io);
     const values = opts.values ? await readValues(opts.values) : DEFAULT_VALUES;
+    // The Kubernetes models load only for input that passed.
+    const { installObjects } = await import('./manifests.js');
     const objects = installObjects({
-      namespace: flag('--namespace', opts.namespace ?? DEFAULT_NAMESPACE, DNS_LABEL),
-      image: flag('--image', opts.image ?? DEFAULT_IMAGE, /^[^\s]+$/),
+      namespace,
+      image,
       values,
       ...(opts.caDir !== undefined ? { ca: await readCa(opts.caDir, values.trustDomain) } : {}),
     });
-    const output = opts.output ?? 'yaml';
-    if (output !== 'yaml' && output !== 'json')
-      throw input('-o', `want yaml or json, got ${JSON.stringify(output)}`);
     io.out(output === 'json' ? `${toJsonList(objects)}\n` : toYaml(objects));
     return 0;
   } catch (e) {
-    if (!(e instanceof ZmeshError)) throw e;
-    io.err(`zmesh install: ${e.code}: ${e.message}`);
-    return 2;
+    return refused(e, 1);
   }
 }
 
@@ -129,14 +139,17 @@ function flag(name: string, value: string, pattern: RegExp): string {
 
 /** A values file: any subset of InstallValues' keys, each checked; an unknown key is refused. */
 async function readValues(file: string): Promise<InstallValues> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (e) {
+    throw input(file, `cannot read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
   let doc: unknown;
   try {
-    doc = parse(await readFile(file, 'utf8'));
+    doc = parse(text);
   } catch (e) {
-    throw input(
-      file,
-      `cannot read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message.split('\n')[0]}`,
-    );
+    throw input(file, `not YAML: ${(e as Error).message.split('\n')[0]}`);
   }
   const r = new FieldReader(file);
   const obj = doc == null ? {} : (r.object(doc, '.') ?? {});

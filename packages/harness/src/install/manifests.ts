@@ -1,5 +1,4 @@
 import { GatewayClass } from '@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/GatewayClass';
-import { BUILD_INFO } from '@zmesh/shared';
 import { DaemonSet } from 'kubernetes-models/apps/v1/DaemonSet';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
@@ -15,6 +14,7 @@ import { Secret } from 'kubernetes-models/v1/Secret';
 import type { ISecurityContext } from 'kubernetes-models/v1/SecurityContext';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
+import type { InstallValues } from './install-values.js';
 
 /**
  * What `zmesh install` prints (deploy/kubernetes/zmesh.yaml is its output with the defaults,
@@ -27,24 +27,6 @@ import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
  * is bin/zmesh (Containerfile), so a container's args start with the subcommand.
  */
 
-export interface InstallValues {
-  /** Control-plane replicas (a PodDisruptionBudget keeps one up when there are two or more). */
-  readonly controlPlaneReplicas: number;
-  /**
-   * `etcd://host:port[,…]`: the replicas share their state in etcd (`--store`); more than one
-   * replica needs it. Empty: the embedded store on the pod's `state` volume (`--state-dir`).
-   */
-  readonly stateStore: string;
-  readonly trustDomain: string;
-  /** Audience of ztunnel's projected ServiceAccount token. */
-  readonly tokenAudience: string;
-  readonly imagePullPolicy: 'Always' | 'IfNotPresent' | 'Never';
-  /** ZMESH_LOG in every container: error, warn, info, debug. */
-  readonly logLevel: 'error' | 'warn' | 'info' | 'debug';
-  /** ztunnel's --access-log: on, off or sample:F. */
-  readonly accessLog: string;
-}
-
 export interface InstallOptions {
   readonly namespace: string;
   readonly image: string;
@@ -56,21 +38,6 @@ export interface InstallOptions {
    */
   readonly ca?: { readonly certPem: string; readonly keyPem: string };
 }
-
-export const DEFAULT_VALUES: InstallValues = {
-  // One replica unless the replicas share a store (stateStore): each would keep its own applies.
-  controlPlaneReplicas: 1,
-  stateStore: '',
-  trustDomain: 'cluster.local',
-  tokenAudience: 'zmesh',
-  imagePullPolicy: 'IfNotPresent',
-  logLevel: 'info',
-  accessLog: 'on',
-};
-
-/** What `make image` tags (scripts/image.sh). */
-export const DEFAULT_IMAGE = `localhost/zmesh:${BUILD_INFO.version}`;
-export const DEFAULT_NAMESPACE = 'zmesh-system';
 
 /** The GatewayClass the waypoint controller owns; Istio's `istio-waypoint` is accepted too. */
 const WAYPOINT_GATEWAY_CLASS = 'zmesh-waypoint';

@@ -1,5 +1,7 @@
-import { checked, numberOption, portOption, withExamples } from '@zmesh/shared/cli';
+import { readFileSync } from 'node:fs';
+import { checked, numberOption, portOption, UsageError, withExamples, ZmeshError } from '@zmesh/shared/cli';
 import { Command } from 'commander';
+import type { NodeAgentCommandOptions } from './node-agent-command.js';
 
 /**
  * `zmesh node-agent`: its flags and help. The entry (main.ts), the operator CLI's help and
@@ -42,9 +44,28 @@ export function nodeAgentCommand(): Command {
     'zmesh node-agent --node node-a --kubeconfig ~/.kube/config',
     'zmesh node-agent --proc /host/proc --cni-bin-dir /host/opt/cni/bin --cni-conf-dir /host/etc/cni/net.d',
   );
-  cmd.action(async (opts) => {
+  cmd.action(async (opts: NodeAgentCommandOptions) => {
+    preflight(opts);
     const { runNodeAgent } = await import('./node-agent-command.js');
     process.exitCode = await runNodeAgent(opts);
   });
   return cmd;
+}
+
+/**
+ * What can be judged from the flags and the kubeconfig file alone, before the daemon's
+ * modules load (the Kubernetes client among them, ~1,700 modules and a second of CPU): a
+ * usage error (exit 2), or a kubeconfig that cannot be read (ZM_ERR_CONFIG_INVALID, exit 1).
+ */
+function preflight(o: NodeAgentCommandOptions): void {
+  if (!(o.node ?? process.env.NODE_NAME))
+    throw new UsageError('--node is required (or NODE_NAME in the environment)');
+  if ((o.cniBinDir === undefined) !== (o.cniConfDir === undefined))
+    throw new UsageError('--cni-bin-dir and --cni-conf-dir go together');
+  if (o.kubeconfig === undefined) return;
+  try {
+    readFileSync(o.kubeconfig);
+  } catch (e) {
+    throw new ZmeshError('ZM_ERR_CONFIG_INVALID', { source: o.kubeconfig, reason: (e as Error).message });
+  }
 }

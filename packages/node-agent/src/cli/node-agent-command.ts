@@ -3,7 +3,6 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { KubeConfig } from '@kubernetes/client-node';
 import { logger, startFailure, ZdsServer, ZmeshError } from '@zmesh/shared';
-import { UsageError } from '@zmesh/shared/cli';
 import { Counter, Registry } from 'prom-client';
 import { installCni } from '../cni/cni-install.js';
 import { startCniServer } from '../cni/cni-server.js';
@@ -36,10 +35,8 @@ const PLUGIN_JS = fileURLToPath(new URL('../cni/zmesh-cni.js', import.meta.url))
  * one `ZM_ERR_*` line when it cannot start.
  */
 export async function runNodeAgent(o: NodeAgentCommandOptions): Promise<number> {
-  const node = o.node ?? process.env.NODE_NAME;
-  if (!node) throw new UsageError('--node is required (or NODE_NAME in the environment)');
-  if ((o.cniBinDir === undefined) !== (o.cniConfDir === undefined))
-    throw new UsageError('--cni-bin-dir and --cni-conf-dir go together');
+  // The flags and the kubeconfig's readability were checked before this module loaded (command.ts).
+  const node = (o.node ?? process.env.NODE_NAME)!;
   const fail = (source: string, reason: string) =>
     new ZmeshError('ZM_ERR_CONFIG_INVALID', { source, reason });
   const registry = new Registry();

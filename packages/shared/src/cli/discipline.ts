@@ -172,6 +172,17 @@ export async function readManifests(file: string): Promise<string> {
   return texts.map((t) => (t.endsWith('\n') ? t : `${t}\n`)).join('---\n');
 }
 
+/**
+ * A config file a command was given that cannot be read, is not YAML or holds bad values
+ * (every reason, as its loader returned them): a runtime failure, ZM_ERR_CONFIG_INVALID on one
+ * line (exit 1), as `zmesh apply -f` treats its file. Usage errors are the flags' alone.
+ */
+export function configFileRefused(file: string, reasons: readonly string[]): ZmeshError {
+  const prefix = `${file}: `;
+  const reason = reasons.map((r) => (r.startsWith(prefix) ? r.slice(prefix.length) : r)).join('; ');
+  return new ZmeshError('ZM_ERR_CONFIG_INVALID', { source: file, reason });
+}
+
 /** `Examples:` after a command's help. */
 export function withExamples(cmd: Command, ...examples: string[]): Command {
   if (examples.length === 0) return cmd;

@@ -19,6 +19,7 @@ export { ErrorCode as H2ErrorCode } from './h2/frame.js';
 export { H2Connection, type H2ConnectionOptions } from './h2/h2-connection.js';
 export type { H2Headers, H2Stream } from './h2/h2-stream.js';
 export { HpackEncoder } from './h2/hpack.js';
+export { isPrematureReset, PrematureResets } from './h2/reset-counter.js';
 export { type ConnectHboneOptions, connectHbone } from './hbone-client.js';
 export { countError, type HandshakeFailure, HboneMetrics } from './hbone-metrics.js';
 export { HboneServer, type HboneServerOptions } from './hbone-server.js';

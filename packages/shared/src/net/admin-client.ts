@@ -1,8 +1,14 @@
 import { readFile } from 'node:fs/promises';
-import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ZmeshError } from '../errors/index.js';
+
+/**
+ * node:http as its CommonJS object, taken when a request is made: an ESM import of it reads
+ * every export, and its lazy ones (WebSocket, fetch's classes) load undici, ~30 ms of CPU on
+ * every start of the operator CLI, a usage error included.
+ */
+const http = () => process.getBuiltinModule('node:http');
 
 /** A token shorter than this is a placeholder, not a secret. */
 export const MIN_ADMIN_TOKEN_CHARS = 16;
@@ -62,7 +68,7 @@ export function adminRequest(
   if (target.token !== undefined) headers.authorization = `Bearer ${target.token}`;
   if (init.body !== undefined) headers['content-type'] = 'application/yaml';
   return new Promise((resolve, reject) => {
-    const req = request(
+    const req = http().request(
       {
         method: init.method ?? 'GET',
         headers,

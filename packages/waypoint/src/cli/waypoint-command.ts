@@ -1,6 +1,7 @@
 import * as http from 'node:http';
 import {
   CertificateAuthority,
+  configFileRefused,
   IdleReclaim,
   InspectorProfiles,
   listenServer,
@@ -56,9 +57,9 @@ const DEFAULT_METRICS_PORT = 15020;
 
 /**
  * `zmesh waypoint`: with `--xds`, config and certificate from the control plane; otherwise
- * from a local `--config` file and `--ca-dir`. Exit code 2 with every reason when the config
- * or flags are invalid, 1 naming the listener, address and errno when a port cannot be bound
- * (ZM_ERR_LISTEN_BIND); 0 after SIGINT/SIGTERM.
+ * from a local `--config` file and `--ca-dir`. Exit code 2 when a flag is invalid, 1 with
+ * ZM_ERR_CONFIG_INVALID and every reason when the config file is, 1 naming the listener,
+ * address and errno when a port cannot be bound (ZM_ERR_LISTEN_BIND); 0 after SIGINT/SIGTERM.
  */
 export async function runWaypoint(opts: RunWaypointOptions): Promise<number> {
   const usage = usageError(opts);
@@ -141,9 +142,9 @@ function usageError(opts: RunWaypointOptions): string | undefined {
 }
 
 /** `--config f.yaml --ca-dir D`: the file is read once; the local CA signs the SVID. */
-async function startFromFile(opts: RunWaypointOptions): Promise<RunningWaypoint | string[]> {
+async function startFromFile(opts: RunWaypointOptions): Promise<RunningWaypoint> {
   const config = await loadWaypointConfig(opts.config!);
-  if (!config.ok) return config.error;
+  if (!config.ok) throw configFileRefused(opts.config!, config.error);
   const trustDomain = opts.trustDomain ?? config.value.trustDomain;
   const ca = await CertificateAuthority.fromPem({
     trustDomain,

@@ -9,6 +9,7 @@ import {
   RootsFileWatcher,
   TokenFile,
   TrustBundle,
+  ZmeshError,
 } from '@zmesh/shared';
 import type { Registry } from 'prom-client';
 import { decodeWaypointConfig } from '../config/config-parser.js';
@@ -141,14 +142,18 @@ async function identitySetup(
   try {
     token = await TokenFile.read(opts.tokenFile);
   } catch (e) {
-    return `--token-file: ${(e as Error).message}`;
+    // A file that cannot be read is a runtime failure (exit 1, with its code), not a usage error.
+    throw new ZmeshError('ZM_ERR_CONFIG_INVALID', { source: '--token-file', reason: (e as Error).message });
   }
   const bundle = new TrustBundle(opts.trustDomain ?? 'cluster.local');
   const roots = new RootsFileWatcher(opts.rootsFile, bundle);
   const loaded = await roots.start();
   if (!loaded.ok) {
     roots.stop();
-    return `--roots-file: ${loaded.error.join('; ')}`;
+    throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
+      source: '--roots-file',
+      reason: loaded.error.join('; '),
+    });
   }
   token.watch();
   const ca = new CaClient({

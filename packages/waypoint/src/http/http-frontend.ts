@@ -1,7 +1,7 @@
 import * as http from 'node:http';
 import * as http2 from 'node:http2';
 import type { Duplex } from 'node:stream';
-import { logger, ZmeshError } from '@zmesh/shared';
+import { isPrematureReset, logger, PrematureResets, ZmeshError } from '@zmesh/shared';
 import type { WaypointMetrics } from '../telemetry/waypoint-metrics.js';
 import {
   type Exchange,
@@ -21,9 +21,6 @@ const MAX_HEADER_PAIRS = 100;
 const HEADERS_TIMEOUT_MS = 10_000;
 /** An idle downstream HTTP/1.1 keep-alive connection is closed after this. */
 const KEEPALIVE_TIMEOUT_MS = 60_000;
-/** Rapid reset (CVE-2023-44487): peer resets per session within the window before GOAWAY. */
-const H2_RESET_LIMIT = 100;
-const H2_RESET_WINDOW_MS = 1000;
 
 /**
  * HTTP/1.1 and HTTP/2 (prior knowledge) servers that never listen: each tunnel's bytes are
@@ -232,16 +229,22 @@ export class HttpFrontend {
       this.metrics.badRequests.inc({ protocol: 'http2', reason: 'session_error' });
       log.info({ err: e.message }, 'downstream h2 session error');
     });
-    const resets: number[] = [];
+    // Rapid reset (CVE-2023-44487) by the HBONE server's rule (PrematureResets: Envoy's
+    // premature resets, in a window and as a share of the streams that ended). An unanswered
+    // stream closes only by a reset: the client's, or ours for a client already gone.
+    const resets = new PrematureResets();
     session.on('stream', (stream) => {
+      const openedAt = Date.now();
       stream.once('close', () => {
-        if (stream.rstCode !== http2.constants.NGHTTP2_CANCEL || stream.headersSent) return;
-        const now = Date.now();
-        resets.push(now);
-        while (resets.length > 0 && resets[0]! < now - H2_RESET_WINDOW_MS) resets.shift();
-        if (resets.length <= H2_RESET_LIMIT || session.destroyed) return;
+        if (session.destroyed) return;
+        const breach =
+          stream.rstCode !== undefined && isPrematureReset(stream.headersSent, openedAt)
+            ? resets.reset()
+            : undefined;
+        resets.streamEnded();
+        if (!breach) return;
         this.metrics.badRequests.inc({ protocol: 'http2', reason: 'rapid_reset' });
-        log.warn({ limit: H2_RESET_LIMIT }, 'rapid reset: closing the downstream h2 connection');
+        log.warn({ err: breach.message }, 'rapid reset: closing the downstream h2 connection');
         session.goaway(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
         session.destroy();
       });

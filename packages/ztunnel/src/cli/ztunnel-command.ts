@@ -4,6 +4,7 @@ import {
   CaClient,
   CertificateAuthority,
   type Credential,
+  configFileRefused,
   DEFAULT_ACCESS_LOG_RATE,
   formatHostPort,
   IdleReclaim,
@@ -17,6 +18,7 @@ import {
   TokenFile,
   TrustBundle,
   validateSvid,
+  ZmeshError,
 } from '@zmesh/shared';
 import { Registry } from 'prom-client';
 import { drainOnCertChange } from '../identity/cert-drain.js';
@@ -88,8 +90,8 @@ const DEFAULT_DRAIN_GRACE_SECONDS = 3600;
 /**
  * `zmesh ztunnel`: with --xds, config and certificates come from the control plane (the
  * local --config, if any, supplies only forward listeners); without it, explicit-proxy mode
- * from a local config file and a local CA (docs/design.md §11). Exits 2 with every reason when
- * inputs are invalid, 1 naming the listener, address and errno when a port cannot be bound
+ * from a local config file and a local CA (docs/design.md §11). Exits 2 when a flag is
+ * invalid, 1 with ZM_ERR_CONFIG_INVALID and every reason when the config file is, 1 naming the listener, address and errno when a port cannot be bound
  * (ZM_ERR_LISTEN_BIND). SIGTERM drains (stops accepting, GOAWAY, keeps open connections up
  * to --drain-grace: docs/upgrade.md); SIGINT, a second SIGTERM or POST /quitquitquit stop at once.
  */
@@ -102,10 +104,7 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
   let config: LocalConfig | undefined;
   if (opts.config) {
     const loaded = await loadLocalConfig(opts.config);
-    if (!loaded.ok) {
-      for (const reason of loaded.error) console.error(`zmesh ztunnel: ${reason}`);
-      return 2;
-    }
+    if (!loaded.ok) return startFailure('ztunnel', configFileRefused(opts.config, loaded.error));
     config = loaded.value;
   }
   const keys = opts.persistKeys ? await openKeys(opts.persistKeys) : undefined;
@@ -113,7 +112,12 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     console.error(`zmesh ztunnel: ${keys}`);
     return 2;
   }
-  const mode = opts.xds ? await controlPlaneMode(opts, config) : await localMode(opts, config!);
+  let mode: Mode | string;
+  try {
+    mode = opts.xds ? await controlPlaneMode(opts, config) : await localMode(opts, config!);
+  } catch (e) {
+    return startFailure('ztunnel', e);
+  }
   if (typeof mode === 'string') {
     console.error(`zmesh ztunnel: ${mode}`);
     return 2;
@@ -390,14 +394,18 @@ async function controlPlaneMode(opts: ZtunnelCommandOptions, config?: LocalConfi
   try {
     token = await TokenFile.read(opts.tokenFile!);
   } catch (e) {
-    return `--token-file: ${(e as Error).message}`;
+    // A file that cannot be read is a runtime failure (exit 1, with its code), not a usage error.
+    throw new ZmeshError('ZM_ERR_CONFIG_INVALID', { source: '--token-file', reason: (e as Error).message });
   }
   const bundle = new TrustBundle(opts.trustDomain);
   const roots = new RootsFileWatcher(opts.rootsFile!, bundle);
   const loaded = await roots.start();
   if (!loaded.ok) {
     roots.stop();
-    return `--roots-file: ${loaded.error.join('; ')}`;
+    throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
+      source: '--roots-file',
+      reason: loaded.error.join('; '),
+    });
   }
   token.watch();
   const backoff = parseBackoff(opts.xdsBackoff);

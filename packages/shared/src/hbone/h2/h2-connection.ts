@@ -9,7 +9,6 @@ import {
   FloodCounters,
   type FloodKind,
   type H2FloodLimits,
-  PREMATURE_RESET_LIFETIME_MS,
 } from './flood-limits.js';
 import {
   ErrorCode,
@@ -30,7 +29,7 @@ import { type ConnectionFault, type HeaderBlock, HeaderBlocks, headerFrames } fr
 import { HpackEncoder } from './hpack.js';
 import { defaultPeerSettings, type H2PeerSettings } from './peer-settings.js';
 import { ReceiveWindows } from './receive-windows.js';
-import { prematureRatioExceeded, ResetCounter } from './reset-counter.js';
+import { isPrematureReset, PrematureResets } from './reset-counter.js';
 import { StreamIds } from './stream-ids.js';
 
 /** Our SETTINGS (RFC 9113 §6.5.2). */
@@ -81,10 +80,8 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
   readonly #ids: StreamIds;
   #peerStreams = 0;
   readonly #limits: H2FloodLimits;
-  readonly #resets: ResetCounter;
-  /** Peer streams ended (closed or reset) and those reset prematurely, for Envoy's ratio. */
-  #peerEnded = 0;
-  #prematureResets = 0;
+  /** Premature peer resets, by Envoy's rule (reset-counter.ts). */
+  readonly #resets: PrematureResets;
   readonly #floods: FloodCounters;
   /** The stream the DATA frame being read belongs to. */
   #current: H2Stream | undefined;
@@ -100,7 +97,7 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     this.#local = { ...opts.settings };
     this.#ids = new StreamIds(opts.role);
     this.#limits = { ...DEFAULT_FLOOD_LIMITS, ...opts.floodLimits };
-    this.#resets = new ResetCounter(this.#limits.resets, this.#limits.resetWindowMs);
+    this.#resets = new PrematureResets(this.#limits);
     this.#floods = new FloodCounters(this.#limits);
     this.#writer = new FrameWriter(socket);
     this.#data = new DataScheduler(this.#writer, {
@@ -315,16 +312,12 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
 
   /** Envoy's isPrematureRstStream: no response yet, and younger than its minimum lifetime. */
   #premature(stream: H2Stream): boolean {
-    return (
-      this.#ids.isPeers(stream.id) &&
-      !stream.headersSent &&
-      Date.now() - stream.openedAt <= PREMATURE_RESET_LIFETIME_MS
-    );
+    return this.#ids.isPeers(stream.id) && isPrematureReset(stream.headersSent, stream.openedAt);
   }
 
   #forget(stream: H2Stream, how: 'closed' | 'reset' = 'closed'): void {
     if (this.#streams.get(stream.id) !== stream) return;
-    if (this.#ids.isPeers(stream.id)) this.#peerEnded++;
+    if (this.#ids.isPeers(stream.id)) this.#resets.streamEnded();
     this.#ids.closed(stream.id, how);
     this.#streams.delete(stream.id);
     this.#data.forget(stream);
@@ -567,28 +560,8 @@ export class H2Connection extends EventEmitter implements FrameSink, StreamHost 
     // a stream that completed or was answered is an ordinary end. Counted here, as the frame
     // is read, before the owner starts work (a dial) for any stream of this read.
     if (this.role === 'server' && stream !== undefined && this.#premature(stream)) {
-      this.#prematureResets++;
-      const { resets: limit, resetWindowMs: windowMs, prematureResetStreams: total } = this.#limits;
-      // This stream ends with the reset: count it among the ended ones, as Envoy does.
-      const ended = this.#peerEnded + 1;
-      if (this.#resets.hit())
-        return this.#flood(
-          'rst_stream',
-          new ZmeshError('ZM_ERR_HBONE_RAPID_RESET', {
-            count: this.#resets.count,
-            within: `${windowMs} ms`,
-            limit,
-          }),
-        );
-      if (prematureRatioExceeded(this.#prematureResets, ended, total))
-        return this.#flood(
-          'rst_stream',
-          new ZmeshError('ZM_ERR_HBONE_RAPID_RESET', {
-            count: this.#prematureResets,
-            within: `the session (${ended} streams ended)`,
-            limit: `half of ${Math.max(ended, total)}`,
-          }),
-        );
+      const breach = this.#resets.reset();
+      if (breach) return this.#flood('rst_stream', breach);
     }
     if (stream === undefined) {
       if (this.#ids.isIdle(streamId))
