@@ -359,7 +359,7 @@ harness
     'solo-then-loaded rounds per scenario; the median round is reported (default 3, --quick 1)',
     checked(intOption(1, 99)),
   )
-  .option('--workers <n>', "ztunnel's --workers (default 1)", checked(intOption(1, 16)))
+  .option('--workers <n,...>', "ztunnel's --workers (default 1); a list such as 1,2 measures each in one run")
   .option('--json <file>', 'write the scenarios and verdict as JSON')
   .option('--png <file>', 'write a chart as PNG')
   .action(async (options) => {
@@ -481,6 +481,7 @@ const EXAMPLES: Record<string, string[]> = {
   'harness noisy-neighbor': [
     'zmesh harness noisy-neighbor --quick',
     'zmesh harness noisy-neighbor --scenarios storm,flood --fairness on',
+    'zmesh harness noisy-neighbor --quick --scenarios storm,flood --fairness on --workers 1,2',
   ],
   'harness bypass': ['zmesh harness bypass', 'zmesh harness bypass --only dns --json bypass.json'],
   dashboard: [

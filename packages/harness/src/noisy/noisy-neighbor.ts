@@ -39,6 +39,8 @@ interface RoundResult {
 export interface ScenarioResult extends RoundResult {
   name: Scenario | typeof CONTROL;
   fairness: 'on' | 'off';
+  /** ztunnel's `--workers` for this run. */
+  workers: number;
   rounds: RoundResult[];
 }
 
@@ -172,7 +174,7 @@ export async function runNoisyNeighbor(
       );
       for (const name of names) {
         const rebased = rounds.get(name)!.map((round) => against(round, reference));
-        scenarios.push(summarize(name, fairness, rebased));
+        scenarios.push({ ...summarize(name, fairness, rebased), workers: opts.workers ?? 1 });
       }
     } finally {
       await mesh.down();
@@ -287,7 +289,7 @@ function summarize(
   name: Scenario | typeof CONTROL,
   fairness: 'on' | 'off',
   rounds: RoundResult[],
-): ScenarioResult {
+): Omit<ScenarioResult, 'workers'> {
   const median = upperMedianBy(rounds, (r) => r.p99_ratio);
   const rss_mb = Math.max(...rounds.map((r) => r.ztunnel.rss_mb));
   return { name, fairness, ...median, ztunnel: { ...median.ztunnel, rss_mb }, rounds };
