@@ -56,6 +56,7 @@ export function table(scenarios: ScenarioResult[]): string {
       'by round',
       'rps ratio',
       'aggressor ok/refused',
+      'lag pauses agg/victim',
       'ztunnel cpu s',
       'rss MB',
     ],
@@ -71,6 +72,7 @@ export function table(scenarios: ScenarioResult[]): string {
       s.rounds.map((r) => r.p99_ratio.toFixed(2)).join(' '),
       `${s.rps_ratio.toFixed(2)}×`,
       `${s.aggressor.admitted}/${s.aggressor.refused}`,
+      `${s.lag_pauses.aggressor}/${s.lag_pauses.victim}`,
       s.ztunnel.cpu_s.toFixed(1),
       s.ztunnel.rss_mb.toFixed(0),
     ]);
