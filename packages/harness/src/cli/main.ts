@@ -343,13 +343,24 @@ harness
 
 harness
   .command('worker-bench')
-  .description('ztunnel --workers 1 vs 2: 8 iperf3 streams from 4 pods, throughput and ztunnel CPU per GB')
+  .description(
+    'ztunnel --workers 1, 2 and 4: 8 iperf3 streams and redis 50 connections from 4 pods, throughput and ztunnel CPU per GB and per 1,000 requests',
+  )
   .option('--quick', 'short runs')
+  .option('--workers <n,...>', 'worker counts to measure (default 1,2,4; 1 is the reference)')
   .option('--json <file>', 'write the rows as JSON')
   .option('--png <file>', 'write a chart as PNG')
   .action(async (options) => {
     const { runWorkerBench, workerTable } = await import('../bench/worker-bench.js');
-    console.log(workerTable(await runWorkerBench(options)));
+    const workers = options.workers?.split(',').map((w: string) => Number(w.trim()));
+    if (workers && !workers.every((w: number) => Number.isInteger(w) && w >= 1 && w <= 16)) {
+      console.error(
+        `worker-bench: --workers takes whole numbers from 1 to 16, comma-separated (got ${options.workers})`,
+      );
+      process.exitCode = 2;
+      return;
+    }
+    console.log(workerTable(await runWorkerBench({ ...options, ...(workers ? { workers } : {}) })));
   });
 
 harness
@@ -363,7 +374,7 @@ harness
     'solo-then-loaded rounds per scenario; the median round is reported (default 3, --quick 1)',
     checked(intOption(1, 99)),
   )
-  .option('--workers <n>', "ztunnel's --workers (default 1)", checked(intOption(1, 16)))
+  .option('--workers <n,...>', "ztunnel's --workers (default 1); a list such as 1,2 measures each in one run")
   .option('--json <file>', 'write the scenarios and verdict as JSON')
   .option('--png <file>', 'write a chart as PNG')
   .action(async (options) => {
@@ -481,10 +492,14 @@ const EXAMPLES: Record<string, string[]> = {
   harness: ['zmesh harness bypass', 'zmesh harness noisy-neighbor --quick'],
   'harness waypoint-bench': ['zmesh harness waypoint-bench --quick'],
   'harness capture-bench': ['zmesh harness capture-bench --quick --json capture.json'],
-  'harness worker-bench': ['zmesh harness worker-bench --json workers.json'],
+  'harness worker-bench': [
+    'zmesh harness worker-bench --json workers.json --png workers.png',
+    'zmesh harness worker-bench --quick --workers 1,2',
+  ],
   'harness noisy-neighbor': [
     'zmesh harness noisy-neighbor --quick',
     'zmesh harness noisy-neighbor --scenarios storm,flood --fairness on',
+    'zmesh harness noisy-neighbor --quick --scenarios storm,flood --fairness on --workers 1,2',
   ],
   'harness bypass': ['zmesh harness bypass', 'zmesh harness bypass --only dns --json bypass.json'],
   dashboard: [

@@ -1,6 +1,12 @@
 import { writeFile } from 'node:fs/promises';
 import { BpfCapture } from '@zmesh/ztunnel';
-import { runNoisyNeighbor, SCENARIOS, type Scenario } from '../noisy/noisy-neighbor.js';
+import {
+  runNoisyNeighbor,
+  SCENARIOS,
+  type Scenario,
+  type ScenarioResult,
+  type SoloRuns,
+} from '../noisy/noisy-neighbor.js';
 import { chart, table, verdictOf } from '../noisy/noisy-report.js';
 
 export interface NoisyCommandOptions {
@@ -10,7 +16,8 @@ export interface NoisyCommandOptions {
   scenarios?: string;
   fairness?: string;
   rounds?: string;
-  workers?: number;
+  /** One `--workers` value or a list (`1,2`): each setting is measured in turn, in one run. */
+  workers?: string;
 }
 
 /** `zmesh harness noisy-neighbor`: prints progress, the table, and the verdict last; exit 1 if it failed. */
@@ -34,19 +41,40 @@ export async function runNoisyCommand(opts: NoisyCommandOptions): Promise<number
     console.error(`noisy-neighbor: --rounds takes a whole number from 1 to 20 (got ${opts.rounds})`);
     return 2;
   }
+  const workers = (opts.workers ?? '1').split(',').map((w) => Number(w.trim()));
+  if (!workers.every((w) => Number.isInteger(w) && w >= 1 && w <= 16)) {
+    console.error(
+      `noisy-neighbor: --workers takes whole numbers from 1 to 16, comma-separated (got ${opts.workers})`,
+    );
+    return 2;
+  }
   const started = Date.now();
-  const { scenarios, capacityRps, solo } = await runNoisyNeighbor({
-    quick: opts.quick === true,
-    ...(opts.workers ? { workers: Number(opts.workers) } : {}),
-    ...(rounds ? { rounds } : {}),
-    ...(picked ? { scenarios: picked as Scenario[] } : {}),
-    ...(fairness ? { fairness: fairness as ('on' | 'off')[] } : {}),
-    progress: (line) => console.log(`[${((Date.now() - started) / 1000).toFixed(0)}s] ${line}`),
-  });
+  const scenarios: ScenarioResult[] = [];
+  const runs: { workers: number; capacityRps: number; solo: SoloRuns }[] = [];
+  for (const w of workers) {
+    const run = await runNoisyNeighbor({
+      quick: opts.quick === true,
+      workers: w,
+      ...(rounds ? { rounds } : {}),
+      ...(picked ? { scenarios: picked as Scenario[] } : {}),
+      ...(fairness ? { fairness: fairness as ('on' | 'off')[] } : {}),
+      progress: (line) =>
+        console.log(
+          `[${((Date.now() - started) / 1000).toFixed(0)}s]${workers.length > 1 ? ` ${w} workers:` : ''} ${line}`,
+        ),
+    });
+    scenarios.push(...run.scenarios);
+    runs.push({ workers: w, capacityRps: run.capacityRps, solo: run.solo });
+  }
   const verdict = verdictOf(scenarios);
   console.log(`\n${table(scenarios)}\n`);
+  // One setting keeps the JSON's old shape (capacityRps and solo at the top); several add `runs`.
+  const { capacityRps, solo } = runs[0]!;
   if (opts.json)
-    await writeFile(opts.json, `${JSON.stringify({ capacityRps, solo, scenarios, verdict }, null, 2)}\n`);
+    await writeFile(
+      opts.json,
+      `${JSON.stringify({ capacityRps, solo, ...(runs.length > 1 ? { runs } : {}), scenarios, verdict }, null, 2)}\n`,
+    );
   if (opts.png) await writeFile(opts.png, await chart(scenarios));
   console.log(verdict.passed ? 'verdict: PASSED' : `verdict: FAILED\n  ${verdict.reasons.join('\n  ')}`);
   return verdict.passed ? 0 : 1;

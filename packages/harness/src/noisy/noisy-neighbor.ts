@@ -29,6 +29,12 @@ interface RoundResult {
   rps_ratio: number;
   aggressor: { admitted: number; refused: number };
   ztunnel: { cpu_s: number; rss_mb: number };
+  /**
+   * Byte fairness's lag pauses of each tenant during the loaded run
+   * (`zmesh_tenant_read_pauses_total{reason="lag"}`, every worker's summed): whether the
+   * mechanism engaged, which a p99 on a noisy machine cannot say on its own.
+   */
+  lag_pauses: { aggressor: number; victim: number };
 }
 
 /**
@@ -39,6 +45,8 @@ interface RoundResult {
 export interface ScenarioResult extends RoundResult {
   name: Scenario | typeof CONTROL;
   fairness: 'on' | 'off';
+  /** ztunnel's `--workers` for this run. */
+  workers: number;
   rounds: RoundResult[];
 }
 
@@ -147,7 +155,8 @@ export async function runNoisyNeighbor(
           rounds.get(name)!.push(result);
           say(
             `fairness ${fairness}, round ${r}, ${name}: victim p99 ${result.victim.loaded.p99_ms} ms (${result.p99_ratio.toFixed(2)}× this round's solo), ` +
-              `rps ${result.rps_ratio.toFixed(2)}× this round's solo; aggressor admitted ${result.aggressor.admitted}, refused ${result.aggressor.refused}`,
+              `rps ${result.rps_ratio.toFixed(2)}× this round's solo; aggressor admitted ${result.aggressor.admitted}, refused ${result.aggressor.refused}; ` +
+              `lag pauses: aggressor ${result.lag_pauses.aggressor}, victim ${result.lag_pauses.victim}`,
           );
           if (name !== CONTROL) await freshZtunnel(mesh, server, rate, seconds);
         }
@@ -172,7 +181,7 @@ export async function runNoisyNeighbor(
       );
       for (const name of names) {
         const rebased = rounds.get(name)!.map((round) => against(round, reference));
-        scenarios.push(summarize(name, fairness, rebased));
+        scenarios.push({ ...summarize(name, fairness, rebased), workers: opts.workers ?? 1 });
       }
     } finally {
       await mesh.down();
@@ -287,7 +296,7 @@ function summarize(
   name: Scenario | typeof CONTROL,
   fairness: 'on' | 'off',
   rounds: RoundResult[],
-): ScenarioResult {
+): Omit<ScenarioResult, 'workers'> {
   const median = upperMedianBy(rounds, (r) => r.p99_ratio);
   const rss_mb = Math.max(...rounds.map((r) => r.ztunnel.rss_mb));
   return { name, fairness, ...median, ztunnel: { ...median.ztunnel, rss_mb }, rounds };
@@ -302,6 +311,7 @@ async function scenario(
 ): Promise<RoundResult> {
   const pid = mesh.ztunnelPid('node-a');
   const cpuBefore = pid ? processCpuSecondsSync(pid) : 0;
+  const pausesBefore = await lagPauses(mesh);
   let rssMax = 0;
   const sampler = setInterval(() => {
     if (pid) rssMax = Math.max(rssMax, residentSetSync(pid).rss / 2 ** 20);
@@ -338,13 +348,35 @@ async function scenario(
     refused?: number;
   };
   clearInterval(sampler);
+  const pausesAfter = await lagPauses(mesh);
   return {
     victim: { solo, loaded },
     round_solo: solo,
     ...ratios(loaded, solo),
     aggressor: { admitted: agg.admitted ?? 0, refused: agg.refused ?? 0 },
     ztunnel: { cpu_s: pid ? processCpuSecondsSync(pid) - cpuBefore : 0, rss_mb: rssMax },
+    lag_pauses: {
+      aggressor: pausesAfter.aggressor - pausesBefore.aggressor,
+      victim: pausesAfter.victim - pausesBefore.victim,
+    },
   };
+}
+
+/** The two tenants' lag pauses so far, from node-a's merged /metrics (0 when unreadable). */
+async function lagPauses(mesh: LocalMesh): Promise<{ aggressor: number; victim: number }> {
+  const text = await mesh.metrics('node-a').catch(() => '');
+  const of = (tenant: string) => {
+    let sum = 0;
+    for (const line of text.split('\n'))
+      if (
+        line.startsWith('zmesh_tenant_read_pauses_total{') &&
+        line.includes(`tenant="${tenant}"`) &&
+        line.includes('reason="lag"')
+      )
+        sum += Number(line.slice(line.lastIndexOf(' ') + 1)) || 0;
+    return sum;
+  };
+  return { aggressor: of('aggressor'), victim: of('victim') };
 }
 
 /** ztunnel below this share of a CPU is done with the previous run's connections. */

@@ -14,26 +14,30 @@ const RSS_CAP_MB = 512;
 
 export function verdictOf(scenarios: ScenarioResult[]): Verdict {
   const reasons: string[] = [];
+  // A run over several --workers settings names the setting in each reason.
+  const several = new Set(scenarios.map((s) => s.workers)).size > 1;
+  const at = (s: ScenarioResult) => (several ? `${s.workers} workers, ` : '');
   // The control run is the noise floor, shown beside the attacks, not judged.
   for (const s of scenarios.filter((x) => x.fairness === 'on' && x.name !== CONTROL)) {
     if (s.p99_ratio > P99_RATIO_TARGET)
       reasons.push(
-        `fairness on, ${s.name}: victim p99 ${s.p99_ratio.toFixed(2)}× solo > ${P99_RATIO_TARGET}×`,
+        `${at(s)}fairness on, ${s.name}: victim p99 ${s.p99_ratio.toFixed(2)}× solo > ${P99_RATIO_TARGET}×`,
       );
     if (s.rps_ratio < RPS_RATIO_TARGET)
       reasons.push(
-        `fairness on, ${s.name}: victim rps ${s.rps_ratio.toFixed(2)}× solo < ${RPS_RATIO_TARGET}×`,
+        `${at(s)}fairness on, ${s.name}: victim rps ${s.rps_ratio.toFixed(2)}× solo < ${RPS_RATIO_TARGET}×`,
       );
     if (s.ztunnel.rss_mb > RSS_CAP_MB)
       reasons.push(
-        `fairness on, ${s.name}: ztunnel RSS ${s.ztunnel.rss_mb.toFixed(0)} MB > ${RSS_CAP_MB} MB`,
+        `${at(s)}fairness on, ${s.name}: ztunnel RSS ${s.ztunnel.rss_mb.toFixed(0)} MB > ${RSS_CAP_MB} MB`,
       );
   }
-  for (const name of ['storm', 'flood'] as const) {
-    const off = scenarios.find((s) => s.fairness === 'off' && s.name === name);
-    if (off && off.p99_ratio <= P99_RATIO_TARGET && off.rps_ratio >= RPS_RATIO_TARGET) {
+  for (const off of scenarios.filter(
+    (s) => s.fairness === 'off' && (s.name === 'storm' || s.name === 'flood'),
+  )) {
+    if (off.p99_ratio <= P99_RATIO_TARGET && off.rps_ratio >= RPS_RATIO_TARGET) {
       reasons.push(
-        `fairness off, ${name}: no clear degradation (p99 ${off.p99_ratio.toFixed(2)}×, rps ${off.rps_ratio.toFixed(2)}×): the scenario does not stress ztunnel enough`,
+        `${at(off)}fairness off, ${off.name}: no clear degradation (p99 ${off.p99_ratio.toFixed(2)}×, rps ${off.rps_ratio.toFixed(2)}×): the scenario does not stress ztunnel enough`,
       );
     }
   }
@@ -44,6 +48,7 @@ export function table(scenarios: ScenarioResult[]): string {
   const rows = [
     [
       'scenario',
+      'workers',
       'fairness',
       'victim p50 solo→loaded',
       'p99 solo→loaded',
@@ -51,6 +56,7 @@ export function table(scenarios: ScenarioResult[]): string {
       'by round',
       'rps ratio',
       'aggressor ok/refused',
+      'lag pauses agg/victim',
       'ztunnel cpu s',
       'rss MB',
     ],
@@ -58,6 +64,7 @@ export function table(scenarios: ScenarioResult[]): string {
   for (const s of scenarios) {
     rows.push([
       s.name,
+      String(s.workers),
       s.fairness,
       `${s.victim.solo.p50_ms} → ${s.victim.loaded.p50_ms} ms`,
       `${s.victim.solo.p99_ms} → ${s.victim.loaded.p99_ms} ms`,
@@ -65,6 +72,7 @@ export function table(scenarios: ScenarioResult[]): string {
       s.rounds.map((r) => r.p99_ratio.toFixed(2)).join(' '),
       `${s.rps_ratio.toFixed(2)}×`,
       `${s.aggressor.admitted}/${s.aggressor.refused}`,
+      `${s.lag_pauses.aggressor}/${s.lag_pauses.victim}`,
       s.ztunnel.cpu_s.toFixed(1),
       s.ztunnel.rss_mb.toFixed(0),
     ]);
@@ -74,17 +82,12 @@ export function table(scenarios: ScenarioResult[]): string {
 }
 
 export function chart(scenarios: ScenarioResult[]): Promise<Buffer> {
+  const several = new Set(scenarios.map((s) => s.workers)).size > 1;
+  const series = (s: ScenarioResult) =>
+    `${s.name}, fairness ${s.fairness}${several ? `, ${s.workers} workers` : ''}`;
   const rows = scenarios.flatMap((s) => [
-    {
-      group: 'victim p99 ÷ solo p99 (lower is better; target ≤ 2)',
-      series: `${s.name}, fairness ${s.fairness}`,
-      value: s.p99_ratio,
-    },
-    {
-      group: 'victim rps ÷ solo rps (target ≥ 0.9)',
-      series: `${s.name}, fairness ${s.fairness}`,
-      value: s.rps_ratio,
-    },
+    { group: 'victim p99 ÷ solo p99 (lower is better; target ≤ 2)', series: series(s), value: s.p99_ratio },
+    { group: 'victim rps ÷ solo rps (target ≥ 0.9)', series: series(s), value: s.rps_ratio },
   ]);
   return barChartPng(rows, {
     title: 'noisy neighbor: victim under each attack, fairness on vs off',

@@ -7,7 +7,7 @@ import { AttemptRates } from '../tenancy/attempt-rates.js';
 import { ByteFairness, type TenantByteStats } from '../tenancy/byte-fairness.js';
 import { FairScheduler } from '../tenancy/fair-scheduler.js';
 import { MemoryGuard } from '../tenancy/memory-guard.js';
-import { SharedQuotaTable, sharedNow } from '../tenancy/shared-quotas.js';
+import { nodeContention, SharedQuotaTable, sharedNow } from '../tenancy/shared-quotas.js';
 import { type ConnectBucket, type QuotaLimits, TenantQuotas } from '../tenancy/tenant-quotas.js';
 
 export interface TenancyOptions {
@@ -107,14 +107,7 @@ export class TenantAdmission {
         memory: this.memory,
         ...(shared
           ? {
-              publish: (pressured: boolean, active: string[]) => {
-                const now = sharedNow();
-                if (pressured) shared.markPressure(now);
-                for (const tenant of active) {
-                  const slot = shared.slotOf(tenant, quotas.limitsOf(tenant).connectBurst, now);
-                  if (slot >= 0) shared.markActive(slot, now);
-                }
-              },
+              node: nodeContention(shared, (tenant) => quotas.limitsOf(tenant).connectBurst),
             }
           : {}),
       });

@@ -85,10 +85,13 @@ export interface ByteFairnessOptions {
   readonly sharedQueueBytes?: number;
   readonly busyUtilization?: number;
   /**
-   * `--workers N`: told at every tick whether this worker's loop is under pressure and which
-   * tenants move bytes here, so the contention signal is the node's (shared-quotas.ts).
+   * `--workers N`: the node's contention, which every worker publishes to and reads
+   * (shared-quotas.ts). The decisions that weigh tenants against each other (whether the
+   * loop is shared, so bulk links take turns and queue less; whether a lag pause is due and
+   * whom it slows) then use the node's view: a tenant alone on its worker is still slowed
+   * for a tenant on another, as it would be on one loop.
    */
-  readonly publish?: (pressured: boolean, active: string[]) => void;
+  readonly node?: NodeContention;
   /** Current event loop lag in ms; the default is how late this tick's own timer fired. */
   readonly lag?: () => number;
   /** Event-loop utilisation (0–1) since the last tick; the default reads `performance.eventLoopUtilization`. */
@@ -100,6 +103,18 @@ export interface ByteFairnessOptions {
   /** Node-wide accounting: buffered bytes are reported to it and its shed candidate is paused too. */
   readonly memory?: MemoryGuard;
   readonly registry?: Registry;
+}
+
+/** The node-wide view `ByteFairness` reads with `--workers N` (docs/tenancy.md, "Workers"). */
+export interface NodeContention {
+  /** This worker's tick: its loop under pressure or not, and the bytes each active tenant moved here since its last tick. */
+  publish(pressured: boolean, moved: ReadonlyMap<string, number>): void;
+  /** Whether some worker's loop was under pressure lately. */
+  pressured(): boolean;
+  /** Tenants moving bytes on any worker lately, and the sum of their node-wide byte windows. */
+  windows(): { active: number; total: number };
+  /** A tenant's byte window over every worker; undefined when the node does not count it (then this worker's own is used). */
+  windowOf(tenant: string): number | undefined;
 }
 
 export interface TenantByteStats {
@@ -173,9 +188,9 @@ interface TenantState {
  * paused for as long as it stays the candidate.
  */
 export class ByteFairness {
-  readonly #o: Required<Omit<ByteFairnessOptions, 'memory' | 'registry' | 'autoTick' | 'publish'>>;
+  readonly #o: Required<Omit<ByteFairnessOptions, 'memory' | 'registry' | 'autoTick' | 'node'>>;
   readonly #memory: MemoryGuard | undefined;
-  readonly #publish: ByteFairnessOptions['publish'];
+  readonly #node: NodeContention | undefined;
   readonly #metrics: ByteFairnessMetrics;
   readonly #tenants = new Map<string, TenantState>();
   readonly #autoTick: boolean;
@@ -208,7 +223,7 @@ export class ByteFairness {
       now: options.now ?? (() => performance.now()),
     };
     this.#memory = options.memory;
-    this.#publish = options.publish;
+    this.#node = options.node;
     this.#metrics = new ByteFairnessMetrics(options.registry ?? new Registry());
     this.#lastTick = this.#o.now();
     this.#due = this.#lastTick + tickMs;
@@ -283,10 +298,14 @@ export class ByteFairness {
     this.#lastTick = now;
     this.#due = now + this.#o.tickMs;
     this.#metrics.lag.set(lag / 1000);
+    this.pressured = lag > this.#o.lagThresholdMs || busy > this.#o.busyUtilization;
     let activeTenants = 0;
     for (const t of this.#tenants.values()) if (t.active.size > 0) activeTenants++;
-    this.activeTenants = activeTenants;
-    const shared = activeTenants > 1;
+    // With workers, the loop is shared when the node is: other tenants' bytes on other
+    // workers take the same cores (and on the harness's one pinned CPU, the same core).
+    const node = this.#node ? this.#nodeView() : undefined;
+    this.activeTenants = Math.max(activeTenants, node?.active ?? 0);
+    const shared = this.activeTenants > 1;
     let pending = false;
     for (const t of this.#tenants.values()) {
       t.windowBytes = t.windowBytes * decay + t.recent;
@@ -308,18 +327,20 @@ export class ByteFairness {
       this.#rotate(t, shared);
       if (t.active.size > 0 || t.penaltyUntil !== 0) pending = true;
     }
-    this.pressured = lag > this.#o.lagThresholdMs || busy > this.#o.busyUtilization;
-    if (this.#publish) {
-      const active: string[] = [];
-      for (const [name, t] of this.#tenants) if (t.active.size > 0) active.push(name);
-      this.#publish(this.pressured, active);
-    }
-    if (this.pressured) this.#penalize(this.#heaviest(now), now, 'lag');
+    if (this.pressured || this.#node?.pressured()) this.#penalize(this.#heaviest(now, node), now, 'lag');
     const shed = this.#memory?.shedCandidate();
     if (shed !== undefined) this.#penalize(this.#tenants.get(shed), now, 'memory');
     // A penalty set just now ends on a later tick too (the memory shed candidate may have
     // no link that moved bytes lately).
     if (!pending && !this.#penaltyPending()) this.#sleep();
+  }
+
+  /** Publishes this tick's pressure and bytes to the node and reads the node's byte windows back. */
+  #nodeView(): { active: number; total: number } {
+    const moved = new Map<string, number>();
+    for (const [name, t] of this.#tenants) if (t.active.size > 0) moved.set(name, t.recent);
+    this.#node!.publish(this.pressured, moved);
+    return this.#node!.windows();
   }
 
   /** Stops the timer and the lag probe; attached pairs keep copying without fairness. */
@@ -484,8 +505,9 @@ export class ByteFairness {
    * The tenant with the most bytes in the window, if it is above an equal share of the
    * window (a light tenant gains nothing from being paused) and not cooling down.
    */
-  #heaviest(now: number): TenantState | undefined {
+  #heaviest(now: number, node?: { active: number; total: number }): TenantState | undefined {
     let top: TenantState | undefined;
+    let topBytes = 0;
     let total = 0;
     let active = 0;
     for (const t of this.#tenants.values()) {
@@ -496,12 +518,21 @@ export class ByteFairness {
       total += t.windowBytes;
       active++;
       if (t.penaltyUntil !== 0 || now < t.cooldownUntil) continue;
-      if (!top || t.windowBytes > top.windowBytes) top = t;
+      // With workers, tenants are ranked by their bytes on every worker, against the node's.
+      const bytes = (node && this.#node?.windowOf(t.name)) ?? t.windowBytes;
+      if (!top || bytes > topBytes) {
+        top = t;
+        topBytes = bytes;
+      }
+    }
+    if (node && node.active >= active) {
+      total = node.total;
+      active = node.active;
     }
     // A lone tenant is never paused for lag: with nobody to yield to, a pause only adds
     // latency (a loaded machine lags whatever we do). Only a tenant above its equal share
     // of an actually shared loop is slowed.
-    if (!top || active < 2 || top.windowBytes <= total / active) return undefined;
+    if (!top || active < 2 || topBytes <= total / active) return undefined;
     return top;
   }
 

@@ -1,5 +1,7 @@
+import { Duplex } from 'node:stream';
 import test from 'ava';
-import { SharedQuotaTable, sharedQuotaBuffer } from './shared-quotas.js';
+import { ByteFairness } from './byte-fairness.js';
+import { nodeContention, SharedQuotaTable, sharedQuotaBuffer } from './shared-quotas.js';
 import { TenantQuotas } from './tenant-quotas.js';
 
 test('two tables on one buffer count a tenant once (what two workers see)', (t) => {
@@ -50,12 +52,66 @@ test('contention is read node-wide: attempt rates, active tenants and pressure c
   const seen = two.recordAttempt(victim, now);
   t.true(seen.fastestOther > seen.rate, 'the other table sees the storm as the fastest tenant');
   t.is(two.activeTenants(now), 0);
-  one.markActive(storm, now);
-  two.markActive(victim, now);
+  one.addBytes(storm, 3000, now);
+  two.addBytes(victim, 1000, now);
+  one.addBytes(storm, 1000, now);
   t.is(one.activeTenants(now), 2, 'tenants moving bytes on either table count once each');
+  t.is(two.windowOf(storm, now), 4000, "a tenant's bytes on every table add up in one window");
+  t.deepEqual(two.byteWindows(now), { active: 2, total: 5000 });
+  t.true(one.windowOf(storm, now + 1000) < 4000 / 2, 'and decay as each worker’s own window does');
   t.is(one.activeTenants(now + 1000), 0, 'and stop counting once quiet');
   t.false(two.pressured(now));
   one.markPressure(now);
   t.true(two.pressured(now + 10), 'one worker under pressure is the node under pressure');
   t.false(two.pressured(now + 1000));
+});
+
+/** The proxy's end of a connection: the test pushes what the peer sent; writes are dropped. */
+function socket(): Duplex {
+  return new Duplex({
+    read() {},
+    write(_chunk, _enc, cb) {
+      cb();
+    },
+  });
+}
+
+test('byte fairness is node-wide: a tenant alone on its worker takes bulk turns and is paused for a tenant on another', async (t) => {
+  const buffer = sharedQuotaBuffer(16);
+  // Two workers' fairness on one buffer, ticked by hand: the flood's worker lags, the victim's does not.
+  const worker = (lag: number) =>
+    new ByteFairness({
+      autoTick: false,
+      lag: () => lag,
+      utilization: () => 0,
+      heavyLinkBytes: 1024,
+      node: nodeContention(new SharedQuotaTable(buffer), () => 100),
+    });
+  const floodWorker = worker(100);
+  const victimWorker = worker(0);
+  const flood = [socket(), socket()];
+  for (const down of flood) floodWorker.attach('flood', down, socket());
+  const victim = socket();
+  victimWorker.attach('victim', victim, socket());
+  const turn = () => new Promise((r) => setImmediate(r));
+  await turn();
+  for (const down of flood) down.push(Buffer.alloc(64 * 1024));
+  victim.push(Buffer.alloc(4 * 1024));
+  await turn();
+  victimWorker.tick();
+  floodWorker.tick();
+  t.is(floodWorker.activeTenants, 2, 'the flood’s worker sees the victim on the other worker');
+  t.is(floodWorker.stats().flood!.paused, 1, 'its lag pauses the flood, the node’s heaviest tenant');
+  t.true(
+    flood.every((down) => down.isPaused()),
+    'both flood links wait: the penalty, and bulk turns on a shared node',
+  );
+  t.false(victim.isPaused());
+  t.is(
+    victimWorker.stats().victim!.paused,
+    0,
+    'the victim, below an equal share of the node, is never paused',
+  );
+  floodWorker.close();
+  victimWorker.close();
 });

@@ -7,16 +7,19 @@
  * an await. Buffered bytes stay per worker (they are that worker's heap).
  */
 
+import type { NodeContention } from './byte-fairness.js';
+
 /** Tenants a node can count node-wide; more fall back to per-worker counting (logged once). */
 const SHARED_QUOTA_SLOTS = 1024;
 /** Int32 fields per slot: lock, key (two hashes), connections, pending; padded to 8. */
 const I32_PER_SLOT = 8;
 /**
  * Float64 fields per slot: tokens, refilledAt (ms, epoch-based so every thread agrees), the
- * decayed connect-attempt count and when it was last counted, and when a worker last saw the
- * tenant move bytes (the node-wide contention signal, docs/tenancy.md "Workers").
+ * decayed connect-attempt count and when it was last counted, when a worker last saw the
+ * tenant move bytes, and the tenant's decayed byte window over every worker and when it was
+ * last added to (the node-wide contention signal, docs/tenancy.md "Workers").
  */
-const F64_PER_SLOT = 5;
+const F64_PER_SLOT = 7;
 const LOCK = 0;
 const KEY_A = 1;
 const KEY_B = 2;
@@ -27,6 +30,10 @@ const REFILLED_AT = 1;
 const ATTEMPTS = 2;
 const ATTEMPTS_AT = 3;
 const BYTES_AT = 4;
+const WINDOW = 5;
+const WINDOW_AT = 6;
+/** As ByteFairness's DEFAULT_WINDOW_MS: the time constant of a tenant's decayed byte window. */
+const BYTE_WINDOW_MS = 1000;
 /** As AttemptRates: a quarter-second window, in events per second. */
 const ATTEMPT_WINDOW_MS = 250;
 /** A tenant or a worker's pressure counts for this long after a worker last reported it (5 ticks). */
@@ -87,17 +94,51 @@ export class SharedQuotaTable {
     return { rate: count * perSecond, fastestOther: fastestOther * perSecond };
   }
 
-  /** A worker saw the slot's tenant move bytes now. */
-  markActive(slot: number, now: number): void {
-    this.#f64[slot * F64_PER_SLOT + BYTES_AT] = now;
-  }
-
   /** Tenants some worker saw moving bytes within the last SIGNAL_WINDOW_MS. */
   activeTenants(now: number): number {
     let n = 0;
     for (let slot = 0; slot < this.#slots; slot++)
       if (now - this.#f64[slot * F64_PER_SLOT + BYTES_AT]! <= SIGNAL_WINDOW_MS) n++;
     return n;
+  }
+
+  /**
+   * A worker's tick: the slot's tenant moved `bytes` there since the worker's last tick. Added
+   * to the tenant's node-wide window (decayed over BYTE_WINDOW_MS, as each worker's own), and
+   * the tenant counts as moving bytes now.
+   */
+  addBytes(slot: number, bytes: number, now: number): void {
+    this.#locked(slot, () => {
+      const f = slot * F64_PER_SLOT;
+      this.#f64[f + WINDOW] = this.#decayedWindow(f, now) + bytes;
+      this.#f64[f + WINDOW_AT] = Math.max(now, this.#f64[f + WINDOW_AT]!);
+      this.#f64[f + BYTES_AT] = now;
+    });
+  }
+
+  /** The slot's tenant's byte window over every worker. */
+  windowOf(slot: number, now: number): number {
+    return this.#decayedWindow(slot * F64_PER_SLOT, now);
+  }
+
+  /**
+   * The node's byte windows: how many tenants moved bytes on some worker within the last
+   * SIGNAL_WINDOW_MS and the sum of their windows (what an equal share divides).
+   */
+  byteWindows(now: number): { active: number; total: number } {
+    let active = 0;
+    let total = 0;
+    for (let slot = 0; slot < this.#slots; slot++) {
+      const f = slot * F64_PER_SLOT;
+      if (now - this.#f64[f + BYTES_AT]! > SIGNAL_WINDOW_MS) continue;
+      active++;
+      total += this.#decayedWindow(f, now);
+    }
+    return { active, total };
+  }
+
+  #decayedWindow(f: number, now: number): number {
+    return this.#f64[f + WINDOW]! * Math.exp(-Math.max(0, now - this.#f64[f + WINDOW_AT]!) / BYTE_WINDOW_MS);
   }
 
   /** A worker found its event loop under pressure now. */
@@ -205,4 +246,34 @@ function hash(text: string, seed: number): number {
     h = Math.imul(h, 0x01000193);
   }
   return h | 0;
+}
+
+/**
+ * Byte fairness's node-wide view over the workers' shared table (docs/tenancy.md, "Workers"):
+ * each worker's pressure and its tenants' bytes go in at every tick; the node's pressure,
+ * active tenants and byte windows come out. `burstOf` sizes a tenant's bucket when its slot is
+ * claimed here first.
+ */
+export function nodeContention(
+  shared: SharedQuotaTable,
+  burstOf: (tenant: string) => number,
+): NodeContention {
+  const slotOf = (tenant: string, now: number) => shared.slotOf(tenant, burstOf(tenant), now);
+  return {
+    publish: (pressured, moved) => {
+      const now = sharedNow();
+      if (pressured) shared.markPressure(now);
+      for (const [tenant, bytes] of moved) {
+        const slot = slotOf(tenant, now);
+        if (slot >= 0) shared.addBytes(slot, bytes, now);
+      }
+    },
+    pressured: () => shared.pressured(sharedNow()),
+    windows: () => shared.byteWindows(sharedNow()),
+    windowOf: (tenant) => {
+      const now = sharedNow();
+      const slot = slotOf(tenant, now);
+      return slot >= 0 ? shared.windowOf(slot, now) : undefined;
+    },
+  };
 }
