@@ -20,19 +20,24 @@ async function stderrOf(fn: () => Promise<void>): Promise<string> {
   return lines.join('');
 }
 
-test.serial('an invalid config file exits 2 before anything listens', async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), 'zmesh-wp-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  const file = join(dir, 'bad.yaml');
-  await writeFile(file, 'waypoint: { name: Bad_Name }\nhttpRoutes: [{ parentRefs: [] }]\n');
-  const text = await stderrOf(async () => {
-    t.is(await runWaypoint({ config: file, address: '127.66.0.1', caDir: dir }), 2);
-    t.is(await runWaypoint({ config: file }), 2);
-  });
-  t.regex(text, /waypoint\.name: must match/);
-  t.regex(text, /waypoint\.namespace/);
-  t.regex(text, /parentRefs: needs at least one Service/);
-});
+test.serial(
+  'an invalid config file exits 1 with ZM_ERR_CONFIG_INVALID before anything listens',
+  async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'zmesh-wp-'));
+    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    const file = join(dir, 'bad.yaml');
+    await writeFile(file, 'waypoint: { name: Bad_Name }\nhttpRoutes: [{ parentRefs: [] }]\n');
+    const text = await stderrOf(async () => {
+      t.is(await runWaypoint({ config: file, address: '127.66.0.1', caDir: dir }), 1);
+      // Without --address and --ca-dir it is a usage error, judged before the file is read.
+      t.is(await runWaypoint({ config: file }), 2);
+    });
+    t.regex(text, /ZM_ERR_CONFIG_INVALID/);
+    t.regex(text, /waypoint\.name: must match/);
+    t.regex(text, /waypoint\.namespace/);
+    t.regex(text, /parentRefs: needs at least one Service/);
+  },
+);
 
 test.serial('a --warm-up-requests that is not a count exits 2 and says what it wants', async (t) => {
   const text = await stderrOf(async () => {
