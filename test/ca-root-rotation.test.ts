@@ -1,11 +1,9 @@
-import { execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { adminRequest } from '@zmesh/shared';
 import test from 'ava';
-import { execa, type ResultPromise } from 'execa';
+import { execa } from 'execa';
+import { CP_IP, createNetnsPair, getIn, netnsPairUnavailable, PX_IP } from './helpers/netns-pair.js';
 
 /**
  * The mesh root rotates while a ztunnel runs (docs/xds.md, Transport): the control plane, off
@@ -17,8 +15,6 @@ import { execa, type ResultPromise } from 'execa';
  * roots file) is refused by the CA client and by the xDS client throughout.
  */
 const ZMESH = resolve(import.meta.dirname, '../../bin/zmesh');
-const CP_IP = '10.255.0.1';
-const PX_IP = '10.255.0.2';
 const DNS = 'zmesh-control-plane.zmesh-system.svc';
 
 const pod = (name: string) => `apiVersion: v1
@@ -32,17 +28,7 @@ kind: Namespace
 metadata: { name: team-b, labels: { istio.io/dataplane-mode: ambient } }
 `;
 
-function canRun(): string | undefined {
-  if (process.getuid?.() !== 0) return 'needs root (network namespaces)';
-  try {
-    execFileSync('ip', ['-V'], { stdio: 'ignore' });
-  } catch {
-    return 'needs iproute2 (ip)';
-  }
-  return undefined;
-}
-
-const skip = canRun();
+const skip = netnsPairUnavailable();
 
 async function poll(cond: () => Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -52,54 +38,10 @@ async function poll(cond: () => Promise<boolean>, what: string, timeoutMs = 20_0
   }
 }
 
-/** GET in a namespace (the test process stays in its own). */
-async function getIn(netns: string, url: string): Promise<string | undefined> {
-  const r = await execa(
-    'ip',
-    [
-      'netns',
-      'exec',
-      netns,
-      process.execPath,
-      '-e',
-      `fetch(${JSON.stringify(url)}).then(r=>r.text()).then(t=>process.stdout.write(t),()=>process.exit(1))`,
-    ],
-    { reject: false },
-  );
-  return r.exitCode === 0 ? r.stdout : undefined;
-}
-
 (skip ? test.skip : test)(
   `a rotated mesh root is trusted by the running ztunnel's CA client; another root is still refused${skip ? ` (skipped: ${skip})` : ''}`,
   async (t) => {
-    const id = randomBytes(3).toString('hex');
-    const cpNs = `zm-rot${id}-cp`;
-    const pxNs = `zm-rot${id}-px`;
-    const dir = await mkdtemp(join(tmpdir(), 'zmesh-root-rotation-'));
-    const started: ResultPromise[] = [];
-    t.teardown(async () => {
-      for (const p of started) p.kill('SIGTERM');
-      await Promise.allSettled(started);
-      execFileSync('ip', ['-force', '-batch', '-'], {
-        input: `netns del ${cpNs}\nnetns del ${pxNs}\n`,
-        stdio: ['pipe', 'ignore', 'ignore'],
-      });
-      await rm(dir, { recursive: true, force: true });
-    });
-    execFileSync('ip', ['-batch', '-'], {
-      input: [
-        `netns add ${cpNs}`,
-        `netns add ${pxNs}`,
-        `link add zmrot${id}a netns ${cpNs} type veth peer name zmrot${id}b netns ${pxNs}`,
-      ].join('\n'),
-    });
-    for (const [ns, dev, ip] of [
-      [cpNs, `zmrot${id}a`, CP_IP],
-      [pxNs, `zmrot${id}b`, PX_IP],
-    ] as const)
-      execFileSync('ip', ['-n', ns, '-batch', '-'], {
-        input: [`addr add ${ip}/24 dev ${dev}`, `link set ${dev} up`, 'link set lo up'].join('\n'),
-      });
+    const { cpNs, pxNs, dir, started } = await createNetnsPair(t, 'rot');
     await mkdir(join(dir, 'cfg'));
     await writeFile(join(dir, 'cfg', 'mesh.yaml'), `${NAMESPACE}---\n${pod('server')}`);
     const roots = join(dir, 'roots.pem');

@@ -1,11 +1,9 @@
-import { execFileSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { adminRequest } from '@zmesh/shared';
 import test from 'ava';
-import { execa, type ResultPromise } from 'execa';
+import { execa } from 'execa';
+import { CP_IP, createNetnsPair, getIn, netnsPairUnavailable, PX_IP } from './helpers/netns-pair.js';
 
 /**
  * The control plane off loopback (docs/xds.md, Transport): in one of two network namespaces
@@ -15,8 +13,6 @@ import { execa, type ResultPromise } from 'execa';
  * server and from a control plane of another root, both refused with ZM_ERR_XDS_TLS_REFUSED.
  */
 const ZMESH = resolve(import.meta.dirname, '../../bin/zmesh');
-const CP_IP = '10.255.0.1';
-const PX_IP = '10.255.0.2';
 const DNS = 'zmesh-control-plane.zmesh-system.svc';
 
 const CONFIG = `apiVersion: v1
@@ -29,17 +25,7 @@ spec: { serviceAccountName: server, nodeName: node-a }
 status: { podIP: 10.244.9.5 }
 `;
 
-function canRun(): string | undefined {
-  if (process.getuid?.() !== 0) return 'needs root (network namespaces)';
-  try {
-    execFileSync('ip', ['-V'], { stdio: 'ignore' });
-  } catch {
-    return 'needs iproute2 (ip)';
-  }
-  return undefined;
-}
-
-const skip = canRun();
+const skip = netnsPairUnavailable();
 
 async function poll(cond: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -49,54 +35,10 @@ async function poll(cond: () => Promise<boolean>, timeoutMs = 15_000): Promise<v
   }
 }
 
-/** GET in a namespace (the test process stays in its own). */
-async function getIn(netns: string, url: string): Promise<string | undefined> {
-  const r = await execa(
-    'ip',
-    [
-      'netns',
-      'exec',
-      netns,
-      process.execPath,
-      '-e',
-      `fetch(${JSON.stringify(url)}).then(r=>r.text()).then(t=>process.stdout.write(t),()=>process.exit(1))`,
-    ],
-    { reject: false },
-  );
-  return r.exitCode === 0 ? r.stdout : undefined;
-}
-
 (skip ? test.skip : test)(
   `control plane on a netns address serves TLS; ztunnel verifies it, refuses another root and plaintext, fails over${skip ? ` (skipped: ${skip})` : ''}`,
   async (t) => {
-    const id = randomBytes(3).toString('hex');
-    const cpNs = `zm-tls${id}-cp`;
-    const pxNs = `zm-tls${id}-px`;
-    const dir = await mkdtemp(join(tmpdir(), 'zmesh-cp-tls-'));
-    const started: ResultPromise[] = [];
-    t.teardown(async () => {
-      for (const p of started) p.kill('SIGTERM');
-      await Promise.allSettled(started);
-      execFileSync('ip', ['-force', '-batch', '-'], {
-        input: `netns del ${cpNs}\nnetns del ${pxNs}\n`,
-        stdio: ['pipe', 'ignore', 'ignore'],
-      });
-      await rm(dir, { recursive: true, force: true });
-    });
-    execFileSync('ip', ['-batch', '-'], {
-      input: [
-        `netns add ${cpNs}`,
-        `netns add ${pxNs}`,
-        `link add zmtls${id}a netns ${cpNs} type veth peer name zmtls${id}b netns ${pxNs}`,
-      ].join('\n'),
-    });
-    for (const [ns, dev, ip] of [
-      [cpNs, `zmtls${id}a`, CP_IP],
-      [pxNs, `zmtls${id}b`, PX_IP],
-    ] as const)
-      execFileSync('ip', ['-n', ns, '-batch', '-'], {
-        input: [`addr add ${ip}/24 dev ${dev}`, `link set ${dev} up`, 'link set lo up'].join('\n'),
-      });
+    const { cpNs, pxNs, dir, started } = await createNetnsPair(t, 'tls');
     await mkdir(join(dir, 'cfg'));
     await writeFile(join(dir, 'cfg', 'mesh.yaml'), CONFIG);
     const inCp = (args: string[]) =>
