@@ -117,10 +117,9 @@ test('ZMESH_LOG_FORMAT=pretty writes a compact human line', (t) => {
 
 /** util-linux `script` gives a child a pseudo-terminal; without it the terminal case cannot run. */
 const hasScript = spawnSync('script', ['--version']).error === undefined;
-if (!hasScript) console.warn('logger.test: skipping the terminal case: util-linux `script` is not installed');
 
 (hasScript ? test : test.skip)(
-  'stderr on a terminal gets the human line without ZMESH_LOG_FORMAT; json forces JSON there',
+  `stderr on a terminal gets the human line without ZMESH_LOG_FORMAT; json forces JSON there${hasScript ? '' : ' (skipped: util-linux `script` is not installed)'}`,
   (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'zmesh-log-tty-'));
     t.teardown(() => rmSync(dir, { recursive: true, force: true }));
