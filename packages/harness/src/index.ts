@@ -1,3 +1,4 @@
+export { slope } from './bench/stats.js';
 export * from './bypass/index.js';
 export { describeEvents } from './cli/describe-command.js';
 export { type PodDescription, podDescriptionText } from './cli/describe-pod-command.js';
@@ -36,18 +37,9 @@ export { netnsHttp } from './mesh/netns-http.js';
 export { PEER_SERVER, parseRateResult, RATE_CLIENT, type RateResult } from './mesh/pod-programs.js';
 export * from './outage/index.js';
 export { STEADY_SERVER } from './outage/steady-traffic.js';
-export {
-  judge,
-  type MeshPeerOutcome,
-  runSoak,
-  type SoakOptions,
-  type SoakReport,
-  type SoakSample,
-  type SoakSeries,
-  slope,
-  soakLimits,
-  soakTable,
-} from './soak/soak.js';
+export { type MeshPeerOutcome, type SoakReport, soakTable } from './soak/report.js';
+export { runSoak, type SoakOptions } from './soak/soak.js';
+export { judge, type SoakSample, type SoakSeries, soakLimits } from './soak/verdict.js';
 export {
   type NodeUpgrade,
   runUpgradeDrill,

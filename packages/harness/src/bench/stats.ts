@@ -42,3 +42,18 @@ export function heapAfterGc(): number | null {
   gc();
   return process.memoryUsage().heapUsed + process.memoryUsage().arrayBuffers;
 }
+
+/** Least-squares slope of y over x. */
+export function slope(points: Array<[number, number]>): number {
+  const n = points.length;
+  if (n < 2) return 0;
+  const mx = points.reduce((s, [x]) => s + x, 0) / n;
+  const my = points.reduce((s, [, y]) => s + y, 0) / n;
+  let num = 0;
+  let den = 0;
+  for (const [x, y] of points) {
+    num += (x - mx) * (y - my);
+    den += (x - mx) ** 2;
+  }
+  return den === 0 ? 0 : num / den;
+}

@@ -33,7 +33,10 @@ export async function runSoakCommand(opts: SoakCommandOptions): Promise<number> 
     return 2;
   }
   // The soak's modules load only for flags that passed.
-  const { runSoak, soakTable } = await import('../soak/soak.js');
+  const [{ runSoak }, { soakTable }] = await Promise.all([
+    import('../soak/soak.js'),
+    import('../soak/report.js'),
+  ]);
   const report = await runSoak({
     seconds,
     sampleMs: seconds < 120 ? 1000 : 5000,

@@ -10,6 +10,16 @@ import { stringify } from 'yaml';
 import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
 import { clientForwards, startMesh } from '../mesh/mesh.js';
 import { type FloodKind, type MeshPeerTarget, meshFlood, meshPeerTls, slowReader } from './mesh-peers.js';
+import {
+  type CpIncarnation,
+  type CpRestart,
+  type MeshPeerOutcome,
+  PROXIES,
+  type ProxyName,
+  type ProxyTrend,
+  type SoakReport,
+} from './report.js';
+import { cpLimits, judge, type SoakSample, type SoakSeries, soakLimits } from './verdict.js';
 
 /** The soak's own loopback addresses (no other harness uses 127.44/16). */
 const SOAK = {
@@ -26,116 +36,6 @@ const SOAK = {
   /** Inbound PING interval of the soak's ztunnels: a slow reader is closed 2–3 intervals in. */
   pingIntervalMs: 2000,
 };
-
-export interface SoakSample {
-  /** Seconds since the mix started. */
-  t: number;
-  rssBytes: number;
-  fds: number;
-  /** V8 heap committed (nodejs_heap_size_total_bytes). */
-  heapBytes: number;
-  /** Event-loop delay p99 over the sample's interval, seconds (nodejs_eventloop_lag_p99_seconds). */
-  loopDelay: number;
-}
-
-export interface SoakSeries {
-  name: SeriesName;
-  /** Least-squares slope over the second half of the run, per minute. */
-  slopePerMinute: number;
-  limitPerMinute: number;
-  first: number;
-  last: number;
-  max: number;
-  passed: boolean;
-}
-
-type SeriesName = 'rss' | 'fds' | 'heap' | 'loopDelay';
-const SERIES: readonly SeriesName[] = ['rss', 'fds', 'heap', 'loopDelay'];
-const seriesValue: Record<SeriesName, (s: SoakSample) => number> = {
-  rss: (s) => s.rssBytes,
-  fds: (s) => s.fds,
-  heap: (s) => s.heapBytes,
-  loopDelay: (s) => s.loopDelay,
-};
-
-/** What the authenticated hostile peers (a valid mesh certificate) did and how ztunnel answered. */
-export interface MeshPeerOutcome {
-  /** Floods sent, per kind. */
-  floods: Record<FloodKind, number>;
-  /** Rapid-reset and CONTINUATION floods not answered by GOAWAY ENHANCE_YOUR_CALM. */
-  unanswered: number;
-  /** SETTINGS floods the server ended (its unread-answer bound) rather than absorbed. */
-  settingsClosed: number;
-  slowReaders: number;
-  /** Slow readers ztunnel closed at their PING deadline, and the slowest close. */
-  slowReadersClosed: number;
-  slowestCloseMs: number;
-  /** Slow readers still open after SLOW_READER_GIVE_UP_MS: a missing deadline. */
-  slowReadersHeld: number;
-}
-
-/** The proxies the soak samples and judges across control-plane restarts. */
-type ProxyName = 'node-a' | 'node-b' | 'waypoint';
-const PROXIES: readonly ProxyName[] = ['node-a', 'node-b', 'waypoint'];
-
-interface ProxyTrend {
-  samples: SoakSample[];
-  series: SoakSeries[];
-  /** xDS streams that ended over the run, by gRPC status (its zmesh_xds_stream_ends_total at the end). */
-  xdsStreamEnds: Record<string, number>;
-  /** Its xDS stream was up at the end (zmesh_xds_connected). */
-  xdsConnected: boolean;
-}
-
-/** One control-plane restart: killed by pid, started again on the same state directory. */
-interface CpRestart {
-  /** Seconds into the mix when the signal was sent. */
-  atSeconds: number;
-  signal: 'SIGTERM' | 'SIGKILL';
-  /** Signal to the new process answering /healthz; null if it did not within CP_START_GIVE_UP_MS. */
-  downSeconds: number | null;
-  /**
-   * Signal to each proxy's xDS stream being up again on a new stream (its stream-end count
-   * past the one before the signal, and zmesh_xds_connected 1); null if not within
-   * RECONNECT_GIVE_UP_MS.
-   */
-  reconnectSeconds: Record<ProxyName, number | null>;
-  /** Good requests done, and failed, from the signal until every proxy was back (last-known-good serving). */
-  requestsWhileDown: number;
-  failedWhileDown: number;
-}
-
-/**
- * One control-plane process. Its memory starts over at each restart, so its series are
- * judged within the incarnation only, and only when it ran CP_JUDGE_MIN_SECONDS.
- */
-interface CpIncarnation {
-  pid: number;
-  /** Seconds into the mix it answered /healthz (0: the first) and it was signalled (or the run ended). */
-  startedAt: number;
-  endedAt: number;
-  samples: SoakSample[];
-  /** Absent when the incarnation was too short to judge. */
-  series?: SoakSeries[];
-}
-
-export interface SoakReport {
-  seconds: number;
-  /** The two ztunnels (node-b takes the hostile peers, node-a the workloads) and the waypoint. */
-  proxies: Record<ProxyName, ProxyTrend>;
-  traffic: { requests: number; failed: number; firstFailure?: string };
-  hostile: Record<string, number>;
-  mesh: MeshPeerOutcome;
-  controlPlane: {
-    restarts: CpRestart[];
-    /** Proxy reconnections seen after the restarts (at most restarts × proxies). */
-    reconnects: number;
-    incarnations: CpIncarnation[];
-  };
-  /** Which process died and how, if one did outside a restart. */
-  died?: string;
-  passed: boolean;
-}
 
 export interface SoakOptions {
   seconds: number;
@@ -155,86 +55,6 @@ const CP_START_GIVE_UP_MS = 60_000;
 const RECONNECT_GIVE_UP_MS = 90_000;
 /** A control-plane incarnation shorter than this is reported, not judged (its second half is start-up). */
 const CP_JUDGE_MIN_SECONDS = 60;
-
-/**
- * Limits for one control-plane incarnation of `span` seconds: RSS, heap and fds as for a
- * run that long. Its event-loop delay is judged only from five minutes on: at the default
- * period (3 minutes) the second half is ~90 s, and there the delay's floor moves with the
- * machine's load, not with the process (a 30-minute run at load 20: one incarnation's floor
- * went from 105 to ~120 ms within it, 21.6 ms/min, while every proxy's stayed under 5 ms/min
- * over 15 minutes).
- */
-function cpLimits(span: number): Record<SeriesName, number> {
-  const limits = soakLimits(span);
-  return span >= 300 ? limits : { ...limits, loopDelay: Number.POSITIVE_INFINITY };
-}
-
-/**
- * Growth allowed per minute over the second half. From five minutes on, 8 MiB of RSS or heap,
- * 20 fds and 10 ms of event-loop delay (p99) a minute: a 5-minute run's second half starts
- * after JIT and heap warm-up (RSS and heap rise for about 3 minutes before V8's first major
- * collection levels them), and the pre-TLS idlers make fds swing by a few dozen. A shorter
- * run (CI's two minutes) is still in warm-up, and its second half is a few samples of fds that swing by 40
- * (idlers) plus the slow readers' and slow workloads' held sockets, so it only catches gross
- * growth: 256 MiB or 200 fds a minute (with the authenticated floods, a 20 s run on a loaded
- * 2-core machine warms up by up to 135 MiB a minute; the CONTINUATION flood of issue 38 grew
- * by 5 GB a minute, the reset leak the soak found by 900 fds a minute). Its event-loop delay
- * is reported, not judged: over 20 s on a machine at load 20 it swings from 200 ms to 1 s.
- */
-export function soakLimits(seconds: number): Record<SeriesName, number> {
-  return seconds >= 300
-    ? { rss: 8 * 2 ** 20, heap: 8 * 2 ** 20, fds: 20, loopDelay: 0.01 }
-    : { rss: 256 * 2 ** 20, heap: 256 * 2 ** 20, fds: 200, loopDelay: Number.POSITIVE_INFINITY };
-}
-
-/** Least-squares slope of y over x. */
-export function slope(points: Array<[number, number]>): number {
-  const n = points.length;
-  if (n < 2) return 0;
-  const mx = points.reduce((s, [x]) => s + x, 0) / n;
-  const my = points.reduce((s, [, y]) => s + y, 0) / n;
-  let num = 0;
-  let den = 0;
-  for (const [x, y] of points) {
-    num += (x - mx) * (y - my);
-    den += (x - mx) ** 2;
-  }
-  return den === 0 ? 0 : num / den;
-}
-
-/** Windows the second half is cut into; the verdict fits their minima. */
-const SOAK_WINDOWS = 5;
-
-/**
- * Per series: the slope (per minute) of its floor over the second half of the run, against
- * its limit. The second half is cut into SOAK_WINDOWS windows and the least-squares line is
- * fitted to each window's minimum: the idlers make fds swing and RSS dips when memory is
- * given back, so a fit to every sample follows the noise; a leak raises the floor.
- */
-export function judge(samples: SoakSample[], limits: Record<SeriesName, number>): SoakSeries[] {
-  const half = samples.slice(Math.floor(samples.length / 2));
-  const per = Math.max(1, Math.floor(half.length / SOAK_WINDOWS));
-  return SERIES.map((name) => {
-    const value = seriesValue[name];
-    const floors: Array<[number, number]> = [];
-    for (let i = 0; i + per <= half.length; i += per) {
-      const window = half.slice(i, i + per);
-      const low = window.reduce((a, b) => (value(b) < value(a) ? b : a));
-      floors.push([low.t / 60, value(low)]);
-    }
-    const perMinute = slope(floors);
-    const values = samples.map(value);
-    return {
-      name,
-      slopePerMinute: perMinute,
-      limitPerMinute: limits[name],
-      first: values[0] ?? 0,
-      last: values.at(-1) ?? 0,
-      max: Math.max(...values),
-      passed: perMinute < limits[name],
-    };
-  });
-}
 
 async function sample(pid: number, scrape: () => Promise<string>, t: number): Promise<SoakSample> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
@@ -743,47 +563,4 @@ function meshYaml(): string {
       },
     }),
   ].join('---\n');
-}
-
-/** The report as a table and a verdict line. */
-export function soakTable(r: SoakReport): string {
-  const unit = (name: string, v: number) =>
-    !Number.isFinite(v)
-      ? 'not judged'
-      : name === 'fds'
-        ? v.toFixed(1)
-        : name === 'loopDelay'
-          ? `${(v * 1000).toFixed(1)} ms`
-          : `${(v / 2 ** 20).toFixed(2)} MiB`;
-  const row = (who: string, s: SoakSeries) =>
-    `${who} ${s.name.padEnd(9)} first ${unit(s.name, s.first)}  last ${unit(s.name, s.last)}  max ${unit(s.name, s.max)}  slope ${unit(s.name, s.slopePerMinute)}/min (limit ${unit(s.name, s.limitPerMinute)})  ${s.passed ? 'ok' : 'GROWS'}`;
-  const rows = PROXIES.flatMap((n) => r.proxies[n].series.map((s) => row(n.padEnd(8), s)));
-  const cp = r.controlPlane;
-  const incarnations = cp.incarnations.map((inc, i) =>
-    inc.series
-      ? inc.series.map((s) => row(`cp#${i}    `, s)).join('\n')
-      : `cp#${i}     pid ${inc.pid}, ${inc.startedAt.toFixed(0)}-${inc.endedAt.toFixed(0)} s, ${inc.samples.length} samples: too short to judge`,
-  );
-  const restarts = cp.restarts.map(
-    (x, i) =>
-      `restart ${i + 1} at ${x.atSeconds.toFixed(0)} s (${x.signal}): healthz after ${x.downSeconds?.toFixed(1) ?? 'never'} s; reconnected ${PROXIES.map((n) => `${n} ${x.reconnectSeconds[n]?.toFixed(1) ?? 'never'} s`).join(', ')}; ${x.requestsWhileDown} good requests meanwhile, ${x.failedWhileDown} failed`,
-  );
-  const hostile = Object.entries(r.hostile)
-    .map(([k, v]) => `${k} ${v}`)
-    .join(', ');
-  return [
-    ...rows,
-    `good requests ${r.traffic.requests}, failed ${r.traffic.failed}${r.traffic.firstFailure ? ` (first: ${r.traffic.firstFailure})` : ''}`,
-    `hostile: ${hostile}`,
-    `mesh peers: floods ${Object.entries(r.mesh.floods)
-      .map(([k, v]) => `${k} ${v}`)
-      .join(
-        ', ',
-      )} (${r.mesh.unanswered} not answered by GOAWAY, ${r.mesh.settingsClosed} SETTINGS floods cut); slow readers ${r.mesh.slowReaders}, ${r.mesh.slowReadersClosed} closed at their deadline (slowest ${(r.mesh.slowestCloseMs / 1000).toFixed(1)} s), ${r.mesh.slowReadersHeld} held`,
-    ...incarnations,
-    ...restarts,
-    `control plane restarted ${cp.restarts.length} time(s), ${cp.reconnects} proxy reconnects`,
-    r.died ? `died: ${r.died}` : 'proxies and control plane alive',
-    `soak ${r.passed ? 'PASSED' : 'FAILED'} after ${r.seconds} s`,
-  ].join('\n');
 }
