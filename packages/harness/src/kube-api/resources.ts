@@ -117,3 +117,23 @@ export function apiVersionOf(t: ResourceType): string {
 export function typeKey(t: Pick<ResourceType, 'group' | 'version' | 'resource'>): string {
   return `${t.group}/${t.version}/${t.resource}`;
 }
+
+/** An object as the double stores it: any fields, with the metadata it reads. */
+export type KubeObject = Record<string, unknown> & {
+  apiVersion?: string;
+  kind?: string;
+  metadata: Metadata;
+};
+
+export interface Metadata {
+  name: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+  generation?: number;
+  creationTimestamp?: string;
+  labels?: Record<string, string>;
+  generateName?: string;
+  ownerReferences?: Array<{ uid: string; kind: string; name: string; apiVersion: string }>;
+  [k: string]: unknown;
+}
