@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { discoveryDocument } from './discovery.js';
 import {
   apiVersionOf,
   DEFAULT_RESOURCES,
@@ -392,7 +393,7 @@ export class ApiServerDouble {
     const parts = url.pathname.split('/').filter((p) => p !== '');
     const authn = this.#authentication(method, parts, body);
     if (authn !== undefined) return authn;
-    const discovery = this.#discovery(parts);
+    const discovery = discoveryDocument(this.#types.values(), parts);
     if (discovery !== undefined) {
       if (method !== 'GET') throw new ApiError(405, 'MethodNotAllowed', 'discovery is read-only');
       return { status: 200, body: discovery };
@@ -482,55 +483,6 @@ export class ApiServerDouble {
       default:
         throw new ApiError(405, 'MethodNotAllowed', `${method} is not supported`);
     }
-  }
-
-  #discovery(parts: string[]): unknown {
-    const types = [...this.#types.values()];
-    const resourceList = (group: string, version: string) => ({
-      kind: 'APIResourceList',
-      apiVersion: 'v1',
-      groupVersion: group === '' ? version : `${group}/${version}`,
-      resources: types
-        .filter((t) => t.group === group && t.version === version)
-        .flatMap((t) => [
-          {
-            name: t.resource,
-            singularName: t.kind.toLowerCase(),
-            namespaced: t.namespaced,
-            kind: t.kind,
-            verbs: ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'],
-          },
-          ...(t.status
-            ? [
-                {
-                  name: `${t.resource}/status`,
-                  singularName: '',
-                  namespaced: t.namespaced,
-                  kind: t.kind,
-                  verbs: ['get', 'patch', 'update'],
-                },
-              ]
-            : []),
-        ]),
-    });
-    if (parts.length === 1 && parts[0] === 'api') return { kind: 'APIVersions', versions: ['v1'] };
-    if (parts.length === 2 && parts[0] === 'api') return resourceList('', parts[1] as string);
-    if (parts.length === 1 && parts[0] === 'apis') {
-      const groups = [...new Set(types.filter((t) => t.group !== '').map((t) => t.group))];
-      return {
-        kind: 'APIGroupList',
-        apiVersion: 'v1',
-        groups: groups.map((name) => {
-          const versions = [...new Set(types.filter((t) => t.group === name).map((t) => t.version))].map(
-            (version) => ({ groupVersion: `${name}/${version}`, version }),
-          );
-          return { name, versions, preferredVersion: versions[0] };
-        }),
-      };
-    }
-    if (parts.length === 3 && parts[0] === 'apis')
-      return resourceList(parts[1] as string, parts[2] as string);
-    return undefined;
   }
 
   #selectors(type: ResourceType, q: URLSearchParams): { labels: Matcher; fields: FieldMatcher } {
