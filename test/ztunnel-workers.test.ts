@@ -1,10 +1,13 @@
+import { mkdtemp, readdir, rm, statfs } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import { CertificateAuthority, TrustBundle } from '@zmesh/shared';
 import {
+  type CertificateSigner,
   type ConfigUpdate,
   LocalCaSigner,
   parseLocalConfig,
   sharedQuotaBuffer,
+  TMPFS_MAGIC,
   ZtunnelWorkers,
 } from '@zmesh/ztunnel';
 import test from 'ava';
@@ -15,6 +18,10 @@ import { startEcho } from './helpers/probes.js';
  * workloads on node-a and two servers on node-b, sharded over each node's two worker threads.
  * Addresses 127.139.x.y: proxies .0.2/.0.3, clients .1.1-4 (team-a), servers .2.1-2 (team-b).
  */
+const shmIsTmpfs = await statfs('/dev/shm')
+  .then((f) => f.type === TMPFS_MAGIC)
+  .catch(() => false);
+const keysTest = shmIsTmpfs ? test.serial : test.serial.skip;
 const B = 139;
 const ip = (s: string) => `127.${B}.${s}`;
 const CLIENTS = [1, 2, 3, 4].map((i) => ({
@@ -68,6 +75,7 @@ async function node(
   address: string,
   ca: CertificateAuthority,
   limits = {},
+  opts: { persistKeys?: string; signer?: CertificateSigner } = {},
 ): Promise<ZtunnelWorkers> {
   const pool = new ZtunnelWorkers({
     count: 2,
@@ -78,9 +86,10 @@ async function node(
       passthrough: 'deny',
       tenancy: { limits, sharedQuotas: sharedQuotaBuffer() },
       pool: { idleTimeoutMs: 2000 },
+      ...(opts.persistKeys ? { persistKeys: opts.persistKeys } : {}),
     },
     bundle: new TrustBundle('cluster.local', [ca.rootPem]),
-    signer: new LocalCaSigner(ca),
+    signer: opts.signer ?? new LocalCaSigner(ca),
     ports: { admin: 0, metrics: 0, ready: 0 },
     defaultMetrics: false,
   });
@@ -133,8 +142,10 @@ const echoesOnce = async (host: string, port: number) => {
   return s !== undefined;
 };
 
+let ca: CertificateAuthority;
+
 test.before(async () => {
-  const ca = await CertificateAuthority.create({ trustDomain: 'cluster.local' });
+  ca = await CertificateAuthority.create({ trustDomain: 'cluster.local' });
   const echoes = await Promise.all(SERVERS.map((s) => startEcho(s.ip, ECHO_PORT)));
   stopEchoes = () => {
     for (const e of echoes) {
@@ -241,6 +252,42 @@ test.serial('a config push reaches every worker whole: no worker shows two versi
   t.true(seen.size >= 8, `samples saw several versions on both workers: ${seen.size}`);
   await a.applyConfig(config());
 });
+
+keysTest(
+  '--persist-keys with workers: each worker keeps its pods’ keys, and a restart with the CA down serves them (skipped where /dev/shm is not tmpfs)',
+  async (t) => {
+    const dir = await mkdtemp('/dev/shm/zmesh-workers-keys-');
+    t.teardown(() => rm(dir, { recursive: true, force: true }));
+    await a.stop();
+    let signed = 0;
+    const counting: CertificateSigner = {
+      sign: (csr, identity, ttl) => {
+        signed += 1;
+        return new LocalCaSigner(ca).sign(csr, identity, ttl);
+      },
+    };
+    a = await node('node-a', ip('0.2'), ca, {}, { persistKeys: dir, signer: counting });
+    await until(
+      async () => (await a.readiness()).ready && (await readdir(dir)).length === CLIENTS.length,
+      15_000,
+    );
+    t.is(signed, CLIENTS.length, 'one certificate per client identity, from whichever worker serves it');
+    await a.stop();
+
+    const down: CertificateSigner = {
+      sign: async () => {
+        signed += 1;
+        throw new Error('CA unreachable');
+      },
+    };
+    const before = signed;
+    a = await node('node-a', ip('0.2'), ca, {}, { persistKeys: dir, signer: down });
+    await until(async () => (await a.readiness()).ready, 10_000);
+    t.is(signed, before, 'the CA was never asked: every worker took its pods’ kept keys');
+    for (const c of CLIENTS)
+      t.true(await echoesOnce(c.ip, c.port), `${c.uid} on worker ${a.workerOf(c.uid)}`);
+  },
+);
 
 /** Each worker's own view (the merged dump keeps the first worker's mesh-wide lists). */
 async function workerDumps(

@@ -40,6 +40,7 @@ import {
 } from './forward/app-connector.js';
 import { ConnectionTable } from './forward/connection-table.js';
 import { type CertificateSigner, CertManager, DEFAULT_MAX_CSRS_IN_FLIGHT } from './identity/cert-manager.js';
+import { keptCredentials, type PersistedKeys } from './identity/persisted-keys.js';
 import { InboundListener, type ListenTarget } from './inbound/inbound-listener.js';
 import { PlaintextInbound } from './inbound/plaintext-inbound.js';
 import { ForwardListener } from './outbound/forward-listener.js';
@@ -65,6 +66,8 @@ export interface ZtunnelOptions {
   certTtlSeconds?: number;
   /** Retry bounds for failed certificate requests (CA unreachable). */
   certBackoff?: { initialMs: number; maxMs: number };
+  /** `--persist-keys`: a kept credential is used before asking the CA; each new one is kept. */
+  persistedKeys?: PersistedKeys;
   passthrough?: PassthroughPolicy;
   connectApp?: AppConnector;
   pool?: { maxStreamsPerConnection?: number; idleTimeoutMs?: number };
@@ -184,6 +187,9 @@ export class Ztunnel {
       ...(options.certBackoff ? { backoff: options.certBackoff } : {}),
       registry: this.metrics.registry,
       toCredential,
+      ...(options.persistedKeys
+        ? { store: keptCredentials(options.persistedKeys, options.bundle, toCredential) }
+        : {}),
     });
     this.certs.on('rotated', (identity: string, cred: Credential) => this.onRotated(identity, cred));
     this.preauth = new PreauthLimiter({

@@ -3,7 +3,6 @@ import {
   type AccessLogPolicy,
   CaClient,
   CertificateAuthority,
-  type Credential,
   configFileRefused,
   DEFAULT_ACCESS_LOG_RATE,
   formatHostPort,
@@ -17,7 +16,6 @@ import {
   startFailure,
   TokenFile,
   TrustBundle,
-  validateSvid,
   ZmeshError,
 } from '@zmesh/shared';
 import { Registry } from 'prom-client';
@@ -123,7 +121,7 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     return 2;
   }
   const workers = Number(opts.workers ?? 1);
-  if (workers > 1) return runWorkers(opts, mode, workers);
+  if (workers > 1) return runWorkers(opts, mode, workers, keys);
   const backoff = parseBackoff(opts.xdsBackoff);
   const registry = new Registry();
   const ztunnel = new Ztunnel({
@@ -136,6 +134,7 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     },
     bundle: mode.bundle,
     signer: mode.signer,
+    ...(keys ? { persistedKeys: keys } : {}),
     passthrough: opts.passthrough === 'allow' ? 'allow' : 'deny',
     registry,
     tenancy: { fairness: opts.fairness !== 'off', limits: tenantLimits(opts) },
@@ -159,7 +158,6 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     await mode.stop();
     await ztunnel.stop();
   };
-  if (keys) await adoptPersistedKeys(ztunnel, keys, mode.bundle);
   try {
     await ztunnel.start();
     await mode.start(ztunnel);
@@ -202,7 +200,12 @@ async function untilSignal(opts: ZtunnelCommandOptions, drain: (ms: number) => P
  * quotas are counted node-wide in one SharedArrayBuffer; the access-log rate is split
  * between the workers so the node's total stays the flag's.
  */
-async function runWorkers(opts: ZtunnelCommandOptions, mode: Mode, count: number): Promise<number> {
+async function runWorkers(
+  opts: ZtunnelCommandOptions,
+  mode: Mode,
+  count: number,
+  keys: PersistedKeys | undefined,
+): Promise<number> {
   const registry = new Registry();
   const backoff = parseBackoff(opts.xdsBackoff);
   let zds: { socket: string; cgroupRoot: string } | undefined;
@@ -237,6 +240,7 @@ async function runWorkers(opts: ZtunnelCommandOptions, mode: Mode, count: number
       accessLog: { ...access, ratePerSecond: perWorkerRate, burst: 2 * perWorkerRate },
       inboundLimits: inboundLimits(opts),
       ...(backoff ? { certBackoff: backoff } : {}),
+      ...(keys ? { persistKeys: keys.dir } : {}),
       ...(zds ? { capture: { scope: opts.captureScope ?? opts.node!, cgroupRoot: zds.cgroupRoot } } : {}),
     },
     bundle: mode.bundle,
@@ -271,23 +275,13 @@ async function runWorkers(opts: ZtunnelCommandOptions, mode: Mode, count: number
 /** The --persist-keys directory, or why it is refused (checked before anything starts). */
 async function openKeys(dir: string): Promise<PersistedKeys | string> {
   const opened = await PersistedKeys.open(dir);
-  return opened.ok ? opened.value : keysDirError(dir, opened.error).message;
-}
-
-/** Valid persisted credentials are adopted before serving; every new one is written back. */
-async function adoptPersistedKeys(ztunnel: Ztunnel, keys: PersistedKeys, bundle: TrustBundle): Promise<void> {
-  const creds = await keys.loadValid(toCredential);
-  let adopted = 0;
-  for (const cred of creds) {
-    // Roots may have rotated while the process was down: a chain no longer trusted is dropped.
-    const svid = validateSvid(cred.certChainPem, { roots: bundle.roots() });
-    if (svid.ok && svid.value.identity === cred.identity && ztunnel.certs.adopt(cred)) adopted += 1;
-    else log.warn({ identity: cred.identity }, 'persisted certificate no longer valid here: not adopted');
-  }
-  log.info({ dir: keys.dir, adopted, found: creds.length }, 'persisted workload keys loaded');
-  ztunnel.certs.on('rotated', (_identity: string, cred: Credential) => {
-    keys.save(cred).catch((e: unknown) => log.warn({ err: (e as Error).message }, 'persisting a key failed'));
-  });
+  if (!opened.ok) return keysDirError(dir, opened.error).message;
+  const removed = await opened.value.prune(toCredential).catch(() => 0);
+  log.info(
+    { dir, removed },
+    'persisted workload keys: expired and unreadable ones removed; valid ones are used on first request',
+  );
+  return opened.value;
 }
 
 /** `initialMs:maxMs`; undefined keeps the defaults. */
@@ -345,8 +339,6 @@ function usageError(opts: ZtunnelCommandOptions): string | undefined {
   if (opts.drainGrace !== undefined && !/^\d{1,7}$/.test(opts.drainGrace))
     return `--drain-grace: want seconds (0..9999999), got ${opts.drainGrace}`;
   if (opts.persistKeys && !opts.xds) return '--persist-keys needs --xds (a local CA never goes away)';
-  if (opts.persistKeys && Number(opts.workers ?? 1) > 1)
-    return '--persist-keys is not supported with --workers above 1 yet';
   if (opts.xds) {
     if (!opts.tokenFile || !opts.rootsFile) return '--xds needs --token-file and --roots-file';
     return undefined;

@@ -37,6 +37,18 @@ export interface CertManagerOptions {
    * bounded FIFO (`maxInFlight`).
    */
   schedule?: <T>(identity: string, work: () => Promise<T>) => Promise<T>;
+  /**
+   * Credentials kept across restarts (`--persist-keys`): an identity's first request takes
+   * a kept one that is still valid instead of asking the CA, and every credential issued
+   * is handed back to be kept.
+   */
+  store?: CredentialStore;
+}
+
+/** Where credentials outlive the process (persisted-keys.ts); it vouches for what it returns. */
+export interface CredentialStore {
+  load(identity: string): Promise<Credential | undefined>;
+  save(cred: Credential): Promise<void>;
 }
 
 export const DEFAULT_MAX_CSRS_IN_FLIGHT = 8;
@@ -51,6 +63,8 @@ interface Slot {
   readonly expiring: Set<NodeJS.Timeout>;
   failures: number;
   waiters: number;
+  /** The store was asked for this identity already (it is asked once, before the first CSR). */
+  looked?: boolean;
 }
 
 /**
@@ -186,6 +200,24 @@ export class CertManager extends EventEmitter {
   }
 
   private request(slot: Slot): Promise<Credential> {
+    const store = this.options.store;
+    if (store && !slot.looked) {
+      slot.looked = true;
+      const next = (kept?: Credential) => {
+        slot.inflight = undefined;
+        // Forgotten while the store was read: hand it to the waiter, hold nothing.
+        if (kept && this.slots.get(slot.identity) !== slot) return kept;
+        return kept && this.adopt(kept) ? kept : this.request(slot);
+      };
+      slot.inflight = store.load(slot.identity).then(next, (e: unknown) => {
+        log.warn(
+          { identity: slot.identity, err: (e as Error).message },
+          'kept credential unreadable: asking the CA',
+        );
+        return next();
+      });
+      return slot.inflight;
+    }
     const run = <T>(work: () => Promise<T>) =>
       this.options.schedule ? this.options.schedule(slot.identity, work) : this.withSlot(work);
     const attempt = run(async () => {
@@ -202,6 +234,9 @@ export class CertManager extends EventEmitter {
         this.scheduleRenewal(slot, halfLife(cred, this.now()));
         this.scheduleExpiring(slot, cred);
         log.info({ identity: slot.identity, notAfter: cred.notAfter.toISOString() }, 'certificate issued');
+        store
+          ?.save(cred)
+          .catch((e: unknown) => log.warn({ err: (e as Error).message }, 'keeping a credential failed'));
         this.emit('rotated', slot.identity, cred, previous);
         return cred;
       },

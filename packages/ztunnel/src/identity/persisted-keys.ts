@@ -1,7 +1,17 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { open, readdir, readFile, rename, stat, statfs, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type Credential, err, logger, ok, type Result, ZmeshError } from '@zmesh/shared';
+import {
+  type Credential,
+  err,
+  logger,
+  ok,
+  type Result,
+  type TrustBundle,
+  validateSvid,
+  ZmeshError,
+} from '@zmesh/shared';
+import type { CredentialStore } from './cert-manager.js';
 
 const log = logger('persisted-keys');
 
@@ -60,33 +70,88 @@ export class PersistedKeys {
     await unlink(this.pathOf(identity)).catch(() => {});
   }
 
-  /** Every stored credential still valid at `now`; expired or unreadable files are deleted. */
-  async loadValid(
+  /** `identity`'s stored credential while valid at `now`; an expired or unreadable file is deleted. */
+  async load(
+    identity: string,
     toCredential: (identity: string, keyPem: string, chain: string[]) => Credential,
     now = Date.now(),
-  ): Promise<Credential[]> {
+  ): Promise<Credential | undefined> {
+    const path = this.pathOf(identity);
+    let text: string;
+    try {
+      text = await readFile(path, 'utf8');
+    } catch {
+      return undefined;
+    }
+    try {
+      const s = JSON.parse(text) as Stored;
+      if (s.identity !== identity) throw new Error(`holds ${String(s.identity)}`);
+      const cred = toCredential(s.identity, s.keyPem, s.chain);
+      if (cred.notAfter.getTime() > now) return cred;
+    } catch (e) {
+      log.warn({ path, err: (e as Error).message }, 'persisted key unreadable: removed');
+    }
+    await unlink(path).catch(() => {});
+    return undefined;
+  }
+
+  /**
+   * Deletes expired and unreadable files, so identities that never come back do not stay
+   * at rest (run once at start; valid files wait for their identity's first request).
+   */
+  async prune(
+    toCredential: (identity: string, keyPem: string, chain: string[]) => Credential,
+    now = Date.now(),
+  ): Promise<number> {
     const names = (await readdir(this.dir))
       .filter((n) => n.endsWith(SUFFIX))
       .slice(0, MAX_PERSISTED_IDENTITIES);
-    const out: Credential[] = [];
+    let removed = 0;
     for (const name of names) {
       const path = join(this.dir, name);
+      let keep = false;
       try {
         const s = JSON.parse(await readFile(path, 'utf8')) as Stored;
-        const cred = toCredential(s.identity, s.keyPem, s.chain);
-        if (cred.notAfter.getTime() > now) out.push(cred);
-        else await unlink(path);
+        keep =
+          this.pathOf(s.identity) === path &&
+          toCredential(s.identity, s.keyPem, s.chain).notAfter.getTime() > now;
       } catch (e) {
         log.warn({ path, err: (e as Error).message }, 'persisted key unreadable: removed');
+      }
+      if (!keep) {
         await unlink(path).catch(() => {});
+        removed += 1;
       }
     }
-    return out;
+    return removed;
   }
 
   private pathOf(identity: string): string {
     return join(this.dir, `${createHash('sha256').update(identity).digest('hex').slice(0, 32)}${SUFFIX}`);
   }
+}
+
+/**
+ * The certificate manager's view of a key directory (its `store`): a kept credential comes
+ * back only while the current roots still vouch for it under its own identity, since the
+ * roots may have rotated while the process was down.
+ */
+export function keptCredentials(
+  keys: PersistedKeys,
+  bundle: TrustBundle,
+  toCredential: (identity: string, keyPem: string, chain: string[]) => Credential,
+): CredentialStore {
+  return {
+    async load(identity) {
+      const cred = await keys.load(identity, toCredential);
+      if (!cred) return undefined;
+      const svid = validateSvid(cred.certChainPem, { roots: bundle.roots() });
+      if (svid.ok && svid.value.identity === identity) return cred;
+      log.warn({ identity }, 'persisted certificate no longer valid here: not adopted');
+      return undefined;
+    },
+    save: (cred) => keys.save(cred),
+  };
 }
 
 export function keysDirError(dir: string, reasons: string[]): ZmeshError {

@@ -4,6 +4,7 @@ import { Registry } from 'prom-client';
 import { BpfCapture } from '../capture/bpf-capture.js';
 import type { AddWorkloadRequest } from '../capture/zds-client.js';
 import { drainOnCertChange } from '../identity/cert-drain.js';
+import { keysDirError, PersistedKeys } from '../identity/persisted-keys.js';
 import { Ztunnel } from '../ztunnel.js';
 import { Channel } from './channel.js';
 import type { ConfigPush, SignRequest, WorkerDump, WorkerInit } from './worker-protocol.js';
@@ -19,6 +20,10 @@ const log = logger('worker');
 const init = workerData as WorkerInit;
 const port = parentPort;
 if (!port) throw new Error('worker-entry runs only as a worker thread');
+// Awaited before the channel listens: calls posted meanwhile wait in the port, not at a handler-less channel.
+const kept = init.persistKeys ? await PersistedKeys.open(init.persistKeys) : undefined;
+if (kept && !kept.ok)
+  log.error({ err: keysDirError(init.persistKeys!, kept.error).message }, 'keys not persisted');
 const channel = new Channel(port);
 const bundle = new TrustBundle(init.trustDomain, init.roots);
 const registry = new Registry();
@@ -32,6 +37,7 @@ const ztunnel = new Ztunnel({
     sign: (csrPem, identity, ttlSeconds) =>
       channel.call<string[]>('sign', { csrPem, identity, ttlSeconds } satisfies SignRequest),
   },
+  ...(kept?.ok ? { persistedKeys: kept.value } : {}),
   passthrough: init.passthrough,
   tenancy: init.tenancy,
   registry,

@@ -24,6 +24,8 @@ export interface WorkerInit {
   accessLog?: AccessLogPolicy;
   inboundLimits?: InboundLimits;
   pool?: { maxStreamsPerConnection?: number; idleTimeoutMs?: number };
+  /** `--persist-keys`: the key directory (checked by the main thread); each worker keeps its pods' keys there. */
+  persistKeys?: string;
   /** Capture mode: the BPF pin scope and the cgroup root (enrolments come from the main thread). */
   capture?: { scope: string; cgroupRoot: string };
 }
