@@ -117,7 +117,8 @@ export async function runNoisyNeighbor(
       ztunnelCpus: PROXY_CPU,
       ztunnelArgs: [
         ...(fairness === 'on' ? [] : ['--fairness', 'off']),
-        ...(opts.workers && opts.workers > 1 ? ['--workers', String(opts.workers)] : []),
+        '--workers',
+        String(opts.workers ?? 1),
       ],
       ztunnelLog: 'error',
     });

@@ -52,10 +52,10 @@ export function ztunnelCommand(): Command {
       'file descriptors kept free for established flows; new inbound connections are refused below it (default 256)',
     )
     .option(
-      '--workers <n>',
-      'event-loop threads; pods are sharded across them, tenant quotas stay node-wide (experimental above 1; default 1)',
-      checked(intOption(1, 16, 'threads')),
-      '1',
+      '--workers <n|auto>',
+      'event-loop threads; pods are sharded across them, tenant quotas stay node-wide (auto: the CPUs the process may use, by affinity and cgroup quota, at most 4; 1: one loop)',
+      checked((v) => (v === 'auto' ? v : intOption(1, 16, 'threads')(v))),
+      'auto',
     )
     .option('--capture-scope <name>', 'capture mode: BPF pin scope (default: the node name)')
     .option(

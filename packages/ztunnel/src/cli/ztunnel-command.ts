@@ -28,6 +28,7 @@ import { type LocalConfig, loadLocalConfig } from '../state/local-config.js';
 import { XdsConfigSource } from '../state/xds-config-source.js';
 import type { QuotaLimits } from '../tenancy/index.js';
 import { sharedQuotaBuffer } from '../tenancy/shared-quotas.js';
+import { autoWorkers } from '../workers/worker-count.js';
 import { ZtunnelWorkers } from '../workers/worker-pool.js';
 import { type InboundLimits, toCredential, Ztunnel } from '../ztunnel.js';
 import { OptimizerGate } from './optimizer-gate.js';
@@ -120,7 +121,7 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     console.error(`zmesh ztunnel: ${mode}`);
     return 2;
   }
-  const workers = Number(opts.workers ?? 1);
+  const workers = workerCount(opts.workers);
   if (workers > 1) return runWorkers(opts, mode, workers, keys);
   const backoff = parseBackoff(opts.xdsBackoff);
   const registry = new Registry();
@@ -195,7 +196,7 @@ async function untilSignal(opts: ZtunnelCommandOptions, drain: (ms: number) => P
 }
 
 /**
- * `--workers N` (N > 1, experimental): this thread keeps the config source, the signer, admin
+ * `--workers N` (N > 1; `auto` on a machine with more than one CPU): this thread keeps the config source, the signer, admin
  * and the ZDS connection; N worker threads serve the pods (src/workers/worker-pool.ts). Tenant
  * quotas are counted node-wide in one SharedArrayBuffer; the access-log rate is split
  * between the workers so the node's total stays the flag's.
@@ -282,6 +283,14 @@ async function openKeys(dir: string): Promise<PersistedKeys | string> {
     'persisted workload keys: expired and unreadable ones removed; valid ones are used on first request',
   );
   return opened.value;
+}
+
+/** `--workers`: a number, or `auto` (the default; the choice and its reasons are logged). */
+function workerCount(flag: number | string | undefined): number {
+  if (flag !== undefined && flag !== 'auto') return Number(flag);
+  const choice = autoWorkers();
+  log.info(choice, `--workers auto: ${choice.workers}`);
+  return choice.workers;
 }
 
 /** `initialMs:maxMs`; undefined keeps the defaults. */
