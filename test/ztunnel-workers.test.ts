@@ -215,6 +215,15 @@ test.serial(
     t.false(closed);
     t.is(a.workerOf(victim.uid) !== undefined, true, 'the victim’s pod is homed again');
     t.regex(await a.mergedMetrics(), /zmesh_worker_restarts_total 1/);
+    // The dead worker's connection went with it, and so did its count: team-a's node-wide 4
+    // are the long one plus three more, not two (a leaked count would hold one forever).
+    const more: Socket[] = [];
+    for (const c of [...CLIENTS, ...CLIENTS]) {
+      const s = await openEchoing(c.ip, c.port, 1500);
+      if (s) more.push(s);
+    }
+    t.is(more.length, 3, 'the dead worker’s share of the quota was given back');
+    for (const s of more) s.destroy();
     long!.destroy();
     doomed?.destroy();
   },
@@ -304,3 +313,23 @@ async function workerDumps(
     };
   });
 }
+
+test.serial(
+  'a drain: a worker that finishes its drain first is not restarted as if it had crashed',
+  async (t) => {
+    // A connection through one of node-b's workers keeps that worker draining; the other
+    // worker's drain ends at once and its thread exits while the first still drains.
+    const client = CLIENTS[0]!;
+    const held = await openEchoing(client.ip, client.port);
+    t.truthy(held);
+    const restarts = async () =>
+      (await b.metrics.registry.getSingleMetric('zmesh_worker_restarts_total')?.get())?.values[0]?.value ?? 0;
+    t.is(await restarts(), 0);
+    const drained = b.drain(1500);
+    await new Promise((r) => setTimeout(r, 700));
+    t.is(await restarts(), 0, 'no restart while the other worker still drains');
+    held?.destroy();
+    await drained;
+    t.is(await restarts(), 0);
+  },
+);

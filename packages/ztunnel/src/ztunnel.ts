@@ -192,11 +192,14 @@ export class Ztunnel {
         : {}),
     });
     this.certs.on('rotated', (identity: string, cred: Credential) => this.onRotated(identity, cred));
+    this.tenancy = new TenantAdmission(options.tenancy ?? {}, this.metrics.registry);
     this.preauth = new PreauthLimiter({
       ...(options.inboundLimits?.maxPreauthPerSource
         ? { perSource: options.inboundLimits.maxPreauthPerSource }
         : {}),
       ...(options.inboundLimits?.maxPreauth ? { total: options.inboundLimits.maxPreauth } : {}),
+      // With workers the total is the node's, counted in the shared buffer.
+      ...(this.tenancy.shared ? { shared: this.tenancy.shared.counter('preauth') } : {}),
     });
     const reserve = options.inboundLimits?.fdReserve;
     this.fdReserve = reserve === 0 ? undefined : new FdReserve(reserve === undefined ? {} : { reserve });
@@ -205,7 +208,6 @@ export class Ztunnel {
       { soft: nofile?.soft, hard: nofile?.hard, reserve: this.fdReserve?.reserve ?? 0 },
       'open-file limit (RLIMIT_NOFILE; Node raises soft to hard at start)',
     );
-    this.tenancy = new TenantAdmission(options.tenancy ?? {}, this.metrics.registry);
     this.accessLog = new AccessLog({
       registry: this.metrics.registry,
       ...(options.accessLog ? { policy: options.accessLog } : {}),

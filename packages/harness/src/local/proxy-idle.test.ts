@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CertificateAuthority } from '@zmesh/shared';
@@ -16,12 +16,22 @@ import { startZtunnelProcess, stopChild, waitReady, ZMESH_BIN } from './ztunnel-
  * ~7 MB less resident than the same code from dist/. Each test has its own loopback address.
  */
 
-/** Voluntary and involuntary context switches of a process's main thread: its wake-ups. */
-async function wakeups(pid: number): Promise<number> {
-  const status = await readFile(`/proc/${pid}/task/${pid}/status`, 'utf8');
+/** Voluntary and involuntary context switches of one thread of a process: its wake-ups. */
+async function wakeups(pid: number, tid = pid): Promise<number> {
+  const status = await readFile(`/proc/${pid}/task/${tid}/status`, 'utf8').catch(() => '');
   let n = 0;
   for (const m of status.matchAll(/^(?:non)?voluntary_ctxt_switches:\s+(\d+)$/gm)) n += Number(m[1]);
   return n;
+}
+
+/** Each thread's wake-ups, by name (ztunnel's worker threads are named after their entry). */
+async function threadWakeups(pid: number): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
+    const name = (await readFile(`/proc/${pid}/task/${tid}/comm`, 'utf8').catch(() => '?')).trim();
+    out.set(`${name}/${tid}`, await wakeups(pid, Number(tid)));
+  }
+  return out;
 }
 
 const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -64,13 +74,20 @@ async function checkIdle(t: ExecutionContext, child: ResultPromise, address: str
   const reclaims = await reclaimsWithin(address, 3);
   t.true(reclaims >= 1, `zmesh_memory_reclaims_total ${reclaims} within 30 s of ready`);
   const before = await wakeups(child.pid!);
+  const threadsBefore = await threadWakeups(child.pid!);
   const seconds = 3;
   await delay(seconds * 1000);
   const perSecond = ((await wakeups(child.pid!)) - before) / seconds;
-  t.log(`main thread wake-ups while idle: ${perSecond.toFixed(0)}/s`);
+  const threadsAfter = await threadWakeups(child.pid!);
+  const rates = [...threadsAfter].map(([k, v]) => [k, (v - (threadsBefore.get(k) ?? v)) / seconds] as const);
+  const busy = rates.map(([k, r]) => `${k}:${r.toFixed(0)}`);
+  const total = rates.reduce((sum, [, r]) => sum + r, 0);
+  t.log(`main thread wake-ups while idle: ${perSecond.toFixed(0)}/s; every thread: ${busy.join(' ')}`);
   // Left: the logger's 1 s flush, the 100 ms event-loop histogram, IdleReclaim's 2 s
   // sample. ztunnel's was over 100 a second.
   t.true(perSecond < 40, `${perSecond}/s`);
+  // ztunnel's worker threads (`--workers auto`) idle too: at 2 workers about 20 in all.
+  t.true(total < 60, `every thread together: ${total}/s`);
 }
 
 test('an idle ztunnel runs from the bundle, rarely wakes up, and gives start-up memory back once', async (t) => {

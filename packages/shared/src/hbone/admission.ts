@@ -11,6 +11,18 @@ export interface ConnectionGate {
   check(source: string): ZmeshError | undefined;
 }
 
+/**
+ * A count several threads share (ztunnel's workers map one SharedArrayBuffer): the
+ * pre-authentication total here, the memory guard's bytes in ztunnel's tenancy.
+ */
+export interface SharedCount {
+  load(): number;
+  /** Adds `n` if the count stays at or under `limit`; false, unchanged, otherwise. */
+  tryAdd(n: number, limit: number): boolean;
+  add(n: number): void;
+  sub(n: number): void;
+}
+
 /** A pre-authentication slot; release() is idempotent. */
 export interface PreauthTicket {
   release(): void;
@@ -28,10 +40,16 @@ export class PreauthLimiter {
   readonly total: number;
   readonly #bySource = new Map<string, number>();
   #pending = 0;
+  readonly #shared: SharedCount | undefined;
 
-  constructor(limits: { perSource?: number; total?: number } = {}) {
+  /**
+   * `shared`: the total is counted there, across every thread that maps it (ztunnel's
+   * workers), so the node's total stays `total`; the per-source bound stays this thread's.
+   */
+  constructor(limits: { perSource?: number; total?: number; shared?: SharedCount } = {}) {
     this.perSource = limits.perSource ?? DEFAULT_MAX_PREAUTH_PER_SOURCE;
     this.total = limits.total ?? DEFAULT_MAX_PREAUTH;
+    this.#shared = limits.shared;
   }
 
   get pending(): number {
@@ -45,8 +63,11 @@ export class PreauthLimiter {
   /** A slot for a new connection from `source`, or ZM_ERR_HBONE_PREAUTH_LIMIT naming the limit hit. */
   admit(source: string): Result<PreauthTicket, ZmeshError> {
     const fromSource = this.#bySource.get(source) ?? 0;
-    if (this.#pending >= this.total) return err(this.#refusal(source, 'total', this.#pending, this.total));
+    const shared = this.#shared;
+    if (shared ? !shared.tryAdd(1, this.total) : this.#pending >= this.total)
+      return err(this.#refusal(source, 'total', shared ? shared.load() : this.#pending, this.total));
     if (fromSource >= this.perSource) {
+      shared?.sub(1);
       return err(this.#refusal(source, 'source', fromSource, this.perSource));
     }
     this.#bySource.set(source, fromSource + 1);
@@ -56,6 +77,7 @@ export class PreauthLimiter {
       release: () => {
         if (!held) return;
         held = false;
+        shared?.sub(1);
         this.#pending--;
         const left = (this.#bySource.get(source) ?? 1) - 1;
         if (left > 0) this.#bySource.set(source, left);

@@ -175,3 +175,35 @@ test('PreauthLimiter releases once per ticket and forgets sources at zero', (t) 
   if (b.ok) b.value.release();
   t.is(l.pendingFrom('a'), 0);
 });
+
+test('PreauthLimiter with a shared count: the total is over every limiter that shares it', (t) => {
+  let n = 0;
+  const shared = {
+    load: () => n,
+    tryAdd: (k: number, limit: number) => {
+      if (n + k > limit) return false;
+      n += k;
+      return true;
+    },
+    add: (k: number) => {
+      n += k;
+    },
+    sub: (k: number) => {
+      n -= k;
+    },
+  };
+  const [one, two] = [
+    new PreauthLimiter({ total: 3, perSource: 1, shared }),
+    new PreauthLimiter({ total: 3, shared }),
+  ];
+  const held = [one.admit('a'), two.admit('b'), two.admit('c')];
+  t.true(held.every((r) => r.ok));
+  const over = one.admit('d');
+  t.false(over.ok, 'the fourth, on the first limiter, is over the shared 3');
+  if (!over.ok) t.regex(over.error.message, /total limit 3/);
+  if (held[1]!.ok) held[1]!.value.release();
+  t.false(one.admit('a').ok, 'a source over its own bound gives back the total it took');
+  t.is(n, 2);
+  t.true(one.admit('d').ok);
+  t.is(n, 3);
+});

@@ -4,6 +4,7 @@ export {
   DEFAULT_MAX_PREAUTH_PER_SOURCE,
   PreauthLimiter,
   type PreauthTicket,
+  type SharedCount,
 } from './admission.js';
 export {
   buildConnectHeaders,

@@ -28,6 +28,8 @@ export interface TenancyOptions {
    * tenant's connections, pending connects and connect bucket are one across workers.
    */
   sharedQuotas?: SharedArrayBuffer;
+  /** The worker slot counting in `sharedQuotas` (its ledger: a dead worker's share is given back). */
+  worker?: number;
 }
 
 /** A tenant's admission of one connection: released when the connection closes. */
@@ -77,13 +79,17 @@ export class TenantAdmission {
   private readonly bytes?: ByteFairness;
   readonly #attempts = new AttemptRates();
   /** `--workers N`: the node-wide table; contention (pressure, active tenants, attempt rates) is read there. */
-  readonly #shared: SharedQuotaTable | undefined;
+  readonly shared: SharedQuotaTable | undefined;
 
   constructor(options: TenancyOptions, registry: Registry) {
     this.fairness = options.fairness ?? true;
+    this.shared = options.sharedQuotas
+      ? new SharedQuotaTable(options.sharedQuotas, options.worker)
+      : undefined;
     this.memory = new MemoryGuard({
       registry,
       ...(options.memoryCapBytes ? { capBytes: options.memoryCapBytes } : {}),
+      ...(this.shared ? { shared: this.shared.counter('buffered') } : {}),
     });
     this.scheduler = new FairScheduler({
       name: 'outbound_setup',
@@ -91,9 +97,8 @@ export class TenantAdmission {
       maxInFlight: options.maxSetupsInFlight ?? DEFAULT_MAX_SETUPS_IN_FLIGHT,
       registry,
     });
-    this.#shared = options.sharedQuotas ? new SharedQuotaTable(options.sharedQuotas) : undefined;
     if (this.fairness) {
-      const shared = this.#shared;
+      const shared = this.shared;
       const quotas = new TenantQuotas({
         registry,
         memory: this.memory,
@@ -145,7 +150,7 @@ export class TenantAdmission {
    * CONTENDED_CONNECT_RATE) while the node is contended, so its bucket refills slower.
    */
   #attempted(tenant: string): boolean {
-    const shared = this.#shared;
+    const shared = this.shared;
     if (shared && this.quotas) {
       // Node-wide: a tenant on one worker contends with tenants on the others.
       const now = sharedNow();

@@ -2,6 +2,7 @@ import { isZmeshError } from '@zmesh/shared';
 import test from 'ava';
 import { Registry } from 'prom-client';
 import { MemoryGuard } from './memory-guard.js';
+import { SharedQuotaTable, sharedQuotaBuffer } from './shared-quotas.js';
 
 test('below the high-water mark nobody is named for shedding', (t) => {
   const g = new MemoryGuard({ capBytes: 1000, highWater: 0.8 });
@@ -55,4 +56,30 @@ test("the buffered-bytes gauges report the guard's count when scraped", async (t
   const value = (name: string) => scraped.find((m) => m.name === name)?.values[0]?.value;
   t.is(value('zmesh_buffered_bytes'), 400);
   t.is(value('zmesh_memory_pressure'), 0.4);
+});
+
+test('guards sharing a count hold one cap between them; each keeps its own tenants', (t) => {
+  const buffer = sharedQuotaBuffer(4);
+  const [one, two] = [0, 1].map(
+    (w) =>
+      new MemoryGuard({
+        capBytes: 1000,
+        highWater: 1,
+        shared: new SharedQuotaTable(buffer, w).counter('buffered'),
+      }),
+  );
+  t.true(one!.reserve('a', 600).ok);
+  t.false(two!.reserve('b', 500).ok, 'over the cap the two share');
+  t.true(two!.reserve('b', 400).ok);
+  t.is(one!.nodeUsed(), 1000);
+  t.is(two!.used(), 400, "used() is this guard's own (the merged metric sums them)");
+  t.is(one!.pressure(), 1);
+  two!.remove('b', 400);
+  t.is(one!.nodeUsed(), 600);
+  t.throws(
+    () => new MemoryGuard({ capBytes: 2 ** 31, shared: new SharedQuotaTable(buffer).counter('buffered') }),
+    {
+      instanceOf: RangeError,
+    },
+  );
 });

@@ -1,4 +1,4 @@
-import { err, ok, type Result, ZmeshError } from '@zmesh/shared';
+import { err, ok, type Result, type SharedCount, ZmeshError } from '@zmesh/shared';
 import { Registry } from 'prom-client';
 import { MemoryMetrics } from './tenancy-metrics.js';
 
@@ -11,7 +11,15 @@ export interface MemoryGuardOptions {
   readonly capBytes?: number;
   readonly highWater?: number;
   readonly registry?: Registry;
+  /**
+   * `--workers N`: the node's buffered bytes, counted across workers (shared-quotas.ts), so
+   * the cap is the node's. This guard's own bytes (its tenants, its metric) stay here.
+   */
+  readonly shared?: SharedCount;
 }
+
+/** A shared count is an Int32 cell. */
+const MAX_SHARED_CAP = 2 ** 31 - 1;
 
 /**
  * Accounts buffered bytes per tenant against one node-wide cap. Under the high-water mark
@@ -24,6 +32,7 @@ export class MemoryGuard {
   readonly highWaterBytes: number;
   readonly #byTenant = new Map<string, number>();
   #used = 0;
+  readonly #shared: SharedCount | undefined;
   readonly #metrics: MemoryMetrics;
 
   constructor(options: MemoryGuardOptions = {}) {
@@ -32,6 +41,9 @@ export class MemoryGuard {
     if (!(this.capBytes > 0) || !(highWater > 0 && highWater <= 1)) {
       throw new RangeError(`memory guard needs capBytes > 0 and 0 < highWater <= 1`);
     }
+    if (options.shared && this.capBytes > MAX_SHARED_CAP)
+      throw new RangeError(`memory guard: a cap shared by workers is at most ${MAX_SHARED_CAP} bytes`);
+    this.#shared = options.shared;
     this.highWaterBytes = Math.floor(this.capBytes * highWater);
     this.#metrics = new MemoryMetrics(options.registry ?? new Registry(), this);
   }
@@ -39,20 +51,31 @@ export class MemoryGuard {
   /** Accounts `n` bytes to `tenant` if the node can take them; see the class comment for the policy. */
   reserve(tenant: string, n: number): Result<void, ZmeshError> {
     if (n <= 0) return ok(undefined);
-    const over = this.#used + n > this.capBytes;
-    if (over || (this.#used + n > this.highWaterBytes && this.shedCandidate(n) === tenant)) {
+    const used = this.nodeUsed();
+    const shed = used + n > this.highWaterBytes && this.shedCandidate(n) === tenant;
+    const shared = this.#shared;
+    if (shed || (shared ? !shared.tryAdd(n, this.capBytes) : used + n > this.capBytes)) {
       this.#metrics.shed.inc({ tenant });
       return err(
-        new ZmeshError('ZM_ERR_TENANT_MEMORY_PRESSURE', { tenant, used: this.#used, limit: this.capBytes }),
+        new ZmeshError('ZM_ERR_TENANT_MEMORY_PRESSURE', {
+          tenant,
+          used: this.nodeUsed(),
+          limit: this.capBytes,
+        }),
       );
     }
-    this.add(tenant, n);
+    this.#account(tenant, n);
     return ok(undefined);
   }
 
   /** Accounts bytes already buffered (no admission check), e.g. data a socket delivered. */
   add(tenant: string, n: number): void {
     if (n <= 0) return;
+    this.#shared?.add(n);
+    this.#account(tenant, n);
+  }
+
+  #account(tenant: string, n: number): void {
     this.#byTenant.set(tenant, (this.#byTenant.get(tenant) ?? 0) + n);
     this.#used += n;
   }
@@ -65,10 +88,17 @@ export class MemoryGuard {
     if (held - freed === 0) this.#byTenant.delete(tenant);
     else this.#byTenant.set(tenant, held - freed);
     this.#used -= freed;
+    this.#shared?.sub(freed);
   }
 
+  /** Bytes this guard's tenants hold (with workers: this worker's; the merged metric sums them). */
   used(): number {
     return this.#used;
+  }
+
+  /** Bytes buffered on the whole node: what the cap and the high-water mark are judged on. */
+  nodeUsed(): number {
+    return this.#shared ? this.#shared.load() : this.#used;
   }
 
   usageOf(tenant: string): number {
@@ -77,15 +107,16 @@ export class MemoryGuard {
 
   /** Buffered bytes as a fraction of the cap, 0..1. */
   pressure(): number {
-    return Math.min(1, this.#used / this.capBytes);
+    return Math.min(1, this.nodeUsed() / this.capBytes);
   }
 
   /**
    * The tenant to shed first once usage (plus `incoming` bytes about to arrive) passes
-   * the high-water mark: the largest consumer. Undefined below the mark.
+   * the high-water mark: the largest consumer (with workers: the node's usage, this worker's
+   * largest consumer, so each worker sheds its own heaviest tenant). Undefined below the mark.
    */
   shedCandidate(incoming = 0): string | undefined {
-    if (this.#used + incoming <= this.highWaterBytes) return undefined;
+    if (this.nodeUsed() + incoming <= this.highWaterBytes) return undefined;
     let largest: string | undefined;
     let most = -1;
     for (const [tenant, bytes] of this.#byTenant) {

@@ -115,3 +115,40 @@ test('byte fairness is node-wide: a tenant alone on its worker takes bulk turns 
   floodWorker.close();
   victimWorker.close();
 });
+
+test('a dead worker’s share of every node-wide count is given back, and only its share', (t) => {
+  const buffer = sharedQuotaBuffer(16);
+  const limits = { maxConnections: 10, connectBurst: 1000 };
+  const [zero, one] = [0, 1].map((w) => new SharedQuotaTable(buffer, w));
+  const live = new TenantQuotas({ defaults: limits, shared: zero! });
+  const dying = new TenantQuotas({ defaults: limits, shared: one! });
+  t.true(live.acquireConnection('shop').ok);
+  for (let i = 0; i < 3; i++) t.true(dying.acquireConnection('shop').ok);
+  t.true(dying.acquirePending('shop').ok);
+  zero!.counter('buffered').add(100);
+  one!.counter('buffered').add(4000);
+  t.true(one!.counter('preauth').tryAdd(1, 10));
+  t.is(live.usage('shop').connections, 4);
+
+  const main = new SharedQuotaTable(buffer);
+  t.is(main.reclaim(1), 3 + 1 + 4000 + 1, 'connections, pending, bytes and the unauthenticated connection');
+  t.deepEqual(
+    { ...live.usage('shop'), tokens: 0 },
+    { connections: 1, pending: 0, tokens: 0, bytes: 0 },
+    'worker 0’s connection still counts',
+  );
+  t.is(main.counter('buffered').load(), 100);
+  t.is(main.counter('preauth').load(), 0);
+  t.is(main.reclaim(1), 0, 'the ledger is clear: a second reclaim gives nothing');
+  t.throws(() => new SharedQuotaTable(buffer, 16), { instanceOf: RangeError });
+});
+
+test('the node counters hold their limit across tables', (t) => {
+  const buffer = sharedQuotaBuffer(4);
+  const [a, b] = [0, 1].map((w) => new SharedQuotaTable(buffer, w).counter('preauth'));
+  t.true(a!.tryAdd(1, 2));
+  t.true(b!.tryAdd(1, 2));
+  t.false(a!.tryAdd(1, 2), 'the third over both tables is refused');
+  b!.sub(1);
+  t.true(a!.tryAdd(1, 2));
+});

@@ -4,9 +4,12 @@
  * different workers draws on one connection count, one pending-connect count and one connect
  * token bucket, not N. Each tenant has a slot; a slot's fields change only under the slot's
  * spin lock (`Atomics.compareExchange`), held for a few arithmetic operations, never across
- * an await. Buffered bytes stay per worker (they are that worker's heap).
+ * an await. Two counts belong to no tenant: bytes buffered (the memory guard's node-wide cap)
+ * and unauthenticated HBONE connections (`--max-preauth`). Each worker keeps a ledger of what
+ * it holds of every count, so the main thread can give back a dead worker's share.
  */
 
+import type { SharedCount } from '@zmesh/shared';
 import type { NodeContention } from './byte-fairness.js';
 
 /** Tenants a node can count node-wide; more fall back to per-worker counting (logged once). */
@@ -39,10 +42,81 @@ const ATTEMPT_WINDOW_MS = 250;
 /** A tenant or a worker's pressure counts for this long after a worker last reported it (5 ticks). */
 const SIGNAL_WINDOW_MS = 50;
 
+/** Bytes of one tenant slot in the table. */
+const SLOT_BYTES = I32_PER_SLOT * 4 + F64_PER_SLOT * 8;
+/** Workers the buffer keeps a ledger for (`--workers` takes at most 16). */
+const MAX_WORKERS = 16;
+/**
+ * Node-wide counts that belong to no tenant, after the table: bytes buffered (the memory
+ * guard's cap) and HBONE connections not yet authenticated (`--max-preauth`'s total).
+ */
+const NODE_COUNTERS = ['buffered', 'preauth'] as const;
+export type NodeCounterName = (typeof NODE_COUNTERS)[number];
+/** Int32 cells of one worker's ledger: its share of each slot's connections and pending, then of each node counter. */
+const ledgerCells = (slots: number) => slots * 2 + NODE_COUNTERS.length;
+
+/**
+ * Where each part lives: the tenant table; one Float64 for when a worker last found its loop
+ * under pressure; the node counters (padded to 8 bytes); then one ledger per worker slot,
+ * what that worker holds of every count, so a worker that dies can have it given back.
+ */
+function layout(slots: number) {
+  const pressure = slots * SLOT_BYTES;
+  const counters = pressure + 8;
+  const ledgers = counters + Math.ceil((NODE_COUNTERS.length * 4) / 8) * 8;
+  return { pressure, counters, ledgers, bytes: ledgers + MAX_WORKERS * ledgerCells(slots) * 4 };
+}
+
+function slotsOf(byteLength: number): number {
+  const fixed = layout(0).bytes;
+  return Math.floor((byteLength - fixed) / (layout(1).bytes - fixed));
+}
+
 /** The buffer every worker maps: made once by the main thread, passed in `workerData`. */
 export function sharedQuotaBuffer(slots = SHARED_QUOTA_SLOTS): SharedArrayBuffer {
-  // One Float64 more at the end: when a worker last found its loop under pressure.
-  return new SharedArrayBuffer(slots * (I32_PER_SLOT * 4 + F64_PER_SLOT * 8) + 8);
+  return new SharedArrayBuffer(layout(slots).bytes);
+}
+
+/**
+ * A count every worker shares (`--max-preauth`'s total, the memory guard's bytes): the
+ * node-wide cell, with this worker's share kept in its ledger.
+ */
+export class NodeCounter implements SharedCount {
+  readonly #node: Int32Array;
+  readonly #at: number;
+  readonly #ledger: Int32Array | undefined;
+  readonly #mine: number;
+
+  constructor(node: Int32Array, at: number, ledger: Int32Array | undefined, mine: number) {
+    this.#node = node;
+    this.#at = at;
+    this.#ledger = ledger;
+    this.#mine = mine;
+  }
+
+  load(): number {
+    return Atomics.load(this.#node, this.#at);
+  }
+
+  tryAdd(n: number, limit: number): boolean {
+    for (;;) {
+      const held = Atomics.load(this.#node, this.#at);
+      if (held + n > limit) return false;
+      if (Atomics.compareExchange(this.#node, this.#at, held, held + n) === held) break;
+    }
+    if (this.#ledger) Atomics.add(this.#ledger, this.#mine, n);
+    return true;
+  }
+
+  add(n: number): void {
+    Atomics.add(this.#node, this.#at, n);
+    if (this.#ledger) Atomics.add(this.#ledger, this.#mine, n);
+  }
+
+  sub(n: number): void {
+    Atomics.sub(this.#node, this.#at, n);
+    if (this.#ledger) Atomics.sub(this.#ledger, this.#mine, n);
+  }
 }
 
 /** Milliseconds on a clock every thread of the process reads alike (performance.now() is per thread). */
@@ -53,17 +127,62 @@ export function sharedNow(): number {
 export type SharedCounter = 'connections' | 'pending';
 
 export class SharedQuotaTable {
+  readonly #buffer: SharedArrayBuffer;
   readonly #i32: Int32Array;
   readonly #f64: Float64Array;
   readonly #pressure: Float64Array;
+  readonly #counters: Int32Array;
   readonly #slots: number;
+  /** This worker's ledger (absent on the main thread, which only reclaims). */
+  readonly #ledger: Int32Array | undefined;
   readonly #cache = new Map<string, number>();
 
-  constructor(buffer: SharedArrayBuffer) {
-    this.#slots = Math.floor(buffer.byteLength / (I32_PER_SLOT * 4 + F64_PER_SLOT * 8));
+  /** `worker`: the worker slot this table counts for (its ledger); the main thread passes none. */
+  constructor(buffer: SharedArrayBuffer, worker?: number) {
+    this.#buffer = buffer;
+    this.#slots = slotsOf(buffer.byteLength);
+    const at = layout(this.#slots);
     this.#i32 = new Int32Array(buffer, 0, this.#slots * I32_PER_SLOT);
     this.#f64 = new Float64Array(buffer, this.#slots * I32_PER_SLOT * 4, this.#slots * F64_PER_SLOT);
-    this.#pressure = new Float64Array(buffer, this.#slots * (I32_PER_SLOT * 4 + F64_PER_SLOT * 8), 1);
+    this.#pressure = new Float64Array(buffer, at.pressure, 1);
+    this.#counters = new Int32Array(buffer, at.counters, NODE_COUNTERS.length);
+    if (worker !== undefined) {
+      if (!(Number.isInteger(worker) && worker >= 0 && worker < MAX_WORKERS))
+        throw new RangeError(`worker ${worker}: want 0..${MAX_WORKERS - 1}`);
+      this.#ledger = this.#ledgerOf(worker);
+    }
+  }
+
+  /** A node-wide count that belongs to no tenant. */
+  counter(name: NodeCounterName): NodeCounter {
+    const i = NODE_COUNTERS.indexOf(name);
+    return new NodeCounter(this.#counters, i, this.#ledger, this.#slots * 2 + i);
+  }
+
+  /**
+   * Gives back everything a dead worker held (its connections, pending connects, buffered
+   * bytes, unauthenticated connections) and clears its ledger: the thread is gone, so its
+   * releases will never come. Called by the main thread before the slot is started again.
+   * Returns how many units went back.
+   */
+  reclaim(worker: number): number {
+    const ledger = this.#ledgerOf(worker);
+    let returned = 0;
+    for (let cell = 0; cell < ledger.length; cell++) {
+      const held = Atomics.exchange(ledger, cell, 0);
+      if (held === 0) continue;
+      returned += held;
+      if (cell < this.#slots * 2) {
+        const slot = cell >> 1;
+        Atomics.sub(this.#i32, slot * I32_PER_SLOT + (cell & 1 ? PENDING : CONNECTIONS), held);
+      } else Atomics.sub(this.#counters, cell - this.#slots * 2, held);
+    }
+    return returned;
+  }
+
+  #ledgerOf(worker: number): Int32Array {
+    const cells = ledgerCells(this.#slots);
+    return new Int32Array(this.#buffer, layout(this.#slots).ledgers + worker * cells * 4, cells);
   }
 
   /**
@@ -188,8 +307,10 @@ export class SharedQuotaTable {
     for (;;) {
       const held = Atomics.load(this.#i32, at);
       if (held >= limit) return false;
-      if (Atomics.compareExchange(this.#i32, at, held, held + 1) === held) return true;
+      if (Atomics.compareExchange(this.#i32, at, held, held + 1) === held) break;
     }
+    if (this.#ledger) Atomics.add(this.#ledger, slot * 2 + (counter === 'connections' ? 0 : 1), 1);
+    return true;
   }
 
   decrement(slot: number, counter: SharedCounter): void {
@@ -197,8 +318,9 @@ export class SharedQuotaTable {
     for (;;) {
       const held = Atomics.load(this.#i32, at);
       if (held <= 0) return;
-      if (Atomics.compareExchange(this.#i32, at, held, held - 1) === held) return;
+      if (Atomics.compareExchange(this.#i32, at, held, held - 1) === held) break;
     }
+    if (this.#ledger) Atomics.sub(this.#ledger, slot * 2 + (counter === 'connections' ? 0 : 1), 1);
   }
 
   /** Refills the bucket to `now` and takes a token: the tokens left, or -1 when it was empty. */

@@ -120,6 +120,8 @@ export class MemoryMetrics {
           name: 'zmesh_memory_pressure',
           help: 'Buffered bytes as a fraction of the node-wide cap (0..1)',
           registers,
+          // Every worker reads the same node-wide figure: merged, it is one, not a sum.
+          aggregator: 'max',
           collect() {
             this.set(bufferedSources.get(registry)?.pressure() ?? 0);
           },

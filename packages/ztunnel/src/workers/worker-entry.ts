@@ -39,7 +39,7 @@ const ztunnel = new Ztunnel({
   },
   ...(kept?.ok ? { persistedKeys: kept.value } : {}),
   passthrough: init.passthrough,
-  tenancy: init.tenancy,
+  tenancy: { ...init.tenancy, worker: init.index },
   registry,
   // Process-wide facts (CPU, heap, fds) are the main thread's to report, once.
   defaultMetrics: false,

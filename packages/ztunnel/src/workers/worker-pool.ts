@@ -2,6 +2,7 @@ import { closeSync, openSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import {
   type ErrorCode,
+  EVENT_LOOP_SAMPLE_MS,
   err,
   logger,
   ok,
@@ -15,6 +16,7 @@ import { AdminServers } from '../admin/admin-servers.js';
 import { type AddWorkloadRequest, type WorkloadHandler, ZdsClient } from '../capture/zds-client.js';
 import type { CertificateSigner } from '../identity/cert-manager.js';
 import type { ConfigTarget, ConfigUpdate } from '../state/config-target.js';
+import { SharedQuotaTable } from '../tenancy/shared-quotas.js';
 import { Channel } from './channel.js';
 import type { ConfigPush, SignRequest, WorkerDump, WorkerInit } from './worker-protocol.js';
 
@@ -86,18 +88,25 @@ export class ZtunnelWorkers implements ConfigTarget, WorkloadHandler {
   readonly #admin: AdminServers;
   readonly #agent: ZdsClient | undefined;
   readonly #restarts: Counter;
+  /** The node-wide counts' table, for giving back a dead worker's share (the main thread counts nothing itself). */
+  readonly #quotas: SharedQuotaTable | undefined;
   #push: ConfigPush | undefined;
   #version = 0;
   #staleness: { ageMs: () => number; maxMs: () => number } | undefined;
   #stalenessTimer: NodeJS.Timeout | undefined;
   #configIncomplete: () => string | undefined = () => undefined;
   #stopping = false;
+  #draining = false;
 
   constructor(options: ZtunnelWorkersOptions) {
+    const shared = options.init.tenancy.sharedQuotas;
+    this.#quotas = shared ? new SharedQuotaTable(shared) : undefined;
     this.#options = options;
     const registry = options.registry ?? new Registry();
     this.metrics = { registry };
-    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
+    // At prom-client's default 10 ms precision the histogram alone woke an idle main thread 100 times a second.
+    if (options.defaultMetrics ?? true)
+      collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
     registerTaskFailures(registry);
     const ttlMs = (options.init.certTtlSeconds ?? 24 * 3600) * 1000;
     this.certs = { lifetimeMs: () => ttlMs };
@@ -313,7 +322,9 @@ export class ZtunnelWorkers implements ConfigTarget, WorkloadHandler {
 
   /** SIGTERM: leave the agent, hand admin over, drain every worker (docs/upgrade.md). */
   async drain(graceMs: number): Promise<void> {
-    if (this.#stopping) return;
+    if (this.#stopping || this.#draining) return;
+    // A worker that ends its drain exits: that is not a crash to restart from.
+    this.#draining = true;
     this.#agent?.close();
     await this.#admin.handOver();
     await Promise.all(this.#slots.map((s) => s.channel.call('stop', graceMs).catch(() => {})));
@@ -352,8 +363,10 @@ export class ZtunnelWorkers implements ConfigTarget, WorkloadHandler {
     worker.on('error', (e) => log.error({ worker: index, err: e.message }, 'worker failed'));
     worker.once('exit', (code) => {
       channel.close(new Error(`worker ${index} exited (${code})`));
-      if (this.#stopping) return;
-      log.error({ worker: index, code }, 'worker exited: starting it again, its pods re-homed');
+      if (this.#stopping || this.#draining) return;
+      // Its connections died with it; what it held of the node-wide counts goes back first.
+      const returned = this.#quotas?.reclaim(index) ?? 0;
+      log.error({ worker: index, code, returned }, 'worker exited: starting it again, its pods re-homed');
       this.#restarts.inc();
       this.#restart(slot);
     });
