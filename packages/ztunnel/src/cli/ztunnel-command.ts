@@ -121,8 +121,9 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     console.error(`zmesh ztunnel: ${mode}`);
     return 2;
   }
+  const signalled = firstSignal();
   const workers = workerCount(opts.workers);
-  if (workers > 1) return runWorkers(opts, mode, workers, keys);
+  if (workers > 1) return runWorkers(opts, mode, workers, keys, signalled);
   const backoff = parseBackoff(opts.xdsBackoff);
   const registry = new Registry();
   const ztunnel = new Ztunnel({
@@ -171,7 +172,7 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
   const reclaim = new IdleReclaim({ registry });
   if (!opts.zdsSocket)
     log.warn('explicit-proxy mode: no capture, no strict inbound; attribution comes from forward listeners');
-  await untilSignal(opts, (ms) => ztunnel.drain(ms));
+  await untilSignal(opts, signalled, (ms) => ztunnel.drain(ms));
   optimizer.stop();
   reclaim.stop();
   log.info('shutting down');
@@ -180,13 +181,25 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
 }
 
 /**
+ * The first SIGINT or SIGTERM. Listened for before anything starts: a signal during start-up
+ * is then answered once start-up ends, instead of killing the process by default action.
+ */
+function firstSignal(): Promise<NodeJS.Signals> {
+  return new Promise<NodeJS.Signals>((resolve) => {
+    for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve(sig));
+  });
+}
+
+/**
  * Resolves on SIGINT, or on SIGTERM once `drain` ends (a second signal during the drain
  * stops at once).
  */
-async function untilSignal(opts: ZtunnelCommandOptions, drain: (ms: number) => Promise<void>): Promise<void> {
-  const signal = await new Promise<NodeJS.Signals>((resolve) => {
-    for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve(sig));
-  });
+async function untilSignal(
+  opts: ZtunnelCommandOptions,
+  first: Promise<NodeJS.Signals>,
+  drain: (ms: number) => Promise<void>,
+): Promise<void> {
+  const signal = await first;
   if (signal !== 'SIGTERM') return;
   log.info({ graceSeconds: drainGraceSeconds(opts) }, 'SIGTERM: draining');
   const now = new Promise<void>((resolve) => {
@@ -206,6 +219,7 @@ async function runWorkers(
   mode: Mode,
   count: number,
   keys: PersistedKeys | undefined,
+  signalled: Promise<NodeJS.Signals>,
 ): Promise<number> {
   const registry = new Registry();
   const backoff = parseBackoff(opts.xdsBackoff);
@@ -264,7 +278,7 @@ async function runWorkers(
     return startFailure('ztunnel', e);
   }
   const reclaim = new IdleReclaim({ registry });
-  await untilSignal(opts, (ms) => pool.drain(ms));
+  await untilSignal(opts, signalled, (ms) => pool.drain(ms));
   optimizer.stop();
   reclaim.stop();
   log.info('shutting down');

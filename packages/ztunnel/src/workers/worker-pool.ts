@@ -165,7 +165,9 @@ export class ZtunnelWorkers implements ConfigTarget, WorkloadHandler {
     this.#stalenessTimer.unref();
     await this.#admin.start();
     this.#agent?.start();
-    log.info({ workers: this.#options.count, node: this.#options.init.node }, 'ztunnel workers started');
+    // The single loop's line, so what operators and probes look for does not depend on --workers.
+    const { node, address } = this.#options.init;
+    log.info({ node, address, workers: this.#options.count }, 'ztunnel started');
   }
 
   setConfigReadiness(incomplete: () => string | undefined): void {
@@ -345,7 +347,7 @@ export class ZtunnelWorkers implements ConfigTarget, WorkloadHandler {
     for (const pod of this.#pods.values()) closeSync(pod.netnsFd);
     this.#pods.clear();
     await this.#admin.stop();
-    log.info({ node: this.#options.init.node }, 'ztunnel workers stopped');
+    log.info({ node: this.#options.init.node, workers: this.#options.count }, 'ztunnel stopped');
   }
 
   #spawn(index: number, generation: number, restarts: number[]): Slot {
