@@ -75,7 +75,7 @@ async function node(
   address: string,
   ca: CertificateAuthority,
   limits = {},
-  opts: { persistKeys?: string; signer?: CertificateSigner } = {},
+  opts: { persistKeys?: string; signer?: CertificateSigner; maxPreauth?: number } = {},
 ): Promise<ZtunnelWorkers> {
   const pool = new ZtunnelWorkers({
     count: 2,
@@ -87,6 +87,7 @@ async function node(
       tenancy: { limits, sharedQuotas: sharedQuotaBuffer() },
       pool: { idleTimeoutMs: 2000 },
       ...(opts.persistKeys ? { persistKeys: opts.persistKeys } : {}),
+      ...(opts.maxPreauth ? { inboundLimits: { maxPreauth: opts.maxPreauth } } : {}),
     },
     bundle: new TrustBundle('cluster.local', [ca.rootPem]),
     signer: opts.signer ?? new LocalCaSigner(ca),
@@ -331,5 +332,43 @@ test.serial(
     held?.destroy();
     await drained;
     t.is(await restarts(), 0);
+  },
+);
+
+/** A raw TCP connection to an HBONE port that never starts TLS; resolves once it is open or refused. */
+function idler(host: string): Promise<{ socket: Socket; closed: () => boolean }> {
+  return new Promise((resolve) => {
+    let closed = false;
+    const socket = connect({ host, port: 15008 });
+    socket.on('error', () => {});
+    const done = () => resolve({ socket, closed: () => closed });
+    socket.once('close', () => {
+      closed = true;
+      done();
+    });
+    socket.once('connect', done);
+  });
+}
+
+test.serial(
+  '--max-preauth is the node’s total: idlers spread over both workers meet one bound',
+  async (t) => {
+    await b.stop();
+    b = await node('node-b', ip('0.3'), ca, {}, { maxPreauth: 2 });
+    await until(async () => (await b.readiness()).ready, 10_000);
+    t.not(
+      b.workerOf(SERVERS[0]!.uid),
+      b.workerOf(SERVERS[1]!.uid),
+      'the two servers sit on different workers',
+    );
+    const held = [await idler(SERVERS[0]!.ip), await idler(SERVERS[1]!.ip)];
+    const third = await idler(SERVERS[0]!.ip);
+    await new Promise((r) => setTimeout(r, 500));
+    t.true(third.closed(), 'the third unauthenticated connection is refused: 2 node-wide, not 2 per worker');
+    t.false(
+      held.some((h) => h.closed()),
+      'the two within the bound are held until their handshake deadline',
+    );
+    for (const h of [...held, third]) h.socket.destroy();
   },
 );
