@@ -89,7 +89,7 @@ export class TenantAdmission {
     this.memory = new MemoryGuard({
       registry,
       ...(options.memoryCapBytes ? { capBytes: options.memoryCapBytes } : {}),
-      ...(this.shared ? { shared: this.shared.counter('buffered') } : {}),
+      ...(this.shared ? { shared: this.shared.buffered() } : {}),
     });
     this.scheduler = new FairScheduler({
       name: 'outbound_setup',

@@ -65,7 +65,7 @@ test('guards sharing a count hold one cap between them; each keeps its own tenan
       new MemoryGuard({
         capBytes: 1000,
         highWater: 1,
-        shared: new SharedQuotaTable(buffer, w).counter('buffered'),
+        shared: new SharedQuotaTable(buffer, w).buffered(),
       }),
   );
   t.true(one!.reserve('a', 600).ok);
@@ -76,10 +76,7 @@ test('guards sharing a count hold one cap between them; each keeps its own tenan
   t.is(one!.pressure(), 1);
   two!.remove('b', 400);
   t.is(one!.nodeUsed(), 600);
-  t.throws(
-    () => new MemoryGuard({ capBytes: 2 ** 31, shared: new SharedQuotaTable(buffer).counter('buffered') }),
-    {
-      instanceOf: RangeError,
-    },
-  );
+  t.throws(() => new MemoryGuard({ capBytes: 2 ** 31, shared: new SharedQuotaTable(buffer).buffered() }), {
+    instanceOf: RangeError,
+  });
 });

@@ -1,4 +1,4 @@
-import { err, ok, type Result, type SharedCount, ZmeshError } from '@zmesh/shared';
+import { err, ok, type Result, ZmeshError } from '@zmesh/shared';
 import { Registry } from 'prom-client';
 import { MemoryMetrics } from './tenancy-metrics.js';
 
@@ -12,13 +12,19 @@ export interface MemoryGuardOptions {
   readonly highWater?: number;
   readonly registry?: Registry;
   /**
-   * `--workers N`: the node's buffered bytes, counted across workers (shared-quotas.ts), so
-   * the cap is the node's. This guard's own bytes (its tenants, its metric) stay here.
+   * `--workers N`: the node's buffered bytes, summed over workers (shared-quotas.ts), so the
+   * cap is the node's. This guard's own bytes (its tenants, its metric) stay here.
    */
-  readonly shared?: SharedCount;
+  readonly shared?: SharedTotal;
 }
 
-/** A shared count is an Int32 cell. */
+/** A figure each worker publishes for itself and every worker can read summed. */
+export interface SharedTotal {
+  publish(mine: number): void;
+  total(): number;
+}
+
+/** Each worker's figure is an Int32 cell. */
 const MAX_SHARED_CAP = 2 ** 31 - 1;
 
 /**
@@ -32,7 +38,7 @@ export class MemoryGuard {
   readonly highWaterBytes: number;
   readonly #byTenant = new Map<string, number>();
   #used = 0;
-  readonly #shared: SharedCount | undefined;
+  readonly #shared: SharedTotal | undefined;
   readonly #metrics: MemoryMetrics;
 
   constructor(options: MemoryGuardOptions = {}) {
@@ -51,10 +57,10 @@ export class MemoryGuard {
   /** Accounts `n` bytes to `tenant` if the node can take them; see the class comment for the policy. */
   reserve(tenant: string, n: number): Result<void, ZmeshError> {
     if (n <= 0) return ok(undefined);
+    // With workers, two may pass this check at once: the cap is overshot by at most one
+    // reservation per worker, which a compare-and-swap on every chunk would cost to prevent.
     const used = this.nodeUsed();
-    const shed = used + n > this.highWaterBytes && this.shedCandidate(n) === tenant;
-    const shared = this.#shared;
-    if (shed || (shared ? !shared.tryAdd(n, this.capBytes) : used + n > this.capBytes)) {
+    if (used + n > this.capBytes || (used + n > this.highWaterBytes && this.shedCandidate(n) === tenant)) {
       this.#metrics.shed.inc({ tenant });
       return err(
         new ZmeshError('ZM_ERR_TENANT_MEMORY_PRESSURE', {
@@ -71,13 +77,13 @@ export class MemoryGuard {
   /** Accounts bytes already buffered (no admission check), e.g. data a socket delivered. */
   add(tenant: string, n: number): void {
     if (n <= 0) return;
-    this.#shared?.add(n);
     this.#account(tenant, n);
   }
 
   #account(tenant: string, n: number): void {
     this.#byTenant.set(tenant, (this.#byTenant.get(tenant) ?? 0) + n);
     this.#used += n;
+    this.#shared?.publish(this.#used);
   }
 
   /** Releases bytes; releasing more than the tenant holds clamps at zero. */
@@ -88,7 +94,7 @@ export class MemoryGuard {
     if (held - freed === 0) this.#byTenant.delete(tenant);
     else this.#byTenant.set(tenant, held - freed);
     this.#used -= freed;
-    this.#shared?.sub(freed);
+    this.#shared?.publish(this.#used);
   }
 
   /** Bytes this guard's tenants hold (with workers: this worker's; the merged metric sums them). */
@@ -98,7 +104,7 @@ export class MemoryGuard {
 
   /** Bytes buffered on the whole node: what the cap and the high-water mark are judged on. */
   nodeUsed(): number {
-    return this.#shared ? this.#shared.load() : this.#used;
+    return this.#shared ? this.#shared.total() : this.#used;
   }
 
   usageOf(tenant: string): number {

@@ -125,8 +125,8 @@ test('a dead worker’s share of every node-wide count is given back, and only i
   t.true(live.acquireConnection('shop').ok);
   for (let i = 0; i < 3; i++) t.true(dying.acquireConnection('shop').ok);
   t.true(dying.acquirePending('shop').ok);
-  zero!.counter('buffered').add(100);
-  one!.counter('buffered').add(4000);
+  zero!.buffered().publish(100);
+  one!.buffered().publish(4000);
   t.true(one!.counter('preauth').tryAdd(1, 10));
   t.is(live.usage('shop').connections, 4);
 
@@ -137,7 +137,7 @@ test('a dead worker’s share of every node-wide count is given back, and only i
     { connections: 1, pending: 0, tokens: 0, bytes: 0 },
     'worker 0’s connection still counts',
   );
-  t.is(main.counter('buffered').load(), 100);
+  t.is(main.buffered().total(), 100);
   t.is(main.counter('preauth').load(), 0);
   t.is(main.reclaim(1), 0, 'the ledger is clear: a second reclaim gives nothing');
   t.throws(() => new SharedQuotaTable(buffer, 16), { instanceOf: RangeError });

@@ -4,13 +4,15 @@
  * different workers draws on one connection count, one pending-connect count and one connect
  * token bucket, not N. Each tenant has a slot; a slot's fields change only under the slot's
  * spin lock (`Atomics.compareExchange`), held for a few arithmetic operations, never across
- * an await. Two counts belong to no tenant: bytes buffered (the memory guard's node-wide cap)
- * and unauthenticated HBONE connections (`--max-preauth`). Each worker keeps a ledger of what
- * it holds of every count, so the main thread can give back a dead worker's share.
+ * an await. Two counts belong to no tenant: unauthenticated HBONE connections
+ * (`--max-preauth`), one cell, and bytes buffered (the memory guard's node-wide cap), the sum
+ * of what each worker publishes. Each worker keeps a ledger of what it holds of every count,
+ * so the main thread can give back a dead worker's share.
  */
 
 import type { SharedCount } from '@zmesh/shared';
 import type { NodeContention } from './byte-fairness.js';
+import type { SharedTotal } from './memory-guard.js';
 
 /** Tenants a node can count node-wide; more fall back to per-worker counting (logged once). */
 const SHARED_QUOTA_SLOTS = 1024;
@@ -47,13 +49,19 @@ const SLOT_BYTES = I32_PER_SLOT * 4 + F64_PER_SLOT * 8;
 /** Workers the buffer keeps a ledger for (`--workers` takes at most 16). */
 const MAX_WORKERS = 16;
 /**
- * Node-wide counts that belong to no tenant, after the table: bytes buffered (the memory
- * guard's cap) and HBONE connections not yet authenticated (`--max-preauth`'s total).
+ * Node-wide counts that belong to no tenant, after the table, each taken under a limit with
+ * a compare-and-swap: HBONE connections not yet authenticated (`--max-preauth`'s total).
  */
-const NODE_COUNTERS = ['buffered', 'preauth'] as const;
+const NODE_COUNTERS = ['preauth'] as const;
 export type NodeCounterName = (typeof NODE_COUNTERS)[number];
-/** Int32 cells of one worker's ledger: its share of each slot's connections and pending, then of each node counter. */
-const ledgerCells = (slots: number) => slots * 2 + NODE_COUNTERS.length;
+/**
+ * Int32 cells of one worker's ledger: its share of each slot's connections and pending, of
+ * each node counter, and last the bytes it buffers now. Those change on every chunk copied,
+ * so each worker writes only its own cell (no cache line bounces between cores on the data
+ * path) and the node's figure is the sum over the ledgers, read when a decision needs it.
+ */
+const ledgerCells = (slots: number) => slots * 2 + NODE_COUNTERS.length + 1;
+const bufferedCell = (slots: number) => slots * 2 + NODE_COUNTERS.length;
 
 /**
  * Where each part lives: the tenant table; one Float64 for when a worker last found its loop
@@ -77,10 +85,7 @@ export function sharedQuotaBuffer(slots = SHARED_QUOTA_SLOTS): SharedArrayBuffer
   return new SharedArrayBuffer(layout(slots).bytes);
 }
 
-/**
- * A count every worker shares (`--max-preauth`'s total, the memory guard's bytes): the
- * node-wide cell, with this worker's share kept in its ledger.
- */
+/** A count every worker shares (`--max-preauth`'s total): the node-wide cell, with this worker's share kept in its ledger. */
 export class NodeCounter implements SharedCount {
   readonly #node: Int32Array;
   readonly #at: number;
@@ -153,6 +158,23 @@ export class SharedQuotaTable {
     }
   }
 
+  /** The node's buffered bytes: this worker publishes its own, the total sums every worker's. */
+  buffered(): SharedTotal {
+    const at = bufferedCell(this.#slots);
+    const ledgers = Array.from({ length: MAX_WORKERS }, (_, w) => this.#ledgerOf(w));
+    const mine = this.#ledger;
+    return {
+      publish: (bytes) => {
+        if (mine) Atomics.store(mine, at, bytes);
+      },
+      total: () => {
+        let sum = 0;
+        for (const ledger of ledgers) sum += Atomics.load(ledger, at);
+        return sum;
+      },
+    };
+  }
+
   /** A node-wide count that belongs to no tenant. */
   counter(name: NodeCounterName): NodeCounter {
     const i = NODE_COUNTERS.indexOf(name);
@@ -175,7 +197,8 @@ export class SharedQuotaTable {
       if (cell < this.#slots * 2) {
         const slot = cell >> 1;
         Atomics.sub(this.#i32, slot * I32_PER_SLOT + (cell & 1 ? PENDING : CONNECTIONS), held);
-      } else Atomics.sub(this.#counters, cell - this.#slots * 2, held);
+      } else if (cell < bufferedCell(this.#slots)) Atomics.sub(this.#counters, cell - this.#slots * 2, held);
+      // The buffered-bytes cell is the worker's own figure: cleared, it no longer adds to the sum.
     }
     return returned;
   }
