@@ -121,39 +121,59 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
     console.error(`zmesh ztunnel: ${mode}`);
     return 2;
   }
-  const signalled = firstSignal();
-  const workers = workerCount(opts.workers);
-  if (workers > 1) return runWorkers(opts, mode, workers, keys, signalled);
+  const signals = firstSignal();
+  try {
+    const workers = workerCount(opts.workers);
+    if (workers > 1) return await runWorkers(opts, mode, workers, keys, signals.signalled);
+    return await runSingle(opts, mode, keys, signals.signalled);
+  } finally {
+    signals.dispose();
+  }
+}
+
+/** The single event loop (`--workers 1`, or `auto` on one CPU). */
+async function runSingle(
+  opts: ZtunnelCommandOptions,
+  mode: Mode,
+  keys: PersistedKeys | undefined,
+  signalled: Promise<NodeJS.Signals>,
+): Promise<number> {
   const backoff = parseBackoff(opts.xdsBackoff);
   const registry = new Registry();
-  const ztunnel = new Ztunnel({
-    node: opts.node!,
-    address: opts.address ?? '127.0.0.1',
-    ports: {
-      admin: Number(opts.adminPort),
-      metrics: Number(opts.metricsPort),
-      ready: Number(opts.readyPort),
-    },
-    bundle: mode.bundle,
-    signer: mode.signer,
-    ...(keys ? { persistedKeys: keys } : {}),
-    passthrough: opts.passthrough === 'allow' ? 'allow' : 'deny',
-    registry,
-    tenancy: { fairness: opts.fairness !== 'off', limits: tenantLimits(opts) },
-    accessLog: accessLogPolicy(opts) as AccessLogPolicy,
-    inboundLimits: inboundLimits(opts),
-    ...(backoff ? { certBackoff: backoff } : {}),
-    ...(opts.zdsSocket
-      ? {
-          capture: await captureMode(
-            opts.captureScope ?? opts.node!,
-            opts.zdsSocket,
-            opts.cgroupRoot ?? cgroup2Mount(),
-            registry,
-          ),
-        }
-      : {}),
-  });
+  let ztunnel: Ztunnel;
+  try {
+    ztunnel = new Ztunnel({
+      node: opts.node!,
+      address: opts.address ?? '127.0.0.1',
+      ports: {
+        admin: Number(opts.adminPort),
+        metrics: Number(opts.metricsPort),
+        ready: Number(opts.readyPort),
+      },
+      bundle: mode.bundle,
+      signer: mode.signer,
+      ...(keys ? { persistedKeys: keys } : {}),
+      passthrough: opts.passthrough === 'allow' ? 'allow' : 'deny',
+      registry,
+      tenancy: { fairness: opts.fairness !== 'off', limits: tenantLimits(opts) },
+      accessLog: accessLogPolicy(opts) as AccessLogPolicy,
+      inboundLimits: inboundLimits(opts),
+      ...(backoff ? { certBackoff: backoff } : {}),
+      ...(opts.zdsSocket
+        ? {
+            capture: await captureMode(
+              opts.captureScope ?? opts.node!,
+              opts.zdsSocket,
+              opts.cgroupRoot ?? cgroup2Mount(),
+              registry,
+            ),
+          }
+        : {}),
+    });
+  } catch (e) {
+    await mode.stop();
+    return startFailure('ztunnel', e);
+  }
   const undrain = drainOnCertChange(ztunnel.certs, ztunnel.pool);
   const stop = async () => {
     undrain();
@@ -184,10 +204,24 @@ export async function runZtunnel(opts: ZtunnelCommandOptions): Promise<number> {
  * The first SIGINT or SIGTERM. Listened for before anything starts: a signal during start-up
  * is then answered once start-up ends, instead of killing the process by default action.
  */
-function firstSignal(): Promise<NodeJS.Signals> {
-  return new Promise<NodeJS.Signals>((resolve) => {
-    for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve(sig));
+function firstSignal(): { signalled: Promise<NodeJS.Signals>; dispose(): void } {
+  const handlers: Array<[NodeJS.Signals, () => void]> = [];
+  // Removed at the first signal (a second one during start-up then stops the process by
+  // default action) and on every return, so no path is left deaf to signals.
+  const dispose = () => {
+    for (const [sig, handler] of handlers) process.off(sig, handler);
+  };
+  const signalled = new Promise<NodeJS.Signals>((resolve) => {
+    for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+      const handler = () => {
+        dispose();
+        resolve(sig);
+      };
+      handlers.push([sig, handler]);
+      process.on(sig, handler);
+    }
   });
+  return { signalled, dispose };
 }
 
 /**

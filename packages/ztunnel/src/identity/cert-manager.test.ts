@@ -72,3 +72,25 @@ test("'rotated' names the certificate it replaced", async (t) => {
   t.is(seen[0], undefined);
   t.is(seen[1], first);
 });
+
+test('an identity forgotten while its kept credential is looked up asks the CA for nothing', async (t) => {
+  const { signer, certs } = await manager(60);
+  let answer: (c: Credential | undefined) => void = () => {};
+  const saved: string[] = [];
+  const store = {
+    load: () => new Promise<Credential | undefined>((resolve) => (answer = resolve)),
+    save: async (c: Credential) => {
+      saved.push(c.identity);
+    },
+  };
+  const stored = new CertManager({ signer, ttlSeconds: 60, toCredential, store });
+  t.teardown(() => stored.stop());
+  const pending = stored.fetch(ID);
+  stored.forget(ID);
+  answer(undefined);
+  const e = await t.throwsAsync(pending);
+  t.regex(e?.message ?? '', /no certificate for/);
+  t.is(signer.calls, 0, 'no CSR for a removed identity');
+  t.deepEqual(saved, []);
+  certs.stop();
+});

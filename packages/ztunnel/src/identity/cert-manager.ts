@@ -205,8 +205,12 @@ export class CertManager extends EventEmitter {
       slot.looked = true;
       const next = (kept?: Credential) => {
         slot.inflight = undefined;
-        // Forgotten while the store was read: hand it to the waiter, hold nothing.
-        if (kept && this.slots.get(slot.identity) !== slot) return kept;
+        // Forgotten while the store was read: hand a kept one to the waiter, hold nothing,
+        // and ask the CA for nothing.
+        if (this.slots.get(slot.identity) !== slot) {
+          if (kept) return kept;
+          throw new ZmeshError('ZM_ERR_CERT_MISSING', { identity: slot.identity });
+        }
         return kept && this.adopt(kept) ? kept : this.request(slot);
       };
       slot.inflight = store.load(slot.identity).then(next, (e: unknown) => {

@@ -40,7 +40,8 @@ tmpfsTest(
       undefined,
       'expired: not loaded',
     );
-    t.deepEqual(await readdir(dir), [], 'and deleted');
+    t.is(await keys.prune(toCredential, cred.notAfter.getTime()), 1, 'and deleted at the next start');
+    t.deepEqual(await readdir(dir), []);
 
     // A file renamed to another identity's name is not that identity's key; junk is removed.
     await keys.save(cred);

@@ -70,7 +70,11 @@ export class PersistedKeys {
     await unlink(this.pathOf(identity)).catch(() => {});
   }
 
-  /** `identity`'s stored credential while valid at `now`; an expired or unreadable file is deleted. */
+  /**
+   * `identity`'s stored credential while valid at `now`. An expired or unreadable file is
+   * left for the next start's `prune` and replaced by the next `save`: workers share the
+   * directory, and deleting here could remove a fresh key another worker just renamed in.
+   */
   async load(
     identity: string,
     toCredential: (identity: string, keyPem: string, chain: string[]) => Credential,
@@ -89,9 +93,8 @@ export class PersistedKeys {
       const cred = toCredential(s.identity, s.keyPem, s.chain);
       if (cred.notAfter.getTime() > now) return cred;
     } catch (e) {
-      log.warn({ path, err: (e as Error).message }, 'persisted key unreadable: removed');
+      log.warn({ path, err: (e as Error).message }, 'persisted key unreadable: not used');
     }
-    await unlink(path).catch(() => {});
     return undefined;
   }
 

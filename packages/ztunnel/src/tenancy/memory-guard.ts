@@ -83,7 +83,7 @@ export class MemoryGuard {
   #account(tenant: string, n: number): void {
     this.#byTenant.set(tenant, (this.#byTenant.get(tenant) ?? 0) + n);
     this.#used += n;
-    this.#shared?.publish(this.#used);
+    this.#shared?.publish(Math.min(this.#used, MAX_SHARED_CAP));
   }
 
   /** Releases bytes; releasing more than the tenant holds clamps at zero. */
@@ -94,7 +94,7 @@ export class MemoryGuard {
     if (held - freed === 0) this.#byTenant.delete(tenant);
     else this.#byTenant.set(tenant, held - freed);
     this.#used -= freed;
-    this.#shared?.publish(this.#used);
+    this.#shared?.publish(Math.min(this.#used, MAX_SHARED_CAP));
   }
 
   /** Bytes this guard's tenants hold (with workers: this worker's; the merged metric sums them). */

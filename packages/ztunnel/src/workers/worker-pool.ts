@@ -328,7 +328,11 @@ export class ZtunnelWorkers implements ConfigTarget, WorkloadHandler {
     // A worker that ends its drain exits: that is not a crash to restart from.
     this.#draining = true;
     this.#agent?.close();
-    await this.#admin.handOver();
+    await this.#admin
+      .handOver()
+      .catch((e: unknown) =>
+        log.warn({ err: (e as Error).message }, 'admin hand-over failed: draining anyway'),
+      );
     await Promise.all(this.#slots.map((s) => s.channel.call('stop', graceMs).catch(() => {})));
     await this.stop();
   }
@@ -365,9 +369,10 @@ export class ZtunnelWorkers implements ConfigTarget, WorkloadHandler {
     worker.on('error', (e) => log.error({ worker: index, err: e.message }, 'worker failed'));
     worker.once('exit', (code) => {
       channel.close(new Error(`worker ${index} exited (${code})`));
-      if (this.#stopping || this.#draining) return;
-      // Its connections died with it; what it held of the node-wide counts goes back first.
+      // Its connections died with it, so what it held of the node-wide counts goes back,
+      // also during a drain (the other workers' connections still count against them).
       const returned = this.#quotas?.reclaim(index) ?? 0;
+      if (this.#stopping || this.#draining) return;
       log.error({ worker: index, code, returned }, 'worker exited: starting it again, its pods re-homed');
       this.#restarts.inc();
       this.#restart(slot);
