@@ -23,6 +23,7 @@ export { type AppConnector, loopbackAppConnector } from './forward/app-connector
 export { bidirectionalCopy } from './forward/bidirectional-copy.js';
 export { drainOnCertChange } from './identity/cert-drain.js';
 export { type CertificateSigner, CertManager } from './identity/cert-manager.js';
+export { toCredential } from './identity/credential.js';
 export { LocalCaSigner } from './identity/local-ca-signer.js';
 export { keysDirError, PersistedKeys, TMPFS_MAGIC } from './identity/persisted-keys.js';
 export { InboundListener } from './inbound/inbound-listener.js';
@@ -43,4 +44,4 @@ export {
 export * from './tenancy/index.js';
 export { SharedQuotaTable, sharedQuotaBuffer } from './tenancy/shared-quotas.js';
 export { ZtunnelWorkers, type ZtunnelWorkersOptions } from './workers/worker-pool.js';
-export { DEFAULT_PORTS, type InboundLimits, toCredential, Ztunnel, type ZtunnelOptions } from './ztunnel.js';
+export { DEFAULT_PORTS, type InboundLimits, Ztunnel, type ZtunnelOptions } from './ztunnel.js';

@@ -1,4 +1,3 @@
-import { X509Certificate } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import {
   AccessLog,
@@ -40,6 +39,7 @@ import {
 } from './forward/app-connector.js';
 import { ConnectionTable } from './forward/connection-table.js';
 import { type CertificateSigner, CertManager, DEFAULT_MAX_CSRS_IN_FLIGHT } from './identity/cert-manager.js';
+import { toCredential } from './identity/credential.js';
 import { keptCredentials, type PersistedKeys } from './identity/persisted-keys.js';
 import { InboundListener, type ListenTarget } from './inbound/inbound-listener.js';
 import { PlaintextInbound } from './inbound/plaintext-inbound.js';
@@ -187,9 +187,7 @@ export class Ztunnel {
       ...(options.certBackoff ? { backoff: options.certBackoff } : {}),
       registry: this.metrics.registry,
       toCredential,
-      ...(options.persistedKeys
-        ? { store: keptCredentials(options.persistedKeys, options.bundle, toCredential) }
-        : {}),
+      ...(options.persistedKeys ? { store: keptCredentials(options.persistedKeys, options.bundle) } : {}),
     });
     this.certs.on('rotated', (identity: string, cred: Credential) => this.onRotated(identity, cred));
     this.tenancy = new TenantAdmission(options.tenancy ?? {}, this.metrics.registry);
@@ -625,18 +623,6 @@ function forwardKey(f: ForwardConfig): string {
 function splitHostPort(address: string): [string, number] {
   const i = address.lastIndexOf(':');
   return [address.slice(0, i).replace(/^\[|\]$/g, ''), Number(address.slice(i + 1))];
-}
-
-/** Validity is read from the leaf the CA returned, not from what was asked for. */
-export function toCredential(identity: string, keyPem: string, chain: string[]): Credential {
-  const leaf = new X509Certificate(chain[0]!);
-  return {
-    identity,
-    keyPem,
-    certChainPem: chain,
-    notBefore: new Date(leaf.validFrom),
-    notAfter: new Date(leaf.validTo),
-  };
 }
 
 /** The tenant a certificate request is charged to: the namespace in the SPIFFE ID. */

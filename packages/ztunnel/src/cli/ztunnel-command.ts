@@ -30,7 +30,7 @@ import type { QuotaLimits } from '../tenancy/index.js';
 import { sharedQuotaBuffer } from '../tenancy/shared-quotas.js';
 import { autoWorkers } from '../workers/worker-count.js';
 import { ZtunnelWorkers } from '../workers/worker-pool.js';
-import { type InboundLimits, toCredential, Ztunnel } from '../ztunnel.js';
+import { type InboundLimits, Ztunnel } from '../ztunnel.js';
 import { OptimizerGate } from './optimizer-gate.js';
 
 const log = logger('cli');
@@ -325,7 +325,7 @@ async function runWorkers(
 async function openKeys(dir: string): Promise<PersistedKeys | string> {
   const opened = await PersistedKeys.open(dir);
   if (!opened.ok) return keysDirError(dir, opened.error).message;
-  const removed = await opened.value.prune(toCredential).catch(() => 0);
+  const removed = await opened.value.prune().catch(() => 0);
   log.info(
     { dir, removed },
     'persisted workload keys: expired and unreadable ones removed; valid ones are used on first request',

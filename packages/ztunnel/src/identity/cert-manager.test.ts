@@ -1,7 +1,7 @@
 import { CertificateAuthority, type Credential } from '@zmesh/shared';
 import test from 'ava';
-import { toCredential } from '../ztunnel.js';
 import { type CertificateSigner, CertManager } from './cert-manager.js';
+import { toCredential } from './credential.js';
 
 const ID = 'spiffe://cluster.local/ns/team-a/sa/client';
 

@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CertificateAuthority, TrustBundle } from '@zmesh/shared';
 import test from 'ava';
-import { toCredential } from '../ztunnel.js';
 import { CertManager } from './cert-manager.js';
+import { toCredential } from './credential.js';
 import { keptCredentials, PersistedKeys, TMPFS_MAGIC } from './persisted-keys.js';
 
 const SHM = '/dev/shm';
@@ -27,20 +27,16 @@ tmpfsTest(
     const ca = await CertificateAuthority.create({ trustDomain: 'cluster.local' });
     const cred = await ca.issue('spiffe://cluster.local/ns/shop/sa/w', 600);
     await keys.save(cred);
-    const back = await keys.load(cred.identity, toCredential);
+    const back = await keys.load(cred.identity);
     t.is(back?.identity, cred.identity);
     t.is(back?.keyPem, cred.keyPem);
-    t.is(await keys.load('spiffe://cluster.local/ns/shop/sa/other', toCredential), undefined);
+    t.is(await keys.load('spiffe://cluster.local/ns/shop/sa/other'), undefined);
     const files = await readdir(dir);
     t.is(files.length, 1);
     t.is((await stat(join(dir, files[0]!))).mode & 0o777, 0o600);
-    t.is(await keys.prune(toCredential), 0, 'a valid key is kept at start');
-    t.is(
-      await keys.load(cred.identity, toCredential, cred.notAfter.getTime()),
-      undefined,
-      'expired: not loaded',
-    );
-    t.is(await keys.prune(toCredential, cred.notAfter.getTime()), 1, 'and deleted at the next start');
+    t.is(await keys.prune(), 0, 'a valid key is kept at start');
+    t.is(await keys.load(cred.identity, cred.notAfter.getTime()), undefined, 'expired: not loaded');
+    t.is(await keys.prune(cred.notAfter.getTime()), 1, 'and deleted at the next start');
     t.deepEqual(await readdir(dir), []);
 
     // A file renamed to another identity's name is not that identity's key; junk is removed.
@@ -50,9 +46,9 @@ tmpfsTest(
     await keys.save(other);
     await rename(join(dir, name!), join(dir, `${'0'.repeat(32)}.key.json`));
     await writeFile(join(dir, `${'1'.repeat(32)}.key.json`), '{not json', { mode: 0o600 });
-    t.is(await keys.prune(toCredential), 2, 'the misnamed and the unreadable file go');
-    t.is((await keys.load(other.identity, toCredential))?.identity, other.identity);
-    t.is(await keys.load(cred.identity, toCredential), undefined);
+    t.is(await keys.prune(), 2, 'the misnamed and the unreadable file go');
+    t.is((await keys.load(other.identity))?.identity, other.identity);
+    t.is(await keys.load(cred.identity), undefined);
   },
 );
 
@@ -77,7 +73,7 @@ tmpfsTest('a kept credential is used before asking the CA, only while the roots 
     signer,
     ttlSeconds: 600,
     toCredential,
-    store: keptCredentials(opened.value, bundle, toCredential),
+    store: keptCredentials(opened.value, bundle),
   });
   t.teardown(() => certs.stop());
   const [a, b] = await Promise.all([certs.fetch(id), certs.fetch(id)]);
@@ -91,17 +87,13 @@ tmpfsTest('a kept credential is used before asking the CA, only while the roots 
     signer: { sign: (csrPem, identity, ttlSeconds) => other.signCsr(csrPem, { identity, ttlSeconds }) },
     ttlSeconds: 600,
     toCredential,
-    store: keptCredentials(opened.value, new TrustBundle('cluster.local', [other.rootPem]), toCredential),
+    store: keptCredentials(opened.value, new TrustBundle('cluster.local', [other.rootPem])),
   });
   t.teardown(() => rotated.stop());
   const fresh = await rotated.fetch(id);
   t.not(fresh.keyPem, kept.keyPem);
   await new Promise((r) => setTimeout(r, 50));
-  t.is(
-    (await opened.value.load(id, toCredential))?.keyPem,
-    fresh.keyPem,
-    'the new key replaced the old at rest',
-  );
+  t.is((await opened.value.load(id))?.keyPem, fresh.keyPem, 'the new key replaced the old at rest');
 });
 
 test('a key directory that is not tmpfs, or is open to others, is refused with every reason', async (t) => {

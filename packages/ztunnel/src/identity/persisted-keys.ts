@@ -12,6 +12,7 @@ import {
   ZmeshError,
 } from '@zmesh/shared';
 import type { CredentialStore } from './cert-manager.js';
+import { toCredential } from './credential.js';
 
 const log = logger('persisted-keys');
 
@@ -75,11 +76,7 @@ export class PersistedKeys {
    * left for the next start's `prune` and replaced by the next `save`: workers share the
    * directory, and deleting here could remove a fresh key another worker just renamed in.
    */
-  async load(
-    identity: string,
-    toCredential: (identity: string, keyPem: string, chain: string[]) => Credential,
-    now = Date.now(),
-  ): Promise<Credential | undefined> {
+  async load(identity: string, now = Date.now()): Promise<Credential | undefined> {
     const path = this.pathOf(identity);
     let text: string;
     try {
@@ -102,10 +99,7 @@ export class PersistedKeys {
    * Deletes expired and unreadable files, so identities that never come back do not stay
    * at rest (run once at start; valid files wait for their identity's first request).
    */
-  async prune(
-    toCredential: (identity: string, keyPem: string, chain: string[]) => Credential,
-    now = Date.now(),
-  ): Promise<number> {
+  async prune(now = Date.now()): Promise<number> {
     const names = (await readdir(this.dir))
       .filter((n) => n.endsWith(SUFFIX))
       .slice(0, MAX_PERSISTED_IDENTITIES);
@@ -139,14 +133,10 @@ export class PersistedKeys {
  * back only while the current roots still vouch for it under its own identity, since the
  * roots may have rotated while the process was down.
  */
-export function keptCredentials(
-  keys: PersistedKeys,
-  bundle: TrustBundle,
-  toCredential: (identity: string, keyPem: string, chain: string[]) => Credential,
-): CredentialStore {
+export function keptCredentials(keys: PersistedKeys, bundle: TrustBundle): CredentialStore {
   return {
     async load(identity) {
-      const cred = await keys.load(identity, toCredential);
+      const cred = await keys.load(identity);
       if (!cred) return undefined;
       const svid = validateSvid(cred.certChainPem, { roots: bundle.roots() });
       if (svid.ok && svid.value.identity === identity) return cred;

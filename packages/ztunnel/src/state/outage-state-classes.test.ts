@@ -19,7 +19,7 @@ import test from 'ava';
 import { Registry } from 'prom-client';
 import { InboundAuthorizer } from '../authz/inbound-authorizer.js';
 import { CertManager } from '../identity/cert-manager.js';
-import { toCredential } from '../ztunnel.js';
+import { toCredential } from '../identity/credential.js';
 
 /**
  * docs/design.md §5: each state class has its own validity through a control-plane outage. One test
