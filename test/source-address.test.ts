@@ -211,6 +211,54 @@ meshTest(`strict inbound drops plaintext forging a mesh client's address, IPv4 a
   t.true(after >= before + 2, `drops ${before} → ${after}`);
 });
 
+/** node-a's config_dump: the pods it has enrolled and the identities it holds certificates for. */
+async function nodeA(): Promise<{
+  enrolled: string[];
+  certificates: Array<{ identity: string; notAfter?: string }>;
+}> {
+  const r = await mesh.admin('node-a', 15000, '/config_dump').catch(() => undefined);
+  return r?.status === 200 ? JSON.parse(r.body) : { enrolled: [], certificates: [] };
+}
+
+meshTest(
+  `a restarted ztunnel: a pod's connection made while its first certificate is being issued waits for it${why}`,
+  async (t) => {
+    t.timeout(60_000);
+    const client = mesh.pod('client');
+    const identity = 'spiffe://cluster.local/ns/front/sa/client';
+    const cp = mesh.controlPlane!;
+    // Frozen, the control plane answers no CSR (the CA client's deadline is 10 s): the new
+    // process serves config from its snapshot but has no certificate yet.
+    cp.pause();
+    let resumed = false;
+    try {
+      await mesh.restartZtunnel('node-a');
+      const deadline = Date.now() + 15_000;
+      while (!(await nodeA()).enrolled?.includes(client.uid)) {
+        if (Date.now() > deadline) throw new Error('the restarted ztunnel never enrolled the client pod');
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const connecting = connectFrom('client', mesh.pod('server').ipv4, 8080, 8000);
+      await new Promise((r) => setTimeout(r, 1000));
+      const held = (await nodeA()).certificates.find((c) => c.identity === identity);
+      t.is(held?.notAfter, undefined, 'no certificate yet while the connection waits');
+      cp.resume();
+      resumed = true;
+      const r = await connecting;
+      t.is(r.ok, 1, `the waiting connection went through once the certificate came: ${JSON.stringify(r)}`);
+      const refused = metric(
+        await mesh.metrics('node-a'),
+        'zmesh_capture_refused_total',
+        'reason="pending_certificate"',
+      );
+      t.is(refused, 0, 'nothing refused for want of a certificate');
+    } finally {
+      if (!resumed) cp.resume();
+    }
+    await mesh.waitReady();
+  },
+);
+
 meshTest(`unenrolling a pod removes its reply steering${why}`, async (t) => {
   const server = mesh.pod('server');
   await mesh.unenroll(server);

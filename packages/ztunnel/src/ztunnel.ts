@@ -239,7 +239,10 @@ export class Ztunnel {
       const attribution = new CapturedPods({
         outbound: this.outbound,
         state: () => this.state,
-        hasCertificate: (w) => this.certs.get(spiffeIdOf(w)) !== undefined,
+        certificateFailing: (w) => {
+          const identity = spiffeIdOf(w);
+          return this.certs.get(identity) === undefined && this.certs.failuresOf(identity) > 0;
+        },
         registry: this.metrics.registry,
       });
       this.captured = new EnrolledPods({

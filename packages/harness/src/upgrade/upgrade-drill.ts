@@ -54,7 +54,8 @@ export async function runUpgradeDrill(opts: UpgradeDrillOptions = {}): Promise<U
   const longLived = opts.longLived ?? 5;
   const durationMs = opts.durationMs ?? 12_000;
   const overlapMs = opts.overlapMs ?? 1500;
-  const echo = opts.echo ?? (() => {});
+  const say = opts.echo ?? (() => {});
+  const echo = (line: string) => say(`${new Date().toISOString()} ${line}`);
   const children: ResultPromise[] = [];
   const mesh = await startMesh({
     run: 'cluster',

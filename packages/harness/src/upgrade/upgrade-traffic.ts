@@ -12,17 +12,18 @@
 export const UPGRADE_CLIENT = `
 const net = require('net');
 const [host, port, duration, longLived] = [process.argv[1], Number(process.argv[2]), Number(process.argv[3]), Number(process.argv[4])];
-const r = { newOk: 0, newFailed: 0, newErrors: {}, liveBroken: 0, liveErrors: {}, pings: 0, pongs: 0, endedAt: 0 };
+const r = { newOk: 0, newFailed: 0, newErrors: {}, newFailedAt: [], liveBroken: 0, liveErrors: {}, pings: 0, pongs: 0, endedAt: 0 };
 let ending = false, pending = 0;
 const count = (m, k) => { m[k] = (m[k] || 0) + 1; };
 function fresh() {
   pending++;
+  const started = Date.now();
   const s = net.connect({ host, port });
   let data = '', err = '';
   const timer = setTimeout(() => s.destroy(new Error('TIMEOUT')), 2000);
   s.on('data', (d) => { data += d; });
   s.on('error', (e) => { err = e.code || e.message; });
-  s.on('close', () => { clearTimeout(timer); pending--; if (data) r.newOk++; else { r.newFailed++; count(r.newErrors, err || 'no answer'); } });
+  s.on('close', () => { clearTimeout(timer); pending--; if (data) r.newOk++; else { r.newFailed++; r.newFailedAt.push(started); count(r.newErrors, err || 'no answer'); } });
 }
 const lives = [];
 for (let i = 0; i < longLived; i++) {
@@ -60,6 +61,8 @@ export interface UpgradeTrafficResult {
   newOk: number;
   newFailed: number;
   newErrors: Record<string, number>;
+  /** Wall-clock ms at which each failed new connection was opened. */
+  newFailedAt: number[];
   liveBroken: number;
   liveErrors: Record<string, number>;
   pings: number;

@@ -34,16 +34,25 @@ export interface CapturedDestination {
 export interface CapturedPodsInputs {
   outbound: OutboundInputs;
   state: () => ProxyState;
-  /** True when the pod's workload has a valid certificate (its config is checked here). */
-  hasCertificate: (workload: Workload) => boolean;
+  /**
+   * True when the pod's workload holds no valid certificate and its requests for one are
+   * failing (the CA is down or refusing): its connections are refused at once. While a
+   * first request is under way they wait for it instead (the tunnel's dial does), bounded
+   * by the CA client's deadline.
+   */
+  certificateFailing: (workload: Workload) => boolean;
   registry: Registry;
 }
 
 /**
  * Source attribution in capture mode (docs/design.md §6): the pod whose own 15001 listener
  * accepted a connection is its source; the BPF map gives only the original destination.
- * A connection is refused, before any byte leaves the pod, until the pod's configuration
- * and certificate exist; then it goes to the outbound stage.
+ * A connection is refused, before any byte leaves the pod, while the pod's configuration is
+ * missing or its certificate cannot be had; one that arrives while the pod's first
+ * certificate is being issued goes on and waits for it. A successor ztunnel binds a pod's
+ * listener beside its predecessor's at once (an upgrade), so the kernel hands it connections
+ * before its certificate is back: refusing those broke connections the old one would have
+ * carried.
  */
 export class CapturedPods {
   private readonly refused: Counter<'reason'>;
@@ -67,7 +76,7 @@ export class CapturedPods {
       ? 'no_original_dst'
       : !workload
         ? 'pending_config'
-        : !this.inputs.hasCertificate(workload)
+        : this.inputs.certificateFailing(workload)
           ? 'pending_certificate'
           : undefined;
     if (refusal || !destination || !workload) {
