@@ -278,8 +278,17 @@ export class Ztunnel {
 
   async start(): Promise<void> {
     await this.admin.start();
-    this.agent?.start();
     log.info({ node: this.options.node, address: this.options.address }, 'ztunnel started');
+  }
+
+  /**
+   * Capture mode: connects to the node agent, which hands over the node's pods. Called once
+   * the config at hand (the local file, the on-disk snapshot) is applied: a pod enrolled
+   * earlier has its listener up with no workload to attribute to, and during an upgrade
+   * the kernel hands that listener connections the predecessor would have carried.
+   */
+  startEnrolment(): void {
+    this.agent?.start();
   }
 
   /**

@@ -75,7 +75,11 @@ export interface ZtunnelCommandOptions {
   workers?: number | string;
 }
 
-/** Trust, signing and config for one of the two modes; `start` and `stop` bracket the proxy's life. */
+/**
+ * Trust, signing and config for one of the two modes; `start` and `stop` bracket the proxy's
+ * life. `start` resolves once the config at hand (the file, or the on-disk snapshot) is
+ * applied; pods are enrolled only after that.
+ */
 interface Mode {
   bundle: TrustBundle;
   signer: CertificateSigner;
@@ -183,6 +187,7 @@ async function runSingle(
   try {
     await ztunnel.start();
     await mode.start(ztunnel);
+    ztunnel.startEnrolment();
   } catch (e) {
     // A port already taken: close the listeners that did bind before saying which one failed.
     await stop();
@@ -306,6 +311,7 @@ async function runWorkers(
   try {
     await pool.start();
     await mode.start(pool);
+    pool.startEnrolment();
   } catch (e) {
     await mode.stop();
     await pool.stop();
@@ -487,6 +493,8 @@ async function controlPlaneMode(opts: ZtunnelCommandOptions, config?: LocalConfi
         ...(opts.authzMaxStaleness ? { authzMaxStalenessMs: Number(opts.authzMaxStaleness) * 1000 } : {}),
       });
       await source.start();
+      // The on-disk snapshot, when there is one, is applied before pods are enrolled.
+      await source.idle();
     },
     stop: async () => {
       roots.stop();

@@ -164,10 +164,14 @@ export class ZtunnelWorkers implements ConfigTarget, WorkloadHandler {
     this.#stalenessTimer = setInterval(() => this.#pushStaleness(), STALENESS_PUSH_MS);
     this.#stalenessTimer.unref();
     await this.#admin.start();
-    this.#agent?.start();
     // The single loop's line, so what operators and probes look for does not depend on --workers.
     const { node, address } = this.#options.init;
     log.info({ node, address, workers: this.#options.count }, 'ztunnel started');
+  }
+
+  /** As `Ztunnel.startEnrolment`: the node agent's pods, once the config at hand is applied. */
+  startEnrolment(): void {
+    this.#agent?.start();
   }
 
   setConfigReadiness(incomplete: () => string | undefined): void {
