@@ -39,6 +39,11 @@ export {
   EMPTY_STATE,
   type PendingResource,
 } from './config-snapshot.js';
+export {
+  type ControlPlaneIdentity,
+  type ControlPlaneIdentityOptions,
+  openControlPlaneIdentity,
+} from './control-plane-identity.js';
 export { csrPublicKey, csrUriSans, MAX_CSR_PEM_BYTES } from './csr-info.js';
 export { ADDRESS_TYPE_URL, AUTHORIZATION_TYPE_URL, PROTO_DIR, protoRoot } from './proto-root.js';
 export type { RawResource } from './resource-decoder.js';

@@ -1,15 +1,14 @@
 import { X509Certificate } from 'node:crypto';
 import {
-  CaClient,
+  type CaClient,
   type Credential,
   generateCsr,
   logger,
   MeshMetrics,
+  openControlPlaneIdentity,
   type Result,
-  RootsFileWatcher,
-  TokenFile,
-  TrustBundle,
-  ZmeshError,
+  type TokenFile,
+  type TrustBundle,
 } from '@zmesh/shared';
 import type { Registry } from 'prom-client';
 import { decodeWaypointConfig } from '../config/config-parser.js';
@@ -54,8 +53,12 @@ export async function startFromControlPlane(
   opts: XdsModeOptions,
   stopped: Promise<void>,
 ): Promise<RunningWaypoint | string | undefined> {
-  const id = await identitySetup(opts);
-  if (typeof id === 'string') return id;
+  const id = await openControlPlaneIdentity({
+    address: opts.xds,
+    tokenFile: opts.tokenFile,
+    rootsFile: opts.rootsFile,
+    trustDomain: opts.trustDomain ?? 'cluster.local',
+  });
   // Made before the waypoint so the xDS client's metrics (zmesh_xds_*) are in its registry.
   // Process metrics too (RSS, heap, event-loop delay), as ztunnel's: the soak judges them.
   const metrics = new MeshMetrics({ defaultMetrics: true });
@@ -65,9 +68,7 @@ export async function startFromControlPlane(
   const stop = async () => {
     clearTimeout(renewal);
     await feed.source.stop();
-    id.roots.stop();
-    id.token.stop();
-    id.ca.close();
+    id.close();
     await waypoint?.stop();
   };
   log.info(
@@ -132,37 +133,6 @@ export async function startFromControlPlane(
   };
   renew(halfLife(credential));
   return { waypoint, stop };
-}
-
-/** The node token, the trust bundle kept by the roots file, and the CA client that uses both. */
-async function identitySetup(
-  opts: XdsModeOptions,
-): Promise<{ token: TokenFile; bundle: TrustBundle; roots: RootsFileWatcher; ca: CaClient } | string> {
-  let token: TokenFile;
-  try {
-    token = await TokenFile.read(opts.tokenFile);
-  } catch (e) {
-    // A file that cannot be read is a runtime failure (exit 1, with its code), not a usage error.
-    throw new ZmeshError('ZM_ERR_CONFIG_INVALID', { source: '--token-file', reason: (e as Error).message });
-  }
-  const bundle = new TrustBundle(opts.trustDomain ?? 'cluster.local');
-  const roots = new RootsFileWatcher(opts.rootsFile, bundle);
-  const loaded = await roots.start();
-  if (!loaded.ok) {
-    roots.stop();
-    throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
-      source: '--roots-file',
-      reason: loaded.error.join('; '),
-    });
-  }
-  token.watch();
-  const ca = new CaClient({
-    address: opts.xds,
-    token: () => token.token,
-    refreshToken: () => token.reread(),
-    bundle,
-  });
-  return { token, bundle, roots, ca };
 }
 
 /**

@@ -1,22 +1,19 @@
 import { readFileSync } from 'node:fs';
 import {
   type AccessLogPolicy,
-  CaClient,
   CertificateAuthority,
   configFileRefused,
   DEFAULT_ACCESS_LOG_RATE,
   formatHostPort,
   IdleReclaim,
   logger,
+  openControlPlaneIdentity,
   parseAccessLogMode,
   parseNamespaceModes,
-  RootsFileWatcher,
   readCaDir,
   seqpacketUnavailableReason,
   startFailure,
-  TokenFile,
   TrustBundle,
-  ZmeshError,
 } from '@zmesh/shared';
 import { Registry } from 'prom-client';
 import { drainOnCertChange } from '../identity/cert-drain.js';
@@ -445,33 +442,16 @@ async function localMode(opts: ZtunnelCommandOptions, config: LocalConfig): Prom
 
 /** Roots from the watched file, certificates from the CA API, config over delta ADS. */
 async function controlPlaneMode(opts: ZtunnelCommandOptions, config?: LocalConfig): Promise<Mode | string> {
-  let token: TokenFile;
-  try {
-    token = await TokenFile.read(opts.tokenFile!);
-  } catch (e) {
-    // A file that cannot be read is a runtime failure (exit 1, with its code), not a usage error.
-    throw new ZmeshError('ZM_ERR_CONFIG_INVALID', { source: '--token-file', reason: (e as Error).message });
-  }
-  const bundle = new TrustBundle(opts.trustDomain);
-  const roots = new RootsFileWatcher(opts.rootsFile!, bundle);
-  const loaded = await roots.start();
-  if (!loaded.ok) {
-    roots.stop();
-    throw new ZmeshError('ZM_ERR_CONFIG_INVALID', {
-      source: '--roots-file',
-      reason: loaded.error.join('; '),
-    });
-  }
-  token.watch();
   const backoff = parseBackoff(opts.xdsBackoff);
-  const ca = new CaClient({
+  const identity = await openControlPlaneIdentity({
     address: opts.xds!,
-    token: () => token.token,
-    refreshToken: () => token.reread(),
-    bundle,
+    tokenFile: opts.tokenFile!,
+    rootsFile: opts.rootsFile!,
+    trustDomain: opts.trustDomain,
     trustRootsFromCa: opts.trustCaRoots === true,
     ...(backoff ? { backoff } : {}),
   });
+  const { token, bundle, ca } = identity;
   let source: XdsConfigSource | undefined;
   return {
     bundle,
@@ -497,10 +477,8 @@ async function controlPlaneMode(opts: ZtunnelCommandOptions, config?: LocalConfi
       await source.idle();
     },
     stop: async () => {
-      roots.stop();
-      token.stop();
       await source?.stop();
-      ca.close();
+      identity.close();
     },
   };
 }
