@@ -8,7 +8,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { ZmeshError } from '@zmesh/shared';
+import { cgroup2MountOf, readMounts, ZmeshError } from '@zmesh/shared';
 
 /** Bound on waiting for killed processes to leave a cgroup before removing it. */
 const EMPTY_WAIT_MS = 3_000;
@@ -18,11 +18,9 @@ const POLL_MS = 10;
  * Where the cgroup v2 hierarchy is mounted. On hybrid machines it sits beside the v1
  * controllers (e.g. /sys/fs/cgroup/unified), so it is read from /proc/mounts.
  */
-export function cgroup2Mount(mounts = readFileSync('/proc/mounts', 'utf8')): string {
-  for (const line of mounts.split('\n')) {
-    const [, dir, type] = line.split(' ');
-    if (type === 'cgroup2' && dir !== undefined) return dir.replace(/\\040/g, ' ');
-  }
+export function cgroup2Mount(mounts?: string): string {
+  const dir = cgroup2MountOf(readMounts(mounts));
+  if (dir !== undefined) return dir;
   throw new ZmeshError('ZM_ERR_CLUSTER_SETUP', {
     step: 'cgroup',
     reason: 'no cgroup2 mount in /proc/mounts',

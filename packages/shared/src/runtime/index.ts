@@ -32,4 +32,5 @@ export {
 } from './inspector-profiles.js';
 export { utilizationProbe } from './loop-utilization.js';
 export { mallocTrim } from './malloc-trim.js';
+export { cgroup2MountOf, type Mount, readMounts } from './mounts.js';
 export { isScriptMain } from './script-main.js';

@@ -1,7 +1,7 @@
-import { readFileSync } from 'node:fs';
 import {
   type AccessLogPolicy,
   CertificateAuthority,
+  cgroup2MountOf,
   configFileRefused,
   DEFAULT_ACCESS_LOG_RATE,
   formatHostPort,
@@ -496,9 +496,5 @@ async function captureMode(scope: string, zdsSocket: string, cgroupRoot: string,
 
 /** Where the cgroup v2 hierarchy is mounted (kubelet's pod cgroups sit under it). */
 function cgroup2Mount(): string {
-  for (const line of readFileSync('/proc/mounts', 'utf8').split('\n')) {
-    const [, dir, type] = line.split(' ');
-    if (type === 'cgroup2' && dir !== undefined) return dir.replace(/\\040/g, ' ');
-  }
-  return '/sys/fs/cgroup';
+  return cgroup2MountOf() ?? '/sys/fs/cgroup';
 }

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
+import { cgroup2MountOf, readMounts } from '@zmesh/shared';
 
 /**
  * `--workers auto` (the default) never picks more: past four, one main thread's control work
@@ -82,25 +83,20 @@ function cpuHierarchies(
   mounts: string,
 ): Array<{ mount: string; path: string; v2: boolean }> {
   const out: Array<{ mount: string; path: string; v2: boolean }> = [];
-  const mountLines = mounts.split('\n').map((l) => l.split(' '));
+  const table = readMounts(mounts);
   for (const line of cgroups.split('\n')) {
     const [id, controllers, ...rest] = line.split(':');
     const path = rest.join(':');
     if (!path.startsWith('/')) continue;
     if (id === '0' && controllers === '') {
-      const m = mountLines.find((f) => f[2] === 'cgroup2');
-      if (m?.[1]) out.push({ mount: mountPath(m[1]), path, v2: true });
+      const mount = cgroup2MountOf(table);
+      if (mount) out.push({ mount, path, v2: true });
     } else if (controllers?.split(',').includes('cpu')) {
-      const m = mountLines.find((f) => f[2] === 'cgroup' && f[3]?.split(',').includes('cpu'));
-      if (m?.[1]) out.push({ mount: mountPath(m[1]), path, v2: false });
+      const m = table.find((f) => f.type === 'cgroup' && f.options.includes('cpu'));
+      if (m) out.push({ mount: m.dir, path, v2: false });
     }
   }
   return out;
-}
-
-/** /proc/mounts escapes spaces in paths as \040. */
-function mountPath(path: string): string {
-  return path.replace(/\\040/g, ' ');
 }
 
 function hostCpuFacts(): CpuFacts {
