@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { discoveryDocument } from './discovery.js';
@@ -11,6 +11,8 @@ import {
   typeKey,
 } from './resources.js';
 import { type FieldMatcher, type Matcher, parseFieldSelector, parseLabelSelector } from './selectors.js';
+import { ServiceAccountTokens, type TokenRequestSpec } from './tokens.js';
+import { WatchHub } from './watches.js';
 import {
   ApiError,
   applyPatch,
@@ -23,7 +25,6 @@ import {
   specOf,
   statusObject,
   withoutKind,
-  writeEvent,
 } from './wire.js';
 
 export type { KubeObject } from './resources.js';
@@ -57,24 +58,6 @@ export interface ApiServerDoubleOptions {
   maxEvents?: number;
 }
 
-interface LoggedEvent {
-  rv: number;
-  key: string;
-  type: 'ADDED' | 'MODIFIED' | 'DELETED';
-  object: KubeObject;
-  /** The object before a MODIFIED, for selector transitions on replay. */
-  previous?: KubeObject;
-}
-
-interface Watcher {
-  key: string;
-  namespace: string | undefined;
-  labels: Matcher;
-  fields: FieldMatcher;
-  res: ServerResponse;
-  timers: NodeJS.Timeout[];
-}
-
 /** One request as served, for tests to assert on (relists, retries). */
 export interface RequestRecord {
   method: string;
@@ -83,42 +66,19 @@ export interface RequestRecord {
   status: number;
 }
 
-/** What the double recorded about a ServiceAccount token it issued (TokenReview reads it). */
-interface IssuedToken {
-  namespace: string;
-  serviceAccount: string;
-  serviceAccountUid: string;
-  audiences: string[];
-  expiresAt: number;
-  pod?: { name: string; uid: string; node?: string };
-}
-
-/** What a kubelet asks for a pod's projected token (`TokenRequest.spec`). */
-interface TokenRequestSpec {
-  audiences?: string[];
-  expirationSeconds?: number;
-  boundObjectRef?: { kind?: string; apiVersion?: string; name?: string; uid?: string };
-}
-
-/** The API server's own audience: a TokenReview without audiences checks against it. */
-const API_AUDIENCE = 'https://kubernetes.default.svc.cluster.local';
-
 export class ApiServerDouble {
   readonly #types = new Map<string, ResourceType>();
-  readonly #tokens = new Map<string, IssuedToken>();
   /** group/version/resource → namespace/name → object. */
   readonly #store = new Map<string, Map<string, KubeObject>>();
   #rv = 1;
-  #events: LoggedEvent[] = [];
-  /** Watches from below this resourceVersion get 410 Gone. */
-  #compacted = 1;
-  readonly #watchers = new Set<Watcher>();
+  readonly #watches: WatchHub;
   readonly #server: Server;
   readonly #opts: ApiServerDoubleOptions;
   readonly requests: RequestRecord[] = [];
   /** Runs before each request is served: tests change state here to race a client (a stale write). */
   beforeRequest: ((method: string, path: string) => void) | undefined;
   #url = '';
+  readonly #tokens: ServiceAccountTokens;
 
   constructor(opts: ApiServerDoubleOptions = {}) {
     this.#opts = opts;
@@ -126,6 +86,15 @@ export class ApiServerDouble {
       this.#types.set(typeKey(t), t);
       this.#store.set(typeKey(t), new Map());
     }
+    this.#watches = new WatchHub({
+      maxEvents: opts.maxEvents ?? 1000,
+      bookmarkIntervalMs: opts.bookmarkIntervalMs ?? 1000,
+      resourceVersion: () => this.#rv,
+      withKind: (type, o) => this.#withKind(type, o),
+    });
+    this.#tokens = new ServiceAccountTokens((resource, namespace, name) =>
+      this.#store.get(typeKey({ group: '', version: 'v1', resource }))?.get(`${namespace}/${name}`),
+    );
     this.#server = createServer((req, res) => void this.#serve(req, res));
   }
 
@@ -171,13 +140,12 @@ export class ApiServerDouble {
 
   /** Forgets the event log: a watch resuming from any earlier resourceVersion gets 410 Gone. */
   compact(): void {
-    this.#events = [];
-    this.#compacted = this.#rv + 1;
+    this.#watches.compact(this.#rv + 1);
   }
 
   /** Ends every open watch, as an API server restart or a load balancer does; clients re-watch. */
   closeWatches(): void {
-    for (const w of this.#watchers) this.#endWatch(w);
+    this.#watches.closeAll();
   }
 
   /** Objects of a type (a test's view, straight from the store). */
@@ -221,96 +189,19 @@ export class ApiServerDouble {
 
   /**
    * A ServiceAccount token, as the TokenRequest subresource issues it (what a kubelet mounts
-   * as a projected token): for `namespace/serviceAccount`, bound to a pod when `boundObjectRef`
-   * names one (it must exist, with that uid if given). Throws the API's error otherwise.
+   * as a projected token); see tokens.ts. Throws the API's error when it cannot be issued.
    */
   requestToken(
     namespace: string,
     serviceAccount: string,
     spec: TokenRequestSpec = {},
   ): { token: string; expirationTimestamp: string } {
-    const sa = this.#store
-      .get(typeKey({ group: '', version: 'v1', resource: 'serviceaccounts' }))
-      ?.get(`${namespace}/${serviceAccount}`);
-    if (sa === undefined)
-      throw new ApiError(404, 'NotFound', `serviceaccounts "${serviceAccount}" not found`);
-    const seconds = spec.expirationSeconds ?? 3600;
-    if (!Number.isInteger(seconds) || seconds < 600)
-      throw new ApiError(
-        422,
-        'Invalid',
-        'spec.expirationSeconds: Invalid value: may not specify a duration less than 10 minutes',
-      );
-    const issued: IssuedToken = {
-      namespace,
-      serviceAccount,
-      serviceAccountUid: String(sa.metadata.uid),
-      audiences: spec.audiences?.length ? [...spec.audiences] : [API_AUDIENCE],
-      expiresAt: Date.now() + seconds * 1000,
-    };
-    const ref = spec.boundObjectRef;
-    if (ref !== undefined) {
-      if (ref.kind !== 'Pod' || !ref.name)
-        throw new ApiError(422, 'Invalid', 'spec.boundObjectRef: only a Pod, by name, is supported here');
-      const pod = this.#store
-        .get(typeKey({ group: '', version: 'v1', resource: 'pods' }))
-        ?.get(`${namespace}/${ref.name}`);
-      if (pod === undefined || (ref.uid !== undefined && ref.uid !== pod.metadata.uid))
-        throw new ApiError(404, 'NotFound', `pods "${ref.name}" not found`);
-      const node = (pod.spec as { nodeName?: string } | undefined)?.nodeName;
-      issued.pod = { name: ref.name, uid: String(pod.metadata.uid), ...(node ? { node } : {}) };
-    }
-    const token = `double.${randomBytes(24).toString('base64url')}`;
-    this.#tokens.set(token, issued);
-    return { token, expirationTimestamp: new Date(issued.expiresAt).toISOString() };
+    return this.#tokens.request(namespace, serviceAccount, spec);
   }
 
   /** `TokenReview.status` for `token` against `audiences` (the API's own when none). */
   reviewToken(token: string, audiences: readonly string[] = []): Record<string, unknown> {
-    const issued = this.#tokens.get(token);
-    const invalid = (why: string) => ({
-      authenticated: false,
-      user: {},
-      error: `[invalid bearer token, ${why}]`,
-    });
-    if (issued === undefined) return invalid('token is not one this server issued');
-    if (Date.now() >= issued.expiresAt) return invalid('Token has expired.');
-    const wanted = audiences.length > 0 ? audiences : [API_AUDIENCE];
-    const matched = wanted.filter((a) => issued.audiences.includes(a));
-    if (matched.length === 0)
-      return invalid(
-        `token audiences ${JSON.stringify(issued.audiences)} is invalid for the target audiences ${JSON.stringify(wanted)}`,
-      );
-    const sa = this.#store
-      .get(typeKey({ group: '', version: 'v1', resource: 'serviceaccounts' }))
-      ?.get(`${issued.namespace}/${issued.serviceAccount}`);
-    if (sa === undefined || String(sa.metadata.uid) !== issued.serviceAccountUid)
-      return invalid(`service account ${issued.namespace}/${issued.serviceAccount} has been deleted`);
-    const extra: Record<string, string[]> = {};
-    if (issued.pod !== undefined) {
-      const pod = this.#store
-        .get(typeKey({ group: '', version: 'v1', resource: 'pods' }))
-        ?.get(`${issued.namespace}/${issued.pod.name}`);
-      if (pod === undefined || String(pod.metadata.uid) !== issued.pod.uid)
-        return invalid(`pod ${issued.namespace}/${issued.pod.name} the token is bound to is gone`);
-      extra['authentication.kubernetes.io/pod-name'] = [issued.pod.name];
-      extra['authentication.kubernetes.io/pod-uid'] = [issued.pod.uid];
-      if (issued.pod.node !== undefined) extra['authentication.kubernetes.io/node-name'] = [issued.pod.node];
-    }
-    return {
-      authenticated: true,
-      user: {
-        username: `system:serviceaccount:${issued.namespace}:${issued.serviceAccount}`,
-        uid: issued.serviceAccountUid,
-        groups: [
-          'system:serviceaccounts',
-          `system:serviceaccounts:${issued.namespace}`,
-          'system:authenticated',
-        ],
-        extra,
-      },
-      audiences: matched,
-    };
+    return this.#tokens.review(token, audiences);
   }
 
   #typeOf(object: KubeObject): ResourceType {
@@ -345,45 +236,6 @@ export class ApiServerDouble {
     }
   }
 
-  /** TokenRequest (`serviceaccounts/NAME/token`) and TokenReview (`tokenreviews`), or undefined. */
-  #authentication(
-    method: string,
-    parts: string[],
-    body: unknown,
-  ): { status: number; body: unknown } | undefined {
-    const tokenRequest =
-      parts.length === 7 &&
-      parts[0] === 'api' &&
-      parts[1] === 'v1' &&
-      parts[2] === 'namespaces' &&
-      parts[4] === 'serviceaccounts' &&
-      parts[6] === 'token';
-    const tokenReview = parts.join('/') === 'apis/authentication.k8s.io/v1/tokenreviews';
-    if (!tokenRequest && !tokenReview) return undefined;
-    if (method !== 'POST') throw new ApiError(405, 'MethodNotAllowed', `${method} is not supported`);
-    const spec = ((body ?? {}) as { spec?: Record<string, unknown> }).spec ?? {};
-    if (tokenRequest) {
-      const status = this.requestToken(parts[3] as string, parts[5] as string, spec as TokenRequestSpec);
-      return {
-        status: 201,
-        body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', metadata: {}, spec, status },
-      };
-    }
-    if (typeof spec.token !== 'string' || spec.token === '')
-      throw new ApiError(422, 'Invalid', 'spec.token: Required value');
-    const audiences = Array.isArray(spec.audiences) ? spec.audiences.map(String) : [];
-    return {
-      status: 201,
-      body: {
-        apiVersion: 'authentication.k8s.io/v1',
-        kind: 'TokenReview',
-        metadata: {},
-        spec,
-        status: this.reviewToken(spec.token, audiences),
-      },
-    };
-  }
-
   #route(
     method: string,
     url: URL,
@@ -391,7 +243,7 @@ export class ApiServerDouble {
     res: ServerResponse,
   ): { status: number; body: unknown } | undefined {
     const parts = url.pathname.split('/').filter((p) => p !== '');
-    const authn = this.#authentication(method, parts, body);
+    const authn = this.#tokens.route(method, parts, body);
     if (authn !== undefined) return authn;
     const discovery = discoveryDocument(this.#types.values(), parts);
     if (discovery !== undefined) {
@@ -525,88 +377,9 @@ export class ApiServerDouble {
   #watch(type: ResourceType, namespace: string | undefined, q: URLSearchParams, res: ServerResponse): void {
     const sel = this.#selectors(type, q);
     const match = this.#matching(namespace, sel);
-    res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
-    res.flushHeaders();
-    const w: Watcher = { key: typeKey(type), namespace, ...sel, res, timers: [] };
-    const from = q.get('resourceVersion') ?? '';
-    if (from === '' || from === '0') {
-      for (const o of [...(this.#store.get(w.key)?.values() ?? [])].filter(match).sort(byKey))
-        writeEvent(res, 'ADDED', this.#withKind(type, o));
-    } else {
-      const rv = Number(from);
-      if (!Number.isInteger(rv) || rv < 0) {
-        writeEvent(
-          res,
-          'ERROR',
-          statusObject(new ApiError(400, 'BadRequest', `invalid resourceVersion ${from}`)),
-        );
-        res.end();
-        return;
-      }
-      if (rv + 1 < this.#compacted) {
-        writeEvent(
-          res,
-          'ERROR',
-          statusObject(
-            new ApiError(410, 'Expired', `too old resource version: ${rv} (${this.#compacted - 1})`),
-          ),
-        );
-        res.end();
-        return;
-      }
-      for (const e of this.#events) if (e.rv > rv && e.key === w.key) this.#deliver(w, type, e);
-    }
-    this.#watchers.add(w);
-    res.on('close', () => this.#endWatch(w));
-    const timeout = Number(q.get('timeoutSeconds') ?? '0');
-    if (timeout > 0) w.timers.push(setTimeout(() => this.#endWatch(w), timeout * 1000).unref());
-    if (q.get('allowWatchBookmarks') === 'true') {
-      const every = this.#opts.bookmarkIntervalMs ?? 1000;
-      w.timers.push(
-        setInterval(
-          () =>
-            writeEvent(res, 'BOOKMARK', {
-              kind: type.kind,
-              apiVersion: apiVersionOf(type),
-              metadata: { resourceVersion: String(this.#rv) },
-            }),
-          every,
-        ).unref(),
-      );
-    }
-  }
-
-  #endWatch(w: Watcher): void {
-    if (!this.#watchers.delete(w)) return;
-    for (const t of w.timers) clearTimeout(t);
-    w.res.end();
-  }
-
-  /** Sends one logged event to one watcher, as its selectors see it. */
-  #deliver(w: Watcher, type: ResourceType, e: LoggedEvent): void {
-    const match = (o: KubeObject | undefined) =>
-      o !== undefined &&
-      (w.namespace === undefined || o.metadata.namespace === w.namespace) &&
-      w.labels(o.metadata.labels ?? {}) &&
-      w.fields(o);
-    const now = match(e.object);
-    const before = e.type === 'MODIFIED' ? match(e.previous) : now;
-    let kind: LoggedEvent['type'] | undefined;
-    if (e.type === 'MODIFIED')
-      kind = now && before ? 'MODIFIED' : now ? 'ADDED' : before ? 'DELETED' : undefined;
-    else kind = now ? e.type : undefined;
-    if (kind !== undefined) writeEvent(w.res, kind, this.#withKind(type, e.object));
-  }
-
-  #emit(type: ResourceType, e: Omit<LoggedEvent, 'key'>): void {
-    const logged = { ...e, key: typeKey(type) };
-    this.#events.push(logged);
-    const max = this.#opts.maxEvents ?? 1000;
-    if (this.#events.length > max) {
-      const dropped = this.#events.splice(0, this.#events.length - max);
-      this.#compacted = (dropped.at(-1)?.rv ?? 0) + 1;
-    }
-    for (const w of this.#watchers) if (w.key === logged.key) this.#deliver(w, type, logged);
+    this.#watches.watch(type, namespace, sel, q, res, () =>
+      [...(this.#store.get(typeKey(type))?.values() ?? [])].filter(match).sort(byKey),
+    );
   }
 
   #create(type: ResourceType, namespace: string | undefined, body: KubeObject, keepUid = false): KubeObject {
@@ -658,7 +431,7 @@ export class ApiServerDouble {
     if (type.status) delete object.status;
     if (type.kind === 'Service') this.#allocateClusterIp(object);
     objects.set(key, object);
-    this.#emit(type, { rv: this.#rv, type: 'ADDED', object });
+    this.#watches.emit(type, { rv: this.#rv, type: 'ADDED', object });
     // The garbage collector also deletes a dependent created after all its owners were gone
     // (a controller that wrote it in the moment its owner was deleted).
     if ((object.metadata.ownerReferences ?? []).length > 0)
@@ -726,7 +499,7 @@ export class ApiServerDouble {
     object.metadata.resourceVersion = String(this.#rv);
     const key = `${object.metadata.namespace ?? ''}/${object.metadata.name}`;
     this.#store.get(typeKey(type))?.set(key, object);
-    this.#emit(type, { rv: this.#rv, type: 'MODIFIED', object, previous: current });
+    this.#watches.emit(type, { rv: this.#rv, type: 'MODIFIED', object, previous: current });
     return clone(object);
   }
 
@@ -744,7 +517,7 @@ export class ApiServerDouble {
     objects.delete(key);
     this.#rv++;
     const gone = { ...current, metadata: { ...current.metadata, resourceVersion: String(this.#rv) } };
-    this.#emit(type, { rv: this.#rv, type: 'DELETED', object: gone });
+    this.#watches.emit(type, { rv: this.#rv, type: 'DELETED', object: gone });
     const uid = current.metadata.uid;
     if (type.kind === 'Namespace') {
       // The namespace controller's job, done at once: everything in it goes.
