@@ -11,14 +11,7 @@ export { L7_POLICY_YAML, L7_ROUTE_YAML, type L7Lab, type L7LabOptions, startL7La
 export * from './install/index.js';
 export * from './kube-api/index.js';
 export { ControlPlaneLink } from './mesh/control-plane-link.js';
-export {
-  type ClusterMeshOptions,
-  type ControlPlaneMode,
-  LocalMesh,
-  type MeshService,
-  type MeshSpec,
-  VIP_PREFIX,
-} from './mesh/local-mesh.js';
+export { LocalMesh } from './mesh/local-mesh.js';
 export {
   baseDocs,
   clientForwards,
@@ -33,6 +26,13 @@ export {
 } from './mesh/mesh.js';
 export { MeshControlPlane, type ProxyStatusRow } from './mesh/mesh-control-plane.js';
 export { controlPlaneUid, meshYaml } from './mesh/mesh-objects.js';
+export {
+  type ClusterMeshOptions,
+  type ControlPlaneMode,
+  type MeshService,
+  type MeshSpec,
+  VIP_PREFIX,
+} from './mesh/mesh-spec.js';
 export { netnsHttp } from './mesh/netns-http.js';
 export { PEER_SERVER, parseRateResult, RATE_CLIENT, type RateResult } from './mesh/pod-programs.js';
 export * from './outage/index.js';

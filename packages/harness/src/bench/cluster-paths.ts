@@ -4,8 +4,9 @@ import type { ResultPromise } from 'execa';
 import { podArgv } from '../cluster/pod-runner.js';
 import type { PodInfo } from '../cluster/topology.js';
 import { stopChild } from '../local/ztunnel-process.js';
-import { type LocalMesh, type MeshSpec, VIP_PREFIX } from '../mesh/local-mesh.js';
+import type { LocalMesh } from '../mesh/local-mesh.js';
 import { startMesh } from '../mesh/mesh.js';
+import { type MeshSpec, VIP_PREFIX } from '../mesh/mesh-spec.js';
 import { ECHO_SERVER } from '../mesh/pod-programs.js';
 import type { Endpoint } from './endpoint.js';
 import {

@@ -5,8 +5,8 @@ import { parse } from 'yaml';
 import { L7_POLICY_YAML } from '../demo/l7-lab.js';
 import { ApiServerDouble, type KubeObject } from '../kube-api/api-server-double.js';
 import { ZMESH_BIN } from '../local/ztunnel-process.js';
-import { type MeshSpec, VIP_PREFIX } from './local-mesh.js';
 import { startMesh } from './mesh.js';
+import { type MeshSpec, VIP_PREFIX } from './mesh-spec.js';
 import { METHOD_ECHO_SERVER, REQUESTS_CLIENT } from './pod-programs.js';
 
 /*

@@ -4,94 +4,22 @@ import type { KubernetesObject, ListWatch } from '@kubernetes/client-node';
 import { CertificateAuthority, logger, ZdsServer } from '@zmesh/shared';
 import { BpfCapture } from '@zmesh/ztunnel';
 import { execa, type ResultPromise } from 'execa';
-import { parseAllDocuments, stringify } from 'yaml';
+import { parseAllDocuments } from 'yaml';
 import { Cluster } from '../cluster/cluster.js';
-import type { ClusterSpec } from '../cluster/cluster-spec.js';
 import type { NodeInfo, PodInfo } from '../cluster/topology.js';
 import type { ApiServerDouble, KubeObject } from '../kube-api/api-server-double.js';
 import { type TempDir, tempDir } from '../local/exit-cleanup.js';
 import { stopChild, ZMESH_BIN } from '../local/ztunnel-process.js';
 import { MeshControlPlane } from './mesh-control-plane.js';
-import { controlPlaneUid, meshYaml, type WaypointShape } from './mesh-objects.js';
+import { controlPlaneUid, localConfigYaml, meshYaml, type WaypointShape } from './mesh-objects.js';
+import { deploymentArgs, spawnNodeAgent, waitSynced } from './mesh-processes.js';
+import type { ClusterMeshOptions, ControlPlaneMode, MeshSpec } from './mesh-spec.js';
 import { netnsHttp } from './netns-http.js';
 
 const log = logger('mesh');
 
-/** A service of the local mesh: a VIP inside the cluster's pod range, backed by pods by name. */
-export interface MeshService {
-  name: string;
-  namespace: string;
-  vip: string;
-  ports: Array<{ port: number; targetPort: number }>;
-  /** Pods (by name) behind the service. */
-  pods: string[];
-  /** Name of the pod whose address is the service's waypoint (Istio GatewayAddress by address). */
-  waypoint?: string;
-}
-
-export interface MeshSpec extends ClusterSpec {
-  services?: MeshService[];
-  /** istio.security.Authorization resources, written to the config's `policies:` as given. */
-  policies?: unknown[];
-  /** Pod name → name of the pod that is its waypoint (a workload-attached waypoint by address). */
-  podWaypoints?: Record<string, string>;
-  /**
-   * Namespace waypoints that run (control-plane mode only): `zmesh waypoint` in its pod
-   * (never enrolled), configured over xDS; the namespace uses it for its services and pods.
-   */
-  waypoints?: WaypointShape[];
-}
-
-export interface ClusterMeshOptions {
-  /** Pods enrolled at start (default: all). */
-  enroll?: (pod: PodInfo) => boolean;
-  /** Pods left out of ztunnel's configuration, so they stay pending after enrollment. */
-  unconfigured?: (pod: PodInfo) => boolean;
-  ztunnelLog?: string;
-  /** Extra `zmesh ztunnel` arguments for every node (e.g. `--fairness off`). */
-  ztunnelArgs?: string[];
-  /** CPU list the ztunnels are pinned to with taskset (benchmarks and harnesses), or one per node. */
-  ztunnelCpus?: string | Readonly<Record<string, string>>;
-  /** CPU list the waypoints are pinned to with taskset. */
-  waypointCpus?: string;
-  /** Extra environment for the ztunnels (e.g. ZMESH_LOG_<SCOPE> levels). */
-  ztunnelEnv?: Record<string, string>;
-  /** Receives each node's ztunnel stderr (JSON log lines); without it they go to our stderr. */
-  ztunnelStderr?: (node: string, chunk: string) => void;
-  /**
-   * Feed the ztunnels from a real `zmesh control-plane` (xDS, CA, node tokens, roots file)
-   * instead of a local config file and CA: `true` for defaults, or the outage knobs.
-   */
-  controlPlane?: boolean | ControlPlaneMode;
-}
-
-export interface ControlPlaneMode {
-  maxCertTtlSeconds?: number;
-  /**
-   * Controller mode: the control plane runs `--kubernetes` against this API-server double,
-   * which the harness fills with the mesh's objects instead of applying YAML; each waypoint
-   * is started from the Deployment the controller made for its Gateway.
-   */
-  kubernetes?: ApiServerDouble;
-  /**
-   * With `kubernetes`: each node runs `zmesh node-agent` against the API instead of the
-   * harness acting as its agent. Enrolling a pod then means starting its first process (a
-   * pause process, as a runtime does): the agent finds it in /proc. A pod added later is
-   * enrolled the way a runtime starts one: `cniAdd` runs the plugin the agent installed.
-   */
-  nodeAgents?: boolean;
-  /** Start ztunnels with `--persist-keys` (a private tmpfs directory per node under /dev/shm). */
-  persistKeys?: boolean | ((node: string) => boolean);
-  /** `initialMs:maxMs` for xDS reconnects and certificate retries (time-compressed drills). */
-  xdsBackoff?: string;
-  authzMaxStalenessSeconds?: number;
-}
-
 /** Key persistence must be tmpfs (PersistedKeys refuses anything else). */
 const KEYS_TMPFS = '/dev/shm';
-
-/** VIPs live in 10.244.250.0/24: inside the harness's pod range, owned by no pod. */
-export const VIP_PREFIX = '10.244.250.';
 
 /**
  * The mesh fixture's `cluster` runtime (`startMesh({ run: 'cluster', spec, ... })`, mesh.ts):
@@ -605,95 +533,22 @@ export class LocalMesh {
       await Promise.race([synced > 1 ? waitSynced(agent, synced) : agent.waitForClient(15_000), exited]);
   }
 
-  /**
-   * `zmesh node-agent` for a node, as its DaemonSet runs it: the API through the mesh's
-   * kubeconfig, ZDS where the node's ztunnel connects, the host's /proc, and zmesh-cni
-   * installed and chained into the node's CNI config (a bridge network's, made here).
-   */
+  /** `zmesh node-agent` for a node (mesh-processes.ts); resolves once it serves. */
   private async startNodeAgent(node: NodeInfo): Promise<void> {
-    const cni = join(this.dir, node.name, 'cni');
-    await mkdir(join(cni, 'bin'), { recursive: true });
-    await mkdir(join(cni, 'net.d'), { recursive: true });
-    await writeFile(
-      join(cni, 'net.d', '10-podnet.conflist'),
-      JSON.stringify({ cniVersion: '1.0.0', name: 'podnet', plugins: [{ type: 'bridge', bridge: 'cni0' }] }),
-    );
-    const args = [
-      'node-agent',
-      ...['--node', node.name, '--kubeconfig', join(this.dir, 'kubeconfig')],
-      ...['--zds-socket', this.zdsSocket(node.name), '--cni-socket', join(cni, 'cni.sock')],
-      ...['--cni-bin-dir', join(cni, 'bin'), '--cni-conf-dir', join(cni, 'net.d')],
-      ...['--rescan', '0.2', '--port', '0'],
-    ];
-    const child = execa(ZMESH_BIN, args, {
-      reject: false,
-      stdin: 'ignore',
-      stdout: 'ignore',
-      stderr: 'pipe',
-      env: { ZMESH_LOG: this.options.ztunnelLog ?? process.env.ZMESH_LOG ?? 'warn' },
+    const { child, ready } = await spawnNodeAgent({
+      node: node.name,
+      dir: join(this.dir, node.name),
+      kubeconfig: join(this.dir, 'kubeconfig'),
+      zdsSocket: this.zdsSocket(node.name),
+      logLevel: this.options.ztunnelLog ?? process.env.ZMESH_LOG ?? 'warn',
     });
     this.nodeAgents.set(node.name, child);
-    // Serving once it says so on stderr (after its first list), or failed.
-    await new Promise<void>((resolve, reject) => {
-      let seen = '';
-      const onData = (d: Buffer) => {
-        seen += String(d);
-        if (seen.includes('node agent: node')) {
-          child.stderr?.off('data', onData);
-          child.stderr?.on('data', (x: Buffer) => process.stderr.write(`[node-agent ${node.name}] ${x}`));
-          resolve();
-        }
-      };
-      child.stderr?.on('data', onData);
-      void child.then((r) =>
-        reject(new Error(`node agent on ${node.name} exited (${r.exitCode}): ${seen.trim()}`)),
-      );
-    });
+    await ready;
   }
 
   private async writeConfig(): Promise<void> {
     const configured = this.cluster.pods.filter((p) => !(this.options.unconfigured?.(p) ?? false));
-    const serviceKey = (s: MeshService) => `${s.namespace}/${s.name}.${s.namespace}.svc.cluster.local`;
-    const waypointOf = (podName: string | undefined) => {
-      const pod = podName === undefined ? undefined : this.cluster.pods.find((x) => x.name === podName);
-      return pod ? { waypoint: { address: pod.ipv4 } } : {};
-    };
-    const workloads = configured.map((p) => ({
-      ...waypointOf(this.spec.podWaypoints?.[p.name]),
-      uid: p.uid,
-      name: p.name,
-      namespace: p.namespace,
-      serviceAccount: p.serviceAccount,
-      addresses: [p.ipv4, p.ipv6],
-      node: p.node,
-      services: Object.fromEntries(
-        (this.spec.services ?? [])
-          .filter((s) => s.namespace === p.namespace && s.pods.includes(p.name))
-          .map((s) => [
-            serviceKey(s),
-            s.ports.map((x) => ({ servicePort: x.port, targetPort: x.targetPort })),
-          ]),
-      ),
-    }));
-    const services = (this.spec.services ?? []).map((s) => ({
-      ...waypointOf(s.waypoint),
-      name: s.name,
-      namespace: s.namespace,
-      addresses: [s.vip],
-      ports: s.ports.map((x) => ({ servicePort: x.port, targetPort: x.targetPort })),
-    }));
-    const policies = this.spec.policies ?? [];
-    await writeFile(join(this.dir, 'mesh.yaml'), stringify({ workloads, services, policies }));
-  }
-}
-
-/** Polls until `n` ztunnels hold the node agent's snapshot (an upgrade's overlap). */
-async function waitSynced(agent: ZdsServer, n: number, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (agent.syncedClients < n) {
-    if (Date.now() > deadline)
-      throw new Error(`${n} ztunnels did not get the ZDS snapshot in ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
+    await writeFile(join(this.dir, 'mesh.yaml'), localConfigYaml(configured, this.cluster.pods, this.spec));
   }
 }
 
@@ -706,36 +561,3 @@ function withUid(o: KubeObject, pods: readonly PodInfo[]): KubeObject {
 
 /** Where the harness's control plane keeps its Lease in controller mode. */
 const MESH_CP_NAMESPACE = 'zmesh-system';
-
-/**
- * The args of the waypoint container of the Deployment the controller made for a Gateway,
- * as a kubelet would run them: `$(VAR)` from `env`, and the values of the flags that name
- * in-cluster paths and Services replaced with the harness's (`replace`). Waits for the
- * Deployment to appear.
- */
-async function deploymentArgs(
-  api: ApiServerDouble,
-  w: WaypointShape,
-  env: Record<string, string>,
-  replace: Record<string, string>,
-  timeoutMs: number,
-): Promise<string[]> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const d = api.get('apps', 'v1', 'deployments', w.namespace, w.name) as
-      | { spec?: { template?: { spec?: { containers?: Array<{ args?: string[] }> } } } }
-      | undefined;
-    const args = d?.spec?.template?.spec?.containers?.[0]?.args;
-    if (args) {
-      const out = args.map((a) => a.replace(/\$\((\w+)\)/g, (m, v: string) => env[v] ?? m));
-      for (const [flag, value] of Object.entries(replace)) {
-        const i = out.indexOf(flag);
-        if (i !== -1) out[i + 1] = value;
-      }
-      return out;
-    }
-    if (Date.now() > deadline)
-      throw new Error(`no Deployment ${w.namespace}/${w.name} after ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}

@@ -106,3 +106,52 @@ export function meshYaml(
   );
   return docs.map((d) => stringify(d)).join('---\n');
 }
+
+/** A local mesh's service: ServiceShape and the pod, by name, that is its waypoint. */
+export interface LocalServiceShape extends ServiceShape {
+  waypoint?: string;
+}
+
+/**
+ * The config file of a mesh without a control plane (`zmesh ztunnel --config`): `pods` as
+ * workloads (with their services' ports), the services, and `policies` as given. A waypoint
+ * is named by the pod, among `all`, whose address it is.
+ */
+export function localConfigYaml(
+  pods: readonly PodInfo[],
+  all: readonly PodInfo[],
+  spec: {
+    services?: readonly LocalServiceShape[];
+    policies?: unknown[];
+    podWaypoints?: Record<string, string>;
+  },
+): string {
+  const serviceKey = (s: ServiceShape) => `${s.namespace}/${s.name}.${s.namespace}.svc.cluster.local`;
+  const waypointOf = (podName: string | undefined) => {
+    const pod = podName === undefined ? undefined : all.find((x) => x.name === podName);
+    return pod ? { waypoint: { address: pod.ipv4 } } : {};
+  };
+  const ports = (s: ServiceShape) => s.ports.map((x) => ({ servicePort: x.port, targetPort: x.targetPort }));
+  const workloads = pods.map((p) => ({
+    ...waypointOf(spec.podWaypoints?.[p.name]),
+    uid: p.uid,
+    name: p.name,
+    namespace: p.namespace,
+    serviceAccount: p.serviceAccount,
+    addresses: [p.ipv4, p.ipv6],
+    node: p.node,
+    services: Object.fromEntries(
+      (spec.services ?? [])
+        .filter((s) => s.namespace === p.namespace && s.pods.includes(p.name))
+        .map((s) => [serviceKey(s), ports(s)]),
+    ),
+  }));
+  const services = (spec.services ?? []).map((s) => ({
+    ...waypointOf(s.waypoint),
+    name: s.name,
+    namespace: s.namespace,
+    addresses: [s.vip],
+    ports: ports(s),
+  }));
+  return stringify({ workloads, services, policies: spec.policies ?? [] });
+}

@@ -25,8 +25,9 @@ import {
 import type { ResultPromise } from 'execa';
 import { stringify } from 'yaml';
 import { waitReady } from '../local/ztunnel-process.js';
-import { type ClusterMeshOptions, LocalMesh, type MeshSpec } from './local-mesh.js';
+import { LocalMesh } from './local-mesh.js';
 import { writeNodeToken } from './mesh-control-plane.js';
+import type { ClusterMeshOptions, MeshSpec } from './mesh-spec.js';
 
 /**
  * The mesh fixture: the one way tests, demos, harnesses and the bench stand up a mesh.

@@ -1,8 +1,8 @@
 import { BpfCapture } from '@zmesh/ztunnel';
 import test from 'ava';
 import { ApiServerDouble } from '../kube-api/api-server-double.js';
-import { type MeshSpec, VIP_PREFIX } from './local-mesh.js';
 import { startMesh } from './mesh.js';
+import { type MeshSpec, VIP_PREFIX } from './mesh-spec.js';
 import { METHOD_ECHO_SERVER, REQUESTS_CLIENT } from './pod-programs.js';
 
 /*

@@ -1,8 +1,8 @@
 import { BpfCapture } from '@zmesh/ztunnel';
 import test from 'ava';
 import { L7_POLICY_YAML } from '../demo/l7-lab.js';
-import { type MeshSpec, VIP_PREFIX } from './local-mesh.js';
 import { startMesh } from './mesh.js';
+import { type MeshSpec, VIP_PREFIX } from './mesh-spec.js';
 import { netnsHttp } from './netns-http.js';
 import { METHOD_ECHO_SERVER, REQUESTS_CLIENT } from './pod-programs.js';
 

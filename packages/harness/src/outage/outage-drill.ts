@@ -1,6 +1,7 @@
 import type { ResultPromise } from 'execa';
-import type { LocalMesh, MeshSpec } from '../mesh/local-mesh.js';
+import type { LocalMesh } from '../mesh/local-mesh.js';
 import { startMesh } from '../mesh/mesh.js';
+import type { MeshSpec } from '../mesh/mesh-spec.js';
 import { parseRateResult, RATE_CLIENT } from '../mesh/pod-programs.js';
 import { firstFiring } from './alert-eval.js';
 import { DrillRecorder, type DrillReport } from './drill-report.js';
