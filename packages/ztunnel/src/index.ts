@@ -44,4 +44,5 @@ export {
 export * from './tenancy/index.js';
 export { SharedQuotaTable, sharedQuotaBuffer } from './tenancy/shared-quotas.js';
 export { ZtunnelWorkers, type ZtunnelWorkersOptions } from './workers/worker-pool.js';
-export { DEFAULT_PORTS, type InboundLimits, Ztunnel, type ZtunnelOptions } from './ztunnel.js';
+export { DEFAULT_PORTS, Ztunnel } from './ztunnel.js';
+export type { InboundLimits, ZtunnelOptions } from './ztunnel-options.js';

@@ -27,7 +27,8 @@ import type { QuotaLimits } from '../tenancy/index.js';
 import { sharedQuotaBuffer } from '../tenancy/shared-quotas.js';
 import { autoWorkers } from '../workers/worker-count.js';
 import { ZtunnelWorkers } from '../workers/worker-pool.js';
-import { type InboundLimits, Ztunnel } from '../ztunnel.js';
+import { Ztunnel } from '../ztunnel.js';
+import type { InboundLimits } from '../ztunnel-options.js';
 import { OptimizerGate } from './optimizer-gate.js';
 
 const log = logger('cli');

@@ -2,7 +2,7 @@ import type { AccessLogPolicy } from '@zmesh/shared';
 import type { PassthroughPolicy } from '../outbound/outbound-handler.js';
 import type { TenancyOptions } from '../outbound/tenant-admission.js';
 import type { ConfigUpdate } from '../state/config-target.js';
-import type { InboundLimits } from '../ztunnel.js';
+import type { InboundLimits } from '../ztunnel-options.js';
 
 /**
  * What the main thread hands a worker at its start (`workerData`, a structured clone; the
