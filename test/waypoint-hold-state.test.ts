@@ -1,7 +1,13 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ControlPlane, SqliteStateStore, sharedNodeTokenKey, sqliteAvailable } from '@zmesh/control-plane';
+import {
+  ControlPlane,
+  SqliteStateStore,
+  STATE_DB_FILE,
+  sharedNodeTokenKey,
+  sqliteAvailable,
+} from '@zmesh/control-plane';
 import { EtcdStateStore } from '@zmesh/control-plane/etcd';
 import { baseDocs, podDoc } from '@zmesh/harness';
 import { ADDRESS_TYPE_URL, type ConfigSnapshot, XdsClient } from '@zmesh/shared';
@@ -169,6 +175,48 @@ sqliteTest(
     t.is(serverWaypoint(z.snapshot()), WP, 'the ztunnel sends it to the waypoint, which is not there');
     // A later change recompiles; still never around the waypoint.
     t.true(restarted.cp.store.applyYaml(yamlOf([podDoc('team-b', 'other', ip('2.9'), 'node-b')])).ok);
+    t.deepEqual(servedPath(restarted.cp), ['team-b/wp']);
+  },
+);
+
+sqliteTest(
+  'sqlite: a stored binding that is not a reference is served as compiled, never as direct, counted, and replaced by a readable one',
+  async (t) => {
+    const dir = await stateDir(t);
+    const first = await startLocal(t, dir, ip('0.1'));
+    t.true(first.cp.store.applyYaml(MESH).ok);
+    t.true(first.cp.store.applyYaml(L7_ON).ok);
+    t.deepEqual(heldOf(first.cp), HELD);
+    await first.stop();
+    // Something other than zmesh wrote the pod's binding (a hand edit, a restore gone wrong).
+    const { DatabaseSync } = await import('node:sqlite');
+    const db = new DatabaseSync(join(dir, STATE_DB_FILE));
+    db.prepare('UPDATE bindings SET value = ? WHERE key = ?').run(
+      '{"not":"a reference"}',
+      `team-b/w/${SERVER}`,
+    );
+    db.close();
+
+    const restarted = await startLocal(t, dir, ip('0.1'));
+    const unreadable = async () => {
+      const text = await restarted.cp.metrics.registry.metrics();
+      return Number(/^zmesh_cp_waypoint_bindings_unreadable_total (\d+)$/m.exec(text)?.[1]);
+    };
+    t.deepEqual(heldOf(restarted.cp), [HELD[1]], 'the Service stays held; the pod is not held on a guess');
+    t.deepEqual(
+      servedPath(restarted.cp),
+      ['team-b/wp'],
+      'the pod is served as compiled (fails closed), not direct',
+    );
+    t.is(await unreadable(), 1, 'counted once');
+    t.regex(
+      restarted.cp.store.bindings().get(`team-b/w/${SERVER}`) ?? '',
+      /"hbonePort":15008/,
+      'serving it recorded a readable binding in its place',
+    );
+    // The next serve decides from the readable record: nothing more is counted.
+    t.true(restarted.cp.store.applyYaml(yamlOf([podDoc('team-b', 'other', ip('2.9'), 'node-b')])).ok);
+    t.is(await unreadable(), 1);
     t.deepEqual(servedPath(restarted.cp), ['team-b/wp']);
   },
 );

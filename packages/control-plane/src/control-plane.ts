@@ -101,7 +101,7 @@ export class ControlPlane {
   #compiled: CompiledConfig | undefined;
   /** What is served: `#compiled` with the transition hold applied (waypoint-hold.ts). */
   #served: CompiledConfig | undefined;
-  readonly #hold = new WaypointHold();
+  readonly #hold = new WaypointHold(() => this.metrics.waypointBindingsUnreadable.inc());
   #generation = 0;
   #reservePending = false;
   /** The last compile, by the objects map it compiled (views share theirs). */

@@ -38,6 +38,11 @@ export class ControlPlaneMetrics {
     help: 'Workloads and services newly bound to a waypoint that no connected waypoint proxy has ACKed, kept on their previous path until one does',
     registers: [this.registry],
   });
+  readonly waypointBindingsUnreadable = new Counter({
+    name: 'zmesh_cp_waypoint_bindings_unreadable_total',
+    help: 'Stored last-served waypoint bindings read that are not a waypoint reference (a store written by something else), each distinct text once; their objects are served as compiled, never as direct, and that records a readable binding',
+    registers: [this.registry],
+  });
   readonly connectedProxies = new Gauge({
     name: 'zmesh_cp_connected_proxies',
     help: 'Proxies (ztunnels, waypoints) with an open xDS stream',

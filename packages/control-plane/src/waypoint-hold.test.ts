@@ -21,8 +21,8 @@ const config = (waypoint?: string): CompiledConfig =>
 const bindings = (c: CompiledConfig) => c.workloads.map((w) => waypointName(w.waypoint));
 
 /** A hold whose last-served bindings are kept the way the store keeps them. */
-function served(last: Bindings = new Map()) {
-  const hold = new WaypointHold();
+function served(last: Bindings = new Map(), onUnreadable?: () => void) {
+  const hold = new WaypointHold(onUnreadable);
   const s = {
     hold,
     last,
@@ -78,9 +78,13 @@ test("the decision is the stored bindings': a hold that never served (a restart,
 });
 
 test('a stored binding that is not a waypoint reference is served as compiled, never as direct', (t) => {
-  const garbage = served(new Map([['shop/w/u1', '{"hbonePort":"x"}']]));
+  let counted = 0;
+  const garbage = served(new Map([['shop/w/u1', '{"hbonePort":"x"}']]), () => counted++);
   t.deepEqual(bindings(garbage.serve(config('wp2'), () => false)), ['shop/wp2']);
   t.deepEqual(garbage.hold.held, []);
+  t.is(counted, 1);
+  t.deepEqual(bindings(garbage.serve(config('wp2'), () => false)), ['shop/wp2']);
+  t.is(counted, 1, 'what it served replaced the text');
   const direct = served(new Map([['shop/w/u1', '']]));
   t.deepEqual(
     bindings(direct.serve(config('wp2'), () => false)),

@@ -49,6 +49,9 @@ export class WaypointHold {
   readonly #unreadable = new Set<string>();
   #held: HeldUser[] = [];
 
+  /** `onUnreadable`: a stored binding that is not a reference was read (each distinct text once). */
+  constructor(private readonly onUnreadable: () => void = () => {}) {}
+
   get held(): readonly HeldUser[] {
     return this.#held;
   }
@@ -107,13 +110,17 @@ export class WaypointHold {
       } catch {
         ref = undefined;
       }
-      // Logged once per text, for the first 64 texts (a bounded set); the next record replaces it.
-      if (ref === undefined && this.#unreadable.size < 64 && !this.#unreadable.has(text)) {
-        this.#unreadable.add(text);
-        log.warn(
-          { binding: text.slice(0, 200) },
-          'stored waypoint binding is not a reference; served as compiled',
-        );
+      // Logged and counted once per text: the record that serves the object replaces it. The
+      // set is bounded; past 64 texts each read is counted and none logged.
+      if (ref === undefined && !this.#unreadable.has(text)) {
+        this.onUnreadable();
+        if (this.#unreadable.size < 64) {
+          this.#unreadable.add(text);
+          log.warn(
+            { code: 'ZM_ERR_STATE_STORE', binding: text.slice(0, 200) },
+            'stored waypoint binding is not a reference; served as compiled (zmesh_cp_waypoint_bindings_unreadable_total)',
+          );
+        }
       }
     }
     if (ref !== undefined) seen.set(text, ref);
