@@ -121,14 +121,20 @@ async function stateDir(t: ExecutionContext): Promise<string> {
   return dir;
 }
 
+/** A sqlite control plane that served the mesh, then `ns l7 on team-b` with no waypoint ACK: held. */
+async function heldOnDirectPath(t: ExecutionContext) {
+  const dir = await stateDir(t);
+  const first = await startLocal(t, dir, ip('0.1'));
+  t.true(first.cp.store.applyYaml(MESH).ok);
+  t.true(first.cp.store.applyYaml(L7_ON).ok);
+  t.deepEqual(heldOf(first.cp), HELD, 'no waypoint has ACKed: held on the direct path');
+  return { dir, first };
+}
+
 sqliteTest(
   'sqlite: a control plane restarted while a namespace is held on its direct path keeps holding it, and switches on the waypoint ACK',
   async (t) => {
-    const dir = await stateDir(t);
-    const first = await startLocal(t, dir, ip('0.1'));
-    t.true(first.cp.store.applyYaml(MESH).ok);
-    t.true(first.cp.store.applyYaml(L7_ON).ok);
-    t.deepEqual(heldOf(first.cp), HELD, 'no waypoint has ACKed: held on the direct path');
+    const { dir, first } = await heldOnDirectPath(t);
     await first.stop();
 
     const restarted = await startLocal(t, dir, ip('0.1'));
@@ -150,11 +156,7 @@ sqliteTest(
 sqliteTest(
   'sqlite: a restart after the waypoint served keeps its users failing closed when it is gone, never routed around it',
   async (t) => {
-    const dir = await stateDir(t);
-    const first = await startLocal(t, dir, ip('0.1'));
-    t.true(first.cp.store.applyYaml(MESH).ok);
-    t.true(first.cp.store.applyYaml(L7_ON).ok);
-    t.deepEqual(heldOf(first.cp), HELD);
+    const { dir, first } = await heldOnDirectPath(t);
     const source = waypoint(t, first.cp, first.address);
     await until('the waypoint to ACK and its users to switch', () => servedPath(first.cp)?.length === 1);
     t.deepEqual(heldOf(first.cp), []);
@@ -182,11 +184,7 @@ sqliteTest(
 sqliteTest(
   'sqlite: a stored binding that is not a reference is served as compiled, never as direct, counted, and replaced by a readable one',
   async (t) => {
-    const dir = await stateDir(t);
-    const first = await startLocal(t, dir, ip('0.1'));
-    t.true(first.cp.store.applyYaml(MESH).ok);
-    t.true(first.cp.store.applyYaml(L7_ON).ok);
-    t.deepEqual(heldOf(first.cp), HELD);
+    const { dir, first } = await heldOnDirectPath(t);
     await first.stop();
     // Something other than zmesh wrote the pod's binding (a hand edit, a restore gone wrong).
     const { DatabaseSync } = await import('node:sqlite');
